@@ -1,0 +1,65 @@
+//! Observed data prepared for repeated evaluation: the data-only constant of the NLL is summed once.
+
+use ns_core::{CompiledModel, Error, Result};
+
+/// Main and auxiliary observations with the parts of the NLL that do not depend on parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreparedData {
+    pub main: Vec<f64>,
+    pub aux: Vec<f64>,
+    /// `Σ lgamma(n+1)` over main bins and Poisson aux data, plus the Gaussian normalisations
+    /// `Σ ln(σ √(2π))`.
+    pub constant: f64,
+}
+
+impl PreparedData {
+    /// Check the lengths against the model and precompute the constant terms.
+    pub fn new(model: &CompiledModel, main: Vec<f64>, aux: Vec<f64>) -> Result<Self> {
+        if main.len() != model.n_main {
+            return Err(Error::InvalidInput(format!(
+                "main data has {} bins but the model has {}",
+                main.len(),
+                model.n_main
+            )));
+        }
+        if aux.len() != model.n_aux {
+            return Err(Error::InvalidInput(format!(
+                "auxiliary data has {} entries but the model has {}",
+                aux.len(),
+                model.n_aux
+            )));
+        }
+        let ln_sqrt_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+        let mut constant: f64 = main.iter().map(|&n| libm::lgamma(n + 1.0)).sum();
+        constant += model
+            .poisson
+            .iter()
+            .map(|c| libm::lgamma(aux[c.aux_index as usize] + 1.0))
+            .sum::<f64>();
+        constant += model
+            .gaussian
+            .iter()
+            .map(|c| c.sigma.ln() + ln_sqrt_2pi)
+            .sum::<f64>();
+        Ok(PreparedData {
+            main,
+            aux,
+            constant,
+        })
+    }
+
+    /// Split a pyhf-style full data vector (main bins, then auxdata) and prepare it.
+    pub fn from_full(model: &CompiledModel, full: &[f64]) -> Result<Self> {
+        if full.len() != model.n_main + model.n_aux {
+            return Err(Error::InvalidInput(format!(
+                "data has length {} but the model expects {} main + {} auxiliary = {}",
+                full.len(),
+                model.n_main,
+                model.n_aux,
+                model.n_main + model.n_aux
+            )));
+        }
+        let (main, aux) = full.split_at(model.n_main);
+        Self::new(model, main.to_vec(), aux.to_vec())
+    }
+}

@@ -1,0 +1,268 @@
+//! Interpolation codes of HistFactory, exactly as pyhf 0.7.6 implements them, with derivatives.
+//!
+//! Normsys codes return a multiplicative factor, histosys codes an additive delta to the nominal
+//! yield. At a kink (α = 0 for code0/code1) the derivative takes the α ≤ 0 branch, as the value
+//! does in pyhf (`α > 0` selects the up variation). Code2 is discontinuous at ±1 in pyhf
+//! (below −1 it is `(b − 2a)·α`, not `(b − 2a)(α + 1)`); it is reproduced as is.
+
+use std::fmt;
+
+/// Interpolation code for `normsys` modifiers (multiplicative).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NormsysCode {
+    /// Piecewise exponential: `hi^α` for α > 0, `lo^(−α)` otherwise.
+    Code1,
+    /// Exponential outside |α| ≥ 1, a sixth-order polynomial inside (pyhf's default).
+    Code4,
+}
+
+/// Interpolation code for `histosys` modifiers (additive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HistosysCode {
+    /// Piecewise linear.
+    Code0,
+    /// Quadratic inside |α| ≤ 1, linear outside (discontinuous at ±1, as in pyhf).
+    Code2,
+    /// Linear outside |α| > 1, a sixth-order polynomial inside (pyhf's default).
+    Code4p,
+}
+
+/// The interpolation codes of a model: one per modifier type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InterpCodes {
+    pub normsys: NormsysCode,
+    pub histosys: HistosysCode,
+}
+
+impl Default for InterpCodes {
+    /// pyhf's `Workspace.model()` default: normsys code4, histosys code4p.
+    fn default() -> Self {
+        InterpCodes {
+            normsys: NormsysCode::Code4,
+            histosys: HistosysCode::Code4p,
+        }
+    }
+}
+
+impl InterpCodes {
+    /// The classic ROOT HistFactory pair: normsys code1, histosys code0.
+    pub fn legacy() -> Self {
+        InterpCodes {
+            normsys: NormsysCode::Code1,
+            histosys: HistosysCode::Code0,
+        }
+    }
+}
+
+impl NormsysCode {
+    /// Parse the pyhf spelling (`code1`, `code4`); `None` for codes pyhf does not accept for normsys.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "code1" => Some(NormsysCode::Code1),
+            "code4" => Some(NormsysCode::Code4),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            NormsysCode::Code1 => "code1",
+            NormsysCode::Code4 => "code4",
+        }
+    }
+}
+
+impl HistosysCode {
+    /// Parse the pyhf spelling (`code0`, `code2`, `code4p`); `None` for codes pyhf does not accept for histosys.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "code0" => Some(HistosysCode::Code0),
+            "code2" => Some(HistosysCode::Code2),
+            "code4p" => Some(HistosysCode::Code4p),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            HistosysCode::Code0 => "code0",
+            HistosysCode::Code2 => "code2",
+            HistosysCode::Code4p => "code4p",
+        }
+    }
+}
+
+impl fmt::Display for InterpCodes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "normsys={},histosys={}",
+            self.normsys.name(),
+            self.histosys.name()
+        )
+    }
+}
+
+/// Precomputed constants of one normsys term (a `hi`/`lo` pair of factors).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NormsysTerm {
+    pub ln_hi: f64,
+    pub ln_lo: f64,
+    /// Code4 polynomial coefficients a₁..a₆ (zero for code1).
+    pub poly: [f64; 6],
+}
+
+/// pyhf's code4 inverse matrix at α₀ = 1 (`pyhf/interpolators/code4.py`).
+const CODE4_A_INVERSE: [[f64; 6]; 6] = [
+    [
+        15.0 / 16.0,
+        -15.0 / 16.0,
+        -7.0 / 16.0,
+        -7.0 / 16.0,
+        1.0 / 16.0,
+        -1.0 / 16.0,
+    ],
+    [
+        3.0 / 2.0,
+        3.0 / 2.0,
+        -9.0 / 16.0,
+        9.0 / 16.0,
+        1.0 / 16.0,
+        1.0 / 16.0,
+    ],
+    [
+        -5.0 / 8.0,
+        5.0 / 8.0,
+        5.0 / 8.0,
+        5.0 / 8.0,
+        -1.0 / 8.0,
+        1.0 / 8.0,
+    ],
+    [
+        -3.0 / 2.0,
+        -3.0 / 2.0,
+        7.0 / 8.0,
+        -7.0 / 8.0,
+        -1.0 / 8.0,
+        -1.0 / 8.0,
+    ],
+    [
+        3.0 / 16.0,
+        -3.0 / 16.0,
+        -3.0 / 16.0,
+        -3.0 / 16.0,
+        1.0 / 16.0,
+        -1.0 / 16.0,
+    ],
+    [
+        1.0 / 2.0,
+        1.0 / 2.0,
+        -5.0 / 16.0,
+        5.0 / 16.0,
+        1.0 / 16.0,
+        1.0 / 16.0,
+    ],
+];
+
+impl NormsysTerm {
+    /// Precompute a normsys term from its `hi` and `lo` factors (relative to a nominal of 1).
+    pub fn new(code: NormsysCode, hi: f64, lo: f64) -> Self {
+        let (ln_hi, ln_lo) = (hi.ln(), lo.ln());
+        let mut poly = [0.0; 6];
+        if code == NormsysCode::Code4 {
+            let b = [
+                hi - 1.0,
+                lo - 1.0,
+                ln_hi * hi,
+                -ln_lo * lo,
+                ln_hi * ln_hi * hi,
+                ln_lo * ln_lo * lo,
+            ];
+            for (coef, row) in poly.iter_mut().zip(CODE4_A_INVERSE.iter()) {
+                *coef = row.iter().zip(b.iter()).map(|(a, b)| a * b).sum();
+            }
+        }
+        NormsysTerm { ln_hi, ln_lo, poly }
+    }
+
+    /// The factor and its derivative with respect to α.
+    #[inline]
+    pub fn factor_and_derivative(&self, code: NormsysCode, alpha: f64) -> (f64, f64) {
+        let exp_branch = |alpha: f64| {
+            if alpha > 0.0 {
+                let f = (alpha * self.ln_hi).exp();
+                (f, f * self.ln_hi)
+            } else {
+                let f = (-alpha * self.ln_lo).exp();
+                (f, -f * self.ln_lo)
+            }
+        };
+        match code {
+            NormsysCode::Code1 => exp_branch(alpha),
+            NormsysCode::Code4 => {
+                if alpha >= 1.0 || alpha <= -1.0 {
+                    exp_branch(alpha)
+                } else {
+                    let p = &self.poly;
+                    let value = 1.0
+                        + alpha
+                            * (p[0]
+                                + alpha
+                                    * (p[1]
+                                        + alpha
+                                            * (p[2]
+                                                + alpha * (p[3] + alpha * (p[4] + alpha * p[5])))));
+                    let slope = p[0]
+                        + alpha
+                            * (2.0 * p[1]
+                                + alpha
+                                    * (3.0 * p[2]
+                                        + alpha
+                                            * (4.0 * p[3]
+                                                + alpha * (5.0 * p[4] + alpha * 6.0 * p[5]))));
+                    (value, slope)
+                }
+            }
+        }
+    }
+}
+
+/// The additive histosys delta and its derivative with respect to α, given the per-bin
+/// differences `up = hi − nominal` and `down = nominal − lo`.
+#[inline]
+pub fn histosys_delta_and_derivative(
+    code: HistosysCode,
+    alpha: f64,
+    up: f64,
+    down: f64,
+) -> (f64, f64) {
+    match code {
+        HistosysCode::Code0 => {
+            let slope = if alpha > 0.0 { up } else { down };
+            (alpha * slope, slope)
+        }
+        HistosysCode::Code2 => {
+            let a = 0.5 * (up - down);
+            let b = 0.5 * (up + down);
+            if alpha > 1.0 {
+                ((b + 2.0 * a) * (alpha - 1.0), b + 2.0 * a)
+            } else if alpha >= -1.0 {
+                (a * alpha * alpha + b * alpha, 2.0 * a * alpha + b)
+            } else {
+                ((b - 2.0 * a) * alpha, b - 2.0 * a)
+            }
+        }
+        HistosysCode::Code4p => {
+            if alpha > 1.0 {
+                (alpha * up, up)
+            } else if alpha < -1.0 {
+                (alpha * down, down)
+            } else {
+                let s = 0.5 * (up + down);
+                let a = 0.0625 * (up - down);
+                let a2 = alpha * alpha;
+                let value = a2 * (a2 * (3.0 * a2 - 10.0) + 15.0) * a + alpha * s;
+                let slope = alpha * (a2 * (18.0 * a2 - 40.0) + 30.0) * a + s;
+                (value, slope)
+            }
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! pyhf JSON workspaces → validated [`Workspace`] → [`HistFactoryModel`] (lowered into the
+//! compiled layout of `ns-core`); patches, patchsets and the pyhf workspace operations.
+
+pub mod load;
+pub mod model;
+pub mod pyjson;
+pub mod spec;
+
+pub use model::{Constraint, HistFactoryModel, ModelOptions, ParameterSet};
+pub use spec::Workspace;

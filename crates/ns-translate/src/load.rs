@@ -1,0 +1,220 @@
+//! Reading workspaces: JSON text → `serde_json::Value` → typed [`Workspace`], validated.
+
+use ns_core::{Error, Result};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use crate::spec::{ModifierKind, Workspace, f64_of};
+
+/// Parse JSON text, naming the line and column of a syntax error. Python's `json` accepts
+/// `NaN`/`Infinity`; a workspace must be finite, so those are reported as such.
+pub fn parse_json(text: &str, origin: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| {
+        let (line, column) = (e.line(), e.column());
+        let rest = text.lines().nth(line.saturating_sub(1)).map(|l| l.get(column.saturating_sub(1)..).unwrap_or(""));
+        let non_finite = rest.is_some_and(|r| {
+            let r = r.trim_start_matches(['-', '+']);
+            r.starts_with("NaN") || r.starts_with("Infinity") || r.starts_with("inf")
+        });
+        let message = if non_finite {
+            format!("non-finite number (NaN or Infinity) at line {line} column {column}: workspace numbers must be finite")
+        } else {
+            e.to_string()
+        };
+        Error::Json { path: origin.to_string(), message }
+    })
+}
+
+/// Read a JSON file.
+pub fn read_json(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
+    parse_json(&text, &path.display().to_string())
+}
+
+/// Convert a JSON value into a typed struct, naming the JSON path of the first problem.
+pub fn from_value<T: DeserializeOwned>(value: Value, what: &str) -> Result<T> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        Error::Json {
+            path: format!("{what} {path}"),
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+impl Workspace {
+    /// Typed, validated workspace from a JSON value.
+    pub fn from_value(value: Value) -> Result<Workspace> {
+        let ws: Workspace = from_value(value, "workspace")?;
+        ws.validate()?;
+        Ok(ws)
+    }
+
+    /// Typed, validated workspace from JSON text.
+    pub fn from_json_str(text: &str) -> Result<Workspace> {
+        Self::from_value(parse_json(text, "workspace")?)
+    }
+
+    /// Typed, validated workspace from a file.
+    pub fn from_path(path: &Path) -> Result<Workspace> {
+        let value = read_json(path)?;
+        Self::from_value(value).map_err(|e| match e {
+            Error::InvalidWorkspace(m) => {
+                Error::InvalidWorkspace(format!("{}: {m}", path.display()))
+            }
+            other => other,
+        })
+    }
+
+    /// The workspace as a JSON value (numbers keep their integer/float identity).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// Structural checks of pyhf's schema and workspace rules that serde's types do not express.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidWorkspace(m));
+        if self.version != "1.0.0" {
+            return bad(format!(
+                "version is '{}', only pyhf workspace version '1.0.0' is supported",
+                self.version
+            ));
+        }
+        for (list, name) in [
+            (self.channels.is_empty(), "channels"),
+            (self.measurements.is_empty(), "measurements"),
+            (self.observations.is_empty(), "observations"),
+        ] {
+            if list {
+                return bad(format!("'{name}' must contain at least one entry"));
+            }
+        }
+        let mut channel_bins = HashMap::new();
+        for (ci, channel) in self.channels.iter().enumerate() {
+            let at = format!("channels[{ci}] '{}'", channel.name);
+            if channel_bins.contains_key(channel.name.as_str()) {
+                return bad(format!("{at}: duplicate channel name"));
+            }
+            let Some(first) = channel.samples.first() else {
+                return bad(format!("{at}: a channel needs at least one sample"));
+            };
+            let n_bins = first.data.len();
+            channel_bins.insert(channel.name.as_str(), n_bins);
+            let mut sample_names = HashSet::new();
+            for (si, sample) in channel.samples.iter().enumerate() {
+                let at = format!("{at}, samples[{si}] '{}'", sample.name);
+                if !sample_names.insert(sample.name.as_str()) {
+                    return bad(format!("{at}: duplicate sample name in the channel"));
+                }
+                if sample.data.len() != n_bins || n_bins == 0 {
+                    return bad(format!(
+                        "{at}: data has {} bins but the channel has {n_bins} (the first sample's length)",
+                        sample.data.len()
+                    ));
+                }
+                for (mi, modifier) in sample.modifiers.iter().enumerate() {
+                    let kind = modifier.kind.type_name();
+                    let at = format!("{at}, modifiers[{mi}] {kind} '{}'", modifier.name);
+                    let lengths: Vec<(&str, usize)> = match &modifier.kind {
+                        ModifierKind::HistoSys { hi_data, lo_data } => {
+                            vec![
+                                ("data.hi_data", hi_data.len()),
+                                ("data.lo_data", lo_data.len()),
+                            ]
+                        }
+                        ModifierKind::ShapeSys(v) | ModifierKind::StatError(v) => {
+                            vec![("data", v.len())]
+                        }
+                        _ => vec![],
+                    };
+                    for (key, len) in lengths {
+                        if len != n_bins {
+                            return bad(format!(
+                                "{at}: {key} has {len} entries but the sample has {n_bins} bins"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let mut observed = HashSet::new();
+        for (oi, obs) in self.observations.iter().enumerate() {
+            let at = format!("observations[{oi}] '{}'", obs.name);
+            if !observed.insert(obs.name.as_str()) {
+                return bad(format!("{at}: duplicate observation name"));
+            }
+            match channel_bins.get(obs.name.as_str()) {
+                None => return bad(format!("{at}: no channel of that name")),
+                Some(&n) if n != obs.data.len() => {
+                    return bad(format!(
+                        "{at}: data has {} bins but the channel has {n}",
+                        obs.data.len()
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if let Some(channel) = self
+            .channels
+            .iter()
+            .find(|c| !observed.contains(c.name.as_str()))
+        {
+            return bad(format!("channel '{}' has no observation", channel.name));
+        }
+        let mut measurement_names = HashSet::new();
+        for (mi, m) in self.measurements.iter().enumerate() {
+            if !measurement_names.insert(m.name.as_str()) {
+                return bad(format!(
+                    "measurements[{mi}] '{}': duplicate measurement name",
+                    m.name
+                ));
+            }
+            let mut configured = HashSet::new();
+            for (pi, p) in m.config.parameters.iter().enumerate() {
+                let at = format!(
+                    "measurements[{mi}] '{}', config.parameters[{pi}] '{}'",
+                    m.name, p.name
+                );
+                if !configured.insert(p.name.as_str()) {
+                    return bad(format!(
+                        "{at}: multiple parameter configurations for '{}'",
+                        p.name
+                    ));
+                }
+                if let Some(bounds) = &p.bounds {
+                    if let Some(i) = bounds.iter().position(|b| b.len() != 2) {
+                        return bad(format!("{at}: bounds[{i}] must be a [low, high] pair"));
+                    }
+                    if let Some(i) = bounds.iter().position(|b| f64_of(&b[0]) > f64_of(&b[1])) {
+                        return bad(format!("{at}: bounds[{i}] has low > high"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The measurement named `name`, or the first one.
+    pub fn measurement(&self, name: Option<&str>) -> Result<&crate::spec::Measurement> {
+        match name {
+            None => self
+                .measurements
+                .first()
+                .ok_or_else(|| Error::InvalidWorkspace("no measurements".into())),
+            Some(name) => self
+                .measurements
+                .iter()
+                .find(|m| m.name == name)
+                .ok_or_else(|| {
+                    let known: Vec<&str> =
+                        self.measurements.iter().map(|m| m.name.as_str()).collect();
+                    Error::InvalidInput(format!(
+                        "no measurement named '{name}' (the workspace has: {})",
+                        known.join(", ")
+                    ))
+                }),
+        }
+    }
+}
