@@ -3,6 +3,8 @@
 
 pub mod load;
 pub mod model;
+pub mod ops;
+pub mod patch;
 pub mod pyjson;
 pub mod spec;
 

@@ -632,20 +632,13 @@ fn configure(
         }
     }
     if req.modifier_type == "lumi" {
-        let missing: Vec<&str> = [
-            ("auxdata", set.auxdata.is_empty()),
-            ("sigmas", config.and_then(|c| c.sigmas.as_ref()).is_none()),
-        ]
-        .into_iter()
-        .filter_map(|(k, m)| m.then_some(k))
-        .collect();
-        if !missing.is_empty() {
-            return Err(bad(format!(
-                "a lumi modifier needs a parameter configuration with {} in the measurement (pyhf requires it)",
-                missing.join(" and ")
-            )));
+        if set.auxdata.is_empty() {
+            return Err(bad(
+                "a lumi modifier needs a parameter configuration named 'lumi' with 'auxdata' (and 'sigmas') in the measurement".into(),
+            ));
         }
-        // pyhf requires inits and bounds too; where absent we take the nominal luminosity and (0, 10·lumi).
+        // pyhf crashes without inits and bounds; we take the nominal luminosity and (0, 10·lumi),
+        // the defaults pyhf's lumi modifier documents. Without sigmas pyhf uses a width of 1, as here.
         if set.inits.is_empty() {
             set.inits = set.auxdata.clone();
         }

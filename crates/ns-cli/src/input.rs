@@ -1,0 +1,139 @@
+//! The workspace/model options every verb shares, and loading a model from them.
+
+use clap::Args;
+use ns_core::{Error, HistosysCode, InterpCodes, NormsysCode, Result};
+use ns_translate::load::read_json;
+use ns_translate::patch::{PatchSet, apply_patch};
+use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// A workspace given positionally or with `-i/--input`.
+#[derive(Args, Debug, Clone)]
+pub struct WorkspaceArg {
+    /// pyhf JSON workspace
+    #[arg(value_name = "WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+    /// pyhf JSON workspace (same as the positional argument)
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "WORKSPACE",
+        conflicts_with = "workspace"
+    )]
+    pub input: Option<PathBuf>,
+}
+
+impl WorkspaceArg {
+    pub fn path(&self) -> Result<PathBuf> {
+        self.workspace
+            .clone()
+            .or_else(|| self.input.clone())
+            .ok_or_else(|| {
+                Error::InvalidInput(
+                    "no workspace given: pass WORKSPACE or -i/--input WORKSPACE".into(),
+                )
+            })
+    }
+}
+
+/// Options that select and patch the workspace and configure the model.
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    #[command(flatten)]
+    pub ws: WorkspaceArg,
+    /// Measurement to use (default: the first)
+    #[arg(long)]
+    pub measurement: Option<String>,
+    /// RFC 6902 JSON patch applied to the workspace (repeatable, applied in order)
+    #[arg(short = 'p', long = "patch", value_name = "PATCH")]
+    pub patches: Vec<PathBuf>,
+    /// HEPData patchset; the patch named by --patch-name is applied after verifying the digest
+    #[arg(long, requires = "patch_name")]
+    pub patchset: Option<PathBuf>,
+    /// Name of the patch in --patchset
+    #[arg(long, requires = "patchset")]
+    pub patch_name: Option<String>,
+    /// Interpolation codes per modifier type, e.g. normsys=code1,histosys=code0 (types not named keep the default)
+    #[arg(long, value_name = "TYPE=CODE,...")]
+    pub interp_codes: Option<String>,
+    /// Base set of interpolation codes: pyhf (normsys=code4, histosys=code4p) or legacy (code1, code0)
+    #[arg(long, value_name = "SET", default_value = "pyhf")]
+    pub interp_defaults: String,
+}
+
+/// A loaded workspace and its model.
+pub struct Loaded {
+    pub workspace: Workspace,
+    pub model: HistFactoryModel,
+}
+
+/// Parse `--interp-defaults` and `--interp-codes` into the model's codes.
+pub fn interp_codes(defaults: &str, overrides: Option<&str>) -> Result<InterpCodes> {
+    let mut codes = match defaults {
+        "pyhf" => InterpCodes::default(),
+        "legacy" => InterpCodes::legacy(),
+        other => {
+            return Err(Error::InvalidInput(format!(
+                "--interp-defaults must be 'pyhf' or 'legacy', not '{other}'"
+            )));
+        }
+    };
+    for item in overrides
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let (kind, code) = item.split_once('=').ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "--interp-codes entry '{item}' must look like TYPE=CODE"
+            ))
+        })?;
+        match kind.trim() {
+            "normsys" => {
+                codes.normsys = NormsysCode::from_name(code.trim()).ok_or_else(|| {
+                    Error::InvalidInput(format!("normsys interpolation '{code}' is not one pyhf accepts (code1, code4)"))
+                })?
+            }
+            "histosys" => {
+                codes.histosys = HistosysCode::from_name(code.trim()).ok_or_else(|| {
+                    Error::InvalidInput(format!("histosys interpolation '{code}' is not one pyhf accepts (code0, code2, code4p)"))
+                })?
+            }
+            other => {
+                return Err(Error::InvalidInput(format!(
+                    "--interp-codes: '{other}' has no interpolation code (only normsys and histosys do)"
+                )));
+            }
+        }
+    }
+    Ok(codes)
+}
+
+impl ModelArgs {
+    /// The workspace JSON after the patchset patch and the `-p` patches.
+    pub fn workspace_value(&self) -> Result<Value> {
+        let path = self.ws.path()?;
+        let mut doc = read_json(&path)?;
+        if let (Some(ps_path), Some(name)) = (&self.patchset, &self.patch_name) {
+            let patchset = PatchSet::from_value(read_json(ps_path)?)?;
+            doc = patchset.apply(&doc, name)?;
+        }
+        for patch_path in &self.patches {
+            let patch = read_json(patch_path)?;
+            apply_patch(&mut doc, &patch, &patch_path.display().to_string())?;
+        }
+        Ok(doc)
+    }
+
+    pub fn load(&self) -> Result<Loaded> {
+        let workspace = Workspace::from_value(self.workspace_value()?)?;
+        let options = ModelOptions {
+            measurement: self.measurement.clone(),
+            codes: interp_codes(&self.interp_defaults, self.interp_codes.as_deref())?,
+        };
+        let model = HistFactoryModel::from_workspace(&workspace, &options)?;
+        Ok(Loaded { workspace, model })
+    }
+}

@@ -1,0 +1,271 @@
+//! Workspace verbs with the `pyhf` CLI's semantics and outputs: inspect, prune, rename, combine,
+//! sort, digest, patchset.
+
+use clap::Subcommand;
+use ns_core::{Error, Result};
+use ns_translate::Workspace;
+use ns_translate::load::read_json;
+use ns_translate::ops::{Join, Prune, Rename, inspect};
+use ns_translate::patch::PatchSet;
+use ns_translate::pyjson::{DumpOptions, digest, dumps};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::emit;
+use crate::input::{ModelArgs, WorkspaceArg};
+
+#[derive(Subcommand)]
+pub enum WorkspaceCommand {
+    /// Summarise a workspace (channels, samples, parameters, measurements) as `pyhf inspect`
+    Inspect {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Print the summary as JSON instead of the text table
+        #[arg(long)]
+        json: bool,
+        /// Also write the JSON summary to this file (pyhf's --output-file)
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
+    /// Remove channels, samples, modifiers, modifier types or measurements (`pyhf prune`)
+    Prune {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[arg(short = 'c', long = "channel")]
+        channels: Vec<String>,
+        #[arg(short = 's', long = "sample")]
+        samples: Vec<String>,
+        #[arg(short = 'm', long = "modifier")]
+        modifiers: Vec<String>,
+        #[arg(short = 't', long = "modifier-type", value_parser = ["histosys", "lumi", "normfactor", "normsys", "shapefactor", "shapesys", "staterror"])]
+        modifier_types: Vec<String>,
+        #[arg(long = "measurement")]
+        measurements: Vec<String>,
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
+    /// Rename channels, samples, modifiers or measurements (`pyhf rename`)
+    Rename {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[arg(short = 'c', long = "channel", num_args = 2, value_names = ["OLD", "NEW"])]
+        channels: Vec<String>,
+        #[arg(short = 's', long = "sample", num_args = 2, value_names = ["OLD", "NEW"])]
+        samples: Vec<String>,
+        #[arg(short = 'm', long = "modifier", num_args = 2, value_names = ["OLD", "NEW"])]
+        modifiers: Vec<String>,
+        #[arg(long = "measurement", num_args = 2, value_names = ["OLD", "NEW"])]
+        measurements: Vec<String>,
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
+    /// Combine two workspaces (`pyhf combine`)
+    Combine {
+        left: PathBuf,
+        right: PathBuf,
+        /// none, outer, 'left outer' or 'right outer'
+        #[arg(short = 'j', long, default_value = "none")]
+        join: String,
+        /// Merge the samples of same-named channels (outer joins only)
+        #[arg(long)]
+        merge_channels: bool,
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
+    /// Sort channels, samples, modifiers, measurements and observations by name (`pyhf sort`)
+    Sort {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
+    /// pyhf's sha256 digest of a workspace (`pyhf digest`)
+    Digest {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        /// Print {"sha256": ...} as JSON instead of `sha256:HEX`
+        #[arg(short = 'j', long)]
+        json: bool,
+    },
+    /// HEPData patchsets: extract, apply, verify, inspect
+    #[command(subcommand)]
+    Patchset(PatchsetCommand),
+}
+
+#[derive(Subcommand)]
+pub enum PatchsetCommand {
+    /// Print one patch of a patchset
+    Extract {
+        patchset: PathBuf,
+        #[arg(long)]
+        name: String,
+        /// Include the patch and patchset metadata
+        #[arg(long)]
+        with_metadata: bool,
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
+    /// Verify the background-only workspace's digest and apply one patch
+    Apply {
+        background_only: PathBuf,
+        patchset: PathBuf,
+        #[arg(long)]
+        name: String,
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
+    /// Check that a patchset was made for this background-only workspace
+    Verify {
+        background_only: PathBuf,
+        patchset: PathBuf,
+    },
+    /// List the patches of a patchset
+    Inspect { patchset: PathBuf },
+}
+
+fn pyhf_json(ws: &Workspace) -> String {
+    dumps(&ws.to_value(), DumpOptions::PYHF_CLI)
+}
+
+fn pairs(flat: &[String]) -> HashMap<String, String> {
+    flat.chunks(2)
+        .filter(|p| p.len() == 2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect()
+}
+
+fn load(ws: &WorkspaceArg) -> Result<Workspace> {
+    Workspace::from_path(&ws.path()?)
+}
+
+pub fn run(cmd: WorkspaceCommand) -> Result<()> {
+    match cmd {
+        WorkspaceCommand::Inspect {
+            model,
+            json,
+            output,
+        } => {
+            let ws = Workspace::from_value(model.workspace_value()?)?;
+            let summary = inspect(&ws)?;
+            let json_text = dumps(&summary.json, DumpOptions::PYHF_CLI);
+            if json {
+                println!("{json_text}");
+            } else {
+                print!("{}", summary.text);
+            }
+            if let Some(path) = output {
+                std::fs::write(&path, json_text).map_err(|e| Error::io(path.display(), e))?;
+            }
+            Ok(())
+        }
+        WorkspaceCommand::Prune {
+            ws,
+            channels,
+            samples,
+            modifiers,
+            modifier_types,
+            measurements,
+            output,
+        } => {
+            let pruned = load(&ws)?.prune(&Prune {
+                channels,
+                samples,
+                modifiers,
+                modifier_types,
+                measurements,
+            })?;
+            emit(&pyhf_json(&pruned), output.as_ref())
+        }
+        WorkspaceCommand::Rename {
+            ws,
+            channels,
+            samples,
+            modifiers,
+            measurements,
+            output,
+        } => {
+            let renamed = load(&ws)?.rename(&Rename {
+                channels: pairs(&channels),
+                samples: pairs(&samples),
+                modifiers: pairs(&modifiers),
+                measurements: pairs(&measurements),
+            })?;
+            emit(&pyhf_json(&renamed), output.as_ref())
+        }
+        WorkspaceCommand::Combine {
+            left,
+            right,
+            join,
+            merge_channels,
+            output,
+        } => {
+            let combined = Workspace::combine(
+                &Workspace::from_path(&left)?,
+                &Workspace::from_path(&right)?,
+                Join::from_name(&join)?,
+                merge_channels,
+            )?;
+            emit(&pyhf_json(&combined), output.as_ref())
+        }
+        WorkspaceCommand::Sort { ws, output } => {
+            emit(&pyhf_json(&load(&ws)?.sorted()), output.as_ref())
+        }
+        WorkspaceCommand::Digest { ws, json } => {
+            // The digest is of the document as read, like pyhf's (validated first).
+            let path = ws.path()?;
+            let value = read_json(&path)?;
+            Workspace::from_value(value.clone())?;
+            let hex = digest(&value);
+            if json {
+                println!(
+                    "{}",
+                    dumps(&serde_json::json!({"sha256": hex}), DumpOptions::PYHF_CLI)
+                );
+            } else {
+                println!("sha256:{hex}");
+            }
+            Ok(())
+        }
+        WorkspaceCommand::Patchset(cmd) => run_patchset(cmd),
+    }
+}
+
+fn run_patchset(cmd: PatchsetCommand) -> Result<()> {
+    let load_ps = |p: &PathBuf| -> Result<PatchSet> { PatchSet::from_value(read_json(p)?) };
+    match cmd {
+        PatchsetCommand::Extract {
+            patchset,
+            name,
+            with_metadata,
+            output,
+        } => {
+            let value = load_ps(&patchset)?.extract(&name, with_metadata)?;
+            emit(&dumps(&value, DumpOptions::PYHF_CLI), output.as_ref())
+        }
+        PatchsetCommand::Apply {
+            background_only,
+            patchset,
+            name,
+            output,
+        } => {
+            let background = read_json(&background_only)?;
+            Workspace::from_value(background.clone())?;
+            let patched = Workspace::from_value(load_ps(&patchset)?.apply(&background, &name)?)?;
+            emit(&pyhf_json(&patched), output.as_ref())
+        }
+        PatchsetCommand::Verify {
+            background_only,
+            patchset,
+        } => {
+            let background = read_json(&background_only)?;
+            Workspace::from_value(background.clone())?;
+            load_ps(&patchset)?.verify(&background)?;
+            println!("All good.");
+            Ok(())
+        }
+        PatchsetCommand::Inspect { patchset } => {
+            print!("{}", load_ps(&patchset)?.inspect_text());
+            Ok(())
+        }
+    }
+}
