@@ -55,40 +55,47 @@ pub fn to_json(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
+/// One evaluated point as JSON; non-finite numbers are written as the strings "NaN"/"inf".
+fn eval_point(eval: &CpuEvaluator, data: &PreparedData, scratch: &mut Scratch, params: Vec<f64>) -> Result<Value> {
+    let mut gradient = vec![0.0; params.len()];
+    let nll = eval.nll_with_gradient(&params, data, scratch, Some(&mut gradient))?;
+    let (main, aux) = eval.expected_data(&params, scratch)?;
+    let number = |x: f64| if x.is_finite() { json!(x) } else { json!(x.to_string()) };
+    let mut out = json!({
+        "parameters": params,
+        "twice_nll": number(2.0 * nll),
+        "nll": number(nll),
+        "gradient": gradient.iter().map(|&g| number(g)).collect::<Vec<_>>(),
+        "expected_data": {"main": main.iter().map(|&x| number(x)).collect::<Vec<_>>(), "aux": aux},
+    });
+    if !nll.is_finite() {
+        out["warning"] = json!("a non-positive expected count makes the likelihood undefined here (pyhf gives the same NaN/inf)");
+    }
+    Ok(out)
+}
+
 fn eval(model_args: &ModelArgs, pars: Option<&PathBuf>, output: Option<&PathBuf>) -> Result<()> {
     let loaded = model_args.load()?;
     let model = &loaded.model;
     let init = model.suggested_init();
-    let params = match pars {
-        Some(path) => model.params_from_json(&ns_translate::load::read_json(path)?, &init)?,
-        None => init,
-    };
     let data = PreparedData::from_full(&model.compiled, &loaded.workspace.data(model, true)?)?;
     let eval = CpuEvaluator::new(&model.compiled);
     let mut scratch = Scratch::new(&model.compiled);
-    let mut gradient = vec![0.0; model.n_params()];
-    let nll = eval.nll_with_gradient(&params, &data, &mut scratch, Some(&mut gradient))?;
-    let (main, aux) = eval.expected_data(&params, &mut scratch)?;
-    let finite_or_null = |x: f64| {
-        if x.is_finite() {
-            json!(x)
-        } else {
-            json!(x.to_string())
+    let header = json!({"parameter_names": model.par_names, "interp_codes": model.compiled.codes.to_string()});
+    let mut out = match pars.map(|p| ns_translate::load::read_json(p)).transpose()? {
+        // A list of points (lists or objects) evaluates each; the output has one entry per point.
+        Some(Value::Array(points)) if points.first().is_some_and(|p| p.is_array() || p.is_object()) => {
+            let results = points
+                .iter()
+                .map(|p| eval_point(&eval, &data, &mut scratch, model.params_from_json(p, &init)?))
+                .collect::<Result<Vec<_>>>()?;
+            json!({"points": results})
         }
+        Some(point) => eval_point(&eval, &data, &mut scratch, model.params_from_json(&point, &init)?)?,
+        None => eval_point(&eval, &data, &mut scratch, init.clone())?,
     };
-    let mut out = json!({
-        "parameter_names": model.par_names,
-        "parameters": params,
-        "twice_nll": finite_or_null(2.0 * nll),
-        "nll": finite_or_null(nll),
-        "gradient": gradient.iter().map(|&g| finite_or_null(g)).collect::<Vec<_>>(),
-        "expected_data": {"main": main, "aux": aux},
-        "interp_codes": model.compiled.codes.to_string(),
-    });
-    if !nll.is_finite() {
-        out["warning"] = json!(
-            "a non-positive expected count makes the likelihood undefined here (pyhf gives the same NaN/inf)"
-        );
+    if let (Value::Object(out), Value::Object(header)) = (&mut out, header) {
+        out.extend(header);
     }
     emit(&to_json(&out), output)
 }

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust unit/integration/property tests, then the live pyhf parity tests.
+# Installs what it needs (a Python venv with requirements-test.txt) on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -d ../shared/pyhf-ref ]; then
+  echo "error: ../shared/pyhf-ref is missing (the parity data lives beside the repository)" >&2
+  exit 2
+fi
+
+python3 -m venv .venv
+.venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
+
+cargo build --quiet --bin nextstat
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast
+fi
+
+NEXTSTAT_BIN="$PWD/target/debug/nextstat" .venv/bin/python -m pytest tests/python -q
