@@ -56,11 +56,22 @@ pub fn to_json(value: &Value) -> String {
 }
 
 /// One evaluated point as JSON; non-finite numbers are written as the strings "NaN"/"inf".
-fn eval_point(eval: &CpuEvaluator, data: &PreparedData, scratch: &mut Scratch, params: Vec<f64>) -> Result<Value> {
+fn eval_point(
+    eval: &CpuEvaluator,
+    data: &PreparedData,
+    scratch: &mut Scratch,
+    params: Vec<f64>,
+) -> Result<Value> {
     let mut gradient = vec![0.0; params.len()];
     let nll = eval.nll_with_gradient(&params, data, scratch, Some(&mut gradient))?;
     let (main, aux) = eval.expected_data(&params, scratch)?;
-    let number = |x: f64| if x.is_finite() { json!(x) } else { json!(x.to_string()) };
+    let number = |x: f64| {
+        if x.is_finite() {
+            json!(x)
+        } else {
+            json!(x.to_string())
+        }
+    };
     let mut out = json!({
         "parameters": params,
         "twice_nll": number(2.0 * nll),
@@ -69,7 +80,9 @@ fn eval_point(eval: &CpuEvaluator, data: &PreparedData, scratch: &mut Scratch, p
         "expected_data": {"main": main.iter().map(|&x| number(x)).collect::<Vec<_>>(), "aux": aux},
     });
     if !nll.is_finite() {
-        out["warning"] = json!("a non-positive expected count makes the likelihood undefined here (pyhf gives the same NaN/inf)");
+        out["warning"] = json!(
+            "a non-positive expected count makes the likelihood undefined here (pyhf gives the same NaN/inf)"
+        );
     }
     Ok(out)
 }
@@ -84,14 +97,30 @@ fn eval(model_args: &ModelArgs, pars: Option<&PathBuf>, output: Option<&PathBuf>
     let header = json!({"parameter_names": model.par_names, "interp_codes": model.compiled.codes.to_string()});
     let mut out = match pars.map(|p| ns_translate::load::read_json(p)).transpose()? {
         // A list of points (lists or objects) evaluates each; the output has one entry per point.
-        Some(Value::Array(points)) if points.first().is_some_and(|p| p.is_array() || p.is_object()) => {
+        Some(Value::Array(points))
+            if points
+                .first()
+                .is_some_and(|p| p.is_array() || p.is_object()) =>
+        {
             let results = points
                 .iter()
-                .map(|p| eval_point(&eval, &data, &mut scratch, model.params_from_json(p, &init)?))
+                .map(|p| {
+                    eval_point(
+                        &eval,
+                        &data,
+                        &mut scratch,
+                        model.params_from_json(p, &init)?,
+                    )
+                })
                 .collect::<Result<Vec<_>>>()?;
             json!({"points": results})
         }
-        Some(point) => eval_point(&eval, &data, &mut scratch, model.params_from_json(&point, &init)?)?,
+        Some(point) => eval_point(
+            &eval,
+            &data,
+            &mut scratch,
+            model.params_from_json(&point, &init)?,
+        )?,
         None => eval_point(&eval, &data, &mut scratch, init.clone())?,
     };
     if let (Value::Object(out), Value::Object(header)) = (&mut out, header) {

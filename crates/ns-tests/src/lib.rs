@@ -69,3 +69,72 @@ pub fn close(a: f64, b: f64, rtol: f64) -> bool {
     }
     a == b || (a - b).abs() <= rtol * a.abs().max(b.abs())
 }
+
+/// A small deterministic generator for test points (xorshift64* and Box–Muller).
+pub struct TestRng(u64);
+
+impl TestRng {
+    pub fn new(seed: u64) -> Self {
+        TestRng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn uniform(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform().max(1e-300), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+/// A random point of the kind the parity contract asks for: α ~ N(0,1) away from the kinks at
+/// 0 and ±1, constrained γ within 1 ± 2σ, free factors in [0, 2]; fixed parameters keep init.
+pub fn random_point(model: &ns_translate::HistFactoryModel, rng: &mut TestRng) -> Vec<f64> {
+    use ns_translate::Constraint;
+    let mut p = model.suggested_init();
+    for set in &model.parameter_sets {
+        for i in 0..set.n_parameters {
+            if set.fixed[i] {
+                continue;
+            }
+            p[set.offset + i] = match (set.constraint, set.auxdata.get(i).copied()) {
+                (Constraint::None, _) => 2.0 * rng.uniform(),
+                (Constraint::Gaussian, Some(aux)) if aux == 0.0 => {
+                    let mut a = rng.normal();
+                    if a.abs() < 0.01 || (a.abs() - 1.0).abs() < 0.01 {
+                        a += 0.05;
+                    }
+                    a
+                }
+                _ => {
+                    let width = set.prefit_width(i).unwrap_or(1.0);
+                    let centre = if set.constraint == Constraint::Poisson {
+                        1.0
+                    } else {
+                        set.auxdata[i]
+                    };
+                    (centre + (4.0 * rng.uniform() - 2.0) * width).max(1e-3)
+                }
+            };
+        }
+    }
+    p
+}
+
+/// Every interpolation pair pyhf accepts.
+pub fn all_code_pairs() -> Vec<ns_core::InterpCodes> {
+    use ns_core::{HistosysCode, InterpCodes, NormsysCode};
+    let mut out = vec![];
+    for normsys in [NormsysCode::Code1, NormsysCode::Code4] {
+        for histosys in [
+            HistosysCode::Code0,
+            HistosysCode::Code2,
+            HistosysCode::Code4p,
+        ] {
+            out.push(InterpCodes { normsys, histosys });
+        }
+    }
+    out
+}

@@ -1,0 +1,93 @@
+//! The binary's contract: exit 0 on success, 2 on bad input with the message on stderr,
+//! positional and `-i` workspaces alike.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nextstat"))
+}
+
+fn shared(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/pyhf-ref/workspaces")
+        .join(file)
+}
+
+#[test]
+fn eval_positional_and_input_flag_agree() {
+    let ws = shared("pyhf_docs_2bin_1channel.json");
+    let a = bin().arg("eval").arg(&ws).output().unwrap();
+    let b = bin().arg("eval").arg("-i").arg(&ws).output().unwrap();
+    assert!(a.status.success() && b.status.success());
+    assert_eq!(a.stdout, b.stdout);
+    let out: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    let twice_nll = out["twice_nll"].as_f64().unwrap();
+    assert!((twice_nll - 25.167266297778653).abs() < 1e-9, "{twice_nll}");
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message() {
+    let dir = std::env::temp_dir().join(format!("nextstat-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broken = dir.join("broken.json");
+    std::fs::write(&broken, "{\"channels\": [").unwrap();
+    let pars = dir.join("pars.json");
+    std::fs::write(&pars, "{\"not_a_parameter\": 1.0}").unwrap();
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (vec!["eval".into(), broken.clone().into()], "broken.json"),
+        (
+            vec!["eval".into(), dir.join("missing.json").into()],
+            "missing.json",
+        ),
+        (
+            vec![
+                "eval".into(),
+                shared("pyhf_docs_2bin_1channel.json").into(),
+                "--pars".into(),
+                pars.clone().into(),
+            ],
+            "not_a_parameter",
+        ),
+        (
+            vec![
+                "eval".into(),
+                shared("pyhf_docs_2bin_1channel.json").into(),
+                "--interp-codes".into(),
+                "normsys=code0".into(),
+            ],
+            "code0",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = bin().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: stderr {stderr:?} should mention {needle:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn eval_reports_non_positive_expectation_without_crashing() {
+    let dir = std::env::temp_dir().join(format!("nextstat-cli-neg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pars = dir.join("pars.json");
+    // mu = 0 and a shapesys gamma of 0 make the first bin's expectation zero while n > 0.
+    std::fs::write(&pars, "{\"mu\": 0.0, \"uncorr_bkguncrt\": [0.0, 1.0]}").unwrap();
+    let out = bin()
+        .arg("eval")
+        .arg(shared("pyhf_docs_2bin_1channel.json"))
+        .arg("--pars")
+        .arg(&pars)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["twice_nll"], "inf");
+    assert!(v["warning"].as_str().unwrap().contains("non-positive"));
+    std::fs::remove_dir_all(&dir).ok();
+}
