@@ -1,6 +1,6 @@
 //! The CPU f64 evaluator: NLL (pyhf's `−logpdf`), analytic reverse-mode gradient and expected data.
 
-use ns_core::interp::histosys_delta_and_derivative;
+use ns_core::interp::HistosysWeights;
 use ns_core::layout::ScalarFactor;
 use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
@@ -8,9 +8,11 @@ use rayon::prelude::*;
 use crate::data::PreparedData;
 
 /// Evaluates one compiled model on the CPU.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct CpuEvaluator<'m> {
     model: &'m CompiledModel,
+    /// Parameters that drive a histosys: their weights are computed once per evaluation.
+    histosys_params: Vec<usize>,
 }
 
 /// Working memory of one evaluation; reuse it across calls to avoid allocation.
@@ -23,8 +25,14 @@ pub struct Scratch {
     base: Vec<f64>,
     /// Per entry: product of the entry factors.
     entry_product: Vec<f64>,
-    /// Per histosys delta: dΔ/dα.
-    histosys_slope: Vec<f64>,
+    /// Per parameter: histosys weights at its current value (only histosys parameters are set).
+    histosys_weights: Vec<HistosysWeights>,
+    /// Per entry of the current block: d NLL / d ν times the entry-factor product.
+    entry_weight: Vec<f64>,
+    /// The current block's histosys weights `[w_up, w_down]` per term, and the backward pass's
+    /// per-term accumulators, laid out like one bin-major row of `histosys_delta`.
+    block_histosys_weight: Vec<f64>,
+    block_histosys_sum: Vec<f64>,
     /// Per scalar factor: value and derivative.
     scalar_value: Vec<f64>,
     scalar_slope: Vec<f64>,
@@ -48,12 +56,29 @@ impl Scratch {
             )
             .max()
             .unwrap_or(0);
+        let max_histosys = model
+            .samples
+            .iter()
+            .map(|b| (b.histosys_end - b.histosys_start) as usize)
+            .max()
+            .unwrap_or(0);
         Scratch {
             expected: vec![0.0; model.n_main],
             bin_weight: vec![0.0; model.n_main],
             base: vec![0.0; model.n_entries()],
             entry_product: vec![0.0; model.n_entries()],
-            histosys_slope: vec![0.0; model.histosys_up.len()],
+            histosys_weights: vec![HistosysWeights::new(model.codes.histosys, 0.0); model.n_params],
+            entry_weight: vec![
+                0.0;
+                model
+                    .samples
+                    .iter()
+                    .map(|b| b.n_bins as usize)
+                    .max()
+                    .unwrap_or(0)
+            ],
+            block_histosys_weight: vec![0.0; 2 * max_histosys],
+            block_histosys_sum: vec![0.0; 2 * max_histosys],
             scalar_value: vec![0.0; model.scalar_factors.len()],
             scalar_slope: vec![0.0; model.scalar_factors.len()],
             block_scale: vec![0.0; model.samples.len()],
@@ -67,6 +92,26 @@ impl Scratch {
     }
 }
 
+/// A dot product with four interleaved accumulators: fast for short rows, and the same
+/// summation order every time (deterministic).
+#[inline]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
+    let tail: f64 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    let mut acc = [0.0; 4];
+    for (x, y) in ca.zip(cb) {
+        for k in 0..4 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
 /// `x ln y` with pyhf's `xlogy` convention: zero when `x` is zero.
 #[inline]
 fn xlogy(x: f64, y: f64) -> f64 {
@@ -75,7 +120,14 @@ fn xlogy(x: f64, y: f64) -> f64 {
 
 impl<'m> CpuEvaluator<'m> {
     pub fn new(model: &'m CompiledModel) -> Self {
-        CpuEvaluator { model }
+        let mut histosys_params: Vec<usize> =
+            model.histosys_param.iter().map(|&p| p as usize).collect();
+        histosys_params.sort_unstable();
+        histosys_params.dedup();
+        CpuEvaluator {
+            model,
+            histosys_params,
+        }
     }
 
     pub fn model(&self) -> &'m CompiledModel {
@@ -97,6 +149,9 @@ impl<'m> CpuEvaluator<'m> {
     fn forward(&self, params: &[f64], s: &mut Scratch) {
         let m = self.model;
         let codes = m.codes;
+        for &p in &self.histosys_params {
+            s.histosys_weights[p] = HistosysWeights::new(codes.histosys, params[p]);
+        }
         s.expected.fill(0.0);
         for (block_index, block) in m.samples.iter().enumerate() {
             let mut scale = 1.0;
@@ -114,28 +169,29 @@ impl<'m> CpuEvaluator<'m> {
             }
             s.block_scale[block_index] = scale;
 
-            let entries = block.entry_start as usize..(block.entry_start + block.n_bins) as usize;
-            s.base[entries.clone()].copy_from_slice(&m.nominal[entries.clone()]);
-            for term in &m.histosys[block.histosys_start as usize..block.histosys_end as usize] {
-                let alpha = params[term.param as usize];
-                let deltas =
-                    term.delta_start as usize..term.delta_start as usize + block.n_bins as usize;
-                for ((d, base), slope) in deltas
-                    .clone()
-                    .zip(s.base[entries.clone()].iter_mut())
-                    .zip(&mut s.histosys_slope[deltas])
+            let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
+            let base = &mut s.base[e0..e0 + n];
+            base.copy_from_slice(&m.nominal[e0..e0 + n]);
+            let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
+            if h1 > h0 {
+                let row_len = 2 * (h1 - h0);
+                let weights = &mut s.block_histosys_weight[..row_len];
+                for (pair, &p) in weights.chunks_exact_mut(2).zip(&m.histosys_param[h0..h1]) {
+                    let w = s.histosys_weights[p as usize];
+                    pair[0] = w.w_up;
+                    pair[1] = w.w_down;
+                }
+                let d0 = block.histosys_delta_start as usize;
+                for (i, row) in m.histosys_delta[d0..d0 + n * row_len]
+                    .chunks_exact(row_len)
+                    .enumerate()
                 {
-                    let (delta, dslope) = histosys_delta_and_derivative(
-                        codes.histosys,
-                        alpha,
-                        m.histosys_up[d],
-                        m.histosys_down[d],
-                    );
-                    *base += delta;
-                    *slope = dslope;
+                    base[i] += dot(weights, row);
                 }
             }
-            for (i, e) in entries.enumerate() {
+            let bin0 = block.bin_start as usize;
+            for i in 0..n {
+                let e = e0 + i;
                 let mut product = 1.0;
                 for &p in &m.entry_factor_param
                     [m.entry_factor_start[e] as usize..m.entry_factor_start[e + 1] as usize]
@@ -143,7 +199,7 @@ impl<'m> CpuEvaluator<'m> {
                     product *= params[p as usize];
                 }
                 s.entry_product[e] = product;
-                s.expected[block.bin_start as usize + i] += s.base[e] * scale * product;
+                s.expected[bin0 + i] += base[i] * scale * product;
             }
         }
     }
@@ -200,25 +256,28 @@ impl<'m> CpuEvaluator<'m> {
         let m = self.model;
         for (block_index, block) in m.samples.iter().enumerate() {
             let scale = s.block_scale[block_index];
-            let entries = block.entry_start as usize..(block.entry_start + block.n_bins) as usize;
-            let weights =
-                &s.bin_weight[block.bin_start as usize..(block.bin_start + block.n_bins) as usize];
+            let (e0, n, bin0) = (
+                block.entry_start as usize,
+                block.n_bins as usize,
+                block.bin_start as usize,
+            );
+            let base = &s.base[e0..e0 + n];
+            let entry_weight = &mut s.entry_weight[..n];
+            for (i, w) in entry_weight.iter_mut().enumerate() {
+                *w = s.bin_weight[bin0 + i] * s.entry_product[e0 + i];
+            }
 
             // Scalar factors: dNLL/df_k = Σ_e w_e base_e g_e · Π_{j≠k} f_j.
             let (k0, k1) = (block.scalar_start as usize, block.scalar_end as usize);
             if k1 > k0 {
-                let unscaled: f64 = entries
-                    .clone()
-                    .zip(weights)
-                    .map(|(e, w)| w * s.base[e] * s.entry_product[e])
-                    .sum();
-                let n = k1 - k0;
-                s.suffix[n] = 1.0;
-                for j in (0..n).rev() {
+                let unscaled: f64 = entry_weight.iter().zip(base).map(|(w, b)| w * b).sum();
+                let count = k1 - k0;
+                s.suffix[count] = 1.0;
+                for j in (0..count).rev() {
                     s.suffix[j] = s.suffix[j + 1] * s.scalar_value[k0 + j];
                 }
                 let mut prefix = 1.0;
-                for j in 0..n {
+                for j in 0..count {
                     let k = k0 + j;
                     grad[m.scalar_factors[k].param as usize] +=
                         unscaled * prefix * s.suffix[j + 1] * s.scalar_slope[k];
@@ -226,30 +285,40 @@ impl<'m> CpuEvaluator<'m> {
                 }
             }
 
-            // Histosys: dν_e/dα = scale · g_e · dΔ/dα.
-            for term in &m.histosys[block.histosys_start as usize..block.histosys_end as usize] {
-                let d0 = term.delta_start as usize;
-                let sum: f64 = entries
-                    .clone()
-                    .zip(weights)
-                    .enumerate()
-                    .map(|(i, (e, w))| w * s.entry_product[e] * s.histosys_slope[d0 + i])
-                    .sum();
-                grad[term.param as usize] += scale * sum;
+            // Histosys: dν_e/dα = scale · g_e · (s_up·up_e + s_down·down_e), summed over the bins.
+            let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
+            if h1 > h0 {
+                let row_len = 2 * (h1 - h0);
+                let sums = &mut s.block_histosys_sum[..row_len];
+                sums.fill(0.0);
+                let d0 = block.histosys_delta_start as usize;
+                for (row, &w) in m.histosys_delta[d0..d0 + n * row_len]
+                    .chunks_exact(row_len)
+                    .zip(entry_weight.iter())
+                {
+                    for (sum, delta) in sums.iter_mut().zip(row) {
+                        *sum += w * delta;
+                    }
+                }
+                for (pair, &p) in sums.chunks_exact(2).zip(&m.histosys_param[h0..h1]) {
+                    let w = s.histosys_weights[p as usize];
+                    grad[p as usize] += scale * (w.s_up * pair[0] + w.s_down * pair[1]);
+                }
             }
 
             // Entry factors: dν_e/dθ_j = base_e · scale · Π_{i≠j} θ_i.
-            for (e, w) in entries.zip(weights) {
+            for i in 0..n {
+                let e = e0 + i;
                 let factor_params = &m.entry_factor_param
                     [m.entry_factor_start[e] as usize..m.entry_factor_start[e + 1] as usize];
-                let outer = w * s.base[e] * scale;
+                let outer = s.bin_weight[bin0 + i] * base[i] * scale;
                 match factor_params {
                     [] => {}
                     [p] => grad[*p as usize] += outer,
                     _ => {
-                        let n = factor_params.len();
-                        s.suffix[n] = 1.0;
-                        for j in (0..n).rev() {
+                        let count = factor_params.len();
+                        s.suffix[count] = 1.0;
+                        for j in (0..count).rev() {
                             s.suffix[j] = s.suffix[j + 1] * params[factor_params[j] as usize];
                         }
                         let mut prefix = 1.0;

@@ -225,8 +225,77 @@ impl NormsysTerm {
     }
 }
 
-/// The additive histosys delta and its derivative with respect to α, given the per-bin
-/// differences `up = hi − nominal` and `down = nominal − lo`.
+/// Every histosys code is linear in the per-bin differences `up = hi − nominal` and
+/// `down = nominal − lo`: `Δ = w_up·up + w_down·down` and `dΔ/dα = s_up·up + s_down·down`.
+/// The four weights depend on α only, so they are computed once per modifier, not per bin.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HistosysWeights {
+    pub w_up: f64,
+    pub w_down: f64,
+    pub s_up: f64,
+    pub s_down: f64,
+}
+
+impl HistosysWeights {
+    #[inline]
+    pub fn new(code: HistosysCode, alpha: f64) -> Self {
+        let w = |w_up, w_down, s_up, s_down| HistosysWeights {
+            w_up,
+            w_down,
+            s_up,
+            s_down,
+        };
+        match code {
+            HistosysCode::Code0 => {
+                if alpha > 0.0 {
+                    w(alpha, 0.0, 1.0, 0.0)
+                } else {
+                    w(0.0, alpha, 0.0, 1.0)
+                }
+            }
+            // a = (up − down)/2, b = (up + down)/2.
+            HistosysCode::Code2 => {
+                if alpha > 1.0 {
+                    w(1.5 * (alpha - 1.0), -0.5 * (alpha - 1.0), 1.5, -0.5)
+                } else if alpha >= -1.0 {
+                    let (q, l) = (0.5 * alpha * alpha, 0.5 * alpha);
+                    w(q + l, l - q, alpha + 0.5, 0.5 - alpha)
+                } else {
+                    w(-0.5 * alpha, 1.5 * alpha, -0.5, 1.5)
+                }
+            }
+            // S = (up + down)/2, A = (up − down)/16; Δ = α²(3α⁴ − 10α² + 15)·A + α·S inside ±1.
+            HistosysCode::Code4p => {
+                if alpha > 1.0 {
+                    w(alpha, 0.0, 1.0, 0.0)
+                } else if alpha < -1.0 {
+                    w(0.0, alpha, 0.0, 1.0)
+                } else {
+                    let a2 = alpha * alpha;
+                    let poly = a2 * (a2 * (3.0 * a2 - 10.0) + 15.0) * 0.0625;
+                    let dpoly = alpha * (a2 * (18.0 * a2 - 40.0) + 30.0) * 0.0625;
+                    w(
+                        poly + 0.5 * alpha,
+                        0.5 * alpha - poly,
+                        dpoly + 0.5,
+                        0.5 - dpoly,
+                    )
+                }
+            }
+        }
+    }
+
+    /// The delta and its derivative for one bin.
+    #[inline]
+    pub fn apply(&self, up: f64, down: f64) -> (f64, f64) {
+        (
+            self.w_up * up + self.w_down * down,
+            self.s_up * up + self.s_down * down,
+        )
+    }
+}
+
+/// The additive histosys delta and its derivative with respect to α for one bin.
 #[inline]
 pub fn histosys_delta_and_derivative(
     code: HistosysCode,
@@ -234,35 +303,5 @@ pub fn histosys_delta_and_derivative(
     up: f64,
     down: f64,
 ) -> (f64, f64) {
-    match code {
-        HistosysCode::Code0 => {
-            let slope = if alpha > 0.0 { up } else { down };
-            (alpha * slope, slope)
-        }
-        HistosysCode::Code2 => {
-            let a = 0.5 * (up - down);
-            let b = 0.5 * (up + down);
-            if alpha > 1.0 {
-                ((b + 2.0 * a) * (alpha - 1.0), b + 2.0 * a)
-            } else if alpha >= -1.0 {
-                (a * alpha * alpha + b * alpha, 2.0 * a * alpha + b)
-            } else {
-                ((b - 2.0 * a) * alpha, b - 2.0 * a)
-            }
-        }
-        HistosysCode::Code4p => {
-            if alpha > 1.0 {
-                (alpha * up, up)
-            } else if alpha < -1.0 {
-                (alpha * down, down)
-            } else {
-                let s = 0.5 * (up + down);
-                let a = 0.0625 * (up - down);
-                let a2 = alpha * alpha;
-                let value = a2 * (a2 * (3.0 * a2 - 10.0) + 15.0) * a + alpha * s;
-                let slope = alpha * (a2 * (18.0 * a2 - 40.0) + 30.0) * a + s;
-                (value, slope)
-            }
-        }
-    }
+    HistosysWeights::new(code, alpha).apply(up, down)
 }

@@ -28,9 +28,11 @@ pub struct SampleBlock {
     /// Range into `scalar_factors`.
     pub scalar_start: u32,
     pub scalar_end: u32,
-    /// Range into `histosys`.
+    /// Range into `histosys_param` (the block's histosys terms).
     pub histosys_start: u32,
     pub histosys_end: u32,
+    /// Start of the block's histosys differences in `histosys_delta`.
+    pub histosys_delta_start: u32,
 }
 
 /// A factor multiplying every bin of a sample.
@@ -44,15 +46,6 @@ pub struct ScalarFactor {
 
 impl ScalarFactor {
     pub const LINEAR: u32 = u32::MAX;
-}
-
-/// An additive histosys term on one sample; its per-bin differences start at `delta_start`
-/// in `histosys_up` / `histosys_down` and run for the sample's `n_bins`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct HistosysTerm {
-    pub param: u32,
-    pub delta_start: u32,
 }
 
 /// Gaussian constraint `N(aux | θ, σ)`.
@@ -88,11 +81,12 @@ pub struct CompiledModel {
     pub entry_factor_param: Vec<u32>,
     pub scalar_factors: Vec<ScalarFactor>,
     pub normsys: Vec<NormsysTerm>,
-    pub histosys: Vec<HistosysTerm>,
-    /// `hi − nominal` per histosys term and bin.
-    pub histosys_up: Vec<f64>,
-    /// `nominal − lo` per histosys term and bin.
-    pub histosys_down: Vec<f64>,
+    /// The α parameter of each histosys term, grouped by sample block.
+    pub histosys_param: Vec<u32>,
+    /// Histosys differences, bin-major within a block: for bin i of a block with H terms,
+    /// `[up_0, down_0, up_1, down_1, …, up_{H−1}, down_{H−1}]` with `up = hi − nominal` and
+    /// `down = nominal − lo`. Bin-major rows make the per-bin sum a contiguous dot product.
+    pub histosys_delta: Vec<f64>,
     pub gaussian: Vec<GaussianConstraint>,
     pub poisson: Vec<PoissonConstraint>,
 }

@@ -11,9 +11,7 @@
 //! - auxdata follows the parameter order over constrained parameter sets.
 
 use ns_core::interp::NormsysTerm;
-use ns_core::layout::{
-    GaussianConstraint, HistosysTerm, PoissonConstraint, SampleBlock, ScalarFactor,
-};
+use ns_core::layout::{GaussianConstraint, PoissonConstraint, SampleBlock, ScalarFactor};
 use ns_core::{CompiledModel, Error, InterpCodes, Result};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -794,9 +792,8 @@ fn lower(
         entry_factor_param: vec![],
         scalar_factors: vec![],
         normsys: vec![],
-        histosys: vec![],
-        histosys_up: vec![],
-        histosys_down: vec![],
+        histosys_param: vec![],
+        histosys_delta: vec![],
         gaussian: vec![],
         poisson: vec![],
     };
@@ -809,7 +806,11 @@ fn lower(
         let nominal = f64s(&p.sample.data);
         let n_bins = nominal.len();
         let entry_start = model.nominal.len();
-        let (scalar_start, histosys_start) = (model.scalar_factors.len(), model.histosys.len());
+        let (scalar_start, histosys_start) =
+            (model.scalar_factors.len(), model.histosys_param.len());
+        let histosys_delta_start = model.histosys_delta.len();
+        // (up, down) per histosys term of this block, term-major; written bin-major below.
+        let mut histosys_terms: Vec<(Vec<f64>, Vec<f64>)> = vec![];
         let mut entry_params: Vec<Vec<u32>> = vec![vec![]; n_bins];
         for m in &p.modifiers {
             let set = offset_of.get(m.name.as_str()).copied().ok_or_else(|| {
@@ -845,14 +846,18 @@ fn lower(
                         .push(NormsysTerm::new(codes.normsys, f64_of(hi), f64_of(lo)));
                 }
                 ModifierKind::HistoSys { hi_data, lo_data } => {
-                    model.histosys.push(HistosysTerm {
-                        param: to_u32(param)?,
-                        delta_start: to_u32(model.histosys_up.len())?,
-                    });
-                    for ((nom, hi), lo) in nominal.iter().zip(f64s(hi_data)).zip(f64s(lo_data)) {
-                        model.histosys_up.push(hi - nom);
-                        model.histosys_down.push(nom - lo);
-                    }
+                    model.histosys_param.push(to_u32(param)?);
+                    let up = nominal
+                        .iter()
+                        .zip(f64s(hi_data))
+                        .map(|(nom, hi)| hi - nom)
+                        .collect();
+                    let down = nominal
+                        .iter()
+                        .zip(f64s(lo_data))
+                        .map(|(nom, lo)| nom - lo)
+                        .collect();
+                    histosys_terms.push((up, down));
                 }
                 ModifierKind::ShapeFactor | ModifierKind::ShapeSys(_) => {
                     if n_bins > set.n_parameters {
@@ -886,6 +891,12 @@ fn lower(
                 }
             }
         }
+        for i in 0..n_bins {
+            for (up, down) in &histosys_terms {
+                model.histosys_delta.push(up[i]);
+                model.histosys_delta.push(down[i]);
+            }
+        }
         model.nominal.extend_from_slice(&nominal);
         for list in entry_params {
             model.entry_factor_param.extend(list);
@@ -900,7 +911,8 @@ fn lower(
             scalar_start: to_u32(scalar_start)?,
             scalar_end: to_u32(model.scalar_factors.len())?,
             histosys_start: to_u32(histosys_start)?,
-            histosys_end: to_u32(model.histosys.len())?,
+            histosys_end: to_u32(model.histosys_param.len())?,
+            histosys_delta_start: to_u32(histosys_delta_start)?,
         });
     }
     let mut aux_index = 0;
