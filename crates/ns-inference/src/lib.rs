@@ -1,1 +1,7 @@
-//! Statistical inference on top of the compiled model (fits, tests, limits, toys) — see the CPU inference issue.
+//! Statistical inference on the compiled model: the L-BFGS-B optimizer, maximum-likelihood fits
+//! with uncertainties, test statistics, hypothesis tests and limits.
+//!
+//! The engine never prints or exits: results and typed errors only.
+
+pub mod linalg;
+pub mod optimizer;

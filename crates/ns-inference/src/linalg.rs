@@ -1,0 +1,129 @@
+//! Small dense linear algebra (row-major `Vec<f64>`): what the optimizer's 2m×2m systems and the
+//! covariance of a fit need, nothing more.
+
+/// Solve `A x = b` in place by Gaussian elimination with partial pivoting (`a` is n×n, consumed).
+/// Returns `None` when `A` is singular to working precision.
+pub fn solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    debug_assert_eq!(a.len(), n * n);
+    let scale = a
+        .iter()
+        .fold(0.0f64, |m, x| m.max(x.abs()))
+        .max(f64::MIN_POSITIVE);
+    for col in 0..n {
+        let pivot =
+            (col..n).max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs()))?;
+        if a[pivot * n + col].abs() <= 1e-14 * scale {
+            return None;
+        }
+        if pivot != col {
+            for k in 0..n {
+                a.swap(pivot * n + k, col * n + k);
+            }
+            b.swap(pivot, col);
+        }
+        for row in col + 1..n {
+            let factor = a[row * n + col] / a[col * n + col];
+            if factor != 0.0 {
+                for k in col..n {
+                    a[row * n + k] -= factor * a[col * n + k];
+                }
+                b[row] -= factor * b[col];
+            }
+        }
+    }
+    for row in (0..n).rev() {
+        let mut sum = b[row];
+        for k in row + 1..n {
+            sum -= a[row * n + k] * b[k];
+        }
+        b[row] = sum / a[row * n + row];
+    }
+    Some(b)
+}
+
+/// Inverse of an n×n matrix, `None` if singular.
+pub fn inverse(a: &[f64], n: usize) -> Option<Vec<f64>> {
+    let mut inv = vec![0.0; n * n];
+    for col in 0..n {
+        let mut e = vec![0.0; n];
+        e[col] = 1.0;
+        let x = solve(a.to_vec(), e)?;
+        for row in 0..n {
+            inv[row * n + col] = x[row];
+        }
+    }
+    Some(inv)
+}
+
+/// Cholesky factor `L` (lower, row-major) of a symmetric positive-definite matrix; on failure,
+/// the index of the first pivot that is not positive.
+pub fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
+    let mut l = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            let mut sum = a[i * n + j];
+            for k in 0..j {
+                sum -= l[i * n + k] * l[j * n + k];
+            }
+            if i == j {
+                if !(sum > 0.0) {
+                    return Err(i);
+                }
+                l[i * n + i] = sum.sqrt();
+            } else {
+                l[i * n + j] = sum / l[j * n + j];
+            }
+        }
+    }
+    Ok(l)
+}
+
+/// Inverse of a symmetric positive-definite matrix from its Cholesky factor.
+pub fn cholesky_inverse(l: &[f64], n: usize) -> Vec<f64> {
+    let mut inv = vec![0.0; n * n];
+    for col in 0..n {
+        // Solve L y = e_col, then Lᵀ x = y.
+        let mut y = vec![0.0; n];
+        for i in 0..n {
+            let mut sum = if i == col { 1.0 } else { 0.0 };
+            for k in 0..i {
+                sum -= l[i * n + k] * y[k];
+            }
+            y[i] = sum / l[i * n + i];
+        }
+        for i in (0..n).rev() {
+            let mut sum = y[i];
+            for k in i + 1..n {
+                sum -= l[k * n + i] * inv[k * n + col];
+            }
+            inv[i * n + col] = sum / l[i * n + i];
+        }
+    }
+    inv
+}
+
+pub fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solve_and_inverse_agree_with_known_answers() {
+        let a = vec![4.0, 1.0, 0.0, 1.0, 3.0, 1.0, 0.0, 1.0, 2.0];
+        let x = solve(a.clone(), vec![1.0, 2.0, 3.0]).unwrap();
+        for (row, expect) in [1.0, 2.0, 3.0].iter().enumerate() {
+            assert!((dot(&a[row * 3..row * 3 + 3], &x) - expect).abs() < 1e-12);
+        }
+        let inv = inverse(&a, 3).unwrap();
+        let chol_inv = cholesky_inverse(&cholesky(&a, 3).unwrap(), 3);
+        for (p, q) in inv.iter().zip(&chol_inv) {
+            assert!((p - q).abs() < 1e-12);
+        }
+        assert!(solve(vec![1.0, 2.0, 2.0, 4.0], vec![1.0, 1.0]).is_none());
+        assert_eq!(cholesky(&[1.0, 2.0, 2.0, 1.0], 2), Err(1));
+    }
+}

@@ -1,0 +1,589 @@
+//! L-BFGS-B (Byrd, Lu, Nocedal & Zhu 1995) as a resumable ask/tell state machine.
+//!
+//! Each iteration finds the generalized Cauchy point along the projected steepest-descent path
+//! of the limited-memory quadratic model, minimizes the model over the variables that are free
+//! there (direct primal method), and runs a strong-Wolfe line search along the resulting
+//! direction, capped at the largest step that stays in the box. The caller evaluates the points
+//! the machine asks for, so one implementation drives a single CPU fit or thousands of fits in
+//! lockstep on a GPU.
+
+use std::collections::VecDeque;
+
+use crate::linalg::{dot, inverse, solve};
+
+/// Options of the optimizer.
+#[derive(Clone, Copy, Debug)]
+pub struct LbfgsbOptions {
+    /// Number of correction pairs kept (m).
+    pub memory: usize,
+    /// Converged when ‖P(x − g) − x‖∞ ≤ `pg_tol` (projected gradient of the objective).
+    pub pg_tol: f64,
+    pub max_iterations: usize,
+    pub max_evaluations: usize,
+}
+
+impl Default for LbfgsbOptions {
+    fn default() -> Self {
+        LbfgsbOptions {
+            memory: 10,
+            pg_tol: 1e-6,
+            max_iterations: 2000,
+            max_evaluations: 20000,
+        }
+    }
+}
+
+/// Why the optimizer stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// The projected gradient is below tolerance.
+    Converged,
+    MaxIterations,
+    MaxEvaluations,
+    /// No step along a descent direction decreases the objective (even with the memory reset):
+    /// the objective is flat to working precision, or not smooth here.
+    LineSearchFailed,
+    /// The objective or gradient is not finite at the starting point.
+    NonFiniteStart,
+}
+
+impl Termination {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Termination::Converged => "converged: projected gradient below tolerance",
+            Termination::MaxIterations => "maximum number of iterations reached",
+            Termination::MaxEvaluations => "maximum number of function evaluations reached",
+            Termination::LineSearchFailed => "line search could not decrease the objective further",
+            Termination::NonFiniteStart => {
+                "objective or gradient is not finite at the starting point"
+            }
+        }
+    }
+}
+
+const C1: f64 = 1e-4;
+const C2: f64 = 0.9;
+const MAX_LINE_SEARCH_EVALUATIONS: usize = 30;
+
+#[derive(Clone, Copy, Debug)]
+struct LinePoint {
+    alpha: f64,
+    phi: f64,
+    dphi: f64,
+}
+
+#[derive(Clone, Debug)]
+struct LineSearch {
+    direction: Vec<f64>,
+    dphi0: f64,
+    alpha_max: f64,
+    alpha: f64,
+    previous: LinePoint,
+    zoom: Option<(LinePoint, LinePoint)>,
+    evaluations: usize,
+    /// The best point seen that satisfies sufficient decrease: (alpha, f, x, g).
+    best: Option<(f64, f64, Vec<f64>, Vec<f64>)>,
+}
+
+#[derive(Clone, Debug)]
+enum Phase {
+    Start,
+    Searching(LineSearch),
+    Finished(Termination),
+}
+
+/// The L-BFGS-B state machine. `ask` gives the point to evaluate; `tell` takes the objective and
+/// its gradient there.
+#[derive(Clone, Debug)]
+pub struct Lbfgsb {
+    lower: Vec<f64>,
+    upper: Vec<f64>,
+    options: LbfgsbOptions,
+    x: Vec<f64>,
+    f: f64,
+    g: Vec<f64>,
+    s_history: VecDeque<Vec<f64>>,
+    y_history: VecDeque<Vec<f64>>,
+    theta: f64,
+    trial: Vec<f64>,
+    phase: Phase,
+    iterations: usize,
+    evaluations: usize,
+}
+
+fn project(x: f64, lo: f64, hi: f64) -> f64 {
+    x.max(lo).min(hi)
+}
+
+impl Lbfgsb {
+    /// Start from `x0` (projected into the box `[lower, upper]`).
+    pub fn new(x0: &[f64], lower: &[f64], upper: &[f64], options: LbfgsbOptions) -> Self {
+        let x: Vec<f64> = x0
+            .iter()
+            .zip(lower.iter().zip(upper))
+            .map(|(&x, (&l, &u))| project(x, l, u))
+            .collect();
+        Lbfgsb {
+            lower: lower.to_vec(),
+            upper: upper.to_vec(),
+            options,
+            trial: x.clone(),
+            f: f64::INFINITY,
+            g: vec![0.0; x.len()],
+            x,
+            s_history: VecDeque::new(),
+            y_history: VecDeque::new(),
+            theta: 1.0,
+            phase: Phase::Start,
+            iterations: 0,
+            evaluations: 0,
+        }
+    }
+
+    /// The point to evaluate next, or `None` once finished.
+    pub fn ask(&self) -> Option<&[f64]> {
+        match self.phase {
+            Phase::Finished(_) => None,
+            _ => Some(&self.trial),
+        }
+    }
+
+    /// Report the objective and gradient at the point from [`ask`](Self::ask).
+    /// A non-finite value is treated as +∞ (the line search backs off), never a crash.
+    pub fn tell(&mut self, f: f64, g: &[f64]) {
+        self.evaluations += 1;
+        let f = if f.is_nan() { f64::INFINITY } else { f };
+        let phase = std::mem::replace(&mut self.phase, Phase::Start);
+        self.phase = match phase {
+            Phase::Finished(t) => Phase::Finished(t),
+            Phase::Start => {
+                if !f.is_finite() || g.iter().any(|v| !v.is_finite()) {
+                    Phase::Finished(Termination::NonFiniteStart)
+                } else {
+                    self.x = self.trial.clone();
+                    self.f = f;
+                    self.g = g.to_vec();
+                    self.next_iteration()
+                }
+            }
+            Phase::Searching(search) => self.line_search_step(search, f, g),
+        };
+        if !matches!(self.phase, Phase::Finished(_))
+            && self.evaluations >= self.options.max_evaluations
+        {
+            self.phase = Phase::Finished(Termination::MaxEvaluations);
+        }
+    }
+
+    /// The best point so far (the last accepted iterate).
+    pub fn x(&self) -> &[f64] {
+        &self.x
+    }
+    pub fn f(&self) -> f64 {
+        self.f
+    }
+    pub fn gradient(&self) -> &[f64] {
+        &self.g
+    }
+    pub fn iterations(&self) -> usize {
+        self.iterations
+    }
+    pub fn evaluations(&self) -> usize {
+        self.evaluations
+    }
+    pub fn termination(&self) -> Option<Termination> {
+        match self.phase {
+            Phase::Finished(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// ‖P(x − g) − x‖∞.
+    pub fn projected_gradient_norm(&self) -> f64 {
+        (0..self.x.len())
+            .map(|i| {
+                (project(self.x[i] - self.g[i], self.lower[i], self.upper[i]) - self.x[i]).abs()
+            })
+            .fold(0.0, f64::max)
+    }
+
+    fn next_iteration(&mut self) -> Phase {
+        if self.projected_gradient_norm() <= self.options.pg_tol {
+            return Phase::Finished(Termination::Converged);
+        }
+        if self.iterations >= self.options.max_iterations {
+            return Phase::Finished(Termination::MaxIterations);
+        }
+        let mut direction = self.direction();
+        let mut dphi0 = dot(&self.g, &direction);
+        if !(dphi0 < 0.0) && !self.s_history.is_empty() {
+            self.reset_memory();
+            direction = self.direction();
+            dphi0 = dot(&self.g, &direction);
+        }
+        if !(dphi0 < 0.0) {
+            return Phase::Finished(Termination::LineSearchFailed);
+        }
+        let alpha_max = self.max_step(&direction);
+        let norm = dot(&direction, &direction).sqrt();
+        let first = if self.iterations == 0 && self.s_history.is_empty() {
+            (1.0 / norm).min(1.0)
+        } else {
+            1.0
+        };
+        let alpha = first.min(alpha_max);
+        self.set_trial(&direction, alpha);
+        Phase::Searching(LineSearch {
+            direction,
+            dphi0,
+            alpha_max,
+            alpha,
+            previous: LinePoint {
+                alpha: 0.0,
+                phi: self.f,
+                dphi: dphi0,
+            },
+            zoom: None,
+            evaluations: 0,
+            best: None,
+        })
+    }
+
+    fn reset_memory(&mut self) {
+        self.s_history.clear();
+        self.y_history.clear();
+        self.theta = 1.0;
+    }
+
+    fn max_step(&self, d: &[f64]) -> f64 {
+        let mut step = f64::INFINITY;
+        for i in 0..d.len() {
+            if d[i] > 0.0 {
+                step = step.min((self.upper[i] - self.x[i]) / d[i]);
+            } else if d[i] < 0.0 {
+                step = step.min((self.lower[i] - self.x[i]) / d[i]);
+            }
+        }
+        step.max(0.0).min(1e10)
+    }
+
+    fn set_trial(&mut self, d: &[f64], alpha: f64) {
+        for i in 0..d.len() {
+            self.trial[i] = project(self.x[i] + alpha * d[i], self.lower[i], self.upper[i]);
+        }
+    }
+
+    fn line_search_step(&mut self, mut ls: LineSearch, phi: f64, g: &[f64]) -> Phase {
+        ls.evaluations += 1;
+        let dphi = if phi.is_finite() {
+            dot(g, &ls.direction)
+        } else {
+            f64::NAN
+        };
+        let current = LinePoint {
+            alpha: ls.alpha,
+            phi,
+            dphi,
+        };
+        let armijo = phi.is_finite() && phi <= self.f + C1 * ls.alpha * ls.dphi0;
+        if armijo && ls.best.as_ref().is_none_or(|b| phi < b.1) {
+            ls.best = Some((ls.alpha, phi, self.trial.clone(), g.to_vec()));
+        }
+        let curvature = dphi.abs() <= -C2 * ls.dphi0;
+        if armijo && curvature {
+            return self.accept(phi, g);
+        }
+        match ls.zoom {
+            None => {
+                if !armijo || (ls.evaluations > 1 && phi >= ls.previous.phi) {
+                    ls.zoom = Some((ls.previous, current));
+                } else if dphi >= 0.0 {
+                    ls.zoom = Some((current, ls.previous));
+                } else if ls.alpha >= ls.alpha_max {
+                    // Still descending at the box boundary: take the boundary point.
+                    return self.accept(phi, g);
+                } else {
+                    ls.previous = current;
+                    ls.alpha = (4.0 * ls.alpha).min(ls.alpha_max);
+                }
+            }
+            Some((lo, hi)) => {
+                if !armijo || phi >= lo.phi {
+                    ls.zoom = Some((lo, current));
+                } else if dphi * (hi.alpha - lo.alpha) >= 0.0 {
+                    ls.zoom = Some((current, lo));
+                } else {
+                    ls.zoom = Some((current, hi));
+                }
+            }
+        }
+        if let Some((lo, hi)) = ls.zoom {
+            let width = (hi.alpha - lo.alpha).abs();
+            if ls.evaluations >= MAX_LINE_SEARCH_EVALUATIONS
+                || width <= 1e-15 * lo.alpha.abs().max(1e-300)
+            {
+                return self.line_search_failed(ls);
+            }
+            ls.alpha = interpolate(lo, hi);
+        }
+        if ls.evaluations >= MAX_LINE_SEARCH_EVALUATIONS {
+            return self.line_search_failed(ls);
+        }
+        let (d, alpha) = (std::mem::take(&mut ls.direction), ls.alpha);
+        self.set_trial(&d, alpha);
+        ls.direction = d;
+        Phase::Searching(ls)
+    }
+
+    /// Accept the best sufficient-decrease point if there is one; otherwise reset the memory and
+    /// retry along the projected gradient, and stop if that fails too.
+    fn line_search_failed(&mut self, ls: LineSearch) -> Phase {
+        if let Some((_, f, x, g)) = ls.best {
+            if f < self.f {
+                self.trial = x;
+                return self.accept(f, &g);
+            }
+        }
+        if self.s_history.is_empty() {
+            return Phase::Finished(Termination::LineSearchFailed);
+        }
+        self.reset_memory();
+        self.next_iteration()
+    }
+
+    fn accept(&mut self, f: f64, g: &[f64]) -> Phase {
+        let s: Vec<f64> = self.trial.iter().zip(&self.x).map(|(a, b)| a - b).collect();
+        let y: Vec<f64> = g.iter().zip(&self.g).map(|(a, b)| a - b).collect();
+        let sy = dot(&s, &y);
+        let yy = dot(&y, &y);
+        // Keep the pair only if it preserves positive definiteness.
+        if sy > f64::EPSILON * yy && sy > 0.0 {
+            if self.s_history.len() == self.options.memory {
+                self.s_history.pop_front();
+                self.y_history.pop_front();
+            }
+            self.s_history.push_back(s);
+            self.y_history.push_back(y);
+            self.theta = yy / sy;
+        }
+        self.x = self.trial.clone();
+        self.f = f;
+        self.g = g.to_vec();
+        self.iterations += 1;
+        self.next_iteration()
+    }
+
+    /// `W = [Y, θS]` row `i` (length 2k).
+    fn w_row(&self, i: usize, out: &mut [f64]) {
+        let k = self.s_history.len();
+        for j in 0..k {
+            out[j] = self.y_history[j][i];
+            out[k + j] = self.theta * self.s_history[j][i];
+        }
+    }
+
+    /// The middle matrix `M = [[−D, Lᵀ], [L, θ SᵀS]]⁻¹` of the compact L-BFGS form.
+    fn middle_matrix(&self) -> Option<Vec<f64>> {
+        let k = self.s_history.len();
+        let n2 = 2 * k;
+        let mut a = vec![0.0; n2 * n2];
+        for i in 0..k {
+            for j in 0..k {
+                let sy = dot(&self.s_history[i], &self.y_history[j]);
+                if i == j {
+                    a[i * n2 + j] = -sy;
+                } else if i > j {
+                    a[(k + i) * n2 + j] = sy; // L
+                    a[j * n2 + k + i] = sy; // Lᵀ
+                }
+                a[(k + i) * n2 + k + j] = self.theta * dot(&self.s_history[i], &self.s_history[j]);
+            }
+        }
+        inverse(&a, n2)
+    }
+
+    /// Generalized Cauchy point, then subspace minimization: returns the direction `x̄ − x`.
+    fn direction(&mut self) -> Vec<f64> {
+        let n = self.x.len();
+        let k = self.s_history.len();
+        let m = if k > 0 {
+            match self.middle_matrix() {
+                Some(m) => m,
+                None => {
+                    self.reset_memory();
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let k = self.s_history.len();
+        let n2 = 2 * k;
+        let theta = self.theta;
+        let mv =
+            |v: &[f64]| -> Vec<f64> { (0..n2).map(|r| dot(&m[r * n2..(r + 1) * n2], v)).collect() };
+
+        // Breakpoints along the projected steepest-descent path.
+        let (x, g) = (&self.x, &self.g);
+        let mut t = vec![f64::INFINITY; n];
+        let mut d = vec![0.0; n];
+        for i in 0..n {
+            t[i] = if g[i] < 0.0 {
+                (x[i] - self.upper[i]) / g[i]
+            } else if g[i] > 0.0 {
+                (x[i] - self.lower[i]) / g[i]
+            } else {
+                f64::INFINITY
+            };
+            if t[i] > 0.0 {
+                d[i] = -g[i];
+            }
+        }
+        let mut order: Vec<usize> = (0..n).filter(|&i| t[i] > 0.0 && t[i].is_finite()).collect();
+        order.sort_by(|&a, &b| t[a].total_cmp(&t[b]));
+        let mut w_b = vec![0.0; n2];
+        let mut p = vec![0.0; n2];
+        for i in 0..n {
+            if d[i] != 0.0 {
+                self.w_row(i, &mut w_b);
+                for r in 0..n2 {
+                    p[r] += w_b[r] * d[i];
+                }
+            }
+        }
+        let mut c = vec![0.0; n2];
+        let mut xcp = x.clone();
+        let mut fp = -dot(&d, &d);
+        let mut fpp = -theta * fp - dot(&p, &mv(&p));
+        let mut dt_min = if fpp > 0.0 { -fp / fpp } else { f64::INFINITY };
+        let mut t_old = 0.0;
+        let mut next = 0;
+        while next < order.len() {
+            let b = order[next];
+            let dt = t[b] - t_old;
+            if dt_min < dt {
+                break;
+            }
+            // Move to the breakpoint; variable b hits its bound.
+            xcp[b] = if d[b] > 0.0 {
+                self.upper[b]
+            } else {
+                self.lower[b]
+            };
+            let z_b = xcp[b] - x[b];
+            for r in 0..n2 {
+                c[r] += dt * p[r];
+            }
+            self.w_row(b, &mut w_b);
+            let mw = mv(&w_b);
+            let gb = g[b];
+            fp += dt * fpp + gb * gb + theta * gb * z_b - gb * dot(&mw, &c);
+            fpp += -theta * gb * gb - 2.0 * gb * dot(&mw, &p) - gb * gb * dot(&mw, &w_b);
+            for r in 0..n2 {
+                p[r] += gb * w_b[r];
+            }
+            d[b] = 0.0;
+            dt_min = if fpp > 0.0 { -fp / fpp } else { f64::INFINITY };
+            t_old = t[b];
+            next += 1;
+        }
+        let dt_min = if dt_min.is_finite() {
+            dt_min.max(0.0)
+        } else {
+            0.0
+        };
+        let t_cp = t_old + dt_min;
+        for i in 0..n {
+            if d[i] != 0.0 {
+                xcp[i] = project(x[i] + t_cp * d[i], self.lower[i], self.upper[i]);
+            }
+        }
+        for r in 0..n2 {
+            c[r] += dt_min * p[r];
+        }
+
+        // Subspace minimization over the variables free at the Cauchy point.
+        let free: Vec<usize> = (0..n)
+            .filter(|&i| xcp[i] > self.lower[i] && xcp[i] < self.upper[i])
+            .collect();
+        let mut xbar = xcp.clone();
+        if !free.is_empty() {
+            let mc = mv(&c);
+            let mut r_hat = vec![0.0; free.len()];
+            let mut wz: Vec<Vec<f64>> = Vec::with_capacity(free.len());
+            for (j, &i) in free.iter().enumerate() {
+                let mut row = vec![0.0; n2];
+                self.w_row(i, &mut row);
+                r_hat[j] = g[i] + theta * (xcp[i] - x[i]) - dot(&row, &mc);
+                wz.push(row);
+            }
+            let mut du: Vec<f64> = r_hat.iter().map(|r| -r / theta).collect();
+            if n2 > 0 {
+                let mut v = vec![0.0; n2];
+                for (row, r) in wz.iter().zip(&r_hat) {
+                    for q in 0..n2 {
+                        v[q] += row[q] * r;
+                    }
+                }
+                let v = mv(&v);
+                // N = I − (1/θ) M WᶻᵀWᶻ
+                let mut wtw = vec![0.0; n2 * n2];
+                for row in &wz {
+                    for a in 0..n2 {
+                        for b in 0..n2 {
+                            wtw[a * n2 + b] += row[a] * row[b];
+                        }
+                    }
+                }
+                let mut nmat = vec![0.0; n2 * n2];
+                for a in 0..n2 {
+                    for b in 0..n2 {
+                        let mw: f64 = (0..n2).map(|q| m[a * n2 + q] * wtw[q * n2 + b]).sum();
+                        nmat[a * n2 + b] = if a == b { 1.0 } else { 0.0 } - mw / theta;
+                    }
+                }
+                if let Some(v) = solve(nmat, v) {
+                    for (j, row) in wz.iter().enumerate() {
+                        du[j] -= dot(row, &v) / (theta * theta);
+                    }
+                }
+            }
+            // Largest step ≤ 1 along du that keeps the free variables in the box.
+            let mut step: f64 = 1.0;
+            for (j, &i) in free.iter().enumerate() {
+                if du[j] > 0.0 {
+                    step = step.min((self.upper[i] - xcp[i]) / du[j]);
+                } else if du[j] < 0.0 {
+                    step = step.min((self.lower[i] - xcp[i]) / du[j]);
+                }
+            }
+            for (j, &i) in free.iter().enumerate() {
+                xbar[i] = project(xcp[i] + step * du[j], self.lower[i], self.upper[i]);
+            }
+        }
+        xbar.iter().zip(x).map(|(a, b)| a - b).collect()
+    }
+}
+
+/// Safeguarded cubic interpolation between two line-search points, bisection as the fallback.
+fn interpolate(lo: LinePoint, hi: LinePoint) -> f64 {
+    let (a, b) = (lo.alpha, hi.alpha);
+    let mid = 0.5 * (a + b);
+    if !(lo.phi.is_finite() && hi.phi.is_finite() && lo.dphi.is_finite() && hi.dphi.is_finite()) {
+        return mid;
+    }
+    let d1 = lo.dphi + hi.dphi - 3.0 * (lo.phi - hi.phi) / (a - b);
+    let disc = d1 * d1 - lo.dphi * hi.dphi;
+    if disc < 0.0 {
+        return mid;
+    }
+    let d2 = (b - a).signum() * disc.sqrt();
+    let alpha = b - (b - a) * (hi.dphi + d2 - d1) / (hi.dphi - lo.dphi + 2.0 * d2);
+    let (left, right) = (a.min(b), a.max(b));
+    let margin = 0.1 * (right - left);
+    if alpha.is_finite() && alpha > left + margin && alpha < right - margin {
+        alpha
+    } else {
+        mid
+    }
+}
