@@ -1,0 +1,208 @@
+//! Profile-likelihood test statistics and asymptotic CLs with pyhf's conventions
+//! (`pyhf.infer.test_statistics`, `pyhf.infer.calculators.AsymptoticCalculator`).
+
+use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_core::{Error, Result};
+
+use crate::fit::{FitConfig, FitResult, Fitter};
+use crate::stats::normal_cdf;
+
+/// pyhf's test statistics. The tilde variants are the same statistic computed with the POI
+/// bounded below at 0 (the bound comes from the fit configuration, as in pyhf); they differ
+/// from the plain ones in the asymptotic formula for the test statistic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestStatistic {
+    Q0,
+    Q,
+    QTilde,
+    T,
+    TTilde,
+}
+
+impl TestStatistic {
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "q0" => Ok(TestStatistic::Q0),
+            "q" => Ok(TestStatistic::Q),
+            "qtilde" => Ok(TestStatistic::QTilde),
+            "t" => Ok(TestStatistic::T),
+            "ttilde" => Ok(TestStatistic::TTilde),
+            other => Err(Error::InvalidInput(format!(
+                "unknown test statistic '{other}' (q0, q, qtilde, t, ttilde)"
+            ))),
+        }
+    }
+}
+
+/// A test statistic with the two fits behind it.
+#[derive(Clone, Debug)]
+pub struct TestStatValue {
+    pub value: f64,
+    /// The fit with the POI fixed at μ (μ̂̂).
+    pub fixed_fit: FitResult,
+    /// The unconditional fit (μ̂).
+    pub free_fit: FitResult,
+}
+
+/// Compute a test statistic at `mu` (`mu` is ignored for q0, which tests μ = 0).
+pub fn test_statistic(
+    fitter: &Fitter,
+    stat: TestStatistic,
+    mu: f64,
+    data: &PreparedData,
+    config: &FitConfig,
+) -> Result<TestStatValue> {
+    let poi = fitter.model().poi()?;
+    let mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
+    let fixed_fit = fitter.fixed_poi_fit(mu, data, config)?;
+    let free_fit = fitter.fit(data, config)?;
+    let tmu = (fixed_fit.twice_nll - free_fit.twice_nll).max(0.0);
+    let muhat = free_fit.parameters[poi];
+    let value = match stat {
+        TestStatistic::T | TestStatistic::TTilde => tmu,
+        TestStatistic::Q | TestStatistic::QTilde => {
+            if muhat > mu {
+                0.0
+            } else {
+                tmu
+            }
+        }
+        TestStatistic::Q0 => {
+            if muhat < 0.0 {
+                0.0
+            } else {
+                tmu
+            }
+        }
+    };
+    Ok(TestStatValue {
+        value,
+        fixed_fit,
+        free_fit,
+    })
+}
+
+/// Asimov data (main and aux) at the conditional MLE for `asimov_mu`, with the fit behind it.
+pub fn asimov_data(
+    fitter: &Fitter,
+    asimov_mu: f64,
+    data: &PreparedData,
+    config: &FitConfig,
+) -> Result<(PreparedData, FitResult)> {
+    let fit = fitter.fixed_poi_fit(asimov_mu, data, config)?;
+    let compiled = &fitter.model().compiled;
+    let (main, aux) =
+        CpuEvaluator::new(compiled).expected_data(&fit.parameters, &mut Scratch::new(compiled))?;
+    Ok((PreparedData::new(compiled, main, aux)?, fit))
+}
+
+/// The asymptotic hypothesis test at one μ: observed and expected CLs with the tail probabilities.
+#[derive(Clone, Debug)]
+pub struct AsymptoticHypotest {
+    pub mu: f64,
+    pub test_statistic: TestStatistic,
+    pub cls_obs: f64,
+    pub clsb_obs: f64,
+    pub clb_obs: f64,
+    /// Expected values for n_σ = 2, 1, 0, −1, −2 of the background-only test statistic (pyhf's
+    /// order: ascending CLs, i.e. the "−2σ" band first).
+    pub cls_exp: [f64; 5],
+    pub clsb_exp: [f64; 5],
+    pub clb_exp: [f64; 5],
+    pub sqrt_q: f64,
+    pub sqrt_q_asimov: f64,
+    /// The test statistic in √q space that the p-values are computed from.
+    pub asymptotic_teststat: f64,
+    pub free_fit: FitResult,
+    pub fixed_fit: FitResult,
+    pub asimov_fit: FitResult,
+    pub free_fit_asimov: FitResult,
+    pub fixed_fit_asimov: FitResult,
+}
+
+/// pyhf's `AsymptoticCalculator` with the normal base distribution.
+pub fn hypotest_asymptotic(
+    fitter: &Fitter,
+    mu: f64,
+    data: &PreparedData,
+    config: &FitConfig,
+    stat: TestStatistic,
+) -> Result<AsymptoticHypotest> {
+    let observed = test_statistic(fitter, stat, mu, data, config)?;
+    let asimov_mu = if stat == TestStatistic::Q0 { 1.0 } else { 0.0 };
+    let (asimov, asimov_fit) = asimov_data(fitter, asimov_mu, data, config)?;
+    let on_asimov = test_statistic(fitter, stat, mu, &asimov, config)?;
+    let sqrt_q = observed.value.sqrt();
+    let sqrt_qa = on_asimov.value.sqrt();
+    let teststat = match stat {
+        TestStatistic::Q | TestStatistic::Q0 | TestStatistic::T => sqrt_q - sqrt_qa,
+        TestStatistic::QTilde | TestStatistic::TTilde => {
+            if sqrt_q <= sqrt_qa {
+                sqrt_q - sqrt_qa
+            } else {
+                (sqrt_q * sqrt_q - sqrt_qa * sqrt_qa) / (2.0 * sqrt_qa)
+            }
+        }
+    };
+    // p-values of the s+b (shift −√q_A) and b-only (shift 0) distributions in √q space.
+    let pvalues = |t: f64| {
+        let clsb = normal_cdf(-(t + sqrt_qa));
+        let clb = normal_cdf(-t);
+        (clsb, clb, clsb / clb)
+    };
+    let (clsb_obs, clb_obs, cls_obs) = pvalues(teststat);
+    let mut cls_exp = [0.0; 5];
+    let mut clsb_exp = [0.0; 5];
+    let mut clb_exp = [0.0; 5];
+    for (k, n_sigma) in [2.0, 1.0, 0.0, -1.0, -2.0].into_iter().enumerate() {
+        let (sb, b, s) = pvalues(n_sigma);
+        clsb_exp[k] = sb;
+        clb_exp[k] = b;
+        cls_exp[k] = s;
+    }
+    Ok(AsymptoticHypotest {
+        mu,
+        test_statistic: stat,
+        cls_obs,
+        clsb_obs,
+        clb_obs,
+        cls_exp,
+        clsb_exp,
+        clb_exp,
+        sqrt_q,
+        sqrt_q_asimov: sqrt_qa,
+        asymptotic_teststat: teststat,
+        free_fit: observed.free_fit,
+        fixed_fit: observed.fixed_fit,
+        asimov_fit,
+        free_fit_asimov: on_asimov.free_fit,
+        fixed_fit_asimov: on_asimov.fixed_fit,
+    })
+}
+
+/// Discovery significance from the asymptotic q0 test.
+#[derive(Clone, Debug)]
+pub struct Significance {
+    pub p0_obs: f64,
+    pub z_obs: f64,
+    /// Expected p0 and Z for n_σ = 2, 1, 0, −1, −2 (pyhf's order); index 2 is the median.
+    pub p0_exp: [f64; 5],
+    pub z_exp: [f64; 5],
+    pub hypotest: AsymptoticHypotest,
+}
+
+pub fn significance(
+    fitter: &Fitter,
+    data: &PreparedData,
+    config: &FitConfig,
+) -> Result<Significance> {
+    let h = hypotest_asymptotic(fitter, 0.0, data, config, TestStatistic::Q0)?;
+    let z = |p: f64| -crate::stats::normal_quantile(p);
+    Ok(Significance {
+        p0_obs: h.clsb_obs,
+        z_obs: z(h.clsb_obs),
+        p0_exp: h.clsb_exp,
+        z_exp: h.clsb_exp.map(z),
+        hypotest: h,
+    })
+}

@@ -1,0 +1,286 @@
+//! Upper limits on the POI with pyhf's `upper_limit` semantics: the μ where CLs crosses the
+//! level, observed and for the five expected bands, by bracketed root finding (with pyhf's
+//! bracket expansion) or by interpolation on a linear scan.
+
+use ns_compute::PreparedData;
+use ns_core::{Error, Result};
+use std::collections::BTreeMap;
+
+use crate::fit::{FitConfig, Fitter};
+use crate::hypotest::{TestStatistic, hypotest_asymptotic};
+
+/// Observed and expected (n_σ = 2, 1, 0, −1, −2, pyhf's order) upper limits.
+#[derive(Clone, Debug)]
+pub struct UpperLimit {
+    pub obs: f64,
+    pub exp: [f64; 5],
+    /// Every (μ, CLs_obs, CLs_exp) computed on the way, sorted by μ.
+    pub points: Vec<(f64, f64, [f64; 5])>,
+}
+
+/// CLs(μ) observed and expected, memoized: each μ costs a full asymptotic hypotest.
+struct ClsCurve<'a> {
+    fitter: &'a Fitter<'a>,
+    data: &'a PreparedData,
+    config: &'a FitConfig,
+    cache: BTreeMap<u64, (f64, [f64; 5])>,
+    progress: &'a mut dyn FnMut(usize),
+}
+
+impl ClsCurve<'_> {
+    fn at(&mut self, mu: f64) -> Result<(f64, [f64; 5])> {
+        if let Some(v) = self.cache.get(&mu.to_bits()) {
+            return Ok(*v);
+        }
+        let h = hypotest_asymptotic(
+            self.fitter,
+            mu,
+            self.data,
+            self.config,
+            TestStatistic::QTilde,
+        )?;
+        self.cache.insert(mu.to_bits(), (h.cls_obs, h.cls_exp));
+        (self.progress)(self.cache.len());
+        Ok((h.cls_obs, h.cls_exp))
+    }
+
+    fn value(&mut self, mu: f64, which: usize) -> Result<f64> {
+        let (obs, exp) = self.at(mu)?;
+        Ok(if which == 0 { obs } else { exp[which - 1] })
+    }
+
+    fn points(&self) -> Vec<(f64, f64, [f64; 5])> {
+        let mut p: Vec<_> = self
+            .cache
+            .iter()
+            .map(|(k, v)| (f64::from_bits(*k), v.0, v.1))
+            .collect();
+        p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        p
+    }
+}
+
+/// Upper limits by root finding: start from the POI bounds, halve the lower end until every
+/// curve is above `level` there and double the upper end until every curve is below it
+/// (pyhf's `toms748_scan`), then solve each crossing by Brent's method from the tightest
+/// bracket among the points already computed. `progress` is called with the number of
+/// hypotests done.
+pub fn upper_limit_root(
+    fitter: &Fitter,
+    data: &PreparedData,
+    config: &FitConfig,
+    level: f64,
+    rtol: f64,
+    progress: &mut dyn FnMut(usize),
+) -> Result<UpperLimit> {
+    let poi = fitter.model().poi()?;
+    let (mut low, mut high) = config.bounds[poi];
+    if !(high > 0.0) {
+        return Err(Error::InvalidInput(format!(
+            "the POI's upper bound is {high}: an upper limit needs a positive range"
+        )));
+    }
+    if !(low > 0.0) {
+        // pyhf starts from the lower bound; at 0 CLs is 1 by construction, so start just above it.
+        low = (high * 1e-6).max(f64::MIN_POSITIVE);
+    }
+    let mut curve = ClsCurve {
+        fitter,
+        data,
+        config,
+        cache: BTreeMap::new(),
+        progress,
+    };
+    let all = |v: (f64, [f64; 5])| std::iter::once(v.0).chain(v.1);
+    let mut tries = 0;
+    while all(curve.at(low)?).any(|c| c < level) {
+        low /= 2.0;
+        tries += 1;
+        if tries > 60 {
+            return Err(Error::InvalidInput(
+                "CLs stays below the level even at tiny μ: no upper limit".into(),
+            ));
+        }
+    }
+    tries = 0;
+    while all(curve.at(high)?).any(|c| c > level || c.is_nan()) {
+        high *= 2.0;
+        tries += 1;
+        if tries > 30 {
+            return Err(Error::InvalidInput(format!(
+                "CLs stays above the level up to μ = {high}: no upper limit in reach"
+            )));
+        }
+    }
+    let mut limits = [0.0; 6];
+    for (which, limit) in limits.iter_mut().enumerate() {
+        // Tightest bracket among the points known so far.
+        let points = curve.points();
+        let value =
+            |p: &(f64, f64, [f64; 5])| if which == 0 { p.1 } else { p.2[which - 1] } - level;
+        let a = points
+            .iter()
+            .filter(|p| value(p) >= 0.0)
+            .map(|p| p.0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let b = points
+            .iter()
+            .filter(|p| value(p) < 0.0)
+            .map(|p| p.0)
+            .fold(f64::INFINITY, f64::min);
+        let (a, b) = if a < b { (a, b) } else { (low, high) };
+        *limit = brent(|mu| Ok(curve.value(mu, which)? - level), a, b, rtol)?;
+    }
+    Ok(UpperLimit {
+        obs: limits[0],
+        exp: [limits[1], limits[2], limits[3], limits[4], limits[5]],
+        points: curve.points(),
+    })
+}
+
+/// Upper limits by interpolating CLs on a grid of μ values (pyhf's `linear_grid_scan`, which
+/// uses `np.interp` on the reversed curves).
+pub fn upper_limit_scan(
+    fitter: &Fitter,
+    data: &PreparedData,
+    config: &FitConfig,
+    level: f64,
+    scan: &[f64],
+    progress: &mut dyn FnMut(usize),
+) -> Result<UpperLimit> {
+    if scan.len() < 2 {
+        return Err(Error::InvalidInput(
+            "a linear-scan upper limit needs at least two μ values".into(),
+        ));
+    }
+    let mut curve = ClsCurve {
+        fitter,
+        data,
+        config,
+        cache: BTreeMap::new(),
+        progress,
+    };
+    let mut rows = Vec::with_capacity(scan.len());
+    for &mu in scan {
+        rows.push((mu, curve.at(mu)?));
+    }
+    let interp = |which: usize| {
+        // np.interp(level, cls[::-1], scan[::-1]): CLs decreasing in μ, reversed to increasing.
+        let xs: Vec<f64> = rows
+            .iter()
+            .rev()
+            .map(|(_, v)| if which == 0 { v.0 } else { v.1[which - 1] })
+            .collect();
+        let ys: Vec<f64> = rows.iter().rev().map(|(mu, _)| *mu).collect();
+        np_interp(level, &xs, &ys)
+    };
+    Ok(UpperLimit {
+        obs: interp(0),
+        exp: [interp(1), interp(2), interp(3), interp(4), interp(5)],
+        points: curve.points(),
+    })
+}
+
+/// numpy's `interp` (xs assumed increasing; clamps outside the range).
+fn np_interp(x: f64, xs: &[f64], ys: &[f64]) -> f64 {
+    if x <= xs[0] {
+        return ys[0];
+    }
+    if x >= xs[xs.len() - 1] {
+        return ys[ys.len() - 1];
+    }
+    let i = xs.partition_point(|&v| v <= x).max(1) - 1;
+    let t = (x - xs[i]) / (xs[i + 1] - xs[i]);
+    ys[i] + t * (ys[i + 1] - ys[i])
+}
+
+/// Brent's method for a root of `f` in `[a, b]` (f(a)·f(b) ≤ 0) to `rtol`·|x| + 1e-12.
+pub fn brent(
+    mut f: impl FnMut(f64) -> Result<f64>,
+    mut a: f64,
+    mut b: f64,
+    rtol: f64,
+) -> Result<f64> {
+    let (mut fa, mut fb) = (f(a)?, f(b)?);
+    if fa == 0.0 {
+        return Ok(a);
+    }
+    if fb == 0.0 {
+        return Ok(b);
+    }
+    if fa.signum() == fb.signum() {
+        return Err(Error::InvalidInput(format!(
+            "root finding: [{a}, {b}] does not bracket a crossing"
+        )));
+    }
+    let (mut c, mut fc) = (a, fa);
+    let (mut d, mut e) = (b - a, b - a);
+    for _ in 0..200 {
+        if fb.signum() == fc.signum() {
+            c = a;
+            fc = fa;
+            d = b - a;
+            e = d;
+        }
+        if fc.abs() < fb.abs() {
+            a = b;
+            b = c;
+            c = a;
+            fa = fb;
+            fb = fc;
+            fc = fa;
+        }
+        let tol = 2.0 * f64::EPSILON * b.abs() + 0.5 * (rtol * b.abs() + 1e-12);
+        let m = 0.5 * (c - b);
+        if m.abs() <= tol || fb == 0.0 {
+            return Ok(b);
+        }
+        if e.abs() >= tol && fa.abs() > fb.abs() {
+            let s = fb / fa;
+            let (mut p, mut q) = if a == c {
+                (2.0 * m * s, 1.0 - s)
+            } else {
+                let q = fa / fc;
+                let r = fb / fc;
+                (
+                    s * (2.0 * m * q * (q - r) - (b - a) * (r - 1.0)),
+                    (q - 1.0) * (r - 1.0) * (s - 1.0),
+                )
+            };
+            if p > 0.0 {
+                q = -q;
+            } else {
+                p = -p;
+            }
+            if 2.0 * p < (3.0 * m * q - (tol * q).abs()).min((e * q).abs()) {
+                e = d;
+                d = p / q;
+            } else {
+                d = m;
+                e = m;
+            }
+        } else {
+            d = m;
+            e = m;
+        }
+        a = b;
+        fa = fb;
+        b += if d.abs() > tol { d } else { tol.copysign(m) };
+        fb = f(b)?;
+    }
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brent_finds_roots_and_interp_matches_numpy() {
+        let r = brent(|x| Ok(x * x - 2.0), 0.0, 2.0, 1e-12).unwrap();
+        assert!((r - 2f64.sqrt()).abs() < 1e-11);
+        assert!(brent(|x| Ok(x * x + 1.0), 0.0, 2.0, 1e-12).is_err());
+        assert_eq!(np_interp(0.5, &[0.0, 1.0], &[10.0, 20.0]), 15.0);
+        assert_eq!(np_interp(-1.0, &[0.0, 1.0], &[10.0, 20.0]), 10.0);
+    }
+}
