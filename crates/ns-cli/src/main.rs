@@ -1,5 +1,6 @@
 //! `nextstat`: the command line. It parses flags, calls the engine crates and prints; nothing else.
 
+mod infer_cmds;
 mod input;
 mod workspace_cmds;
 
@@ -35,6 +36,8 @@ enum Command {
         #[arg(short = 'o', long = "output-file")]
         output: Option<PathBuf>,
     },
+    #[command(flatten)]
+    Infer(infer_cmds::InferCommand),
     #[command(flatten)]
     Workspace(workspace_cmds::WorkspaceCommand),
 }
@@ -136,6 +139,7 @@ fn run(cli: Cli) -> Result<()> {
             pars,
             output,
         } => eval(&model, pars.as_ref(), output.as_ref()),
+        Command::Infer(cmd) => infer_cmds::run(cmd),
         Command::Workspace(cmd) => workspace_cmds::run(cmd),
     }
 }

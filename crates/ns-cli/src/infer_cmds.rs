@@ -1,0 +1,347 @@
+//! Inference verbs: fit, hypotest, upper-limit, significance, scan.
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use ns_compute::PreparedData;
+use ns_core::{Error, Result};
+use ns_inference::optimizer::LbfgsbOptions;
+use ns_inference::{
+    FitConfig, FitResult, Fitter, TestStatistic, hypotest_asymptotic, profile_scan, significance,
+    upper_limit_root, upper_limit_scan,
+};
+use serde_json::{Value, json};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use crate::input::{Loaded, ModelArgs};
+use crate::{emit, to_json};
+
+/// Options shared by the inference verbs.
+#[derive(Args, Debug, Clone)]
+pub struct InferArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Write the JSON result here instead of stdout
+    #[arg(short = 'o', long = "output-file")]
+    pub output: Option<PathBuf>,
+    /// Output format: json (default) or a human-readable text summary
+    #[arg(long, default_value = "json", value_parser = ["json", "text"])]
+    pub format: String,
+    /// Worker threads for parallel work (default: all cores)
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Convergence tolerance on the projected gradient of twice_nll
+    #[arg(long, default_value_t = 1e-6)]
+    pub tolerance: f64,
+}
+
+#[derive(Subcommand)]
+pub enum InferCommand {
+    /// Maximum-likelihood fit with uncertainties and correlations
+    Fit {
+        #[command(flatten)]
+        args: InferArgs,
+        /// Fix parameters: NAME=VALUE (repeatable; NAME as in parameter_names)
+        #[arg(long = "fix", value_name = "NAME=VALUE")]
+        fix: Vec<String>,
+    },
+    /// Asymptotic CLs at a POI value (pyhf cls)
+    Hypotest {
+        #[command(flatten)]
+        args: InferArgs,
+        /// POI value tested
+        #[arg(long, default_value_t = 1.0)]
+        mu: f64,
+        /// Test statistic: qtilde (default), q, q0, t, ttilde
+        #[arg(long, default_value = "qtilde")]
+        test_stat: String,
+    },
+    /// Observed and expected upper limits on the POI at a CLs level
+    UpperLimit {
+        #[command(flatten)]
+        args: InferArgs,
+        /// CLs level (0.05 = 95% CL)
+        #[arg(long, default_value_t = 0.05)]
+        level: f64,
+        /// Linear scan instead of root finding: START STOP COUNT (pyhf's scan=np.linspace)
+        #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"])]
+        scan: Option<Vec<f64>>,
+    },
+    /// Discovery significance (asymptotic q0): p0 and Z, observed and expected
+    Significance {
+        #[command(flatten)]
+        args: InferArgs,
+    },
+    /// Profile-likelihood scan of the POI or any parameter
+    Scan {
+        #[command(flatten)]
+        args: InferArgs,
+        /// Parameter to scan (default: the POI)
+        #[arg(long)]
+        parameter: Option<String>,
+        /// START STOP COUNT of the scan grid
+        #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"], default_values_t = [0.0, 2.0, 21.0])]
+        range: Vec<f64>,
+    },
+}
+
+struct Session {
+    loaded: Loaded,
+    data: PreparedData,
+    config: FitConfig,
+}
+
+impl InferArgs {
+    fn session(&self) -> Result<Session> {
+        if let Some(n) = self.threads {
+            // Only the first configuration of the global pool takes effect; later calls are no-ops.
+            let _ = rayon_pool(n);
+        }
+        if !(self.tolerance > 0.0) {
+            return Err(Error::InvalidInput(format!(
+                "--tolerance must be positive, not {}",
+                self.tolerance
+            )));
+        }
+        let loaded = self.model.load()?;
+        let data = PreparedData::from_full(
+            &loaded.model.compiled,
+            &loaded.workspace.data(&loaded.model, true)?,
+        )?;
+        let config = FitConfig {
+            optimizer: LbfgsbOptions {
+                pg_tol: self.tolerance,
+                ..Default::default()
+            },
+            ..FitConfig::suggested(&loaded.model)
+        };
+        Ok(Session {
+            loaded,
+            data,
+            config,
+        })
+    }
+
+    fn finish(&self, value: Value, text: String) -> Result<()> {
+        if self.format == "text" {
+            match &self.output {
+                Some(path) => std::fs::write(path, text).map_err(|e| Error::io(path.display(), e)),
+                None => {
+                    print!("{text}");
+                    Ok(())
+                }
+            }
+        } else {
+            emit(&to_json(&value), self.output.as_ref())
+        }
+    }
+}
+
+/// Configure the global thread pool used by the engine's parallel loops.
+fn rayon_pool(n: usize) -> std::result::Result<(), String> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global()
+        .map_err(|e| e.to_string())
+}
+
+/// A progress bar on stderr when it is a terminal; hidden otherwise.
+fn progress(len: u64, what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} [{elapsed_precise}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+fn linspace(spec: &[f64]) -> Result<Vec<f64>> {
+    let (start, stop, count) = (spec[0], spec[1], spec[2]);
+    if !(count >= 2.0 && count.fract() == 0.0) {
+        return Err(Error::InvalidInput(format!(
+            "a scan needs an integer COUNT ≥ 2, not {count}"
+        )));
+    }
+    let n = count as usize;
+    Ok((0..n)
+        .map(|i| start + (stop - start) * i as f64 / (n - 1) as f64)
+        .collect())
+}
+
+fn fit_json(model: &ns_translate::HistFactoryModel, fit: &FitResult) -> Value {
+    json!({
+        "parameter_names": model.par_names,
+        "bestfit": fit.parameters,
+        "uncertainties": fit.uncertainties,
+        "twice_nll": fit.twice_nll,
+        "nll": fit.twice_nll / 2.0,
+        "converged": fit.converged,
+        "termination_reason": fit.termination.describe(),
+        "iterations": fit.iterations,
+        "evaluations": fit.evaluations,
+        "projected_gradient": fit.projected_gradient,
+        "at_bound": fit.at_bound,
+        "correlation": fit.correlation().map(|c| c.chunks(model.n_params()).map(|r| r.to_vec()).collect::<Vec<_>>()),
+        "covariance": fit.covariance.as_ref().map(|c| c.chunks(model.n_params()).map(|r| r.to_vec()).collect::<Vec<_>>()),
+        "warning": fit.warning,
+    })
+}
+
+pub fn run(cmd: InferCommand) -> Result<()> {
+    match cmd {
+        InferCommand::Fit { args, fix } => {
+            let mut s = args.session()?;
+            let model = &s.loaded.model;
+            for item in &fix {
+                let (name, value) = item.split_once('=').ok_or_else(|| {
+                    Error::InvalidInput(format!("--fix '{item}' must look like NAME=VALUE"))
+                })?;
+                let index = model.parameter_index(name.trim()).ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "--fix: unknown parameter '{name}' (see parameter_names)"
+                    ))
+                })?;
+                let value: f64 = value.trim().parse().map_err(|_| {
+                    Error::InvalidInput(format!("--fix {name}: '{value}' is not a number"))
+                })?;
+                s.config = s.config.with_fixed(index, value);
+            }
+            s.config.uncertainties = true;
+            let fit = Fitter::new(model).fit(&s.data, &s.config)?;
+            let mut text = format!(
+                "twice_nll = {:.10}  ({})\n",
+                fit.twice_nll,
+                fit.termination.describe()
+            );
+            for (i, name) in model.par_names.iter().enumerate() {
+                let sigma = fit.uncertainties.as_ref().map_or(f64::NAN, |u| u[i]);
+                text.push_str(&format!(
+                    "{name:>40} = {:>12.6} ± {:<10.6}{}\n",
+                    fit.parameters[i],
+                    sigma,
+                    if fit.at_bound[i] { "  (at bound)" } else { "" }
+                ));
+            }
+            if let Some(w) = &fit.warning {
+                eprintln!("warning: {w}");
+            }
+            args.finish(fit_json(model, &fit), text)
+        }
+        InferCommand::Hypotest {
+            args,
+            mu,
+            test_stat,
+        } => {
+            let s = args.session()?;
+            let stat = TestStatistic::from_name(&test_stat)?;
+            let h =
+                hypotest_asymptotic(&Fitter::new(&s.loaded.model), mu, &s.data, &s.config, stat)?;
+            let fits_converged = [
+                &h.free_fit,
+                &h.fixed_fit,
+                &h.asimov_fit,
+                &h.free_fit_asimov,
+                &h.fixed_fit_asimov,
+            ]
+            .iter()
+            .all(|f| f.converged);
+            let value = json!({
+                "mu": mu, "test_stat": test_stat,
+                "CLs_obs": h.cls_obs, "CLs_exp": h.cls_exp, "CLsb": h.clsb_obs, "CLb": h.clb_obs,
+                "CLsb_exp": h.clsb_exp, "CLb_exp": h.clb_exp,
+                "sqrt_q": h.sqrt_q, "sqrt_q_asimov": h.sqrt_q_asimov, "asymptotic_teststat": h.asymptotic_teststat,
+                "fits_converged": fits_converged,
+            });
+            let text = format!(
+                "mu = {mu}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",
+                h.cls_obs, h.cls_exp
+            );
+            args.finish(value, text)
+        }
+        InferCommand::UpperLimit { args, level, scan } => {
+            let s = args.session()?;
+            let fitter = Fitter::new(&s.loaded.model);
+            let ul = match scan {
+                Some(spec) => {
+                    let grid = linspace(&spec)?;
+                    let bar = progress(grid.len() as u64, "CLs scan");
+                    let r = upper_limit_scan(&fitter, &s.data, &s.config, level, &grid, &mut |k| {
+                        bar.set_position(k as u64)
+                    });
+                    bar.finish_and_clear();
+                    r?
+                }
+                None => {
+                    let bar = progress(0, "hypotests");
+                    let r = upper_limit_root(&fitter, &s.data, &s.config, level, 1e-6, &mut |k| {
+                        bar.set_position(k as u64)
+                    });
+                    bar.finish_and_clear();
+                    r?
+                }
+            };
+            let value = json!({
+                "obs": ul.obs, "exp": ul.exp, "level": level,
+                "points": ul.points.iter().map(|(mu, obs, exp)| json!({"mu": mu, "CLs_obs": obs, "CLs_exp": exp})).collect::<Vec<_>>(),
+            });
+            let text = format!(
+                "observed upper limit: {:.6}\nexpected: {:?}\n",
+                ul.obs, ul.exp
+            );
+            args.finish(value, text)
+        }
+        InferCommand::Significance { args } => {
+            let s = args.session()?;
+            let r = significance(&Fitter::new(&s.loaded.model), &s.data, &s.config)?;
+            let value =
+                json!({"p0_obs": r.p0_obs, "Z_obs": r.z_obs, "p0_exp": r.p0_exp, "Z_exp": r.z_exp});
+            let text = format!(
+                "p0 = {:.6e} (Z = {:.4}); expected median p0 = {:.6e} (Z = {:.4})\n",
+                r.p0_obs, r.z_obs, r.p0_exp[2], r.z_exp[2]
+            );
+            args.finish(value, text)
+        }
+        InferCommand::Scan {
+            args,
+            parameter,
+            range,
+        } => {
+            let s = args.session()?;
+            let model = &s.loaded.model;
+            let index = match &parameter {
+                Some(name) => model.parameter_index(name).ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "--parameter: unknown parameter '{name}' (see parameter_names)"
+                    ))
+                })?,
+                None => model.poi()?,
+            };
+            let values = linspace(&range)?;
+            let bar = progress(values.len() as u64, "scan");
+            let scan = profile_scan(
+                &Fitter::new(model),
+                index,
+                &values,
+                &s.data,
+                &s.config,
+                &mut |k| bar.set_position(k as u64),
+            );
+            bar.finish_and_clear();
+            let scan = scan?;
+            let value = json!({
+                "parameter": scan.parameter, "values": scan.values, "twice_nll": scan.twice_nll,
+                "delta_twice_nll": scan.delta_twice_nll, "bestfit_twice_nll": scan.free_fit.twice_nll,
+                "converged": scan.fits.iter().map(|f| f.converged).collect::<Vec<_>>(),
+            });
+            let mut text = format!("{:>12}  {:>16}\n", scan.parameter, "Δ twice_nll");
+            for (v, d) in scan.values.iter().zip(&scan.delta_twice_nll) {
+                text.push_str(&format!("{v:>12.6}  {d:>16.8}\n"));
+            }
+            args.finish(value, text)
+        }
+    }
+}
