@@ -56,6 +56,23 @@ pub enum InferCommand {
         #[arg(long, default_value = "qtilde")]
         test_stat: String,
     },
+    /// Toy-based CLs at a POI value (pyhf's calctype="toybased")
+    HypotestToys {
+        #[command(flatten)]
+        args: InferArgs,
+        /// POI value tested
+        #[arg(long, default_value_t = 1.0)]
+        mu: f64,
+        /// Test statistic: qtilde (default), q, q0, t, ttilde
+        #[arg(long, default_value = "qtilde")]
+        test_stat: String,
+        /// Toys per hypothesis
+        #[arg(long, default_value_t = 2000)]
+        n_toys: usize,
+        /// Seed of the counter-based generator (toy i of a seed is always the same dataset)
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Observed and expected upper limits on the POI at a CLs level
     UpperLimit {
         #[command(flatten)]
@@ -259,6 +276,58 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             let text = format!(
                 "mu = {mu}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",
                 h.cls_obs, h.cls_exp
+            );
+            args.finish(value, text)
+        }
+        InferCommand::HypotestToys {
+            args,
+            mu,
+            test_stat,
+            n_toys,
+            seed,
+        } => {
+            let s = args.session()?;
+            let stat = TestStatistic::from_name(&test_stat)?;
+            let bar = progress(2 * n_toys as u64, "toys");
+            let h = ns_inference::hypotest_toys(
+                &Fitter::new(&s.loaded.model),
+                mu,
+                &s.data,
+                &s.config,
+                stat,
+                n_toys,
+                seed,
+                &|k| bar.set_position(k as u64),
+            );
+            bar.finish_and_clear();
+            let h = h?;
+            let failures: std::collections::BTreeMap<String, usize> =
+                h.signal.failures.iter().chain(&h.background.failures).fold(
+                    Default::default(),
+                    |mut m, (k, v)| {
+                        *m.entry(k.clone()).or_insert(0) += v;
+                        m
+                    },
+                );
+            let mut value = json!({
+                "mu": mu, "test_stat": test_stat, "teststat_obs": h.teststat_obs,
+                "CLs_obs": h.cls_obs, "CLs_exp": h.cls_exp, "CLsb": h.clsb_obs, "CLb": h.clb_obs,
+                "CLsb_exp": h.clsb_exp, "CLb_exp": h.clb_exp,
+                "n_toys": n_toys, "n_failed": h.signal.n_failed + h.background.n_failed, "failures": failures, "seed": seed,
+            });
+            if stat == TestStatistic::Q0 {
+                // For q0 pyhf reports the p-value of the null (CLsb) in place of CLs.
+                value["p0_obs"] = json!(h.clsb_obs);
+                value["p0_exp"] = json!(h.clsb_exp);
+            }
+            let text = format!(
+                "mu = {mu}: CLs_obs = {:.6} (CLsb {:.6}, CLb {:.6}), CLs_exp = {:?}; {} toys per hypothesis, {} failed\n",
+                h.cls_obs,
+                h.clsb_obs,
+                h.clb_obs,
+                h.cls_exp,
+                n_toys,
+                h.signal.n_failed + h.background.n_failed
             );
             args.finish(value, text)
         }

@@ -9,8 +9,10 @@ pub mod hypotest;
 pub mod limits;
 pub mod linalg;
 pub mod optimizer;
+pub mod rng;
 pub mod scan;
 pub mod stats;
+pub mod toys;
 
 pub use fit::{FitConfig, FitResult, Fitter};
 pub use hypotest::{
@@ -19,3 +21,4 @@ pub use hypotest::{
 };
 pub use limits::{UpperLimit, upper_limit_root, upper_limit_scan};
 pub use scan::{ProfileScan, profile_scan};
+pub use toys::{ToyHypotest, hypotest_toys};

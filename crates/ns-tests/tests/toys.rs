@@ -1,0 +1,153 @@
+//! Toy-based CLs: statistical parity with pyhf's stored toy results, and toys that do not depend
+//! on the thread count.
+
+use ns_compute::PreparedData;
+use ns_core::InterpCodes;
+use ns_inference::toys::hypotest_toys;
+use ns_inference::{FitConfig, Fitter, TestStatistic};
+use ns_tests::{reference, tolerance, workspace_path};
+use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
+
+fn load(file: &str, codes: InterpCodes) -> (HistFactoryModel, PreparedData) {
+    let ws = Workspace::from_path(&workspace_path(file)).unwrap();
+    let model = HistFactoryModel::from_workspace(
+        &ws,
+        &ModelOptions {
+            measurement: None,
+            codes,
+        },
+    )
+    .unwrap();
+    let data = PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap()).unwrap();
+    (model, data)
+}
+
+/// |p₁ − p₂| in units of the combined binomial standard error of two samples.
+fn binomial_z(p1: f64, n1: usize, p2: f64, n2: usize) -> f64 {
+    let var = p1 * (1.0 - p1) / n1 as f64 + p2 * (1.0 - p2) / n2 as f64;
+    if var == 0.0 {
+        if p1 == p2 { 0.0 } else { f64::INFINITY }
+    } else {
+        (p1 - p2).abs() / var.sqrt()
+    }
+}
+
+#[test]
+fn qtilde_toys_agree_with_pyhf() {
+    let r = reference("pyhf_docs_2bin_1channel")["hypotest_toys_mu1"].clone();
+    let (model, data) = load("pyhf_docs_2bin_1channel.json", InterpCodes::default());
+    let fitter = Fitter::new(&model);
+    let h = hypotest_toys(
+        &fitter,
+        1.0,
+        &data,
+        &FitConfig::suggested(&model),
+        TestStatistic::QTilde,
+        2000,
+        1,
+        &|_| {},
+    )
+    .unwrap();
+    let pyhf_toys = 1000; // the stored call used ntoys=1000
+    let (clsb, clb) = (
+        r["tail_probs"][0].as_f64().unwrap(),
+        r["tail_probs"][1].as_f64().unwrap(),
+    );
+    let z_sb = binomial_z(h.clsb_obs, h.signal.teststats.len(), clsb, pyhf_toys);
+    let z_b = binomial_z(h.clb_obs, h.background.teststats.len(), clb, pyhf_toys);
+    eprintln!(
+        "CLsb {} vs pyhf {clsb} (z {z_sb:.2}); CLb {} vs {clb} (z {z_b:.2}); failed {} + {}",
+        h.clsb_obs, h.clb_obs, h.signal.n_failed, h.background.n_failed
+    );
+    assert!(z_sb <= tolerance("toy_binomial_z") && z_b <= tolerance("toy_binomial_z"));
+    assert_eq!(
+        h.signal.n_failed + h.background.n_failed,
+        0,
+        "{:?} {:?}",
+        h.signal.failures,
+        h.background.failures
+    );
+}
+
+#[test]
+fn q0_toys_agree_with_pyhf_validation() {
+    let r = reference("pyhf_validation_1bin_shapesys_q0")["validation_toys_q0"].clone();
+    let (model, data) = load(
+        "pyhf_validation_1bin_shapesys_q0.json",
+        InterpCodes::legacy(),
+    );
+    let fitter = Fitter::new(&model);
+    let h = hypotest_toys(
+        &fitter,
+        0.0,
+        &data,
+        &FitConfig::suggested(&model),
+        TestStatistic::Q0,
+        2000,
+        2,
+        &|_| {},
+    )
+    .unwrap();
+    let (p0, clb) = (
+        r["p0_obs"].as_f64().unwrap(),
+        r["tail_probs"][0].as_f64().unwrap(),
+    );
+    let z_p0 = binomial_z(h.clsb_obs, h.signal.teststats.len(), p0, 2000);
+    let z_b = binomial_z(h.clb_obs, h.background.teststats.len(), clb, 2000);
+    eprintln!(
+        "p0 {} vs pyhf {p0} (z {z_p0:.2}); CLb {} vs {clb} (z {z_b:.2})",
+        h.clsb_obs, h.clb_obs
+    );
+    assert!(z_p0 <= tolerance("toy_binomial_z") && z_b <= tolerance("toy_binomial_z"));
+}
+
+#[test]
+fn toys_are_identical_for_any_thread_count() {
+    let (model, data) = load("nextstat_shape_workspace.json", InterpCodes::default());
+    let fitter = Fitter::new(&model);
+    let config = FitConfig::suggested(&model);
+    let run = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                hypotest_toys(
+                    &fitter,
+                    1.0,
+                    &data,
+                    &config,
+                    TestStatistic::QTilde,
+                    200,
+                    99,
+                    &|_| {},
+                )
+                .unwrap()
+            })
+    };
+    let (one, two) = (run(1), run(2));
+    assert_eq!(one.signal.teststats, two.signal.teststats);
+    assert_eq!(one.background.teststats, two.background.teststats);
+    assert_eq!(one.cls_obs, two.cls_obs);
+    let other_seed = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap()
+        .install(|| {
+            hypotest_toys(
+                &fitter,
+                1.0,
+                &data,
+                &config,
+                TestStatistic::QTilde,
+                200,
+                100,
+                &|_| {},
+            )
+            .unwrap()
+        });
+    assert_ne!(
+        one.background.teststats, other_seed.background.teststats,
+        "a different seed gives different toys"
+    );
+}
