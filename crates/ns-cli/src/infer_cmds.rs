@@ -44,6 +44,19 @@ pub enum InferCommand {
         /// Fix parameters: NAME=VALUE (repeatable; NAME as in parameter_names)
         #[arg(long = "fix", value_name = "NAME=VALUE")]
         fix: Vec<String>,
+        /// Profile-likelihood (MINOS-like) interval for a parameter (repeatable; "all" for every free one)
+        #[arg(long = "minos", value_name = "NAME")]
+        minos: Vec<String>,
+    },
+    /// Nuisance-parameter ranking: pulls, constraints and pre/post-fit impacts on the POI
+    Ranking {
+        #[command(flatten)]
+        args: InferArgs,
+    },
+    /// Goodness of fit against the saturated model
+    Gof {
+        #[command(flatten)]
+        args: InferArgs,
     },
     /// Asymptotic CLs at a POI value (pyhf cls)
     Hypotest {
@@ -210,7 +223,64 @@ fn fit_json(model: &ns_translate::HistFactoryModel, fit: &FitResult) -> Value {
 
 pub fn run(cmd: InferCommand) -> Result<()> {
     match cmd {
-        InferCommand::Fit { args, fix } => {
+        InferCommand::Ranking { args } => {
+            let s = args.session()?;
+            let model = &s.loaded.model;
+            let bar = progress(4 * model.n_params() as u64, "ranking refits");
+            let r = ns_inference::ranking(&Fitter::new(model), &s.data, &s.config, &|k| {
+                bar.set_position(k as u64)
+            });
+            bar.finish_and_clear();
+            let r = r?;
+            let entries: Vec<Value> = r
+                .entries
+                .iter()
+                .map(|e| {
+                    json!({
+                        "name": e.name, "bestfit": e.bestfit, "uncertainty": e.uncertainty, "pull": e.pull, "constraint": e.constraint,
+                        "impact_prefit_up": e.impact_prefit_up, "impact_prefit_down": e.impact_prefit_down,
+                        "impact_postfit_up": e.impact_postfit_up, "impact_postfit_down": e.impact_postfit_down,
+                    })
+                })
+                .collect();
+            let poi = model.poi()?;
+            let value = json!({
+                "poi": r.poi, "poi_bestfit": r.nominal.parameters[poi],
+                "poi_uncertainty": r.nominal.uncertainties.as_ref().map(|u| u[poi]),
+                "entries": entries, "failed_refits": r.failed_refits,
+            });
+            let mut text = format!(
+                "{:>40}  {:>9}  {:>9}  {:>10}  {:>10}\n",
+                "parameter", "pull", "constr.", "Δμ post+", "Δμ post−"
+            );
+            for e in &r.entries {
+                let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.4}"));
+                text.push_str(&format!(
+                    "{:>40}  {:>9}  {:>9}  {:>10.5}  {:>10.5}\n",
+                    e.name,
+                    opt(e.pull),
+                    opt(e.constraint),
+                    e.impact_postfit_up,
+                    e.impact_postfit_down
+                ));
+            }
+            args.finish(value, text)
+        }
+        InferCommand::Gof { args } => {
+            let s = args.session()?;
+            let g =
+                ns_inference::goodness_of_fit(&Fitter::new(&s.loaded.model), &s.data, &s.config)?;
+            let value = json!({
+                "minus_two_log_lambda": g.minus_two_log_lambda, "ndof": g.ndof, "p_value": g.p_value,
+                "twice_nll_bestfit": g.twice_nll_bestfit, "twice_nll_saturated": g.twice_nll_saturated, "converged": g.fit.converged,
+            });
+            let text = format!(
+                "-2 ln λ = {:.4} for {} degrees of freedom: p = {:.4}\n",
+                g.minus_two_log_lambda, g.ndof, g.p_value
+            );
+            args.finish(value, text)
+        }
+        InferCommand::Fit { args, fix, minos } => {
             let mut s = args.session()?;
             let model = &s.loaded.model;
             for item in &fix {
@@ -246,7 +316,36 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             if let Some(w) = &fit.warning {
                 eprintln!("warning: {w}");
             }
-            args.finish(fit_json(model, &fit), text)
+            let mut value = fit_json(model, &fit);
+            if !minos.is_empty() {
+                let names: Vec<String> = if minos.iter().any(|m| m == "all") {
+                    (0..model.n_params())
+                        .filter(|&i| !s.config.fixed[i])
+                        .map(|i| model.par_names[i].clone())
+                        .collect()
+                } else {
+                    minos.clone()
+                };
+                let fitter = Fitter::new(model);
+                let mut intervals = serde_json::Map::new();
+                for name in names {
+                    let index = model.parameter_index(&name).ok_or_else(|| {
+                        Error::InvalidInput(format!(
+                            "--minos: unknown parameter '{name}' (see parameter_names)"
+                        ))
+                    })?;
+                    let iv =
+                        ns_inference::profile_interval(&fitter, index, &s.data, &s.config, 1.0)?;
+                    text.push_str(&format!(
+                        "{name:>40}: {:+.6} / {:+.6} (profile likelihood)\n",
+                        iv.error_down.unwrap_or(f64::NAN),
+                        iv.error_up.unwrap_or(f64::NAN)
+                    ));
+                    intervals.insert(name, json!({"lower": iv.lower, "upper": iv.upper, "error_down": iv.error_down, "error_up": iv.error_up}));
+                }
+                value["minos"] = Value::Object(intervals);
+            }
+            args.finish(value, text)
         }
         InferCommand::Hypotest {
             args,
@@ -272,6 +371,11 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 "CLsb_exp": h.clsb_exp, "CLb_exp": h.clb_exp,
                 "sqrt_q": h.sqrt_q, "sqrt_q_asimov": h.sqrt_q_asimov, "asymptotic_teststat": h.asymptotic_teststat,
                 "fits_converged": fits_converged,
+                "fitted_pars": {
+                    "free_fit_to_data": h.free_fit.parameters, "fixed_poi_fit_to_data": h.fixed_fit.parameters,
+                    "asimov_pars": h.asimov_fit.parameters, "free_fit_to_asimov": h.free_fit_asimov.parameters,
+                    "fixed_poi_fit_to_asimov": h.fixed_fit_asimov.parameters,
+                },
             });
             let text = format!(
                 "mu = {mu}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",

@@ -5,20 +5,26 @@
 //! through a callback.
 
 pub mod fit;
+pub mod gof;
 pub mod hypotest;
+pub mod intervals;
 pub mod limits;
 pub mod linalg;
 pub mod optimizer;
+pub mod ranking;
 pub mod rng;
 pub mod scan;
 pub mod stats;
 pub mod toys;
 
 pub use fit::{FitConfig, FitResult, Fitter};
+pub use gof::{GoodnessOfFit, goodness_of_fit};
 pub use hypotest::{
     AsymptoticHypotest, Significance, TestStatistic, hypotest_asymptotic, significance,
     test_statistic,
 };
+pub use intervals::{ProfileInterval, profile_interval};
 pub use limits::{UpperLimit, upper_limit_root, upper_limit_scan};
+pub use ranking::{Ranking, RankingEntry, ranking};
 pub use scan::{ProfileScan, profile_scan};
 pub use toys::{ToyHypotest, hypotest_toys};
