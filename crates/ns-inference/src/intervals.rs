@@ -52,6 +52,7 @@ pub fn profile_interval(
         uncertainties: false,
         ..config.clone()
     };
+    let start = fitter.with_scale(data, &start)?;
     let rise = |value: f64| -> Result<f64> {
         Ok(fitter.fit(data, &start.with_fixed(index, value))?.twice_nll - best.twice_nll - delta)
     };

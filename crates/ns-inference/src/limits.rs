@@ -74,6 +74,7 @@ pub fn upper_limit_root(
     progress: &mut dyn FnMut(usize),
 ) -> Result<UpperLimit> {
     let poi = fitter.model().poi()?;
+    let config = &fitter.with_scale(data, config)?;
     let (mut low, mut high) = config.bounds[poi];
     if !(high > 0.0) {
         return Err(Error::InvalidInput(format!(

@@ -42,15 +42,42 @@ pub fn solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Option<Vec<f64>> {
     Some(b)
 }
 
-/// Inverse of an n×n matrix, `None` if singular.
+/// Inverse of an n×n matrix by Gauss–Jordan elimination with partial pivoting, `None` if singular.
 pub fn inverse(a: &[f64], n: usize) -> Option<Vec<f64>> {
+    let mut m = a.to_vec();
     let mut inv = vec![0.0; n * n];
+    for i in 0..n {
+        inv[i * n + i] = 1.0;
+    }
+    let scale = a
+        .iter()
+        .fold(0.0f64, |s, x| s.max(x.abs()))
+        .max(f64::MIN_POSITIVE);
     for col in 0..n {
-        let mut e = vec![0.0; n];
-        e[col] = 1.0;
-        let x = solve(a.to_vec(), e)?;
+        let pivot =
+            (col..n).max_by(|&i, &j| m[i * n + col].abs().total_cmp(&m[j * n + col].abs()))?;
+        if m[pivot * n + col].abs() <= 1e-14 * scale {
+            return None;
+        }
+        if pivot != col {
+            for k in 0..n {
+                m.swap(pivot * n + k, col * n + k);
+                inv.swap(pivot * n + k, col * n + k);
+            }
+        }
+        let d = 1.0 / m[col * n + col];
+        for k in 0..n {
+            m[col * n + k] *= d;
+            inv[col * n + k] *= d;
+        }
         for row in 0..n {
-            inv[row * n + col] = x[row];
+            let factor = m[row * n + col];
+            if row != col && factor != 0.0 {
+                for k in 0..n {
+                    m[row * n + k] -= factor * m[col * n + k];
+                    inv[row * n + k] -= factor * inv[col * n + k];
+                }
+            }
         }
     }
     Some(inv)

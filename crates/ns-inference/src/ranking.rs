@@ -65,6 +65,7 @@ pub fn ranking(
         uncertainties: false,
         ..config.clone()
     };
+    let start = fitter.with_scale(data, &start)?;
     let mu_hat = nominal.parameters[poi];
 
     // (parameter, prefit width if constrained)

@@ -28,6 +28,7 @@ pub fn profile_scan(
     config: &FitConfig,
     progress: &mut dyn FnMut(usize),
 ) -> Result<ProfileScan> {
+    let config = &fitter.with_scale(data, config)?;
     let free_fit = fitter.fit(data, config)?;
     let mut start = config.clone();
     let mut fits = Vec::with_capacity(values.len());

@@ -166,6 +166,7 @@ pub fn hypotest_toys(
             "the number of toys must be positive".into(),
         ));
     }
+    let config = &fitter.with_scale(data, config)?;
     let observed = clip(test_statistic(fitter, stat, mu, data, config)?.value);
     let signal_mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
     let background_mu = if stat == TestStatistic::Q0 { 1.0 } else { 0.0 };

@@ -106,6 +106,11 @@ pub struct Lbfgsb {
     g: Vec<f64>,
     s_history: VecDeque<Vec<f64>>,
     y_history: VecDeque<Vec<f64>>,
+    /// Inner products of the history, kept up to date pair by pair: ss[i][j] = sᵢ·sⱼ,
+    /// sy[i][j] = sᵢ·yⱼ, yy[i][j] = yᵢ·yⱼ.
+    ss: Vec<Vec<f64>>,
+    sy: Vec<Vec<f64>>,
+    yy: Vec<Vec<f64>>,
     theta: f64,
     trial: Vec<f64>,
     phase: Phase,
@@ -138,6 +143,9 @@ impl Lbfgsb {
             x,
             s_history: VecDeque::new(),
             y_history: VecDeque::new(),
+            ss: Vec::new(),
+            sy: Vec::new(),
+            yy: Vec::new(),
             theta: 1.0,
             phase: Phase::Start,
             iterations: 0,
@@ -266,6 +274,9 @@ impl Lbfgsb {
     fn reset_memory(&mut self) {
         self.s_history.clear();
         self.y_history.clear();
+        self.ss.clear();
+        self.sy.clear();
+        self.yy.clear();
         self.theta = 1.0;
     }
 
@@ -383,7 +394,40 @@ impl Lbfgsb {
             if self.s_history.len() == self.options.memory {
                 self.s_history.pop_front();
                 self.y_history.pop_front();
+                for m in [&mut self.ss, &mut self.sy, &mut self.yy] {
+                    m.remove(0);
+                    for row in m.iter_mut() {
+                        row.remove(0);
+                    }
+                }
             }
+            // New row and column of the inner products (the new pair is last).
+            let ss_row: Vec<f64> = self
+                .s_history
+                .iter()
+                .map(|sj| dot(&s, sj))
+                .chain([dot(&s, &s)])
+                .collect();
+            let yy_row: Vec<f64> = self
+                .y_history
+                .iter()
+                .map(|yj| dot(&y, yj))
+                .chain([yy])
+                .collect();
+            let sy_row: Vec<f64> = self
+                .y_history
+                .iter()
+                .map(|yj| dot(&s, yj))
+                .chain([sy])
+                .collect();
+            for (i, si) in self.s_history.iter().enumerate() {
+                self.ss[i].push(ss_row[i]);
+                self.yy[i].push(yy_row[i]);
+                self.sy[i].push(dot(si, &y));
+            }
+            self.ss.push(ss_row);
+            self.yy.push(yy_row);
+            self.sy.push(sy_row);
             self.s_history.push_back(s);
             self.y_history.push_back(y);
             self.theta = yy / sy;
@@ -411,14 +455,14 @@ impl Lbfgsb {
         let mut a = vec![0.0; n2 * n2];
         for i in 0..k {
             for j in 0..k {
-                let sy = dot(&self.s_history[i], &self.y_history[j]);
+                let sy = self.sy[i][j];
                 if i == j {
                     a[i * n2 + j] = -sy;
                 } else if i > j {
                     a[(k + i) * n2 + j] = sy; // L
                     a[j * n2 + k + i] = sy; // Lᵀ
                 }
-                a[(k + i) * n2 + k + j] = self.theta * dot(&self.s_history[i], &self.s_history[j]);
+                a[(k + i) * n2 + k + j] = self.theta * self.ss[i][j];
             }
         }
         inverse(&a, n2)
@@ -548,12 +592,23 @@ impl Lbfgsb {
                     }
                 }
                 let v = mv(&v);
-                // N = I − (1/θ) M WᶻᵀWᶻ
+                // N = I − (1/θ) M WᶻᵀWᶻ, with WᶻᵀWᶻ = WᵀW (from the cached inner products) minus
+                // the rows of the variables held at a bound.
                 let mut wtw = vec![0.0; n2 * n2];
-                for row in &wz {
+                for a in 0..k {
+                    for b in 0..k {
+                        wtw[a * n2 + b] = self.yy[a][b];
+                        wtw[a * n2 + k + b] = theta * self.sy[b][a];
+                        wtw[(k + a) * n2 + b] = theta * self.sy[a][b];
+                        wtw[(k + a) * n2 + k + b] = theta * theta * self.ss[a][b];
+                    }
+                }
+                let mut row = vec![0.0; n2];
+                for i in (0..n).filter(|&i| !(xcp[i] > self.lower[i] && xcp[i] < self.upper[i])) {
+                    self.w_row(i, &mut row);
                     for a in 0..n2 {
                         for b in 0..n2 {
-                            wtw[a * n2 + b] += row[a] * row[b];
+                            wtw[a * n2 + b] -= row[a] * row[b];
                         }
                     }
                 }
