@@ -131,3 +131,25 @@ def test_ranking_matches_cabinetry_given_our_fit():
         print(f"worst |Δ impact| / σ_μ = {worst:.2e}")
     finally:
         pyhf.set_backend("numpy", pyhf.optimize.scipy_optimizer())
+
+
+@pytest.mark.parametrize("name", ["pyhf_validation_2bin_histosys", "pyhf_validation_1bin_shapesys"])
+def test_toy_cls_agrees_with_pyhf_toys(name, monkeypatch):
+    """CLsb and CLb from 2000 toys each side: within 4 binomial standard errors of pyhf's."""
+    import numpy
+
+    from pyhf.tensor.numpy_backend import numpy_backend
+
+    # pyhf 0.7.6 calls np.percentile(interpolation=), removed in numpy 2.4.
+    monkeypatch.setattr(numpy_backend, "percentile", lambda self, t, q, axis=None, interpolation="linear": numpy.percentile(t, q, axis=axis, method=interpolation))
+    pyhf.set_backend("numpy", pyhf.optimize.scipy_optimizer())
+    model, data = model_and_data(name)
+    numpy.random.seed(0)
+    n = 2000
+    cls, (clsb, clb) = pyhf.infer.hypotest(1.0, data, model, test_stat="qtilde", calctype="toybased", ntoys=n, return_tail_probs=True, track_progress=False)
+    ours = cli_json("hypotest-toys", workspace_file(name), "--mu", "1", "--n-toys", str(n), "--seed", "3")
+    assert ours["n_failed"] == 0, ours["failures"]
+    for key, theirs in [("CLsb", float(clsb)), ("CLb", float(clb))]:
+        p = ours[key]
+        se = np.sqrt(p * (1 - p) / n + theirs * (1 - theirs) / n)
+        assert abs(p - theirs) <= 4 * max(se, 1e-12), f"{name} {key}: {p} vs pyhf {theirs} (σ {se:.4f})"

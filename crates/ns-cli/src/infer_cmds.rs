@@ -33,6 +33,19 @@ pub struct InferArgs {
     /// Convergence tolerance on the projected gradient of twice_nll
     #[arg(long, default_value_t = 1e-6)]
     pub tolerance: f64,
+    /// Starting parameters (as eval --pars: a list in pyhf order or an object by name)
+    #[arg(long, value_name = "FILE.json")]
+    pub init: Option<PathBuf>,
+    /// Parameter bounds NAME=LOW,HIGH (repeatable; NAME a parameter set or name[i])
+    #[arg(long = "bound", value_name = "NAME=LOW,HIGH")]
+    pub bounds: Vec<String>,
+    /// Fit this data instead of the workspace's observations: a JSON list of main bins (auxdata
+    /// from the model) or of main bins followed by auxdata
+    #[arg(long, value_name = "FILE.json", conflicts_with = "asimov")]
+    pub data: Option<PathBuf>,
+    /// Fit Asimov data generated at the conditional MLE for this POI value
+    #[arg(long, value_name = "MU")]
+    pub asimov: Option<f64>,
 }
 
 #[derive(Subcommand)]
@@ -134,16 +147,61 @@ impl InferArgs {
             )));
         }
         let loaded = self.model.load()?;
-        let data = PreparedData::from_full(
-            &loaded.model.compiled,
-            &loaded.workspace.data(&loaded.model, true)?,
-        )?;
-        let config = FitConfig {
+        let model = &loaded.model;
+        let mut config = FitConfig {
             optimizer: LbfgsbOptions {
                 pg_tol: self.tolerance,
                 ..Default::default()
             },
-            ..FitConfig::suggested(&loaded.model)
+            ..FitConfig::suggested(model)
+        };
+        if let Some(path) = &self.init {
+            config.init =
+                model.params_from_json(&ns_translate::load::read_json(path)?, &config.init)?;
+        }
+        for item in &self.bounds {
+            let bad =
+                || Error::InvalidInput(format!("--bound '{item}' must look like NAME=LOW,HIGH"));
+            let (name, range) = item.split_once('=').ok_or_else(bad)?;
+            let (lo, hi) = range.split_once(',').ok_or_else(bad)?;
+            let (lo, hi): (f64, f64) = (
+                lo.trim().parse().map_err(|_| bad())?,
+                hi.trim().parse().map_err(|_| bad())?,
+            );
+            let indices: Vec<usize> = match model.parameter_set(name.trim()) {
+                Some(set) => (set.offset..set.offset + set.n_parameters).collect(),
+                None => vec![model.parameter_index(name.trim()).ok_or_else(|| {
+                    Error::InvalidInput(format!("--bound: unknown parameter '{name}'"))
+                })?],
+            };
+            for i in indices {
+                config.bounds[i] = (lo, hi);
+            }
+        }
+        let observed =
+            PreparedData::from_full(&model.compiled, &loaded.workspace.data(model, true)?)?;
+        let data = match (&self.data, self.asimov) {
+            (Some(path), _) => {
+                let values = ns_translate::load::read_json(path)?;
+                let values: Vec<f64> = values
+                    .as_array()
+                    .and_then(|a| a.iter().map(|v| v.as_f64()).collect())
+                    .ok_or_else(|| {
+                        Error::InvalidInput(format!(
+                            "{}: data must be a JSON list of numbers",
+                            path.display()
+                        ))
+                    })?;
+                if values.len() == model.compiled.n_main {
+                    PreparedData::new(&model.compiled, values, model.auxdata.clone())?
+                } else {
+                    PreparedData::from_full(&model.compiled, &values)?
+                }
+            }
+            (None, Some(mu)) => {
+                ns_inference::hypotest::asimov_data(&Fitter::new(model), mu, &observed, &config)?.0
+            }
+            (None, None) => observed,
         };
         Ok(Session {
             loaded,

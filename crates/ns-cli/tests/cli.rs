@@ -91,3 +91,118 @@ fn eval_reports_non_positive_expectation_without_crashing() {
     assert!(v["warning"].as_str().unwrap().contains("non-positive"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = bin().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn inference_verbs_print_the_documented_keys() {
+    let ws = shared("pyhf_docs_2bin_1channel.json");
+    let ws = ws.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec!["fit", ws],
+            vec![
+                "parameter_names",
+                "bestfit",
+                "uncertainties",
+                "twice_nll",
+                "nll",
+                "converged",
+                "termination_reason",
+                "correlation",
+            ],
+        ),
+        (
+            vec!["hypotest", ws],
+            vec!["CLs_obs", "CLs_exp", "CLsb", "CLb"],
+        ),
+        (vec!["upper-limit", ws], vec!["obs", "exp"]),
+        (
+            vec!["scan", ws, "--range", "0", "2", "5"],
+            vec!["parameter", "values", "twice_nll", "delta_twice_nll"],
+        ),
+        (
+            vec!["significance", ws],
+            vec!["p0_obs", "Z_obs", "p0_exp", "Z_exp"],
+        ),
+        (vec!["ranking", ws], vec!["entries"]),
+        (
+            vec!["gof", ws],
+            vec!["minus_two_log_lambda", "ndof", "p_value"],
+        ),
+        (
+            vec!["hypotest-toys", ws, "--n-toys", "50", "--seed", "4"],
+            vec![
+                "CLs_obs", "CLs_exp", "CLsb", "CLb", "n_toys", "n_failed", "seed",
+            ],
+        ),
+    ];
+    for (args, keys) in cases {
+        let v = json_of(&args);
+        for key in keys {
+            assert!(
+                v.get(key).is_some_and(|x| !x.is_null()),
+                "{args:?}: missing '{key}' in {v}"
+            );
+        }
+    }
+    let exp = json_of(&["hypotest", ws])["CLs_exp"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(exp, 5);
+    let entry = &json_of(&["ranking", ws])["entries"][0];
+    for key in [
+        "name",
+        "pull",
+        "constraint",
+        "impact_prefit_up",
+        "impact_prefit_down",
+        "impact_postfit_up",
+        "impact_postfit_down",
+    ] {
+        assert!(entry.get(key).is_some(), "ranking entry lacks '{key}'");
+    }
+    // The same seed gives the same toys whatever the thread count.
+    let a = json_of(&[
+        "hypotest-toys",
+        ws,
+        "--n-toys",
+        "50",
+        "--seed",
+        "4",
+        "--threads",
+        "1",
+    ]);
+    let b = json_of(&[
+        "hypotest-toys",
+        ws,
+        "--n-toys",
+        "50",
+        "--seed",
+        "4",
+        "--threads",
+        "2",
+    ]);
+    assert_eq!(a["CLs_obs"], b["CLs_obs"]);
+    assert_eq!(a["CLs_exp"], b["CLs_exp"]);
+}
+
+#[test]
+fn a_fit_option_naming_no_parameter_is_bad_input() {
+    let ws = shared("pyhf_docs_2bin_1channel.json");
+    let out = bin()
+        .args(["fit", ws.to_str().unwrap(), "--fix", "nope=1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'nope'"));
+}
