@@ -425,8 +425,8 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             .all(|f| f.converged);
             let value = json!({
                 "mu": mu, "test_stat": test_stat,
-                "CLs_obs": h.cls_obs, "CLs_exp": h.cls_exp, "CLsb": h.clsb_obs, "CLb": h.clb_obs,
-                "CLsb_exp": h.clsb_exp, "CLb_exp": h.clb_exp,
+                "CLs_obs": h.cls.cls_obs, "CLs_exp": h.cls.cls_exp, "CLsb": h.cls.clsb_obs, "CLb": h.cls.clb_obs,
+                "CLsb_exp": h.cls.clsb_exp, "CLb_exp": h.cls.clb_exp,
                 "sqrt_q": h.sqrt_q, "sqrt_q_asimov": h.sqrt_q_asimov, "asymptotic_teststat": h.asymptotic_teststat,
                 "fits_converged": fits_converged,
                 "fitted_pars": {
@@ -437,7 +437,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             });
             let text = format!(
                 "mu = {mu}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",
-                h.cls_obs, h.cls_exp
+                h.cls.cls_obs, h.cls.cls_exp
             );
             args.finish(value, text)
         }
@@ -473,21 +473,21 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 );
             let mut value = json!({
                 "mu": mu, "test_stat": test_stat, "teststat_obs": h.teststat_obs,
-                "CLs_obs": h.cls_obs, "CLs_exp": h.cls_exp, "CLsb": h.clsb_obs, "CLb": h.clb_obs,
-                "CLsb_exp": h.clsb_exp, "CLb_exp": h.clb_exp,
+                "CLs_obs": h.cls.cls_obs, "CLs_exp": h.cls.cls_exp, "CLsb": h.cls.clsb_obs, "CLb": h.cls.clb_obs,
+                "CLsb_exp": h.cls.clsb_exp, "CLb_exp": h.cls.clb_exp,
                 "n_toys": n_toys, "n_failed": h.signal.n_failed + h.background.n_failed, "failures": failures, "seed": seed,
             });
             if stat == TestStatistic::Q0 {
                 // For q0 pyhf reports the p-value of the null (CLsb) in place of CLs.
-                value["p0_obs"] = json!(h.clsb_obs);
-                value["p0_exp"] = json!(h.clsb_exp);
+                value["p0_obs"] = json!(h.cls.clsb_obs);
+                value["p0_exp"] = json!(h.cls.clsb_exp);
             }
             let text = format!(
                 "mu = {mu}: CLs_obs = {:.6} (CLsb {:.6}, CLb {:.6}), CLs_exp = {:?}; {} toys per hypothesis, {} failed\n",
-                h.cls_obs,
-                h.clsb_obs,
-                h.clb_obs,
-                h.cls_exp,
+                h.cls.cls_obs,
+                h.cls.clsb_obs,
+                h.cls.clb_obs,
+                h.cls.cls_exp,
                 n_toys,
                 h.signal.n_failed + h.background.n_failed
             );

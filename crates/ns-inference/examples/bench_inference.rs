@@ -72,7 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out += &format!(
             ", \"toys\": {n_toys}, \"toy_cls_s\": {}, \"toy_cls\": {}, \"toy_n_failed\": {}",
             t.elapsed().as_secs_f64(),
-            h.cls_obs,
+            h.cls.cls_obs,
             h.signal.n_failed + h.background.n_failed
         );
     }

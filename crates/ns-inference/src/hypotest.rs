@@ -96,19 +96,25 @@ pub fn asimov_data(
     Ok((PreparedData::new(compiled, main, aux)?, fit))
 }
 
+/// CLs with its tail probabilities, observed and expected. The expected values are for
+/// n_σ = 2, 1, 0, −1, −2 of the background-only test statistic (pyhf's order: ascending CLs, the
+/// "−2σ" band first).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClsValues {
+    pub cls_obs: f64,
+    pub clsb_obs: f64,
+    pub clb_obs: f64,
+    pub cls_exp: [f64; 5],
+    pub clsb_exp: [f64; 5],
+    pub clb_exp: [f64; 5],
+}
+
 /// The asymptotic hypothesis test at one μ: observed and expected CLs with the tail probabilities.
 #[derive(Clone, Debug)]
 pub struct AsymptoticHypotest {
     pub mu: f64,
     pub test_statistic: TestStatistic,
-    pub cls_obs: f64,
-    pub clsb_obs: f64,
-    pub clb_obs: f64,
-    /// Expected values for n_σ = 2, 1, 0, −1, −2 of the background-only test statistic (pyhf's
-    /// order: ascending CLs, i.e. the "−2σ" band first).
-    pub cls_exp: [f64; 5],
-    pub clsb_exp: [f64; 5],
-    pub clb_exp: [f64; 5],
+    pub cls: ClsValues,
     pub sqrt_q: f64,
     pub sqrt_q_asimov: f64,
     /// The test statistic in √q space that the p-values are computed from.
@@ -163,12 +169,14 @@ pub fn hypotest_asymptotic(
     Ok(AsymptoticHypotest {
         mu,
         test_statistic: stat,
-        cls_obs,
-        clsb_obs,
-        clb_obs,
-        cls_exp,
-        clsb_exp,
-        clb_exp,
+        cls: ClsValues {
+            cls_obs,
+            clsb_obs,
+            clb_obs,
+            cls_exp,
+            clsb_exp,
+            clb_exp,
+        },
         sqrt_q,
         sqrt_q_asimov: sqrt_qa,
         asymptotic_teststat: teststat,
@@ -199,10 +207,10 @@ pub fn significance(
     let h = hypotest_asymptotic(fitter, 0.0, data, config, TestStatistic::Q0)?;
     let z = |p: f64| -crate::stats::normal_quantile(p);
     Ok(Significance {
-        p0_obs: h.clsb_obs,
-        z_obs: z(h.clsb_obs),
-        p0_exp: h.clsb_exp,
-        z_exp: h.clsb_exp.map(z),
+        p0_obs: h.cls.clsb_obs,
+        z_obs: z(h.cls.clsb_obs),
+        p0_exp: h.cls.clsb_exp,
+        z_exp: h.cls.clsb_exp.map(z),
         hypotest: h,
     })
 }

@@ -20,7 +20,7 @@ pub mod toys;
 pub use fit::{FitConfig, FitResult, Fitter};
 pub use gof::{GoodnessOfFit, goodness_of_fit};
 pub use hypotest::{
-    AsymptoticHypotest, Significance, TestStatistic, hypotest_asymptotic, significance,
+    AsymptoticHypotest, ClsValues, Significance, TestStatistic, hypotest_asymptotic, significance,
     test_statistic,
 };
 pub use intervals::{ProfileInterval, profile_interval};

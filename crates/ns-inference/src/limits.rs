@@ -27,7 +27,22 @@ struct ClsCurve<'a> {
     progress: &'a mut dyn FnMut(usize),
 }
 
-impl ClsCurve<'_> {
+impl<'a> ClsCurve<'a> {
+    fn new(
+        fitter: &'a Fitter<'a>,
+        data: &'a PreparedData,
+        config: &'a FitConfig,
+        progress: &'a mut dyn FnMut(usize),
+    ) -> Self {
+        ClsCurve {
+            fitter,
+            data,
+            config,
+            cache: BTreeMap::new(),
+            progress,
+        }
+    }
+
     fn at(&mut self, mu: f64) -> Result<(f64, [f64; 5])> {
         if let Some(v) = self.cache.get(&mu.to_bits()) {
             return Ok(*v);
@@ -39,9 +54,10 @@ impl ClsCurve<'_> {
             self.config,
             TestStatistic::QTilde,
         )?;
-        self.cache.insert(mu.to_bits(), (h.cls_obs, h.cls_exp));
+        self.cache
+            .insert(mu.to_bits(), (h.cls.cls_obs, h.cls.cls_exp));
         (self.progress)(self.cache.len());
-        Ok((h.cls_obs, h.cls_exp))
+        Ok((h.cls.cls_obs, h.cls.cls_exp))
     }
 
     fn value(&mut self, mu: f64, which: usize) -> Result<f64> {
@@ -85,13 +101,7 @@ pub fn upper_limit_root(
         // pyhf starts from the lower bound; at 0 CLs is 1 by construction, so start just above it.
         low = (high * 1e-6).max(f64::MIN_POSITIVE);
     }
-    let mut curve = ClsCurve {
-        fitter,
-        data,
-        config,
-        cache: BTreeMap::new(),
-        progress,
-    };
+    let mut curve = ClsCurve::new(fitter, data, config, progress);
     let all = |v: (f64, [f64; 5])| std::iter::once(v.0).chain(v.1);
     let mut tries = 0;
     while all(curve.at(low)?).any(|c| c < level) {
@@ -154,13 +164,7 @@ pub fn upper_limit_scan(
             "a linear-scan upper limit needs at least two μ values".into(),
         ));
     }
-    let mut curve = ClsCurve {
-        fitter,
-        data,
-        config,
-        cache: BTreeMap::new(),
-        progress,
-    };
+    let mut curve = ClsCurve::new(fitter, data, config, progress);
     let mut rows = Vec::with_capacity(scan.len());
     for &mu in scan {
         rows.push((mu, curve.at(mu)?));

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::fit::{FitConfig, Fitter};
-use crate::hypotest::{TestStatistic, test_statistic};
+use crate::hypotest::{ClsValues, TestStatistic, test_statistic};
 use crate::rng::ToyStream;
 
 /// Test statistics below this are rounding noise around zero.
@@ -70,13 +70,8 @@ pub struct ToyHypotest {
     pub mu: f64,
     pub test_statistic: TestStatistic,
     pub teststat_obs: f64,
-    pub cls_obs: f64,
-    pub clsb_obs: f64,
-    pub clb_obs: f64,
-    /// Percentiles −2σ…+2σ of CLs over the background-only toys (pyhf's order).
-    pub cls_exp: [f64; 5],
-    pub clsb_exp: [f64; 5],
-    pub clb_exp: [f64; 5],
+    /// Expected values: percentiles −2σ…+2σ of the p-values over the background-only toys.
+    pub cls: ClsValues,
     pub n_toys: usize,
     pub seed: u64,
     pub signal: ToyEnsemble,
@@ -219,12 +214,14 @@ pub fn hypotest_toys(
         mu,
         test_statistic: stat,
         teststat_obs: observed,
-        cls_obs,
-        clsb_obs,
-        clb_obs,
-        cls_exp: band(|p| p.2),
-        clsb_exp: band(|p| p.0),
-        clb_exp: band(|p| p.1),
+        cls: ClsValues {
+            cls_obs,
+            clsb_obs,
+            clb_obs,
+            cls_exp: band(|p| p.2),
+            clsb_exp: band(|p| p.0),
+            clb_exp: band(|p| p.1),
+        },
         n_toys,
         seed,
         signal,

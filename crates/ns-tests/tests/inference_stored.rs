@@ -185,13 +185,13 @@ fn asymptotic_cls_matches_pyhf() {
         let nll_at = |key: &str| fitter.twice_nll(&floats(&fitted[key]), &c.data).unwrap();
         let pyhf_converged = (nll_at("free_fit_to_data") - h.free_fit.twice_nll).abs() < 1e-6
             && (nll_at("fixed_poi_fit_to_data") - h.fixed_fit.twice_nll).abs() < 1e-6;
-        let rel = ((h.cls_obs - cls_ref) / cls_ref).abs();
+        let rel = ((h.cls.cls_obs - cls_ref) / cls_ref).abs();
         if pyhf_converged {
             assert!(
                 rel < 1e-4,
                 "{}: CLs {} vs pyhf {cls_ref}",
                 c.name,
-                h.cls_obs
+                h.cls.cls_obs
             );
         } else {
             // Every difference is explained by pyhf's default optimizer stopping higher than ours.

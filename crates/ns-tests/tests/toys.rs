@@ -53,11 +53,11 @@ fn qtilde_toys_agree_with_pyhf() {
         r["tail_probs"][0].as_f64().unwrap(),
         r["tail_probs"][1].as_f64().unwrap(),
     );
-    let z_sb = binomial_z(h.clsb_obs, h.signal.teststats.len(), clsb, pyhf_toys);
-    let z_b = binomial_z(h.clb_obs, h.background.teststats.len(), clb, pyhf_toys);
+    let z_sb = binomial_z(h.cls.clsb_obs, h.signal.teststats.len(), clsb, pyhf_toys);
+    let z_b = binomial_z(h.cls.clb_obs, h.background.teststats.len(), clb, pyhf_toys);
     eprintln!(
         "CLsb {} vs pyhf {clsb} (z {z_sb:.2}); CLb {} vs {clb} (z {z_b:.2}); failed {} + {}",
-        h.clsb_obs, h.clb_obs, h.signal.n_failed, h.background.n_failed
+        h.cls.clsb_obs, h.cls.clb_obs, h.signal.n_failed, h.background.n_failed
     );
     assert!(z_sb <= tolerance("toy_binomial_z") && z_b <= tolerance("toy_binomial_z"));
     assert_eq!(
@@ -92,11 +92,11 @@ fn q0_toys_agree_with_pyhf_validation() {
         r["p0_obs"].as_f64().unwrap(),
         r["tail_probs"][0].as_f64().unwrap(),
     );
-    let z_p0 = binomial_z(h.clsb_obs, h.signal.teststats.len(), p0, 2000);
-    let z_b = binomial_z(h.clb_obs, h.background.teststats.len(), clb, 2000);
+    let z_p0 = binomial_z(h.cls.clsb_obs, h.signal.teststats.len(), p0, 2000);
+    let z_b = binomial_z(h.cls.clb_obs, h.background.teststats.len(), clb, 2000);
     eprintln!(
         "p0 {} vs pyhf {p0} (z {z_p0:.2}); CLb {} vs {clb} (z {z_b:.2})",
-        h.clsb_obs, h.clb_obs
+        h.cls.clsb_obs, h.cls.clb_obs
     );
     assert!(z_p0 <= tolerance("toy_binomial_z") && z_b <= tolerance("toy_binomial_z"));
 }
@@ -128,7 +128,7 @@ fn toys_are_identical_for_any_thread_count() {
     let (one, two) = (run(1), run(2));
     assert_eq!(one.signal.teststats, two.signal.teststats);
     assert_eq!(one.background.teststats, two.background.teststats);
-    assert_eq!(one.cls_obs, two.cls_obs);
+    assert_eq!(one.cls.cls_obs, two.cls.cls_obs);
     let other_seed = rayon::ThreadPoolBuilder::new()
         .num_threads(2)
         .build()
