@@ -16,7 +16,7 @@ SMALL = [n for n in REFERENCE_NAMES if n not in LARGE]
 WITH_POI = [n for n in SMALL if n != "tutorial_bkg_only_1Lbb_CRs"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def tight_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
