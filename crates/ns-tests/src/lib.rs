@@ -138,3 +138,34 @@ pub fn all_code_pairs() -> Vec<ns_core::InterpCodes> {
     }
     out
 }
+
+/// The shared workspace a stored reference was computed from.
+pub fn reference_workspace(reference: &Value) -> ns_translate::Workspace {
+    let file = reference["workspace"]
+        .as_str()
+        .expect("reference names its workspace")
+        .trim_start_matches("workspaces/");
+    ns_translate::Workspace::from_path(&workspace_path(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// A workspace's model with the given interpolation codes and its observed data (main + aux).
+pub fn model_and_data(
+    ws: &ns_translate::Workspace,
+    codes: ns_core::InterpCodes,
+) -> (ns_translate::HistFactoryModel, ns_compute::PreparedData) {
+    let model = ns_translate::HistFactoryModel::from_workspace(
+        ws,
+        &ns_translate::ModelOptions {
+            measurement: None,
+            codes,
+        },
+    )
+    .expect("model builds");
+    let data = ns_compute::PreparedData::from_full(
+        &model.compiled,
+        &ws.data(&model, true).expect("observations"),
+    )
+    .expect("data fits the model");
+    (model, data)
+}

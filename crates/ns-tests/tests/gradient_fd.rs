@@ -1,35 +1,20 @@
 //! The analytic gradient against central finite differences (Richardson-extrapolated) on every
 //! shared workspace, for every interpolation pair, at random points away from the kinks.
 
-use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_compute::{CpuEvaluator, Scratch};
 use ns_tests::{
-    TestRng, all_code_pairs, random_point, reference, reference_names, tolerance, workspace_path,
+    TestRng, all_code_pairs, model_and_data, random_point, reference, reference_names,
+    reference_workspace, tolerance,
 };
-use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 
 #[test]
 fn gradient_matches_finite_differences_everywhere() {
     let rel = tolerance("gradient_fd_rel");
     let mut checked = 0;
     for name in reference_names() {
-        let r = reference(&name);
-        let file = r["workspace"]
-            .as_str()
-            .unwrap()
-            .trim_start_matches("workspaces/")
-            .to_string();
-        let ws = Workspace::from_path(&workspace_path(&file)).unwrap();
+        let ws = reference_workspace(&reference(&name));
         for codes in all_code_pairs() {
-            let model = HistFactoryModel::from_workspace(
-                &ws,
-                &ModelOptions {
-                    measurement: None,
-                    codes,
-                },
-            )
-            .unwrap();
-            let data =
-                PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap()).unwrap();
+            let (model, data) = model_and_data(&ws, codes);
             let eval = CpuEvaluator::new(&model.compiled);
             let mut s = Scratch::new(&model.compiled);
             let mut rng = TestRng::new(name.len() as u64 * 31 + checked);

@@ -7,8 +7,8 @@ use ns_inference::optimizer::LbfgsbOptions;
 use ns_inference::{
     FitConfig, Fitter, TestStatistic, hypotest_asymptotic, profile_scan, upper_limit_scan,
 };
-use ns_tests::{floats, reference, reference_names, workspace_path};
-use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
+use ns_tests::{floats, model_and_data, reference, reference_names, reference_workspace};
+use ns_translate::HistFactoryModel;
 use serde_json::Value;
 
 struct Case {
@@ -23,15 +23,7 @@ fn cases() -> Vec<Case> {
         .into_iter()
         .map(|name| {
             let r = reference(&name);
-            let file = r["workspace"]
-                .as_str()
-                .unwrap()
-                .trim_start_matches("workspaces/")
-                .to_string();
-            let ws = Workspace::from_path(&workspace_path(&file)).unwrap();
-            let model = HistFactoryModel::from_workspace(&ws, &ModelOptions::default()).unwrap();
-            let data =
-                PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap()).unwrap();
+            let (model, data) = model_and_data(&reference_workspace(&r), Default::default());
             Case {
                 name,
                 r,

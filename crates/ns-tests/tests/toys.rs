@@ -5,21 +5,11 @@ use ns_compute::PreparedData;
 use ns_core::InterpCodes;
 use ns_inference::toys::hypotest_toys;
 use ns_inference::{FitConfig, Fitter, TestStatistic};
-use ns_tests::{reference, tolerance, workspace_path};
-use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
+use ns_tests::{model_and_data, reference, tolerance, workspace_path};
+use ns_translate::{HistFactoryModel, Workspace};
 
 fn load(file: &str, codes: InterpCodes) -> (HistFactoryModel, PreparedData) {
-    let ws = Workspace::from_path(&workspace_path(file)).unwrap();
-    let model = HistFactoryModel::from_workspace(
-        &ws,
-        &ModelOptions {
-            measurement: None,
-            codes,
-        },
-    )
-    .unwrap();
-    let data = PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap()).unwrap();
-    (model, data)
+    model_and_data(&Workspace::from_path(&workspace_path(file)).unwrap(), codes)
 }
 
 /// |p₁ − p₂| in units of the combined binomial standard error of two samples.
