@@ -6,8 +6,8 @@ use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 use ns_inference::optimizer::LbfgsbOptions;
 use ns_inference::{
-    FitConfig, FitResult, Fitter, TestStatistic, hypotest_asymptotic, profile_scan, significance,
-    upper_limit_root, upper_limit_scan,
+    Device, FitConfig, FitResult, Fitter, TestStatistic, Workload, hypotest_asymptotic,
+    profile_scan, significance, upper_limit_root, upper_limit_scan,
 };
 use serde_json::{Value, json};
 use std::io::IsTerminal;
@@ -39,6 +39,10 @@ pub struct InferArgs {
     /// Parameter bounds NAME=LOW,HIGH (repeatable; NAME a parameter set or name[i])
     #[arg(long = "bound", value_name = "NAME=LOW,HIGH")]
     pub bounds: Vec<String>,
+    /// Device for the fits: cpu, cuda, or auto (the GPU for large batches of fits on large
+    /// models, where a GPU exists; see docs/benchmarks.md for the crossover)
+    #[arg(long = "gpu", value_name = "DEVICE", default_value = "cpu", value_parser = ["cpu", "cuda", "auto"])]
+    pub device: String,
     /// Fit this data instead of the workspace's observations: a JSON list of main bins (auxdata
     /// from the model) or of main bins followed by auxdata
     #[arg(long, value_name = "FILE.json", conflicts_with = "asimov")]
@@ -135,6 +139,15 @@ struct Session {
 }
 
 impl InferArgs {
+    /// A fitter on the device chosen by `--gpu` for this workload.
+    fn fitter<'m>(
+        &self,
+        model: &'m ns_translate::HistFactoryModel,
+        workload: Workload,
+    ) -> Result<Fitter<'m>> {
+        Fitter::on_device(model, Device::from_name(&self.device)?, workload)
+    }
+
     fn session(&self) -> Result<Session> {
         if let Some(n) = self.threads {
             // Only the first configuration of the global pool takes effect; later calls are no-ops.
@@ -285,9 +298,17 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             let s = args.session()?;
             let model = &s.loaded.model;
             let bar = progress(4 * model.n_params() as u64, "ranking refits");
-            let r = ns_inference::ranking(&Fitter::new(model), &s.data, &s.config, &|k| {
-                bar.set_position(k as u64)
-            });
+            let r = ns_inference::ranking(
+                &args.fitter(
+                    model,
+                    Workload::Batch {
+                        fits: 4 * model.n_params(),
+                    },
+                )?,
+                &s.data,
+                &s.config,
+                &|k| bar.set_position(k as u64),
+            );
             bar.finish_and_clear();
             let r = r?;
             let entries: Vec<Value> = r
@@ -326,8 +347,11 @@ pub fn run(cmd: InferCommand) -> Result<()> {
         }
         InferCommand::Gof { args } => {
             let s = args.session()?;
-            let g =
-                ns_inference::goodness_of_fit(&Fitter::new(&s.loaded.model), &s.data, &s.config)?;
+            let g = ns_inference::goodness_of_fit(
+                &args.fitter(&s.loaded.model, Workload::Sequential)?,
+                &s.data,
+                &s.config,
+            )?;
             let value = json!({
                 "minus_two_log_lambda": g.minus_two_log_lambda, "ndof": g.ndof, "p_value": g.p_value,
                 "twice_nll_bestfit": g.twice_nll_bestfit, "twice_nll_saturated": g.twice_nll_saturated, "converged": g.fit.converged,
@@ -356,7 +380,9 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 s.config = s.config.with_fixed(index, value);
             }
             s.config.uncertainties = true;
-            let fit = Fitter::new(model).fit(&s.data, &s.config)?;
+            let fit = args
+                .fitter(model, Workload::Sequential)?
+                .fit(&s.data, &s.config)?;
             let mut text = format!(
                 "twice_nll = {:.10}  ({})\n",
                 fit.twice_nll,
@@ -384,7 +410,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 } else {
                     minos.clone()
                 };
-                let fitter = Fitter::new(model);
+                let fitter = args.fitter(model, Workload::Sequential)?;
                 let mut intervals = serde_json::Map::new();
                 for name in names {
                     let index = model.parameter_index(&name).ok_or_else(|| {
@@ -412,8 +438,13 @@ pub fn run(cmd: InferCommand) -> Result<()> {
         } => {
             let s = args.session()?;
             let stat = TestStatistic::from_name(&test_stat)?;
-            let h =
-                hypotest_asymptotic(&Fitter::new(&s.loaded.model), mu, &s.data, &s.config, stat)?;
+            let h = hypotest_asymptotic(
+                &args.fitter(&s.loaded.model, Workload::Sequential)?,
+                mu,
+                &s.data,
+                &s.config,
+                stat,
+            )?;
             let fits_converged = [
                 &h.free_fit,
                 &h.fixed_fit,
@@ -452,7 +483,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             let stat = TestStatistic::from_name(&test_stat)?;
             let bar = progress(2 * n_toys as u64, "toys");
             let h = ns_inference::hypotest_toys(
-                &Fitter::new(&s.loaded.model),
+                &args.fitter(&s.loaded.model, Workload::Batch { fits: 4 * n_toys })?,
                 mu,
                 &s.data,
                 &s.config,
@@ -495,7 +526,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
         }
         InferCommand::UpperLimit { args, level, scan } => {
             let s = args.session()?;
-            let fitter = Fitter::new(&s.loaded.model);
+            let fitter = args.fitter(&s.loaded.model, Workload::Sequential)?;
             let ul = match scan {
                 Some(spec) => {
                     let grid = linspace(&spec)?;
@@ -527,7 +558,11 @@ pub fn run(cmd: InferCommand) -> Result<()> {
         }
         InferCommand::Significance { args } => {
             let s = args.session()?;
-            let r = significance(&Fitter::new(&s.loaded.model), &s.data, &s.config)?;
+            let r = significance(
+                &args.fitter(&s.loaded.model, Workload::Sequential)?,
+                &s.data,
+                &s.config,
+            )?;
             let value =
                 json!({"p0_obs": r.p0_obs, "Z_obs": r.z_obs, "p0_exp": r.p0_exp, "Z_exp": r.z_exp});
             let text = format!(
@@ -554,7 +589,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             let values = linspace(&range)?;
             let bar = progress(values.len() as u64, "scan");
             let scan = profile_scan(
-                &Fitter::new(model),
+                &args.fitter(model, Workload::Sequential)?,
                 index,
                 &values,
                 &s.data,

@@ -5,7 +5,10 @@
 //! count because every evaluation is serial and in a fixed order).
 
 pub mod cpu;
+pub mod cuda;
 pub mod data;
+pub mod detmath;
+pub mod rng;
 
 pub use cpu::{CpuEvaluator, Scratch};
 pub use data::PreparedData;

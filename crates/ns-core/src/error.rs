@@ -21,6 +21,10 @@ pub enum Error {
     /// An operation on a workspace (prune, rename, combine) that cannot be carried out.
     #[error("workspace operation failed: {0}")]
     Operation(String),
+    /// A GPU backend that is missing or failed (no driver, no device, out of memory, a kernel
+    /// that does not compile or launch).
+    #[error("GPU device error: {0}")]
+    Device(String),
     /// Reading or writing a file.
     #[error("{path}: {source}")]
     Io {

@@ -1,9 +1,15 @@
 //! Maximum-likelihood fits of a HistFactory model: free, with the POI fixed, or with any set of
 //! fixed parameters; uncertainties, covariance and correlations from the Hessian.
 
+use std::sync::{Mutex, MutexGuard};
+
+use ns_compute::cuda::{CudaSession, DeviceInfo};
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::{Error, Result};
 use ns_translate::HistFactoryModel;
+use rayon::prelude::*;
+
+use crate::device::{BatchData, Device, Workload};
 
 use crate::linalg::{cholesky, cholesky_inverse, inverse};
 use crate::optimizer::{Lbfgsb, LbfgsbOptions, Termination};
@@ -89,17 +95,146 @@ impl FitResult {
     }
 }
 
-/// Fits one model against datasets on the CPU.
+/// Where a [`Fitter`] evaluates the likelihood.
+pub(crate) enum Engine {
+    Cpu,
+    /// A CUDA session holding the uploaded model; evaluations are serialised through it.
+    Cuda(Mutex<CudaSession>),
+}
+
+/// Fits one model against datasets, on the CPU or on a CUDA device.
 pub struct Fitter<'m> {
     model: &'m HistFactoryModel,
     eval: CpuEvaluator<'m>,
+    pub(crate) engine: Engine,
+}
+
+/// One fit in progress: the L-BFGS-B machine over the free parameters in scaled coordinates,
+/// driven by whoever evaluates the points it asks for — the CPU loop of [`Fitter::fit`], or a
+/// lockstep batch of many fits on a GPU ([`Fitter::fit_batch`]).
+pub struct FitRun {
+    free: Vec<usize>,
+    scale: Vec<f64>,
+    full: Vec<f64>,
+    free_grad: Vec<f64>,
+    state: Lbfgsb,
+}
+
+impl FitRun {
+    /// The full parameter vector to evaluate next, or `None` once finished.
+    pub fn ask(&mut self) -> Option<&[f64]> {
+        let y = self.state.ask()?;
+        for (k, &i) in self.free.iter().enumerate() {
+            self.full[i] = y[k] / self.scale[k];
+        }
+        Some(&self.full)
+    }
+
+    /// The objective (twice_nll minus its data constant) and its full gradient at the point
+    /// from [`ask`](Self::ask).
+    pub fn tell(&mut self, f: f64, grad: &[f64]) {
+        for (k, &i) in self.free.iter().enumerate() {
+            self.free_grad[k] = grad[i] / self.scale[k];
+        }
+        self.state.tell(f, &self.free_grad);
+    }
+
+    /// The result without uncertainties. The projected gradient comes from the optimizer's
+    /// last gradient, so finishing costs no evaluation.
+    fn result(&self, config: &FitConfig, constant: f64) -> FitResult {
+        let n = self.full.len();
+        let termination = self
+            .state
+            .termination()
+            .unwrap_or(Termination::MaxIterations);
+        let mut parameters = config.init.clone();
+        let mut grad = vec![0.0; n];
+        for (k, &i) in self.free.iter().enumerate() {
+            parameters[i] = self.state.x()[k] / self.scale[k];
+            grad[i] = self.state.gradient()[k] * self.scale[k];
+        }
+        let at_bound = (0..n)
+            .map(|i| {
+                let (lo, hi) = config.bounds[i];
+                let tol = 1e-6 * (hi - lo).abs().max(1.0);
+                !config.fixed[i] && (parameters[i] - lo <= tol || hi - parameters[i] <= tol)
+            })
+            .collect();
+        FitResult {
+            twice_nll: self.state.f() + 2.0 * constant,
+            converged: termination == Termination::Converged,
+            termination,
+            iterations: self.state.iterations(),
+            evaluations: self.state.evaluations(),
+            // In the original parameters: ‖P(x − g) − x‖∞ of twice_nll.
+            projected_gradient: self
+                .free
+                .iter()
+                .map(|&i| {
+                    ((parameters[i] - grad[i]).clamp(config.bounds[i].0, config.bounds[i].1)
+                        - parameters[i])
+                        .abs()
+                })
+                .fold(0.0, f64::max),
+            uncertainties: None,
+            covariance: None,
+            at_bound,
+            warning: None,
+            parameters,
+        }
+    }
+}
+
+/// One fit of a batch: dataset `data` (an index into the batch's datasets) with `config`.
+#[derive(Clone, Debug)]
+pub struct FitJob {
+    pub data: usize,
+    pub config: FitConfig,
 }
 
 impl<'m> Fitter<'m> {
+    /// A fitter that evaluates on the CPU.
     pub fn new(model: &'m HistFactoryModel) -> Self {
         Fitter {
             model,
             eval: CpuEvaluator::new(&model.compiled),
+            engine: Engine::Cpu,
+        }
+    }
+
+    /// A fitter whose evaluations run on CUDA device `ordinal` (the model is uploaded once).
+    pub fn cuda(model: &'m HistFactoryModel, ordinal: usize) -> Result<Self> {
+        Ok(Fitter {
+            engine: Engine::Cuda(Mutex::new(CudaSession::new(&model.compiled, ordinal)?)),
+            ..Fitter::new(model)
+        })
+    }
+
+    /// A fitter on `device`; `Auto` resolves by the workload (see [`Device::resolve`]).
+    pub fn on_device(
+        model: &'m HistFactoryModel,
+        device: Device,
+        workload: Workload,
+    ) -> Result<Self> {
+        match device.resolve(model, workload) {
+            Device::Cuda => Fitter::cuda(model, 0),
+            _ => Ok(Fitter::new(model)),
+        }
+    }
+
+    /// The device this fitter evaluates on (never `Auto`).
+    pub fn device(&self) -> Device {
+        match self.engine {
+            Engine::Cpu => Device::Cpu,
+            Engine::Cuda(_) => Device::Cuda,
+        }
+    }
+
+    /// The CUDA session's device, if this fitter runs on one.
+    pub fn cuda_device(&self) -> Option<DeviceInfo> {
+        match &self.engine {
+            Engine::Cuda(session) => Some(lock(session).info().clone()),
+            Engine::Cpu => None,
         }
     }
 
@@ -136,6 +271,51 @@ impl<'m> Fitter<'m> {
         Ok(2.0 * nll)
     }
 
+    /// The objective and gradient at many points (rows of `points`), point `i` against
+    /// `datasets[which[i]]`: one launch on CUDA, a parallel loop on the CPU.
+    pub(crate) fn objective_batch(
+        &self,
+        points: &[f64],
+        datasets: &BatchData,
+        which: &[u32],
+        f: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        let n = self.model.n_params();
+        match (&self.engine, datasets) {
+            (Engine::Cuda(session), BatchData::Device(device)) => {
+                lock(session).nll_grad(points, device, which, f, grad)?;
+            }
+            (Engine::Cuda(session), BatchData::Host(host)) => {
+                let mut session = lock(session);
+                let device = session.upload_datasets(&host.iter().collect::<Vec<_>>())?;
+                session.nll_grad(points, &device, which, f, grad)?;
+            }
+            (Engine::Cpu, data) => {
+                f.par_iter_mut()
+                    .zip(grad.par_chunks_mut(n))
+                    .zip(points.par_chunks(n))
+                    .zip(which.par_iter())
+                    .try_for_each_init(
+                        || Scratch::new(&self.model.compiled),
+                        |scratch, (((value, g), p), &d)| {
+                            *value = self.eval.nll_minus_constant(
+                                p,
+                                data.host(d as usize)?,
+                                scratch,
+                                Some(g),
+                            )?;
+                            Ok::<(), Error>(())
+                        },
+                    )?;
+            }
+        }
+        for v in f.iter_mut().chain(grad.iter_mut()) {
+            *v *= 2.0;
+        }
+        Ok(())
+    }
+
     pub fn twice_nll(&self, params: &[f64], data: &PreparedData) -> Result<f64> {
         Ok(2.0
             * self
@@ -162,87 +342,200 @@ impl<'m> Fitter<'m> {
         Ok(())
     }
 
-    /// Minimize twice_nll over the free parameters.
-    pub fn fit(&self, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
+    /// Set up a fit: free parameters, variable scaling, the optimizer in scaled coordinates.
+    pub fn start(&self, data: &PreparedData, config: &FitConfig) -> Result<FitRun> {
         self.check(config)?;
         let n = self.model.n_params();
         let free: Vec<usize> = (0..n).filter(|&i| !config.fixed[i]).collect();
-        let mut full = config.init.clone();
-        let mut scratch = Scratch::new(&self.model.compiled);
-        let mut grad = vec![0.0; n];
         // Diagonal preconditioning: optimize y = x·s with s² the curvature of twice_nll along each
         // free parameter at the start, so that normfactors (curvature ~ Σν) and nuisance
         // parameters (~1) look alike to the quasi-Newton model.
         let scale = match &config.scale {
             Some(all) if all.len() == n => free.iter().map(|&i| all[i]).collect(),
-            _ => self.curvature_scale(&full, &free, &config.bounds, data, &mut scratch)?,
+            _ => self.curvature_scale(
+                &config.init,
+                &free,
+                &config.bounds,
+                data,
+                &mut Scratch::new(&self.model.compiled),
+            )?,
         };
-        let lower: Vec<f64> = free
-            .iter()
-            .zip(&scale)
-            .map(|(&i, s)| config.bounds[i].0 * s)
-            .collect();
-        let upper: Vec<f64> = free
-            .iter()
-            .zip(&scale)
-            .map(|(&i, s)| config.bounds[i].1 * s)
-            .collect();
-        let y0: Vec<f64> = free
-            .iter()
-            .zip(&scale)
-            .map(|(&i, s)| config.init[i] * s)
-            .collect();
-        let mut free_grad = vec![0.0; free.len()];
-        let mut state =
+        let scaled = |v: &dyn Fn(usize) -> f64| -> Vec<f64> {
+            free.iter().zip(&scale).map(|(&i, s)| v(i) * s).collect()
+        };
+        let lower = scaled(&|i| config.bounds[i].0);
+        let upper = scaled(&|i| config.bounds[i].1);
+        let y0 = scaled(&|i| config.init[i]);
+        let state =
             Lbfgsb::new(&y0, &lower, &upper, config.optimizer).with_gradient_scale(scale.clone());
-        while let Some(y) = state.ask() {
-            for (k, &i) in free.iter().enumerate() {
-                full[i] = y[k] / scale[k];
+        Ok(FitRun {
+            free_grad: vec![0.0; free.len()],
+            full: config.init.clone(),
+            free,
+            scale,
+            state,
+        })
+    }
+
+    /// Minimize twice_nll over the free parameters.
+    pub fn fit(&self, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
+        let mut run = self.start(data, config)?;
+        match &self.engine {
+            Engine::Cpu => {
+                let mut scratch = Scratch::new(&self.model.compiled);
+                let mut grad = vec![0.0; self.model.n_params()];
+                while let Some(x) = run.ask() {
+                    let x = x.to_vec();
+                    let f = self.objective(&x, data, &mut scratch, &mut grad)?;
+                    run.tell(f, &grad);
+                }
             }
-            let f = self.objective(&full, data, &mut scratch, &mut grad)?;
-            for (k, &i) in free.iter().enumerate() {
-                free_grad[k] = grad[i] / scale[k];
+            Engine::Cuda(_) => {
+                // One fused launch per iteration, the dataset uploaded once.
+                let device = BatchData::Device(lock_cuda(&self.engine).upload_datasets(&[data])?);
+                self.drive_lockstep(std::slice::from_mut(&mut run), &[0], &device, &|_| {})?;
             }
-            state.tell(f, &free_grad);
         }
-        let termination = state.termination().unwrap_or(Termination::MaxIterations);
-        for (k, &i) in free.iter().enumerate() {
-            full[i] = state.x()[k] / scale[k];
-        }
-        let at_bound = (0..n)
-            .map(|i| {
-                let (lo, hi) = config.bounds[i];
-                let tol = 1e-6 * (hi - lo).abs().max(1.0);
-                !config.fixed[i] && (full[i] - lo <= tol || hi - full[i] <= tol)
-            })
-            .collect();
-        let mut result = FitResult {
-            twice_nll: state.f() + 2.0 * data.constant,
-            converged: termination == Termination::Converged,
-            termination,
-            iterations: state.iterations(),
-            evaluations: state.evaluations(),
-            // In the original parameters: ‖P(x − g) − x‖∞ of twice_nll.
-            projected_gradient: {
-                self.twice_nll_and_gradient(&full, data, &mut scratch, &mut grad)?;
-                free.iter()
-                    .map(|&i| {
-                        ((full[i] - grad[i]).clamp(config.bounds[i].0, config.bounds[i].1)
-                            - full[i])
-                            .abs()
-                    })
-                    .fold(0.0, f64::max)
-            },
-            uncertainties: None,
-            covariance: None,
-            at_bound,
-            warning: None,
-            parameters: full,
-        };
-        if config.uncertainties && termination != Termination::NonFiniteStart {
-            self.add_uncertainties(&mut result, data, &free)?;
+        self.finish(&run, data, config)
+    }
+
+    fn finish(&self, run: &FitRun, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
+        let mut result = run.result(config, data.constant);
+        if config.uncertainties && result.termination != Termination::NonFiniteStart {
+            self.add_uncertainties(&mut result, data, &run.free)?;
         }
         Ok(result)
+    }
+
+    /// Advance every run until all have finished, evaluating the points of all active runs
+    /// together (one batch per step); finished runs drop out of the batch. Run `i` evaluates
+    /// against `datasets[which[i]]`. `progress` gets the number of finished runs.
+    pub(crate) fn drive_lockstep(
+        &self,
+        runs: &mut [FitRun],
+        which: &[u32],
+        datasets: &BatchData,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<()> {
+        let n = self.model.n_params();
+        let mut active: Vec<usize> = (0..runs.len()).collect();
+        let (mut points, mut f, mut grad, mut batch_which) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        while !active.is_empty() {
+            points.clear();
+            batch_which.clear();
+            let mut still = Vec::with_capacity(active.len());
+            for &r in &active {
+                if let Some(x) = runs[r].ask() {
+                    points.extend_from_slice(x);
+                    batch_which.push(which[r]);
+                    still.push(r);
+                }
+            }
+            if still.len() < active.len() {
+                progress(runs.len() - still.len());
+            }
+            active = still;
+            if active.is_empty() {
+                break;
+            }
+            f.resize(active.len(), 0.0);
+            grad.resize(active.len() * n, 0.0);
+            self.objective_batch(&points, datasets, &batch_which, &mut f, &mut grad)?;
+            // The optimizer steps of many fits are independent: run them in parallel.
+            let mut chosen: Vec<&mut FitRun> = Vec::with_capacity(active.len());
+            let mut next = active.iter().peekable();
+            for (i, run) in runs.iter_mut().enumerate() {
+                if next.peek() == Some(&&i) {
+                    next.next();
+                    chosen.push(run);
+                }
+            }
+            chosen
+                .into_par_iter()
+                .zip(f.par_iter())
+                .zip(grad.par_chunks(n))
+                .for_each(|((run, &value), g)| run.tell(value, g));
+        }
+        Ok(())
+    }
+
+    /// Many fits at once. On CUDA they run in lockstep (one launch per step for all active fits);
+    /// on the CPU in parallel, one fit per thread. Results are in job order; each job's error, if
+    /// any, is its own.
+    pub fn fit_batch(
+        &self,
+        datasets: &[PreparedData],
+        jobs: &[FitJob],
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Result<FitResult>>> {
+        if let Some(job) = jobs.iter().find(|j| j.data >= datasets.len()) {
+            return Err(Error::InvalidInput(format!(
+                "fit job refers to dataset {} of {}",
+                job.data,
+                datasets.len()
+            )));
+        }
+        match &self.engine {
+            Engine::Cpu => {
+                let done = std::sync::atomic::AtomicUsize::new(0);
+                Ok(jobs
+                    .par_iter()
+                    .map(|job| {
+                        let r = self.fit(&datasets[job.data], &job.config);
+                        progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
+                        r
+                    })
+                    .collect())
+            }
+            Engine::Cuda(_) => {
+                let device = BatchData::Device(
+                    lock_cuda(&self.engine)
+                        .upload_datasets(&datasets.iter().collect::<Vec<_>>())?,
+                );
+                self.fit_batch_on(&device, datasets, jobs, progress)
+            }
+        }
+    }
+
+    /// Lockstep fits against datasets already in `device` (`host` holds the same data, for
+    /// scaling and uncertainties).
+    pub(crate) fn fit_batch_on(
+        &self,
+        device: &BatchData,
+        host: &[PreparedData],
+        jobs: &[FitJob],
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Result<FitResult>>> {
+        let started: Vec<Result<FitRun>> = jobs
+            .par_iter()
+            .map(|job| self.start(&host[job.data], &job.config))
+            .collect();
+        let mut runs = Vec::with_capacity(jobs.len());
+        let mut which = Vec::with_capacity(jobs.len());
+        let mut slots = Vec::with_capacity(jobs.len());
+        for (k, r) in started.into_iter().enumerate() {
+            match r {
+                Ok(run) => {
+                    slots.push(Ok(runs.len()));
+                    runs.push(run);
+                    which.push(jobs[k].data as u32);
+                }
+                Err(e) => slots.push(Err(e)),
+            }
+        }
+        self.drive_lockstep(&mut runs, &which, device, progress)?;
+        slots
+            .into_par_iter()
+            .zip(jobs.par_iter())
+            .map(|(slot, job)| {
+                let run = &runs[slot?];
+                self.finish(run, &host[job.data], &job.config)
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(Ok)
+            .collect::<Result<Vec<_>>>()
     }
 
     /// √(∂²twice_nll/∂x_j²) at `x` for each free parameter, by a one-sided difference of the
@@ -321,18 +614,27 @@ impl<'m> Fitter<'m> {
     ) -> Result<()> {
         let n = self.model.n_params();
         let k = free.len();
-        let mut scratch = Scratch::new(&self.model.compiled);
-        let mut hessian = vec![0.0; k * k];
-        let (mut gp, mut gm) = (vec![0.0; n], vec![0.0; n]);
+        // All 2k probes in one batch: one launch on CUDA, parallel on the CPU.
+        let steps: Vec<f64> = free
+            .iter()
+            .map(|&j| 1e-5 * result.parameters[j].abs().max(1.0))
+            .collect();
+        let mut points = Vec::with_capacity(2 * k * n);
         for (col, &j) in free.iter().enumerate() {
-            let h = 1e-5 * result.parameters[j].abs().max(1.0);
-            let mut x = result.parameters.clone();
-            x[j] += h;
-            self.twice_nll_and_gradient(&x, data, &mut scratch, &mut gp)?;
-            x[j] -= 2.0 * h;
-            self.twice_nll_and_gradient(&x, data, &mut scratch, &mut gm)?;
+            for sign in [1.0, -1.0] {
+                let mut x = result.parameters.clone();
+                x[j] += sign * steps[col];
+                points.extend_from_slice(&x);
+            }
+        }
+        let (mut f, mut grads) = (vec![0.0; 2 * k], vec![0.0; 2 * k * n]);
+        let host = BatchData::Host(std::slice::from_ref(data));
+        self.objective_batch(&points, &host, &vec![0; 2 * k], &mut f, &mut grads)?;
+        let mut hessian = vec![0.0; k * k];
+        for col in 0..k {
+            let (gp, gm) = (&grads[2 * col * n..], &grads[(2 * col + 1) * n..]);
             for (row, &i) in free.iter().enumerate() {
-                hessian[row * k + col] = (gp[i] - gm[i]) / (2.0 * h);
+                hessian[row * k + col] = (gp[i] - gm[i]) / (2.0 * steps[col]);
             }
         }
         for r in 0..k {
@@ -378,5 +680,20 @@ impl<'m> Fitter<'m> {
         );
         result.covariance = Some(covariance);
         Ok(())
+    }
+}
+
+/// The session behind a lock; a panic elsewhere cannot leave it half-updated (each call is
+/// self-contained), so a poisoned lock is taken over.
+fn lock(session: &Mutex<CudaSession>) -> MutexGuard<'_, CudaSession> {
+    session
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(crate) fn lock_cuda(engine: &Engine) -> MutexGuard<'_, CudaSession> {
+    match engine {
+        Engine::Cuda(session) => lock(session),
+        Engine::Cpu => unreachable!("only called on the CUDA engine"),
     }
 }

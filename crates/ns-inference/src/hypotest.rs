@@ -56,9 +56,25 @@ pub fn test_statistic(
     let mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
     let fixed_fit = fitter.fixed_poi_fit(mu, data, config)?;
     let free_fit = fitter.fit(data, config)?;
+    let value = statistic_from_fits(stat, mu, poi, &fixed_fit, &free_fit);
+    Ok(TestStatValue {
+        value,
+        fixed_fit,
+        free_fit,
+    })
+}
+
+/// A test statistic from its two fits: the fit with the POI fixed at `mu` and the free fit.
+pub fn statistic_from_fits(
+    stat: TestStatistic,
+    mu: f64,
+    poi: usize,
+    fixed_fit: &FitResult,
+    free_fit: &FitResult,
+) -> f64 {
     let tmu = (fixed_fit.twice_nll - free_fit.twice_nll).max(0.0);
     let muhat = free_fit.parameters[poi];
-    let value = match stat {
+    match stat {
         TestStatistic::T | TestStatistic::TTilde => tmu,
         TestStatistic::Q | TestStatistic::QTilde => {
             if muhat > mu {
@@ -74,12 +90,7 @@ pub fn test_statistic(
                 tmu
             }
         }
-    };
-    Ok(TestStatValue {
-        value,
-        fixed_fit,
-        free_fit,
-    })
+    }
 }
 
 /// Asimov data (main and aux) at the conditional MLE for `asimov_mu`, with the fit behind it.

@@ -2,12 +2,9 @@
 //! parameter is fixed at its best fit ± its post-fit (and, for constrained ones, pre-fit)
 //! uncertainty and everything else is refitted.
 
+use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 use ns_compute::PreparedData;
 use ns_core::{Error, Result};
-use rayon::prelude::*;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use crate::fit::{FitConfig, FitResult, Fitter};
 
 /// One parameter's entry in the ranking.
 #[derive(Clone, Debug)]
@@ -78,45 +75,60 @@ pub fn ranking(
             }
         }
     }
-    let done = AtomicUsize::new(0);
-    let refit = |index: usize, value: f64| -> (Option<f64>, Option<String>) {
-        let (lo, hi) = config.bounds[index];
-        let value = value.clamp(lo, hi);
-        let result = fitter.fit(data, &start.with_fixed(index, value));
-        progress(done.fetch_add(1, Ordering::Relaxed) + 1);
-        match result {
-            Ok(fit) if fit.converged => (Some(fit.parameters[poi] - mu_hat), None),
-            Ok(fit) => (
-                Some(fit.parameters[poi] - mu_hat),
-                Some(format!(
-                    "{} at {value}: {}",
-                    model.par_names[index],
-                    fit.termination.describe()
-                )),
-            ),
-            Err(e) => (
-                None,
-                Some(format!("{} at {value}: {e}", model.par_names[index])),
-            ),
+    // Every refit of every parameter (±1σ postfit, ±prefit width) as one batch: parallel on the
+    // CPU, lockstep on a GPU.
+    let mut jobs = Vec::new();
+    let mut refit_values = Vec::new();
+    for &(index, prefit, _) in &targets {
+        let theta = nominal.parameters[index];
+        let sigma = sigmas[index];
+        let mut shifts = vec![sigma, -sigma];
+        if let Some(w) = prefit {
+            shifts.extend([w, -w]);
         }
-    };
-    let rows: Vec<(RankingEntry, Vec<String>)> = targets
-        .par_iter()
+        for shift in shifts {
+            let (lo, hi) = config.bounds[index];
+            let value = (theta + shift).clamp(lo, hi);
+            refit_values.push((index, value));
+            jobs.push(FitJob {
+                data: 0,
+                config: start.with_fixed(index, value),
+            });
+        }
+    }
+    let results = fitter.fit_batch(std::slice::from_ref(data), &jobs, progress)?;
+    let mut failures = Vec::new();
+    let mut impacts = results
+        .into_iter()
+        .zip(&refit_values)
+        .map(|(result, &(index, value))| match result {
+            Ok(fit) => {
+                if !fit.converged {
+                    failures.push(format!(
+                        "{} at {value}: {}",
+                        model.par_names[index],
+                        fit.termination.describe()
+                    ));
+                }
+                fit.parameters[poi] - mu_hat
+            }
+            Err(e) => {
+                failures.push(format!("{} at {value}: {e}", model.par_names[index]));
+                f64::NAN
+            }
+        });
+    let mut entries: Vec<RankingEntry> = targets
+        .iter()
         .map(|&(index, prefit, center)| {
             let theta = nominal.parameters[index];
             let sigma = sigmas[index];
-            let mut failures = Vec::new();
-            let mut impact = |value: f64| {
-                let (delta, failure) = refit(index, value);
-                failures.extend(failure);
-                delta.unwrap_or(f64::NAN)
-            };
-            let (post_up, post_down) = (impact(theta + sigma), impact(theta - sigma));
+            let mut next = || impacts.next().unwrap_or(f64::NAN);
+            let (post_up, post_down) = (next(), next());
             let (pre_up, pre_down) = match prefit {
-                Some(w) => (Some(impact(theta + w)), Some(impact(theta - w))),
+                Some(_) => (Some(next()), Some(next())),
                 None => (None, None),
             };
-            let entry = RankingEntry {
+            RankingEntry {
                 name: model.par_names[index].clone(),
                 index,
                 bestfit: theta,
@@ -127,22 +139,16 @@ pub fn ranking(
                 impact_prefit_down: pre_down,
                 impact_postfit_up: post_up,
                 impact_postfit_down: post_down,
-            };
-            (entry, failures)
+            }
         })
         .collect();
-    let mut failed_refits = Vec::new();
-    let mut entries = Vec::with_capacity(rows.len());
-    for (entry, failures) in rows {
-        entries.push(entry);
-        failed_refits.extend(failures);
-    }
+    drop(impacts);
     let key = |e: &RankingEntry| e.impact_postfit_up.abs().max(e.impact_postfit_down.abs());
     entries.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index)));
     Ok(Ranking {
         poi: model.par_names[poi].clone(),
         nominal,
         entries,
-        failed_refits,
+        failed_refits: failures,
     })
 }

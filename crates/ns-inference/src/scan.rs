@@ -3,7 +3,7 @@
 use ns_compute::PreparedData;
 use ns_core::Result;
 
-use crate::fit::{FitConfig, FitResult, Fitter};
+use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 
 #[derive(Clone, Debug)]
 pub struct ProfileScan {
@@ -30,11 +30,20 @@ pub fn profile_scan(
 ) -> Result<ProfileScan> {
     let config = &fitter.with_scale(data, config)?;
     let free_fit = fitter.fit(data, config)?;
+    // The cold-started fits are independent: one batch (parallel on the CPU, lockstep on a GPU).
+    let cold_jobs: Vec<FitJob> = values
+        .iter()
+        .map(|&v| FitJob {
+            data: 0,
+            config: config.with_fixed(parameter, v),
+        })
+        .collect();
+    let cold_fits = fitter.fit_batch(std::slice::from_ref(data), &cold_jobs, &|_| {})?;
     let mut start = config.clone();
     let mut fits = Vec::with_capacity(values.len());
-    for (k, &v) in values.iter().enumerate() {
+    for ((k, &v), cold) in values.iter().enumerate().zip(cold_fits) {
         let warm = fitter.fit(data, &start.with_fixed(parameter, v))?;
-        let cold = fitter.fit(data, &config.with_fixed(parameter, v))?;
+        let cold = cold?;
         let fit = if cold.twice_nll < warm.twice_nll {
             cold
         } else {

@@ -4,18 +4,23 @@
 //! signal-plus-background ensemble, μ = 0 for background only (μ = 1 and μ = 0 for q0) — with
 //! main bins ~ Poisson(ν), Gaussian auxiliary data ~ Normal(θ, σ) and Poisson auxiliary data ~
 //! Poisson(γτ). Toy `i` of hypothesis `h` with seed `s` is the same dataset whatever the thread
-//! count. Per-toy test statistics below 1e-9 are set to 0 (as is the observed one): pyhf only
-//! clips negatives, which lets p-values flip on rounding noise.
+//! count, and on the CPU or a CUDA device (the GPU samples with the CPU's generator, bit for bit).
+//! Per-toy test statistics below 1e-9 are set to 0 (as is the observed one): pyhf only clips
+//! negatives, which lets p-values flip on rounding noise.
+//!
+//! Both ensembles are fitted as one batch — a free and a fixed-μ fit per toy — through
+//! [`Fitter::fit_batch`]: in parallel on the CPU, in lockstep on a GPU.
 
+use ns_compute::cuda::ToyEnsembleRates;
+use ns_compute::rng::ToyStream;
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::Result;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::fit::{FitConfig, Fitter};
-use crate::hypotest::{ClsValues, TestStatistic, test_statistic};
-use crate::rng::ToyStream;
+use crate::device::BatchData;
+use crate::fit::{Engine, FitConfig, FitJob, FitResult, Fitter, lock_cuda};
+use crate::hypotest::{ClsValues, TestStatistic, statistic_from_fits, test_statistic};
 
 /// Test statistics below this are rounding noise around zero.
 pub const TESTSTAT_ZERO: f64 = 1e-9;
@@ -82,53 +87,188 @@ fn clip(t: f64) -> f64 {
     if t < TESTSTAT_ZERO { 0.0 } else { t }
 }
 
-/// Run `n_toys` toys of one hypothesis in parallel; each toy is fitted serially.
-#[allow(clippy::too_many_arguments)]
-fn ensemble(
+/// What toys of one ensemble are drawn from, for the GPU sampler: the same expected data and
+/// constraint means the CPU's [`generate_toy`] uses.
+fn ensemble_rates(fitter: &Fitter, params: &[f64], stream: u32) -> Result<ToyEnsembleRates> {
+    let compiled = &fitter.model().compiled;
+    let (main, _) =
+        CpuEvaluator::new(compiled).expected_data(params, &mut Scratch::new(compiled))?;
+    Ok(ToyEnsembleRates {
+        main,
+        gauss_mean: compiled
+            .gaussian
+            .iter()
+            .map(|c| params[c.param as usize])
+            .collect(),
+        pois_rate: compiled
+            .poisson
+            .iter()
+            .map(|c| params[c.param as usize] * c.tau)
+            .collect(),
+        stream,
+    })
+}
+
+/// Toy datasets `0..n_toys` of each `(generating parameters, stream)` ensemble, ensemble after
+/// ensemble: sampled on the GPU for a CUDA fitter (and kept there for the fits), on the CPU
+/// otherwise. Either way toy `i` of stream `s` is the same dataset.
+fn generate_ensembles(
+    fitter: &Fitter,
+    ensembles: &[(&[f64], u32)],
+    n_toys: usize,
+    seed: u64,
+) -> Result<(Vec<PreparedData>, Option<BatchData<'static>>)> {
+    let compiled = &fitter.model().compiled;
+    match &fitter.engine {
+        Engine::Cpu => {
+            let toys = ensembles
+                .iter()
+                .flat_map(|&(params, stream)| (0..n_toys).map(move |i| (params, stream, i)))
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .map(|(params, stream, i)| generate_toy(fitter, params, seed, stream, i as u32))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((toys, None))
+        }
+        Engine::Cuda(_) => {
+            let rates = ensembles
+                .iter()
+                .map(|&(params, stream)| ensemble_rates(fitter, params, stream))
+                .collect::<Result<Vec<_>>>()?;
+            let session = lock_cuda(&fitter.engine);
+            let device = session.sample_toys(compiled, &rates, seed, 0, n_toys)?;
+            let (main, aux) = session.download_datasets(&device)?;
+            drop(session);
+            let toys = main
+                .par_chunks(compiled.n_main.max(1))
+                .zip(aux.par_chunks(compiled.n_aux.max(1)))
+                .take(device.len())
+                .map(|(m, a)| {
+                    PreparedData::new(
+                        compiled,
+                        m[..compiled.n_main].to_vec(),
+                        a[..compiled.n_aux].to_vec(),
+                    )
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok((toys, Some(BatchData::Device(device))))
+        }
+    }
+}
+
+/// Per-toy outcome: the two fits behind a test statistic.
+#[derive(Clone, Debug)]
+pub struct ToyFitPair {
+    pub free_fit: FitResult,
+    pub fixed_fit: FitResult,
+}
+
+/// Fit every toy twice (free, and with the POI fixed at `mu`), all toys of all datasets in one
+/// batch. Returns the fit pairs in dataset order.
+fn fit_toy_pairs(
     fitter: &Fitter,
     stat: TestStatistic,
     mu: f64,
-    generating: &[f64],
+    toys: &[PreparedData],
+    device: Option<&BatchData>,
     config: &FitConfig,
-    n_toys: usize,
-    seed: u64,
-    stream: u32,
-    done: &AtomicUsize,
     progress: &(dyn Fn(usize) + Sync),
-) -> Result<ToyEnsemble> {
-    let results: Vec<std::result::Result<f64, String>> = (0..n_toys)
-        .into_par_iter()
-        .map(|i| {
-            let outcome = generate_toy(fitter, generating, seed, stream, i as u32)
-                .and_then(|toy| test_statistic(fitter, stat, mu, &toy, config));
-            progress(done.fetch_add(1, Ordering::Relaxed) + 1);
-            match outcome {
-                Ok(t) if t.free_fit.converged && t.fixed_fit.converged => Ok(clip(t.value)),
-                Ok(t) => {
-                    let failed = if t.free_fit.converged {
-                        &t.fixed_fit
-                    } else {
-                        &t.free_fit
-                    };
-                    Err(failed.termination.describe().to_string())
-                }
-                Err(e) => Err(e.to_string()),
-            }
+) -> Result<Vec<Result<ToyFitPair>>> {
+    let poi = fitter.model().poi()?;
+    let fixed_mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
+    let fixed = config.with_fixed(poi, fixed_mu);
+    let jobs: Vec<FitJob> = (0..toys.len())
+        .flat_map(|t| {
+            [
+                FitJob {
+                    data: t,
+                    config: config.clone(),
+                },
+                FitJob {
+                    data: t,
+                    config: fixed.clone(),
+                },
+            ]
         })
         .collect();
-    let mut teststats = Vec::with_capacity(n_toys);
+    // Two fits per toy: report toys, not fits.
+    let per_toy = |fits: usize| progress(fits / 2);
+    let results = match device {
+        Some(d) => fitter.fit_batch_on(d, toys, &jobs, &per_toy)?,
+        None => fitter.fit_batch(toys, &jobs, &per_toy)?,
+    };
+    let mut pairs = Vec::with_capacity(toys.len());
+    let mut it = results.into_iter();
+    while let (Some(free), Some(fixed)) = (it.next(), it.next()) {
+        pairs.push(free.and_then(|free_fit| {
+            fixed.map(|fixed_fit| ToyFitPair {
+                free_fit,
+                fixed_fit,
+            })
+        }));
+    }
+    Ok(pairs)
+}
+
+/// Test statistics of fitted toys as an ensemble: failed fits are counted by reason.
+fn ensemble_of(
+    fitter: &Fitter,
+    stat: TestStatistic,
+    mu: f64,
+    pairs: &[Result<ToyFitPair>],
+) -> Result<ToyEnsemble> {
+    let poi = fitter.model().poi()?;
+    let mut teststats = Vec::with_capacity(pairs.len());
     let mut failures = BTreeMap::new();
-    for r in results {
-        match r {
+    for pair in pairs {
+        let outcome = match pair {
+            Ok(p) if p.free_fit.converged && p.fixed_fit.converged => Ok(clip(
+                statistic_from_fits(stat, mu, poi, &p.fixed_fit, &p.free_fit),
+            )),
+            Ok(p) => {
+                let failed = if p.free_fit.converged {
+                    &p.fixed_fit
+                } else {
+                    &p.free_fit
+                };
+                Err(failed.termination.describe().to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        match outcome {
             Ok(t) => teststats.push(t),
             Err(reason) => *failures.entry(reason).or_insert(0) += 1,
         }
     }
     Ok(ToyEnsemble {
-        n_failed: n_toys - teststats.len(),
+        n_failed: pairs.len() - teststats.len(),
         teststats,
         failures,
     })
+}
+
+/// Toy datasets drawn at `params` and fitted (free fit only), all in one batch: pyhf's
+/// toy-fitting loop. On a CUDA fitter the toys are sampled on the GPU and fitted in lockstep.
+pub fn fit_toys(
+    fitter: &Fitter,
+    params: &[f64],
+    n_toys: usize,
+    seed: u64,
+    config: &FitConfig,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<(Vec<PreparedData>, Vec<Result<FitResult>>)> {
+    let (toys, device) = generate_ensembles(fitter, &[(params, SIGNAL_STREAM)], n_toys, seed)?;
+    let jobs: Vec<FitJob> = (0..toys.len())
+        .map(|t| FitJob {
+            data: t,
+            config: config.clone(),
+        })
+        .collect();
+    let results = match &device {
+        Some(d) => fitter.fit_batch_on(d, &toys, &jobs, progress)?,
+        None => fitter.fit_batch(&toys, &jobs, progress)?,
+    };
+    Ok((toys, results))
 }
 
 /// numpy's `percentile(..., interpolation="linear")` of unsorted values at `q` in [0, 100].
@@ -169,31 +309,18 @@ pub fn hypotest_toys(
     let background_pars = fitter
         .fixed_poi_fit(background_mu, data, config)?
         .parameters;
-    let done = AtomicUsize::new(0);
-    let signal = ensemble(
+    let (toys, device) = generate_ensembles(
         fitter,
-        stat,
-        mu,
-        &signal_pars,
-        config,
+        &[
+            (&signal_pars, SIGNAL_STREAM),
+            (&background_pars, BACKGROUND_STREAM),
+        ],
         n_toys,
         seed,
-        SIGNAL_STREAM,
-        &done,
-        progress,
     )?;
-    let background = ensemble(
-        fitter,
-        stat,
-        mu,
-        &background_pars,
-        config,
-        n_toys,
-        seed,
-        BACKGROUND_STREAM,
-        &done,
-        progress,
-    )?;
+    let pairs = fit_toy_pairs(fitter, stat, mu, &toys, device.as_ref(), config, progress)?;
+    let signal = ensemble_of(fitter, stat, mu, &pairs[..n_toys])?;
+    let background = ensemble_of(fitter, stat, mu, &pairs[n_toys..])?;
     if signal.teststats.is_empty() || background.teststats.is_empty() {
         return Err(ns_core::Error::InvalidInput(format!(
             "every toy fit failed ({:?} / {:?}): no p-value can be formed",

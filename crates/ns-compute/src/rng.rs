@@ -1,7 +1,9 @@
 //! Philox4x32-10 (Salmon et al. 2011), a counter-based generator: the numbers of toy `i`, stream
 //! `s`, seed `k` depend on nothing else, so toys are identical for any thread count (and, with
-//! the same transforms, on a GPU). Samplers use `libm`, a pure-software math library, so the
-//! same bits come out on every platform.
+//! the same transforms, on a GPU). Samplers use [`crate::detmath`], whose CUDA twin in
+//! `kernels/toys.cuh` makes the same bits come out on the CPU and the GPU.
+
+use crate::detmath;
 
 const M0: u32 = 0xD251_1F53;
 const M1: u32 = 0xCD9E_8D57;
@@ -78,7 +80,7 @@ impl ToyStream {
     /// Standard normal by Box–Muller (one value per pair of uniforms).
     pub fn normal(&mut self) -> f64 {
         let (u, v) = (self.uniform(), self.uniform());
-        libm::sqrt(-2.0 * libm::log(u)) * libm::cos(2.0 * std::f64::consts::PI * v)
+        (-2.0 * detmath::ln(u)).sqrt() * detmath::cos_2pi(v)
     }
 
     /// Poisson(λ): inversion below λ = 12, Hörmann's PTRS transformed rejection above.
@@ -88,7 +90,7 @@ impl ToyStream {
         }
         if lambda < 12.0 {
             let u = self.uniform();
-            let mut p = libm::exp(-lambda);
+            let mut p = detmath::exp(-lambda);
             let (mut k, mut cdf) = (0.0, p);
             while u > cdf && k < 1000.0 {
                 k += 1.0;
@@ -97,8 +99,8 @@ impl ToyStream {
             }
             return k;
         }
-        let slam = libm::sqrt(lambda);
-        let loglam = libm::log(lambda);
+        let slam = lambda.sqrt();
+        let loglam = detmath::ln(lambda);
         let b = 0.931 + 2.53 * slam;
         let a = -0.059 + 0.02483 * b;
         let inv_alpha = 1.1239 + 1.1328 / (b - 3.4);
@@ -107,15 +109,15 @@ impl ToyStream {
             let u = self.uniform() - 0.5;
             let v = self.uniform();
             let us = 0.5 - u.abs();
-            let k = libm::floor((2.0 * a / us + b) * u + lambda + 0.43);
+            let k = f64::floor((2.0 * a / us + b) * u + lambda + 0.43);
             if us >= 0.07 && v <= vr {
                 return k;
             }
             if k < 0.0 || (us < 0.013 && v > us) {
                 continue;
             }
-            if libm::log(v) + libm::log(inv_alpha) - libm::log(a / (us * us) + b)
-                <= -lambda + k * loglam - libm::lgamma(k + 1.0)
+            if detmath::ln(v) + detmath::ln(inv_alpha) - detmath::ln(a / (us * us) + b)
+                <= -lambda + k * loglam - detmath::ln_factorial(k)
             {
                 return k;
             }

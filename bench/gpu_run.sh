@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On the GPU machine (after bench/gpu_build.sh here): the CUDA parity tests, then the standard GPU
+# table (CPU with every core vs CUDA) on an 8-parameter and a 184-parameter model, and pyhf+JAX on
+# the same GPU as the peer when its wheels are in .whl/. Results go to $OUT (or ./gpu-results).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-results}
+mkdir -p "$out"
+export NEXTSTAT_PYHF_REF=$PWD/dist-gpu/pyhf-ref NEXTSTAT_KERNEL_CACHE=/tmp/nextstat-kernels
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
+echo "== CUDA parity tests"
+dist-gpu/cuda_parity --test-threads 1 --nocapture 2>&1 | tee "$out/parity.log" | grep -E "test |result|toys|SKIPPED|panicked" 
+ws=dist-gpu/pyhf-ref/workspaces
+: > "$out/gpu_bench.jsonl"
+# MODEL MU TOYS CPU_TOYS BIG_TOYS (μ near the expected limit, so that CLs is not 0)
+while read -r file mu toys cpu_toys big; do
+  echo "== $file"
+  dist-gpu/gpu_bench "$ws/$file" --mu "$mu" --toys "$toys" --cpu-toys "$cpu_toys" --big-toys "$big" \
+    | tee -a "$out/gpu_bench.jsonl"
+done <<'MODELS'
+nextstat_multichannel_workspace.json 1.0 1000 1000 0
+nextstat_tHu.json 0.30 1000 1000 10000
+MODELS
+if ls .whl/*.whl >/dev/null 2>&1; then
+  echo "== pyhf + JAX on the GPU"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    && PYTHONPATH=/tmp/site python3 bench/pyhf_jax_gpu.py "$ws" | tee "$out/pyhf_jax.json"
+fi
+python3 bench/gpu_table.py "$out" | tee "$out/gpu_table.md"

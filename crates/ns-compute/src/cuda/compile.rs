@@ -1,0 +1,138 @@
+//! NVRTC compilation of the kernels for the device's own architecture, cached on disk.
+//!
+//! The cubin is stored under a name that hashes the source, the options, the architecture and
+//! the driver and NVRTC versions, so a second process loads it without compiling, and any change
+//! to one of them compiles afresh. The cache is best-effort: an unwritable directory only costs
+//! a compile per process.
+
+use std::ffi::{CStr, c_char, c_int};
+use std::path::PathBuf;
+
+use cudarc::nvrtc::{result, sys};
+use ns_core::{Error, Result};
+use sha2::{Digest, Sha256};
+
+/// All kernels as one translation unit: the deterministic math, the toy samplers, the NLL.
+pub(crate) const KERNEL_SOURCE: &str = concat!(
+    include_str!("../../kernels/detmath.cuh"),
+    include_str!("../../kernels/toys.cuh"),
+    include_str!("../../kernels/nll_grad.cu"),
+);
+
+/// `--fmad=false` keeps every product and sum separately rounded, as on the CPU: the toy
+/// samplers must reproduce the CPU's bits.
+const OPTIONS: [&str; 2] = ["--fmad=false", "--std=c++17"];
+
+fn nvrtc_error(what: &str, e: result::NvrtcError) -> Error {
+    Error::Device(format!("NVRTC {what} failed: {e:?}"))
+}
+
+fn nvrtc_version() -> Result<(i32, i32)> {
+    let (mut major, mut minor): (c_int, c_int) = (0, 0);
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| nvrtc_error("version query", e))?;
+    Ok((major, minor))
+}
+
+/// Where cubins are cached: `$NEXTSTAT_KERNEL_CACHE`, else `$XDG_CACHE_HOME/nextstat`, else
+/// `~/.cache/nextstat`.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("NEXTSTAT_KERNEL_CACHE") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("nextstat"))
+}
+
+/// How the module was obtained (reported by `nextstat devices` and the benchmarks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelOrigin {
+    Compiled,
+    Cached,
+}
+
+/// The cubin of the kernels for compute capability `major.minor`, from the cache or NVRTC.
+pub(crate) fn kernel_cubin(
+    major: i32,
+    minor: i32,
+    driver_version: i32,
+) -> Result<(Vec<u8>, KernelOrigin)> {
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::Device(
+            "the NVRTC library (libnvrtc) was not found: install the CUDA runtime compiler library"
+                .into(),
+        ));
+    }
+    let arch = format!("--gpu-architecture=sm_{major}{minor}");
+    let (nv_major, nv_minor) = nvrtc_version()?;
+    let mut hasher = Sha256::new();
+    hasher.update(KERNEL_SOURCE.as_bytes());
+    hasher.update(format!(
+        "{OPTIONS:?}|{arch}|driver {driver_version}|nvrtc {nv_major}.{nv_minor}"
+    ));
+    let key: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let cached = cache_dir().map(|d| d.join(format!("kernels-{key}.cubin")));
+    if let Some(bytes) = cached.as_ref().and_then(|p| std::fs::read(p).ok()) {
+        if !bytes.is_empty() {
+            return Ok((bytes, KernelOrigin::Cached));
+        }
+    }
+    let cubin = compile(&arch)?;
+    if let Some(path) = cached {
+        // Write then rename, so a concurrent reader never sees half a file.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let stored = path
+            .parent()
+            .map(std::fs::create_dir_all)
+            .transpose()
+            .and_then(|_| std::fs::write(&tmp, &cubin))
+            .and_then(|_| std::fs::rename(&tmp, &path));
+        if stored.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+    Ok((cubin, KernelOrigin::Compiled))
+}
+
+fn compile(arch: &str) -> Result<Vec<u8>> {
+    let source = std::ffi::CString::new(KERNEL_SOURCE).expect("kernel source has no NUL byte");
+    let name = c"nextstat_kernels.cu";
+    let program = result::create_program(&source, Some(name))
+        .map_err(|e| nvrtc_error("program creation", e))?;
+    let mut options: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
+    options.push(arch.to_string());
+    let compiled = unsafe { result::compile_program(program, &options) };
+    let outcome = compiled
+        .map_err(|e| {
+            let log = unsafe { result::get_program_log(program) }
+                .map(|raw| {
+                    unsafe { CStr::from_ptr(raw.as_ptr()) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .unwrap_or_default();
+            Error::Device(format!(
+                "NVRTC could not compile the kernels ({e:?}) with {options:?}:\n{log}"
+            ))
+        })
+        .and_then(|()| {
+            let mut size = 0usize;
+            unsafe { sys::nvrtcGetCUBINSize(program, &mut size) }
+                .result()
+                .map_err(|e| nvrtc_error("cubin size query", e))?;
+            let mut cubin = vec![0u8; size];
+            unsafe { sys::nvrtcGetCUBIN(program, cubin.as_mut_ptr() as *mut c_char) }
+                .result()
+                .map_err(|e| nvrtc_error("cubin retrieval", e))?;
+            Ok(cubin)
+        });
+    let _ = unsafe { result::destroy_program(program) };
+    outcome
+}

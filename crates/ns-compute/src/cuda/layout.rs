@@ -1,0 +1,178 @@
+//! The compiled model flattened for the CUDA kernels, with the derived index arrays they need:
+//! entry → sample block, main bin → entries, histosys term → sample block, and the gradient
+//! gather map (parameter → the contribution slots it sums).
+
+use ns_core::CompiledModel;
+use ns_core::interp::{HistosysCode, NormsysCode};
+use ns_core::layout::ScalarFactor;
+
+/// Host copy of every array the kernels read, in the kernels' layout.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelLayout {
+    pub blocks: Vec<u32>,
+    pub nominal: Vec<f64>,
+    pub entry_factor_start: Vec<u32>,
+    pub entry_factor_param: Vec<u32>,
+    pub entry_block: Vec<u32>,
+    pub scalar_param: Vec<u32>,
+    pub scalar_normsys: Vec<u32>,
+    pub normsys: Vec<f64>,
+    pub histosys_param: Vec<u32>,
+    pub histosys_block: Vec<u32>,
+    pub histosys_delta: Vec<f64>,
+    pub bin_entry_start: Vec<u32>,
+    pub bin_entries: Vec<u32>,
+    pub gauss_param: Vec<u32>,
+    pub gauss_aux: Vec<u32>,
+    pub gauss_sigma: Vec<f64>,
+    pub pois_param: Vec<u32>,
+    pub pois_aux: Vec<u32>,
+    pub pois_tau: Vec<f64>,
+    pub param_slot_start: Vec<u32>,
+    pub param_slots: Vec<u32>,
+    pub normsys_code: i32,
+    pub histosys_code: i32,
+}
+
+/// Words of one sample block in `blocks`.
+const BLOCK_WORDS: usize = 8;
+
+impl KernelLayout {
+    pub fn new(m: &CompiledModel) -> Self {
+        let mut l = KernelLayout {
+            nominal: m.nominal.clone(),
+            entry_factor_start: m.entry_factor_start.clone(),
+            entry_factor_param: m.entry_factor_param.clone(),
+            histosys_param: m.histosys_param.clone(),
+            histosys_delta: m.histosys_delta.clone(),
+            normsys_code: match m.codes.normsys {
+                NormsysCode::Code1 => 1,
+                NormsysCode::Code4 => 4,
+            },
+            histosys_code: match m.codes.histosys {
+                HistosysCode::Code0 => 0,
+                HistosysCode::Code2 => 2,
+                HistosysCode::Code4p => 4,
+            },
+            ..Default::default()
+        };
+        l.entry_block = vec![0; m.n_entries()];
+        l.histosys_block = vec![0; m.histosys_param.len()];
+        let mut bin_entries: Vec<Vec<u32>> = vec![Vec::new(); m.n_main];
+        for (b, block) in m.samples.iter().enumerate() {
+            l.blocks.extend_from_slice(&[
+                block.bin_start,
+                block.n_bins,
+                block.entry_start,
+                block.scalar_start,
+                block.scalar_end,
+                block.histosys_start,
+                block.histosys_end,
+                block.histosys_delta_start,
+            ]);
+            for i in 0..block.n_bins {
+                let e = block.entry_start + i;
+                l.entry_block[e as usize] = b as u32;
+                // Blocks in model order: the same summation order per bin as the CPU evaluator.
+                bin_entries[(block.bin_start + i) as usize].push(e);
+            }
+            for h in block.histosys_start..block.histosys_end {
+                l.histosys_block[h as usize] = b as u32;
+            }
+        }
+        l.bin_entry_start.push(0);
+        for entries in bin_entries {
+            l.bin_entries.extend(entries);
+            l.bin_entry_start.push(l.bin_entries.len() as u32);
+        }
+        for f in &m.scalar_factors {
+            l.scalar_param.push(f.param);
+            l.scalar_normsys.push(f.normsys);
+        }
+        for t in &m.normsys {
+            l.normsys.extend_from_slice(&[t.ln_hi, t.ln_lo]);
+            l.normsys.extend_from_slice(&t.poly);
+        }
+        for c in &m.gaussian {
+            l.gauss_param.push(c.param);
+            l.gauss_aux.push(c.aux_index);
+            l.gauss_sigma.push(c.sigma);
+        }
+        for c in &m.poisson {
+            l.pois_param.push(c.param);
+            l.pois_aux.push(c.aux_index);
+            l.pois_tau.push(c.tau);
+        }
+        // Gradient slots in the kernel's order: scalar factors, histosys terms, entry factors,
+        // Gaussian constraints, Poisson constraints.
+        let slot_params = m
+            .scalar_factors
+            .iter()
+            .map(|f| f.param)
+            .chain(m.histosys_param.iter().copied())
+            .chain(m.entry_factor_param.iter().copied())
+            .chain(m.gaussian.iter().map(|c| c.param))
+            .chain(m.poisson.iter().map(|c| c.param));
+        let mut per_param: Vec<Vec<u32>> = vec![Vec::new(); m.n_params];
+        for (slot, p) in slot_params.enumerate() {
+            per_param[p as usize].push(slot as u32);
+        }
+        l.param_slot_start.push(0);
+        for slots in per_param {
+            l.param_slots.extend(slots);
+            l.param_slot_start.push(l.param_slots.len() as u32);
+        }
+        debug_assert_eq!(l.blocks.len(), BLOCK_WORDS * m.samples.len());
+        debug_assert!(
+            m.scalar_factors.iter().all(
+                |f| f.normsys == ScalarFactor::LINEAR || (f.normsys as usize) < m.normsys.len()
+            )
+        );
+        l
+    }
+
+    /// Number of gradient contribution slots.
+    pub fn n_slots(&self) -> usize {
+        self.param_slots.len()
+    }
+
+    /// Doubles of scratch one thread block needs (`ns_scratch_stride` in `nll_grad.cu`).
+    pub fn scratch_doubles_per_block(&self) -> usize {
+        let n_scalar = self.scalar_param.len();
+        let n_histosys = self.histosys_param.len();
+        2 * n_scalar
+            + 4 * n_histosys
+            + self.blocks.len() / BLOCK_WORDS
+            + 2 * self.nominal.len()
+            + (self.bin_entry_start.len() - 1)
+            + self.n_slots()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_term_has_exactly_one_gradient_slot() {
+        let ws = ns_translate::Workspace::from_json_str(include_str!(
+            "../../../../examples/complex_workspace.json"
+        ))
+        .unwrap();
+        let model =
+            ns_translate::HistFactoryModel::from_workspace(&ws, &Default::default()).unwrap();
+        let m = &model.compiled;
+        let l = KernelLayout::new(m);
+        let terms = m.scalar_factors.len()
+            + m.histosys_param.len()
+            + m.entry_factor_param.len()
+            + m.gaussian.len()
+            + m.poisson.len();
+        assert_eq!(l.n_slots(), terms);
+        let mut seen = l.param_slots.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..terms as u32).collect::<Vec<_>>());
+        assert_eq!(l.bin_entries.len(), m.n_entries());
+        assert_eq!(*l.bin_entry_start.last().unwrap() as usize, m.n_entries());
+    }
+}

@@ -1,0 +1,542 @@
+//! A CUDA session: one model uploaded once, serving many batched NLL + gradient evaluations and
+//! toy generation on the device.
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError,
+    LaunchConfig, PushKernelArg, sys,
+};
+use ns_core::{CompiledModel, Error, Result};
+
+use super::compile::{KernelOrigin, kernel_cubin};
+use super::layout::KernelLayout;
+use crate::data::PreparedData;
+
+/// Threads per block of `nll_grad` (`NS_BLOCK` in `nll_grad.cu`).
+const NLL_BLOCK: u32 = 128;
+/// Threads per block of `sample_toys`.
+const TOY_BLOCK: u32 = 64;
+
+fn driver(what: &str, e: DriverError) -> Error {
+    Error::Device(format!("CUDA {what} failed: {e}"))
+}
+
+/// Whether a CUDA driver and at least one device are present. Never panics: the driver library
+/// is looked for before anything touches it.
+pub fn has_cuda() -> bool {
+    let present = unsafe { sys::is_culib_present() };
+    present && CudaContext::device_count().is_ok_and(|n| n > 0)
+}
+
+/// The error for a CUDA request on a machine without CUDA.
+pub fn cuda_unavailable() -> Error {
+    if unsafe { sys::is_culib_present() } {
+        Error::Device(
+            "no CUDA device is visible (the driver is installed but reports no GPU)".into(),
+        )
+    } else {
+        Error::Device(
+            "CUDA is not available: the NVIDIA driver library (libcuda.so) was not found".into(),
+        )
+    }
+}
+
+/// What a session runs on.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub multiprocessors: u32,
+    pub memory_bytes: usize,
+    pub kernels: KernelOrigin,
+}
+
+/// The kernel argument that points the kernels at the uploaded model (`ModelView` in
+/// `nll_grad.cu`): device pointers first, then the sizes and codes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct ModelView {
+    pointers: [u64; 21],
+    sizes: [i32; 12],
+}
+unsafe impl DeviceRepr for ModelView {}
+
+/// Datasets resident on the device: `count` rows of main data and of auxiliary data.
+pub struct DeviceDatasets {
+    main: CudaSlice<f64>,
+    aux: CudaSlice<f64>,
+    count: usize,
+}
+
+impl DeviceDatasets {
+    pub fn len(&self) -> usize {
+        self.count
+    }
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// What one toy ensemble is sampled from: the expected main data, the means of the Gaussian
+/// auxiliary data and the rates of the Poisson ones (in the compiled model's constraint order),
+/// and the ensemble's random stream number.
+#[derive(Clone, Debug)]
+pub struct ToyEnsembleRates {
+    pub main: Vec<f64>,
+    pub gauss_mean: Vec<f64>,
+    pub pois_rate: Vec<f64>,
+    pub stream: u32,
+}
+
+/// A growable device buffer.
+struct Buffer<T> {
+    slice: Option<CudaSlice<T>>,
+}
+
+impl<T: DeviceRepr + cudarc::driver::ValidAsZeroBits> Buffer<T> {
+    fn with_len(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<&mut CudaSlice<T>> {
+        if self.slice.as_ref().is_none_or(|s| s.len() < len) {
+            self.slice = None;
+            self.slice = Some(
+                stream
+                    .alloc_zeros::<T>(len.max(1))
+                    .map_err(|e| driver("allocation", e))?,
+            );
+        }
+        Ok(self.slice.as_mut().expect("allocated above"))
+    }
+}
+
+/// One compiled model on one CUDA device.
+pub struct CudaSession {
+    stream: Arc<CudaStream>,
+    nll_grad: CudaFunction,
+    sample_toys: CudaFunction,
+    info: DeviceInfo,
+    view: ModelView,
+    /// The uploaded model arrays; `view` points into them.
+    _model_u32: Vec<CudaSlice<u32>>,
+    _model_f64: Vec<CudaSlice<f64>>,
+    scratch: CudaSlice<f64>,
+    grid: u32,
+    /// Evaluations per launch, sized from free device memory; larger batches are split.
+    max_batch: usize,
+    params: Buffer<f64>,
+    eval_dataset: Buffer<u32>,
+    nll: Buffer<f64>,
+    grad: Buffer<f64>,
+    n_params: usize,
+    n_main: usize,
+    n_aux: usize,
+}
+
+impl CudaSession {
+    /// Open device `ordinal`, load (or compile) the kernels and upload `model`.
+    pub fn new(model: &CompiledModel, ordinal: usize) -> Result<Self> {
+        if !has_cuda() {
+            return Err(cuda_unavailable());
+        }
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| driver(&format!("opening device {ordinal}"), e))?;
+        // One stream does all the work, so cudarc's per-buffer event tracking is not needed.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| driver("capability query", e))?;
+        let mut driver_version = 0;
+        unsafe { sys::cuDriverGetVersion(&mut driver_version) }
+            .result()
+            .map_err(|e| driver("driver version query", e))?;
+        let (cubin, origin) = kernel_cubin(major, minor, driver_version)?;
+        let module = ctx
+            .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+            .map_err(|e| driver("kernel module load", e))?;
+        let nll_grad = module
+            .load_function("nll_grad")
+            .map_err(|e| driver("kernel lookup", e))?;
+        let sample_toys = module
+            .load_function("sample_toys")
+            .map_err(|e| driver("kernel lookup", e))?;
+        let multiprocessors = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| driver("attribute query", e))? as u32;
+        let info = DeviceInfo {
+            name: ctx.name().map_err(|e| driver("name query", e))?,
+            compute_capability: (major, minor),
+            multiprocessors,
+            memory_bytes: ctx.total_mem().map_err(|e| driver("memory query", e))?,
+            kernels: origin,
+        };
+
+        let layout = KernelLayout::new(model);
+        let up_u32 = |v: &Vec<u32>| stream.clone_htod(if v.is_empty() { &[0u32][..] } else { v });
+        let up_f64 = |v: &Vec<f64>| stream.clone_htod(if v.is_empty() { &[0f64][..] } else { v });
+        let l = &layout;
+        let u32_arrays = [
+            &l.blocks,
+            &l.entry_factor_start,
+            &l.entry_factor_param,
+            &l.entry_block,
+            &l.scalar_param,
+            &l.scalar_normsys,
+            &l.histosys_param,
+            &l.histosys_block,
+            &l.bin_entry_start,
+            &l.bin_entries,
+            &l.gauss_param,
+            &l.gauss_aux,
+            &l.pois_param,
+            &l.pois_aux,
+            &l.param_slot_start,
+            &l.param_slots,
+        ];
+        let f64_arrays = [
+            &l.nominal,
+            &l.normsys,
+            &l.histosys_delta,
+            &l.gauss_sigma,
+            &l.pois_tau,
+        ];
+        let model_u32 = u32_arrays
+            .iter()
+            .map(|v| up_u32(v))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| driver("model upload", e))?;
+        let model_f64 = f64_arrays
+            .iter()
+            .map(|v| up_f64(v))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| driver("model upload", e))?;
+        let p32 = |i: usize| model_u32[i].device_ptr(&stream).0;
+        let p64 = |i: usize| model_f64[i].device_ptr(&stream).0;
+        // The order of ModelView's fields in nll_grad.cu.
+        let pointers = [
+            p32(0),
+            p64(0),
+            p32(1),
+            p32(2),
+            p32(3),
+            p32(4),
+            p32(5),
+            p64(1),
+            p32(6),
+            p32(7),
+            p64(2),
+            p32(8),
+            p32(9),
+            p32(10),
+            p32(11),
+            p64(3),
+            p32(12),
+            p32(13),
+            p64(4),
+            p32(14),
+            p32(15),
+        ];
+        let n_entry_factors = l.entry_factor_param.len();
+        let sizes = [
+            model.n_params,
+            model.n_main,
+            model.n_aux,
+            model.samples.len(),
+            model.n_entries(),
+            l.scalar_param.len(),
+            l.histosys_param.len(),
+            n_entry_factors,
+            l.gauss_param.len(),
+            l.pois_param.len(),
+        ]
+        .map(|n| n as i32);
+        let view = ModelView {
+            pointers,
+            sizes: [
+                sizes[0],
+                sizes[1],
+                sizes[2],
+                sizes[3],
+                sizes[4],
+                sizes[5],
+                sizes[6],
+                sizes[7],
+                sizes[8],
+                sizes[9],
+                l.normsys_code,
+                l.histosys_code,
+            ],
+        };
+
+        let blocks_per_sm = match std::env::var("NEXTSTAT_CUDA_BLOCKS_PER_SM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            Some(n) if n > 0 => n,
+            _ => nll_grad
+                .occupancy_max_active_blocks_per_multiprocessor(NLL_BLOCK, 0, None)
+                .map_err(|e| driver("occupancy query", e))?
+                .clamp(1, 8),
+        };
+        let grid = multiprocessors * blocks_per_sm;
+        let scratch = stream
+            .alloc_zeros::<f64>(grid as usize * layout.scratch_doubles_per_block())
+            .map_err(|e| driver("scratch allocation", e))?;
+        let (free, _) = ctx.mem_get_info().map_err(|e| driver("memory query", e))?;
+        let bytes_per_eval = 8 * (2 * model.n_params + 1) + 4;
+        let max_batch = (free / 4 / bytes_per_eval).max(1);
+        Ok(CudaSession {
+            stream,
+            nll_grad,
+            sample_toys,
+            info,
+            view,
+            _model_u32: model_u32,
+            _model_f64: model_f64,
+            scratch,
+            grid,
+            max_batch,
+            params: Buffer { slice: None },
+            eval_dataset: Buffer { slice: None },
+            nll: Buffer { slice: None },
+            grad: Buffer { slice: None },
+            n_params: model.n_params,
+            n_main: model.n_main,
+            n_aux: model.n_aux,
+        })
+    }
+
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Copy prepared datasets to the device.
+    pub fn upload_datasets(&self, datasets: &[&PreparedData]) -> Result<DeviceDatasets> {
+        let mut main = Vec::with_capacity(datasets.len() * self.n_main);
+        let mut aux = Vec::with_capacity(datasets.len() * self.n_aux);
+        for d in datasets {
+            if d.main.len() != self.n_main || d.aux.len() != self.n_aux {
+                return Err(Error::InvalidInput(
+                    "dataset does not match the model's bin and auxdata counts".into(),
+                ));
+            }
+            main.extend_from_slice(&d.main);
+            aux.extend_from_slice(&d.aux);
+        }
+        main.push(0.0);
+        aux.push(0.0);
+        Ok(DeviceDatasets {
+            main: self
+                .stream
+                .clone_htod(&main)
+                .map_err(|e| driver("dataset upload", e))?,
+            aux: self
+                .stream
+                .clone_htod(&aux)
+                .map_err(|e| driver("dataset upload", e))?,
+            count: datasets.len(),
+        })
+    }
+
+    /// Main and auxiliary data of device datasets, row after row.
+    pub fn download_datasets(&self, d: &DeviceDatasets) -> Result<(Vec<f64>, Vec<f64>)> {
+        let main = self
+            .stream
+            .clone_dtoh(&d.main.slice(0..d.count * self.n_main))
+            .map_err(|e| driver("dataset download", e))?;
+        let aux = self
+            .stream
+            .clone_dtoh(&d.aux.slice(0..d.count * self.n_aux))
+            .map_err(|e| driver("dataset download", e))?;
+        Ok((main, aux))
+    }
+
+    /// Generate toys `first_toy .. first_toy + n_toys` of each ensemble on the device, all in
+    /// one launch; the result holds ensemble after ensemble. Bit-identical to
+    /// `rng::ToyStream` on the CPU.
+    pub fn sample_toys(
+        &self,
+        model: &CompiledModel,
+        ensembles: &[ToyEnsembleRates],
+        seed: u64,
+        first_toy: u32,
+        n_toys: usize,
+    ) -> Result<DeviceDatasets> {
+        let (mut rate, mut mean, mut prate, mut streams) = (vec![], vec![], vec![], vec![]);
+        for e in ensembles {
+            if e.main.len() != self.n_main
+                || e.gauss_mean.len() != model.gaussian.len()
+                || e.pois_rate.len() != model.poisson.len()
+            {
+                return Err(Error::InvalidInput(
+                    "toy rates do not match the model".into(),
+                ));
+            }
+            rate.extend_from_slice(&e.main);
+            mean.extend_from_slice(&e.gauss_mean);
+            prate.extend_from_slice(&e.pois_rate);
+            streams.push(e.stream);
+        }
+        let total = n_toys * ensembles.len();
+        let s = &self.stream;
+        let up = |v: &[f64]| s.clone_htod(if v.is_empty() { &[0f64][..] } else { v });
+        let up32 = |v: &[u32]| s.clone_htod(if v.is_empty() { &[0u32][..] } else { v });
+        let err = |e| driver("toy upload", e);
+        let rate = up(&rate).map_err(err)?;
+        let mean = up(&mean).map_err(err)?;
+        let sigma = up(&model.gaussian.iter().map(|c| c.sigma).collect::<Vec<_>>()).map_err(err)?;
+        let gauss_aux = up32(
+            &model
+                .gaussian
+                .iter()
+                .map(|c| c.aux_index)
+                .collect::<Vec<_>>(),
+        )
+        .map_err(err)?;
+        let prate = up(&prate).map_err(err)?;
+        let pois_aux = up32(
+            &model
+                .poisson
+                .iter()
+                .map(|c| c.aux_index)
+                .collect::<Vec<_>>(),
+        )
+        .map_err(err)?;
+        let streams = up32(&streams).map_err(err)?;
+        let alloc = |e| driver("toy allocation", e);
+        let mut main = s
+            .alloc_zeros::<f64>(total * self.n_main + 1)
+            .map_err(alloc)?;
+        let mut aux = s
+            .alloc_zeros::<f64>(total * self.n_aux + 1)
+            .map_err(alloc)?;
+        let (n_main, n_gauss, n_pois, n_aux, n, n_ens) = (
+            self.n_main as i32,
+            model.gaussian.len() as i32,
+            model.poisson.len() as i32,
+            self.n_aux as i32,
+            n_toys as i32,
+            ensembles.len() as i32,
+        );
+        let cfg = LaunchConfig {
+            grid_dim: ((total as u32).div_ceil(TOY_BLOCK).max(1), 1, 1),
+            block_dim: (TOY_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = s.launch_builder(&self.sample_toys);
+        launch
+            .arg(&rate)
+            .arg(&n_main)
+            .arg(&mean)
+            .arg(&sigma)
+            .arg(&gauss_aux)
+            .arg(&n_gauss)
+            .arg(&prate)
+            .arg(&pois_aux)
+            .arg(&n_pois)
+            .arg(&n_aux)
+            .arg(&seed)
+            .arg(&streams)
+            .arg(&first_toy)
+            .arg(&n)
+            .arg(&n_ens)
+            .arg(&mut main)
+            .arg(&mut aux);
+        unsafe { launch.launch(cfg) }.map_err(|e| driver("toy kernel launch", e))?;
+        s.synchronize().map_err(|e| driver("toy kernel", e))?;
+        Ok(DeviceDatasets {
+            main,
+            aux,
+            count: total,
+        })
+    }
+
+    /// NLL without its data-only constant (the deviance form of
+    /// `CpuEvaluator::nll_minus_constant`) and its gradient, for each row of `params`
+    /// (`n_params` long) against dataset `eval_dataset[row]` of `datasets`. Fills `nll` (one per
+    /// row) and `grad` (row-major).
+    pub fn nll_grad(
+        &mut self,
+        params: &[f64],
+        datasets: &DeviceDatasets,
+        eval_dataset: &[u32],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        let n = eval_dataset.len();
+        if params.len() != n * self.n_params || nll.len() != n || grad.len() != n * self.n_params {
+            return Err(Error::InvalidInput(format!(
+                "batch of {n} evaluations needs {} parameters, {n} NLL and {} gradient slots",
+                n * self.n_params,
+                n * self.n_params
+            )));
+        }
+        if let Some(&bad) = eval_dataset.iter().find(|&&d| d as usize >= datasets.count) {
+            return Err(Error::InvalidInput(format!(
+                "dataset index {bad} out of range: {} datasets are on the device",
+                datasets.count
+            )));
+        }
+        let np = self.n_params;
+        let mut start = 0;
+        while start < n {
+            let end = (start + self.max_batch).min(n);
+            self.launch_chunk(
+                &params[start * np..end * np],
+                datasets,
+                &eval_dataset[start..end],
+                &mut nll[start..end],
+                &mut grad[start * np..end * np],
+            )?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    fn launch_chunk(
+        &mut self,
+        params: &[f64],
+        datasets: &DeviceDatasets,
+        eval_dataset: &[u32],
+        nll: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        let n = eval_dataset.len();
+        let s = self.stream.clone();
+        let copy = |e| driver("batch upload", e);
+        let params_dev = self.params.with_len(&s, params.len())?;
+        s.memcpy_htod(params, params_dev).map_err(copy)?;
+        let index_dev = self.eval_dataset.with_len(&s, n)?;
+        s.memcpy_htod(eval_dataset, index_dev).map_err(copy)?;
+        self.nll.with_len(&s, n)?;
+        self.grad.with_len(&s, grad.len())?;
+        let (params_dev, index_dev) = (
+            self.params.slice.as_ref().expect("sized above"),
+            self.eval_dataset.slice.as_ref().expect("sized above"),
+        );
+        let nll_dev = self.nll.slice.as_mut().expect("sized above");
+        let grad_dev = self.grad.slice.as_mut().expect("sized above");
+        let n_eval = n as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (self.grid.min(n as u32).max(1), 1, 1),
+            block_dim: (NLL_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = s.launch_builder(&self.nll_grad);
+        launch
+            .arg(&self.view)
+            .arg(params_dev)
+            .arg(index_dev)
+            .arg(&datasets.main)
+            .arg(&datasets.aux)
+            .arg(&n_eval)
+            .arg(&mut self.scratch)
+            .arg(&mut *nll_dev)
+            .arg(&mut *grad_dev);
+        unsafe { launch.launch(cfg) }.map_err(|e| driver("NLL kernel launch", e))?;
+        let download = |e| driver("NLL kernel", e);
+        s.memcpy_dtoh(&nll_dev.slice(0..n), nll).map_err(download)?;
+        s.memcpy_dtoh(&grad_dev.slice(0..grad.len()), grad)
+            .map_err(download)?;
+        Ok(())
+    }
+}

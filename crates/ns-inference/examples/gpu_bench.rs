@@ -1,0 +1,107 @@
+//! The standard GPU table: CPU (all threads) vs CUDA on one workspace, the model loaded once.
+//! Prints one JSON object: MLE fit, a 21-point profile scan and toy CLs at `--mu`, each timed on
+//! both devices (medians of warm runs; the CUDA session's first kernel load is timed apart).
+//!
+//! `cargo build --release -p ns-inference --example gpu_bench`, then
+//! `gpu_bench WS.json --mu MU --toys 1000 [--cpu-toys 200] [--big-toys 10000]` (see bench/gpu_bench.sh).
+
+use ns_compute::PreparedData;
+use ns_inference::{
+    Device, FitConfig, Fitter, TestStatistic, Workload, hypotest_toys, profile_scan,
+};
+use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
+use std::time::Instant;
+
+fn median_seconds(mut f: impl FnMut(), runs: usize) -> f64 {
+    f();
+    let mut times: Vec<f64> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn once(f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let path = args.get(1).ok_or("usage: gpu_bench WS.json --mu MU --toys N")?;
+    let flag = |name: &str, default: f64| -> f64 {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let mu = flag("--mu", 1.0);
+    let n_toys = flag("--toys", 1000.0) as usize;
+    let cpu_toys = flag("--cpu-toys", n_toys as f64) as usize;
+    let big_toys = flag("--big-toys", 0.0) as usize;
+    let ws = Workspace::from_path(std::path::Path::new(path))?;
+    let model = HistFactoryModel::from_workspace(&ws, &ModelOptions::default())?;
+    let data = PreparedData::from_full(&model.compiled, &ws.data(&model, true)?)?;
+    let config = FitConfig::suggested(&model);
+    let poi = model.poi()?;
+    let scan_values: Vec<f64> = (0..21).map(|i| 2.0 * mu * i as f64 / 20.0).collect();
+
+    let cpu = Fitter::new(&model);
+    let session_open = Instant::now();
+    let cuda = Fitter::cuda(&model, 0)?;
+    let session_s = session_open.elapsed().as_secs_f64();
+    let device = cuda.cuda_device().expect("a CUDA fitter has a device");
+
+    let mut out = serde_json::json!({
+        "workspace": path,
+        "n_params": model.n_params(),
+        "n_bins": model.compiled.n_main,
+        "mu": mu,
+        "cpu_threads": rayon::current_num_threads(),
+        "gpu": device.name,
+        "kernels": format!("{:?}", device.kernels),
+        "cuda_session_open_s": session_s,
+    });
+    for (name, fitter) in [("cpu", &cpu), ("cuda", &cuda)] {
+        let fit = median_seconds(|| drop(fitter.fit(&data, &config).unwrap()), 5);
+        let scan = median_seconds(
+            || drop(profile_scan(fitter, poi, &scan_values, &data, &config, &mut |_| {}).unwrap()),
+            2,
+        );
+        let toys = if name == "cpu" { cpu_toys } else { n_toys };
+        let mut cls = 0.0;
+        let toys_s = once(|| {
+            cls = hypotest_toys(fitter, mu, &data, &config, TestStatistic::QTilde, toys, 1, &|_| {})
+                .unwrap()
+                .cls
+                .cls_obs
+        });
+        out[name] = serde_json::json!({
+            "fit_s": fit, "scan21_s": scan, "toys": toys, "toys_s": toys_s,
+            "toys_per_1000_s": toys_s * 1000.0 / toys as f64, "cls_obs": cls,
+        });
+    }
+    if big_toys > 0 {
+        let mut cls = 0.0;
+        let s = once(|| {
+            cls = hypotest_toys(&cuda, mu, &data, &config, TestStatistic::QTilde, big_toys, 2, &|_| {})
+                .unwrap()
+                .cls
+                .cls_obs
+        });
+        out["cuda_big"] = serde_json::json!({"toys": big_toys, "toys_s": s, "cls_obs": cls});
+    }
+    out["auto_for_toys"] = Device::Auto
+        .resolve(&model, Workload::Batch { fits: 4 * n_toys })
+        .name()
+        .into();
+    out["auto_for_fit"] = Device::Auto.resolve(&model, Workload::Sequential).name().into();
+    println!("{out}");
+    Ok(())
+}

@@ -1,0 +1,411 @@
+//! CUDA f64 backend against the CPU reference (the parity contract of docs/ARCHITECTURE.md).
+//!
+//! Every test skips, saying so, where no CUDA device exists (CI); run them on a GPU machine:
+//! `bash bench/gpu_check.sh` builds this file's binary for the device machine.
+
+use ns_compute::cuda::{CudaSession, ToyEnsembleRates, has_cuda};
+use ns_compute::rng::ToyStream;
+use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_inference::toys::generate_toy;
+use ns_inference::{FitConfig, Fitter, TestStatistic, hypotest_toys};
+use ns_tests::{TestRng, all_code_pairs, model_and_data, random_point, workspace_path};
+use ns_translate::Workspace;
+
+fn cuda_or_skip(test: &str) -> bool {
+    let present = has_cuda();
+    if !present {
+        eprintln!("SKIPPED {test}: no CUDA device on this machine");
+    }
+    present
+}
+
+/// Every shared workspace (file name, workspace); patchsets are not workspaces.
+fn shared_workspaces() -> Vec<(String, Workspace)> {
+    let dir = workspace_path("");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".json") && f != "manifest.json" && !f.contains("patchset"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let ws =
+                Workspace::from_path(&workspace_path(&f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+            (f, ws)
+        })
+        .collect()
+}
+
+/// GPU and CPU NLL and gradient at `points` against `data`.
+fn compare_nll_grad(
+    name: &str,
+    model: &ns_translate::HistFactoryModel,
+    data: &PreparedData,
+    points: &[Vec<f64>],
+) {
+    let cpu = CpuEvaluator::new(&model.compiled);
+    let mut scratch = Scratch::new(&model.compiled);
+    let mut session = CudaSession::new(&model.compiled, 0).expect("CUDA session opens");
+    let device = session.upload_datasets(&[data]).unwrap();
+    let n = model.n_params();
+    let (mut nll, mut grad) = (
+        vec![f64::NAN; points.len()],
+        vec![f64::NAN; points.len() * n],
+    );
+    session
+        .nll_grad(
+            &points.concat(),
+            &device,
+            &vec![0; points.len()],
+            &mut nll,
+            &mut grad,
+        )
+        .unwrap();
+    for (k, p) in points.iter().enumerate() {
+        let mut g = vec![0.0; n];
+        let want = cpu
+            .nll_minus_constant(p, data, &mut scratch, Some(&mut g))
+            .unwrap();
+        let got = nll[k];
+        assert!(
+            (got - want).abs() <= 1e-8 + 1e-10 * want.abs(),
+            "{name} point {k}: NLL GPU {got} vs CPU {want}"
+        );
+        for i in 0..n {
+            let (a, b) = (grad[k * n + i], g[i]);
+            assert!(
+                (a - b).abs() <= 1e-8 * b.abs().max(1.0),
+                "{name} point {k}: d/d{} GPU {a} vs CPU {b}",
+                model.par_names[i]
+            );
+        }
+    }
+}
+
+fn points_for(model: &ns_translate::HistFactoryModel, seed: u64, count: usize) -> Vec<Vec<f64>> {
+    let mut rng = TestRng::new(seed);
+    let mut points = vec![model.suggested_init()];
+    // The POI at its lower bound: gradients at μ = 0 must be right too.
+    if let Ok(poi) = model.poi() {
+        let mut at_zero = model.suggested_init();
+        at_zero[poi] = 0.0;
+        points.push(at_zero);
+    }
+    points.extend((0..count).map(|_| random_point(model, &mut rng)));
+    points
+}
+
+#[test]
+fn nll_and_gradient_match_cpu_on_every_workspace_at_many_points() {
+    if !cuda_or_skip("nll_and_gradient_match_cpu_on_every_workspace_at_many_points") {
+        return;
+    }
+    for (name, ws) in shared_workspaces() {
+        let (model, data) = model_and_data(&ws, Default::default());
+        compare_nll_grad(&name, &model, &data, &points_for(&model, 11, 30));
+    }
+}
+
+#[test]
+fn every_interpolation_code_matches_cpu() {
+    if !cuda_or_skip("every_interpolation_code_matches_cpu") {
+        return;
+    }
+    for file in [
+        "nextstat_tHu.json",
+        "nextstat_complex_workspace.json",
+        "pyhf_validation_2bin_2channel_coupledhistosys.json",
+    ] {
+        let ws = Workspace::from_path(&workspace_path(file)).unwrap();
+        for codes in all_code_pairs() {
+            let (model, data) = model_and_data(&ws, codes);
+            compare_nll_grad(
+                &format!("{file} {codes}"),
+                &model,
+                &data,
+                &points_for(&model, 3, 20),
+            );
+        }
+    }
+}
+
+#[test]
+fn batches_of_many_datasets_match_cpu() {
+    if !cuda_or_skip("batches_of_many_datasets_match_cpu") {
+        return;
+    }
+    let ws = Workspace::from_path(&workspace_path("nextstat_tttt_prod.json")).unwrap();
+    let (model, data) = model_and_data(&ws, Default::default());
+    let fitter = Fitter::new(&model);
+    let init = model.suggested_init();
+    let toys: Vec<PreparedData> = (0..64)
+        .map(|i| generate_toy(&fitter, &init, 9, 0, i).unwrap())
+        .collect();
+    let points = points_for(&model, 5, 63);
+    let mut session = CudaSession::new(&model.compiled, 0).unwrap();
+    let device = session
+        .upload_datasets(&toys.iter().collect::<Vec<_>>())
+        .unwrap();
+    let n = model.n_params();
+    let which: Vec<u32> = (0..points.len() as u32).collect();
+    let (mut nll, mut grad) = (vec![0.0; points.len()], vec![0.0; points.len() * n]);
+    session
+        .nll_grad(&points.concat(), &device, &which, &mut nll, &mut grad)
+        .unwrap();
+    let cpu = CpuEvaluator::new(&model.compiled);
+    let mut scratch = Scratch::new(&model.compiled);
+    for (k, p) in points.iter().enumerate() {
+        let want = cpu
+            .nll_minus_constant(p, &toys[k], &mut scratch, None)
+            .unwrap();
+        assert!(
+            (nll[k] - want).abs() <= 1e-8 + 1e-10 * want.abs(),
+            "toy {k}: {} vs {want}",
+            nll[k]
+        );
+    }
+    // Deterministic: the same launch again gives the same bits.
+    let (mut nll2, mut grad2) = (vec![0.0; points.len()], vec![0.0; points.len() * n]);
+    session
+        .nll_grad(&points.concat(), &device, &which, &mut nll2, &mut grad2)
+        .unwrap();
+    assert_eq!(nll, nll2);
+    assert_eq!(grad, grad2);
+    drop(data);
+}
+
+#[test]
+fn fits_match_cpu_on_every_workspace_and_sessions_are_reusable() {
+    if !cuda_or_skip("fits_match_cpu_on_every_workspace_and_sessions_are_reusable") {
+        return;
+    }
+    for (name, ws) in shared_workspaces() {
+        let (model, data) = model_and_data(&ws, Default::default());
+        let mut config = FitConfig::suggested(&model);
+        config.uncertainties = true;
+        let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
+        let gpu_fitter = Fitter::cuda(&model, 0).unwrap();
+        let gpu = gpu_fitter.fit(&data, &config).unwrap();
+        assert_eq!(cpu.converged, gpu.converged, "{name}: convergence differs");
+        assert!(
+            (cpu.twice_nll - gpu.twice_nll).abs() <= 2e-8,
+            "{name}: twice_nll {} vs {}",
+            gpu.twice_nll,
+            cpu.twice_nll
+        );
+        let (su, gu) = (
+            cpu.uncertainties.unwrap(),
+            gpu.uncertainties.clone().unwrap(),
+        );
+        for i in 0..model.n_params() {
+            let dtheta = (cpu.parameters[i] - gpu.parameters[i]).abs();
+            assert!(
+                dtheta <= 1e-5 * su[i].max(1e-12) || dtheta < 1e-12,
+                "{name}: {} GPU {} vs CPU {} (σ {})",
+                model.par_names[i],
+                gpu.parameters[i],
+                cpu.parameters[i],
+                su[i]
+            );
+            assert!(
+                (su[i] - gu[i]).abs() <= 1e-4 * su[i] + 1e-12,
+                "{name}: σ({}) GPU {} vs CPU {}",
+                model.par_names[i],
+                gu[i],
+                su[i]
+            );
+        }
+        // The same session again: bit-identical (deterministic kernels, same optimizer path).
+        let again = gpu_fitter.fit(&data, &config).unwrap();
+        assert_eq!(
+            again.parameters, gpu.parameters,
+            "{name}: a reused session drifted"
+        );
+        assert_eq!(again.twice_nll, gpu.twice_nll);
+    }
+}
+
+#[test]
+fn gpu_toys_are_the_cpu_toys_bit_for_bit() {
+    if !cuda_or_skip("gpu_toys_are_the_cpu_toys_bit_for_bit") {
+        return;
+    }
+    // Real models: datasets as generate_toy draws them.
+    for file in [
+        "nextstat_tHu.json",
+        "nextstat_complex_workspace.json",
+        "nextstat_synthetic_shapesys_256.json",
+        "synthetic_large_2000bins.json",
+    ] {
+        let ws = Workspace::from_path(&workspace_path(file)).unwrap();
+        let (model, _) = model_and_data(&ws, Default::default());
+        let fitter = Fitter::new(&model);
+        let mut rng = TestRng::new(17);
+        let params = random_point(&model, &mut rng);
+        let compiled = &model.compiled;
+        let (main, _) = CpuEvaluator::new(compiled)
+            .expected_data(&params, &mut Scratch::new(compiled))
+            .unwrap();
+        let rates = ToyEnsembleRates {
+            main,
+            gauss_mean: compiled
+                .gaussian
+                .iter()
+                .map(|c| params[c.param as usize])
+                .collect(),
+            pois_rate: compiled
+                .poisson
+                .iter()
+                .map(|c| params[c.param as usize] * c.tau)
+                .collect(),
+            stream: 1,
+        };
+        let session = CudaSession::new(compiled, 0).unwrap();
+        let n_toys = 300;
+        let device = session
+            .sample_toys(compiled, &[rates], 2024, 0, n_toys)
+            .unwrap();
+        let (gmain, gaux) = session.download_datasets(&device).unwrap();
+        for t in 0..n_toys {
+            let cpu = generate_toy(&fitter, &params, 2024, 1, t as u32).unwrap();
+            let (m, a) = (
+                &gmain[t * compiled.n_main..(t + 1) * compiled.n_main],
+                &gaux[t * compiled.n_aux..(t + 1) * compiled.n_aux],
+            );
+            assert!(
+                cpu.main
+                    .iter()
+                    .zip(m)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{file} toy {t}: main data differs"
+            );
+            assert!(
+                cpu.aux
+                    .iter()
+                    .zip(a)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{file} toy {t}: aux data differs"
+            );
+        }
+    }
+    // Rates across every sampler branch (inversion, PTRS, huge λ, zero), and normals.
+    let ws = Workspace::from_path(&workspace_path("synthetic_large_2000bins.json")).unwrap();
+    let (model, _) = model_and_data(&ws, Default::default());
+    let compiled = &model.compiled;
+    let main: Vec<f64> = (0..compiled.n_main)
+        .map(|b| {
+            if b % 97 == 0 {
+                0.0
+            } else {
+                1e-3 * 1.01f64.powi(b as i32 % 1500)
+            }
+        })
+        .collect();
+    let rates = ToyEnsembleRates {
+        main: main.clone(),
+        gauss_mean: vec![0.25; compiled.gaussian.len()],
+        pois_rate: vec![37.5; compiled.poisson.len()],
+        stream: 7,
+    };
+    let session = CudaSession::new(compiled, 0).unwrap();
+    let device = session
+        .sample_toys(compiled, &[rates], 99, 1000, 64)
+        .unwrap();
+    let (gmain, gaux) = session.download_datasets(&device).unwrap();
+    for t in 0..64 {
+        let mut s = ToyStream::new(99, 7, 1000 + t as u32);
+        for (b, &lambda) in main.iter().enumerate() {
+            let want = s.poisson(lambda);
+            assert_eq!(
+                want.to_bits(),
+                gmain[t * compiled.n_main + b].to_bits(),
+                "toy {t} bin {b} λ={lambda}"
+            );
+        }
+        for c in &compiled.gaussian {
+            let want = 0.25 + c.sigma * s.normal();
+            assert_eq!(
+                want.to_bits(),
+                gaux[t * compiled.n_aux + c.aux_index as usize].to_bits(),
+                "toy {t} gaussian aux"
+            );
+        }
+        for c in &compiled.poisson {
+            let want = s.poisson(37.5);
+            assert_eq!(
+                want.to_bits(),
+                gaux[t * compiled.n_aux + c.aux_index as usize].to_bits(),
+                "toy {t} poisson aux"
+            );
+        }
+    }
+}
+
+#[test]
+fn toy_hypotest_matches_cpu_toy_by_toy() {
+    if !cuda_or_skip("toy_hypotest_matches_cpu_toy_by_toy") {
+        return;
+    }
+    for (file, mu, n_toys) in [
+        ("nextstat_complex_workspace.json", 1.0, 500),
+        ("nextstat_tttt_prod.json", 1.5, 200),
+    ] {
+        let ws = Workspace::from_path(&workspace_path(file)).unwrap();
+        let (model, data) = model_and_data(&ws, Default::default());
+        let config = FitConfig::suggested(&model);
+        let cpu = hypotest_toys(
+            &Fitter::new(&model),
+            mu,
+            &data,
+            &config,
+            TestStatistic::QTilde,
+            n_toys,
+            5,
+            &|_| {},
+        )
+        .unwrap();
+        let gpu = hypotest_toys(
+            &Fitter::cuda(&model, 0).unwrap(),
+            mu,
+            &data,
+            &config,
+            TestStatistic::QTilde,
+            n_toys,
+            5,
+            &|_| {},
+        )
+        .unwrap();
+        assert!(
+            (cpu.teststat_obs - gpu.teststat_obs).abs() <= 1e-6,
+            "{file}: observed q"
+        );
+        let mut near_threshold = 0;
+        for (which, c, g) in [
+            ("s+b", &cpu.signal, &gpu.signal),
+            ("b", &cpu.background, &gpu.background),
+        ] {
+            assert_eq!(c.n_failed, g.n_failed, "{file} {which}: failed fits differ");
+            assert_eq!(c.teststats.len(), g.teststats.len());
+            let mut worst: f64 = 0.0;
+            for (a, b) in c.teststats.iter().zip(&g.teststats) {
+                worst = worst.max((a - b).abs());
+                if (a - cpu.teststat_obs).abs() <= 1e-6 {
+                    near_threshold += 1;
+                }
+            }
+            assert!(worst <= 1e-6, "{file} {which}: max |Δq| = {worst:e}");
+            eprintln!(
+                "{file} {which}: {} toys, max |Δq| = {worst:.2e}",
+                c.teststats.len()
+            );
+        }
+        eprintln!("{file}: {near_threshold} toys within 1e-6 of the observed q");
+        if near_threshold == 0 {
+            assert_eq!(cpu.cls.clsb_obs, gpu.cls.clsb_obs, "{file}: CLsb");
+            assert_eq!(cpu.cls.clb_obs, gpu.cls.clb_obs, "{file}: CLb");
+        }
+    }
+}
