@@ -21,6 +21,9 @@ done <<'MODELS'
 nextstat_multichannel_workspace.json 1.0 1000 1000 0
 nextstat_tHu.json 0.30 1000 1000 10000
 MODELS
+echo "== the same toys with the optimizer on the host (lockstep, one launch per step), for comparison"
+NEXTSTAT_GPU_OPTIMIZER=host dist-gpu/gpu_bench "$ws/nextstat_tHu.json" --mu 0.30 --toys 1000 --cpu-toys 100 --big-toys 0 \
+  | tee "$out/gpu_bench_host_optimizer.json"
 if ls .whl/*.whl >/dev/null 2>&1; then
   echo "== pyhf + JAX on the GPU"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \

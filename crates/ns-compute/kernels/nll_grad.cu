@@ -93,13 +93,28 @@ __device__ size_t ns_scratch_stride(const ModelView& m) {
     return 2 * (size_t)m.n_scalar + 4 * (size_t)m.n_histosys + m.n_blocks + 2 * (size_t)m.n_entries + m.n_main + slots;
 }
 
-extern "C" __global__ void __launch_bounds__(NS_BLOCK) nll_grad(
-    ModelView m, const double* __restrict__ params, const unsigned* __restrict__ eval_dataset,
-    const double* __restrict__ main_data, const double* __restrict__ aux_data, int n_eval,
-    double* __restrict__ scratch, double* __restrict__ nll_out, double* __restrict__ grad_out) {
-    __shared__ double partial[NS_BLOCK];
+// Sum of one value per thread over the block: each thread's value, then a fixed tree. Every
+// thread gets the total. `red` is NS_BLOCK doubles of shared memory.
+__device__ double ns_block_sum(double v, double* red) {
     const int tid = threadIdx.x;
-    double* scalar_value = scratch + (size_t)blockIdx.x * ns_scratch_stride(m);
+    __syncthreads();
+    red[tid] = v;
+    __syncthreads();
+    for (int width = NS_BLOCK / 2; width > 0; width /= 2) {
+        if (tid < width) red[tid] += red[tid + width];
+        __syncthreads();
+    }
+    double total = red[0];
+    __syncthreads();
+    return total;
+}
+
+// One evaluation by the whole block: NLL (deviance form) and its gradient at full parameter
+// vector p against one dataset. Returns the NLL to every thread; writes grad (n_params).
+__device__ double ns_nll_grad_block(const ModelView& m, const double* p, const double* obs,
+                                    const double* aux, double* scratch, double* grad, double* red) {
+    const int tid = threadIdx.x;
+    double* scalar_value = scratch;
     double* scalar_slope = scalar_value + m.n_scalar;
     double* hweights = scalar_slope + m.n_scalar;
     double* block_scale = hweights + 4 * (size_t)m.n_histosys;
@@ -112,130 +127,132 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK) nll_grad(
     const int gauss_slot0 = entry_slot0 + m.n_entry_factors;
     const int pois_slot0 = gauss_slot0 + m.n_gauss;
 
+    // 1. Scalar factors and histosys weights.
+    for (int k = tid; k < m.n_scalar; k += NS_BLOCK) {
+        double theta = p[m.scalar_param[k]];
+        unsigned term = m.scalar_normsys[k];
+        if (term == NS_LINEAR) { scalar_value[k] = theta; scalar_slope[k] = 1.0; }
+        else ns_normsys(m.normsys + 8 * (size_t)term, m.normsys_code, theta, &scalar_value[k], &scalar_slope[k]);
+    }
+    for (int h = tid; h < m.n_histosys; h += NS_BLOCK)
+        ns_histosys_weights(m.histosys_code, p[m.histosys_param[h]], hweights + 4 * (size_t)h);
+    __syncthreads();
+
+    // 2. Per-sample scale, per-entry base yield and entry-factor product.
+    for (int b = tid; b < m.n_blocks; b += NS_BLOCK) {
+        const unsigned* blk = m.blocks + 8 * (size_t)b;
+        double scale = 1.0;
+        for (unsigned k = blk[3]; k < blk[4]; ++k) scale *= scalar_value[k];
+        block_scale[b] = scale;
+    }
+    for (int e = tid; e < m.n_entries; e += NS_BLOCK) {
+        const unsigned* blk = m.blocks + 8 * (size_t)m.entry_block[e];
+        const unsigned h0 = blk[5], nh = blk[6] - blk[5];
+        const double* row = m.histosys_delta + blk[7] + (size_t)(e - blk[2]) * 2 * nh;
+        double acc = m.nominal[e];
+        for (unsigned j = 0; j < nh; ++j) {
+            const double* w = hweights + 4 * (size_t)(h0 + j);
+            acc += w[0] * row[2 * j] + w[1] * row[2 * j + 1];
+        }
+        base[e] = acc;
+        double prod = 1.0;
+        for (unsigned f = m.entry_factor_start[e]; f < m.entry_factor_start[e + 1]; ++f) prod *= p[m.entry_factor_param[f]];
+        product[e] = prod;
+    }
+    __syncthreads();
+
+    // 3. Expected data, the NLL terms and d NLL / d expected.
+    double local = 0.0;
+    for (int b = tid; b < m.n_main; b += NS_BLOCK) {
+        double lambda = 0.0;
+        for (unsigned i = m.bin_entry_start[b]; i < m.bin_entry_start[b + 1]; ++i) {
+            unsigned e = m.bin_entries[i];
+            lambda += base[e] * block_scale[m.entry_block[e]] * product[e];
+        }
+        double n = obs[b];
+        local += ns_deviance(n, lambda);
+        bin_weight[b] = n == 0.0 ? 1.0 : 1.0 - n / lambda;
+    }
+    for (int c = tid; c < m.n_gauss; c += NS_BLOCK) {
+        double pull = (aux[m.gauss_aux[c]] - p[m.gauss_param[c]]) / m.gauss_sigma[c];
+        local += 0.5 * pull * pull;
+    }
+    for (int c = tid; c < m.n_pois; c += NS_BLOCK)
+        local += ns_deviance(aux[m.pois_aux[c]], p[m.pois_param[c]] * m.pois_tau[c]);
+    const double nll = ns_block_sum(local, red);
+
+    // 4. Gradient contributions, one slot per term.
+    for (int b = tid; b < m.n_blocks; b += NS_BLOCK) {
+        const unsigned* blk = m.blocks + 8 * (size_t)b;
+        if (blk[4] == blk[3]) continue;
+        double unscaled = 0.0;
+        for (unsigned i = 0; i < blk[1]; ++i) {
+            unsigned e = blk[2] + i;
+            unscaled += bin_weight[blk[0] + i] * product[e] * base[e];
+        }
+        for (unsigned k = blk[3]; k < blk[4]; ++k) {
+            double others = 1.0;
+            for (unsigned j = blk[3]; j < blk[4]; ++j)
+                if (j != k) others *= scalar_value[j];
+            contrib[k] = unscaled * others * scalar_slope[k];
+        }
+    }
+    for (int h = tid; h < m.n_histosys; h += NS_BLOCK) {
+        const unsigned* blk = m.blocks + 8 * (size_t)m.histosys_block[h];
+        const unsigned j = h - blk[5], nh = blk[6] - blk[5];
+        const double* col = m.histosys_delta + blk[7] + 2 * (size_t)j;
+        double sum_up = 0.0, sum_down = 0.0;
+        for (unsigned i = 0; i < blk[1]; ++i) {
+            double w = bin_weight[blk[0] + i] * product[blk[2] + i];
+            sum_up += w * col[(size_t)i * 2 * nh];
+            sum_down += w * col[(size_t)i * 2 * nh + 1];
+        }
+        const double* hw = hweights + 4 * (size_t)h;
+        contrib[histosys_slot0 + h] = block_scale[m.histosys_block[h]] * (hw[2] * sum_up + hw[3] * sum_down);
+    }
+    for (int e = tid; e < m.n_entries; e += NS_BLOCK) {
+        const unsigned f0 = m.entry_factor_start[e], f1 = m.entry_factor_start[e + 1];
+        if (f1 == f0) continue;
+        const unsigned* blk = m.blocks + 8 * (size_t)m.entry_block[e];
+        double outer = bin_weight[blk[0] + (e - blk[2])] * base[e] * block_scale[m.entry_block[e]];
+        for (unsigned f = f0; f < f1; ++f) {
+            double others = 1.0;
+            for (unsigned g = f0; g < f1; ++g)
+                if (g != f) others *= p[m.entry_factor_param[g]];
+            contrib[entry_slot0 + f] = outer * others;
+        }
+    }
+    for (int c = tid; c < m.n_gauss; c += NS_BLOCK) {
+        double s = m.gauss_sigma[c];
+        contrib[gauss_slot0 + c] = (p[m.gauss_param[c]] - aux[m.gauss_aux[c]]) / (s * s);
+    }
+    for (int c = tid; c < m.n_pois; c += NS_BLOCK) {
+        double observed = aux[m.pois_aux[c]];
+        contrib[pois_slot0 + c] = observed == 0.0 ? m.pois_tau[c] : m.pois_tau[c] - observed / p[m.pois_param[c]];
+    }
+    __syncthreads();
+
+    // 5. Gather: each parameter sums its slots in ascending order.
+    for (int q = tid; q < m.n_params; q += NS_BLOCK) {
+        double sum = 0.0;
+        for (unsigned s = m.param_slot_start[q]; s < m.param_slot_start[q + 1]; ++s) sum += contrib[m.param_slots[s]];
+        grad[q] = sum;
+    }
+    __syncthreads();
+    return nll;
+}
+
+extern "C" __global__ void __launch_bounds__(NS_BLOCK) nll_grad(
+    ModelView m, const double* __restrict__ params, const unsigned* __restrict__ eval_dataset,
+    const double* __restrict__ main_data, const double* __restrict__ aux_data, int n_eval,
+    double* __restrict__ scratch, double* __restrict__ nll_out, double* __restrict__ grad_out) {
+    __shared__ double red[NS_BLOCK];
+    double* my_scratch = scratch + (size_t)blockIdx.x * ns_scratch_stride(m);
     for (int ev = blockIdx.x; ev < n_eval; ev += gridDim.x) {
-        const double* p = params + (size_t)ev * m.n_params;
         const unsigned d = eval_dataset[ev];
-        const double* obs = main_data + (size_t)d * m.n_main;
-        const double* aux = aux_data + (size_t)d * m.n_aux;
-
-        // 1. Scalar factors and histosys weights.
-        for (int k = tid; k < m.n_scalar; k += NS_BLOCK) {
-            double theta = p[m.scalar_param[k]];
-            unsigned term = m.scalar_normsys[k];
-            if (term == NS_LINEAR) { scalar_value[k] = theta; scalar_slope[k] = 1.0; }
-            else ns_normsys(m.normsys + 8 * (size_t)term, m.normsys_code, theta, &scalar_value[k], &scalar_slope[k]);
-        }
-        for (int h = tid; h < m.n_histosys; h += NS_BLOCK)
-            ns_histosys_weights(m.histosys_code, p[m.histosys_param[h]], hweights + 4 * (size_t)h);
-        __syncthreads();
-
-        // 2. Per-sample scale, per-entry base yield and entry-factor product.
-        for (int b = tid; b < m.n_blocks; b += NS_BLOCK) {
-            const unsigned* blk = m.blocks + 8 * (size_t)b;
-            double scale = 1.0;
-            for (unsigned k = blk[3]; k < blk[4]; ++k) scale *= scalar_value[k];
-            block_scale[b] = scale;
-        }
-        for (int e = tid; e < m.n_entries; e += NS_BLOCK) {
-            const unsigned* blk = m.blocks + 8 * (size_t)m.entry_block[e];
-            const unsigned h0 = blk[5], nh = blk[6] - blk[5];
-            const double* row = m.histosys_delta + blk[7] + (size_t)(e - blk[2]) * 2 * nh;
-            double acc = m.nominal[e];
-            for (unsigned j = 0; j < nh; ++j) {
-                const double* w = hweights + 4 * (size_t)(h0 + j);
-                acc += w[0] * row[2 * j] + w[1] * row[2 * j + 1];
-            }
-            base[e] = acc;
-            double prod = 1.0;
-            for (unsigned f = m.entry_factor_start[e]; f < m.entry_factor_start[e + 1]; ++f) prod *= p[m.entry_factor_param[f]];
-            product[e] = prod;
-        }
-        __syncthreads();
-
-        // 3. Expected data, the NLL terms and d NLL / d expected.
-        double local = 0.0;
-        for (int b = tid; b < m.n_main; b += NS_BLOCK) {
-            double lambda = 0.0;
-            for (unsigned i = m.bin_entry_start[b]; i < m.bin_entry_start[b + 1]; ++i) {
-                unsigned e = m.bin_entries[i];
-                lambda += base[e] * block_scale[m.entry_block[e]] * product[e];
-            }
-            double n = obs[b];
-            local += ns_deviance(n, lambda);
-            bin_weight[b] = n == 0.0 ? 1.0 : 1.0 - n / lambda;
-        }
-        for (int c = tid; c < m.n_gauss; c += NS_BLOCK) {
-            double pull = (aux[m.gauss_aux[c]] - p[m.gauss_param[c]]) / m.gauss_sigma[c];
-            local += 0.5 * pull * pull;
-        }
-        for (int c = tid; c < m.n_pois; c += NS_BLOCK)
-            local += ns_deviance(aux[m.pois_aux[c]], p[m.pois_param[c]] * m.pois_tau[c]);
-        partial[tid] = local;
-        __syncthreads();
-        for (int width = NS_BLOCK / 2; width > 0; width /= 2) {
-            if (tid < width) partial[tid] += partial[tid + width];
-            __syncthreads();
-        }
-        if (tid == 0) nll_out[ev] = partial[0];
-
-        // 4. Gradient contributions, one slot per term.
-        for (int b = tid; b < m.n_blocks; b += NS_BLOCK) {
-            const unsigned* blk = m.blocks + 8 * (size_t)b;
-            if (blk[4] == blk[3]) continue;
-            double unscaled = 0.0;
-            for (unsigned i = 0; i < blk[1]; ++i) {
-                unsigned e = blk[2] + i;
-                unscaled += bin_weight[blk[0] + i] * product[e] * base[e];
-            }
-            for (unsigned k = blk[3]; k < blk[4]; ++k) {
-                double others = 1.0;
-                for (unsigned j = blk[3]; j < blk[4]; ++j)
-                    if (j != k) others *= scalar_value[j];
-                contrib[k] = unscaled * others * scalar_slope[k];
-            }
-        }
-        for (int h = tid; h < m.n_histosys; h += NS_BLOCK) {
-            const unsigned* blk = m.blocks + 8 * (size_t)m.histosys_block[h];
-            const unsigned j = h - blk[5], nh = blk[6] - blk[5];
-            const double* col = m.histosys_delta + blk[7] + 2 * (size_t)j;
-            double sum_up = 0.0, sum_down = 0.0;
-            for (unsigned i = 0; i < blk[1]; ++i) {
-                double w = bin_weight[blk[0] + i] * product[blk[2] + i];
-                sum_up += w * col[(size_t)i * 2 * nh];
-                sum_down += w * col[(size_t)i * 2 * nh + 1];
-            }
-            const double* hw = hweights + 4 * (size_t)h;
-            contrib[histosys_slot0 + h] = block_scale[m.histosys_block[h]] * (hw[2] * sum_up + hw[3] * sum_down);
-        }
-        for (int e = tid; e < m.n_entries; e += NS_BLOCK) {
-            const unsigned f0 = m.entry_factor_start[e], f1 = m.entry_factor_start[e + 1];
-            if (f1 == f0) continue;
-            const unsigned* blk = m.blocks + 8 * (size_t)m.entry_block[e];
-            double outer = bin_weight[blk[0] + (e - blk[2])] * base[e] * block_scale[m.entry_block[e]];
-            for (unsigned f = f0; f < f1; ++f) {
-                double others = 1.0;
-                for (unsigned g = f0; g < f1; ++g)
-                    if (g != f) others *= p[m.entry_factor_param[g]];
-                contrib[entry_slot0 + f] = outer * others;
-            }
-        }
-        for (int c = tid; c < m.n_gauss; c += NS_BLOCK) {
-            double s = m.gauss_sigma[c];
-            contrib[gauss_slot0 + c] = (p[m.gauss_param[c]] - aux[m.gauss_aux[c]]) / (s * s);
-        }
-        for (int c = tid; c < m.n_pois; c += NS_BLOCK) {
-            double observed = aux[m.pois_aux[c]];
-            contrib[pois_slot0 + c] = observed == 0.0 ? m.pois_tau[c] : m.pois_tau[c] - observed / p[m.pois_param[c]];
-        }
-        __syncthreads();
-
-        // 5. Gather: each parameter sums its slots in ascending order.
-        double* g = grad_out + (size_t)ev * m.n_params;
-        for (int q = tid; q < m.n_params; q += NS_BLOCK) {
-            double sum = 0.0;
-            for (unsigned s = m.param_slot_start[q]; s < m.param_slot_start[q + 1]; ++s) sum += contrib[m.param_slots[s]];
-            g[q] = sum;
-        }
-        __syncthreads();
+        double nll = ns_nll_grad_block(m, params + (size_t)ev * m.n_params, main_data + (size_t)d * m.n_main,
+                                       aux_data + (size_t)d * m.n_aux, my_scratch,
+                                       grad_out + (size_t)ev * m.n_params, red);
+        if (threadIdx.x == 0) nll_out[ev] = nll;
     }
 }

@@ -33,7 +33,9 @@ fn once(f: impl FnOnce()) -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let path = args.get(1).ok_or("usage: gpu_bench WS.json --mu MU --toys N")?;
+    let path = args
+        .get(1)
+        .ok_or("usage: gpu_bench WS.json --mu MU --toys N")?;
     let flag = |name: &str, default: f64| -> f64 {
         args.iter()
             .position(|a| a == name)
@@ -77,10 +79,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let toys = if name == "cpu" { cpu_toys } else { n_toys };
         let mut cls = 0.0;
         let toys_s = once(|| {
-            cls = hypotest_toys(fitter, mu, &data, &config, TestStatistic::QTilde, toys, 1, &|_| {})
-                .unwrap()
-                .cls
-                .cls_obs
+            cls = hypotest_toys(
+                fitter,
+                mu,
+                &data,
+                &config,
+                TestStatistic::QTilde,
+                toys,
+                1,
+                &|_| {},
+            )
+            .unwrap()
+            .cls
+            .cls_obs
         });
         out[name] = serde_json::json!({
             "fit_s": fit, "scan21_s": scan, "toys": toys, "toys_s": toys_s,
@@ -90,10 +101,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if big_toys > 0 {
         let mut cls = 0.0;
         let s = once(|| {
-            cls = hypotest_toys(&cuda, mu, &data, &config, TestStatistic::QTilde, big_toys, 2, &|_| {})
-                .unwrap()
-                .cls
-                .cls_obs
+            cls = hypotest_toys(
+                &cuda,
+                mu,
+                &data,
+                &config,
+                TestStatistic::QTilde,
+                big_toys,
+                2,
+                &|_| {},
+            )
+            .unwrap()
+            .cls
+            .cls_obs
         });
         out["cuda_big"] = serde_json::json!({"toys": big_toys, "toys_s": s, "cls_obs": cls});
     }
@@ -101,7 +121,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .resolve(&model, Workload::Batch { fits: 4 * n_toys })
         .name()
         .into();
-    out["auto_for_fit"] = Device::Auto.resolve(&model, Workload::Sequential).name().into();
+    out["auto_for_fit"] = Device::Auto
+        .resolve(&model, Workload::Sequential)
+        .name()
+        .into();
     println!("{out}");
     Ok(())
 }

@@ -3,7 +3,10 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use ns_compute::cuda::{CudaSession, DeviceInfo};
+use ns_compute::cuda::{
+    CudaSession, DEVICE_MAX_MEMORY, DeviceDatasets, DeviceFitOptions, DeviceFitOutput,
+    DeviceFitProblem, DeviceInfo,
+};
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::{Error, Result};
 use ns_translate::HistFactoryModel;
@@ -115,6 +118,10 @@ pub struct Fitter<'m> {
 pub struct FitRun {
     free: Vec<usize>,
     scale: Vec<f64>,
+    /// Starting point and box of the optimizer, in scaled coordinates.
+    y0: Vec<f64>,
+    lower: Vec<f64>,
+    upper: Vec<f64>,
     full: Vec<f64>,
     free_grad: Vec<f64>,
     state: Lbfgsb,
@@ -142,46 +149,78 @@ impl FitRun {
     /// The result without uncertainties. The projected gradient comes from the optimizer's
     /// last gradient, so finishing costs no evaluation.
     fn result(&self, config: &FitConfig, constant: f64) -> FitResult {
-        let n = self.full.len();
-        let termination = self
-            .state
-            .termination()
-            .unwrap_or(Termination::MaxIterations);
-        let mut parameters = config.init.clone();
-        let mut grad = vec![0.0; n];
-        for (k, &i) in self.free.iter().enumerate() {
-            parameters[i] = self.state.x()[k] / self.scale[k];
-            grad[i] = self.state.gradient()[k] * self.scale[k];
-        }
-        let at_bound = (0..n)
-            .map(|i| {
-                let (lo, hi) = config.bounds[i];
-                let tol = 1e-6 * (hi - lo).abs().max(1.0);
-                !config.fixed[i] && (parameters[i] - lo <= tol || hi - parameters[i] <= tol)
+        assemble_result(
+            &self.free,
+            &self.scale,
+            config,
+            OptimizerEnd {
+                x: self.state.x(),
+                g: self.state.gradient(),
+                f: self.state.f(),
+                iterations: self.state.iterations(),
+                evaluations: self.state.evaluations(),
+                termination: self
+                    .state
+                    .termination()
+                    .unwrap_or(Termination::MaxIterations),
+            },
+            constant,
+        )
+    }
+}
+
+/// Where an optimizer run ended, in its scaled coordinates.
+struct OptimizerEnd<'a> {
+    x: &'a [f64],
+    g: &'a [f64],
+    f: f64,
+    iterations: usize,
+    evaluations: usize,
+    termination: Termination,
+}
+
+/// A fit result from the optimizer's end point (host or device optimizer alike).
+fn assemble_result(
+    free: &[usize],
+    scale: &[f64],
+    config: &FitConfig,
+    end: OptimizerEnd,
+    constant: f64,
+) -> FitResult {
+    let n = config.init.len();
+    let mut parameters = config.init.clone();
+    let mut grad = vec![0.0; n];
+    for (k, &i) in free.iter().enumerate() {
+        parameters[i] = end.x[k] / scale[k];
+        grad[i] = end.g[k] * scale[k];
+    }
+    let at_bound = (0..n)
+        .map(|i| {
+            let (lo, hi) = config.bounds[i];
+            let tol = 1e-6 * (hi - lo).abs().max(1.0);
+            !config.fixed[i] && (parameters[i] - lo <= tol || hi - parameters[i] <= tol)
+        })
+        .collect();
+    FitResult {
+        twice_nll: end.f + 2.0 * constant,
+        converged: end.termination == Termination::Converged,
+        termination: end.termination,
+        iterations: end.iterations,
+        evaluations: end.evaluations,
+        // In the original parameters: ‖P(x − g) − x‖∞ of twice_nll.
+        projected_gradient: free
+            .iter()
+            .map(|&i| {
+                ((parameters[i] - grad[i]).clamp(config.bounds[i].0, config.bounds[i].1)
+                    - parameters[i])
+                    .abs()
             })
-            .collect();
-        FitResult {
-            twice_nll: self.state.f() + 2.0 * constant,
-            converged: termination == Termination::Converged,
-            termination,
-            iterations: self.state.iterations(),
-            evaluations: self.state.evaluations(),
-            // In the original parameters: ‖P(x − g) − x‖∞ of twice_nll.
-            projected_gradient: self
-                .free
-                .iter()
-                .map(|&i| {
-                    ((parameters[i] - grad[i]).clamp(config.bounds[i].0, config.bounds[i].1)
-                        - parameters[i])
-                        .abs()
-                })
-                .fold(0.0, f64::max),
-            uncertainties: None,
-            covariance: None,
-            at_bound,
-            warning: None,
-            parameters,
-        }
+            .fold(0.0, f64::max),
+        uncertainties: None,
+        covariance: None,
+        at_bound,
+        warning: None,
+        parameters,
     }
 }
 
@@ -373,6 +412,9 @@ impl<'m> Fitter<'m> {
             full: config.init.clone(),
             free,
             scale,
+            y0,
+            lower,
+            upper,
             state,
         })
     }
@@ -524,13 +566,42 @@ impl<'m> Fitter<'m> {
                 Err(e) => slots.push(Err(e)),
             }
         }
-        self.drive_lockstep(&mut runs, &which, device, progress)?;
+        let device_ends = match device {
+            BatchData::Device(on_device) if device_optimizer_applies(jobs) => {
+                Some(self.run_on_device(&runs, &which, on_device, &jobs[0].config)?)
+            }
+            _ => {
+                self.drive_lockstep(&mut runs, &which, device, progress)?;
+                None
+            }
+        };
+        progress(jobs.len());
+        let run_jobs: Vec<usize> = (0..jobs.len()).collect();
         slots
             .into_par_iter()
-            .zip(jobs.par_iter())
-            .map(|(slot, job)| {
-                let run = &runs[slot?];
-                self.finish(run, &host[job.data], &job.config)
+            .zip(run_jobs.into_par_iter())
+            .map(|(slot, j)| {
+                let (job, r) = (&jobs[j], slot?);
+                let data = &host[job.data];
+                match &device_ends {
+                    None => self.finish(&runs[r], data, &job.config),
+                    Some(ends) => {
+                        let run = &runs[r];
+                        let mut result = assemble_result(
+                            &run.free,
+                            &run.scale,
+                            &job.config,
+                            ends.end(r),
+                            data.constant,
+                        );
+                        if job.config.uncertainties
+                            && result.termination != Termination::NonFiniteStart
+                        {
+                            self.add_uncertainties(&mut result, data, &run.free)?;
+                        }
+                        Ok(result)
+                    }
+                }
             })
             .collect::<Vec<_>>()
             .into_iter()
@@ -680,6 +751,102 @@ impl<'m> Fitter<'m> {
         );
         result.covariance = Some(covariance);
         Ok(())
+    }
+}
+
+/// The device optimizer runs every fit of a batch with one set of options, at most
+/// `DEVICE_MAX_MEMORY` correction pairs; `NEXTSTAT_GPU_OPTIMIZER=host` keeps the optimizer on the
+/// host (lockstep, one launch per step) for comparison.
+fn device_optimizer_applies(jobs: &[FitJob]) -> bool {
+    let host_requested = std::env::var("NEXTSTAT_GPU_OPTIMIZER").is_ok_and(|v| v == "host");
+    let options = jobs.first().map(|j| j.config.optimizer);
+    !host_requested
+        && options.is_some_and(|o| {
+            o.memory >= 1
+                && o.memory <= DEVICE_MAX_MEMORY
+                && jobs.iter().all(|j| {
+                    let p = j.config.optimizer;
+                    p.memory == o.memory
+                        && p.pg_tol == o.pg_tol
+                        && p.max_iterations == o.max_iterations
+                        && p.max_evaluations == o.max_evaluations
+                })
+        })
+}
+
+/// End points of fits run by the device optimizer.
+struct DeviceEnds {
+    out: DeviceFitOutput,
+    n_params: usize,
+}
+
+impl DeviceEnds {
+    fn end(&self, run: usize) -> OptimizerEnd<'_> {
+        let row = run * self.n_params..(run + 1) * self.n_params;
+        OptimizerEnd {
+            x: &self.out.x[row.clone()],
+            g: &self.out.g[row],
+            f: self.out.f[run],
+            iterations: self.out.iterations[run].max(0) as usize,
+            evaluations: self.out.evaluations[run].max(0) as usize,
+            termination: match self.out.termination[run] {
+                0 => Termination::Converged,
+                1 => Termination::MaxIterations,
+                2 => Termination::MaxEvaluations,
+                3 => Termination::LineSearchFailed,
+                _ => Termination::NonFiniteStart,
+            },
+        }
+    }
+}
+
+impl Fitter<'_> {
+    /// Run prepared fits to completion on the device (optimizer and evaluations on the GPU).
+    fn run_on_device(
+        &self,
+        runs: &[FitRun],
+        which: &[u32],
+        datasets: &DeviceDatasets,
+        config: &FitConfig,
+    ) -> Result<DeviceEnds> {
+        let n = self.model.n_params();
+        let rows = runs.len() * n;
+        let (mut init, mut free_index) = (vec![0.0; rows], vec![0u32; rows]);
+        let (mut lower, mut upper, mut scale) = (vec![0.0; rows], vec![0.0; rows], vec![1.0; rows]);
+        let mut n_free = Vec::with_capacity(runs.len());
+        for (r, run) in runs.iter().enumerate() {
+            let base = r * n;
+            init[base..base + n].copy_from_slice(&run.full);
+            for (k, &i) in run.free.iter().enumerate() {
+                free_index[base + k] = i as u32;
+                lower[base + k] = run.lower[k];
+                upper[base + k] = run.upper[k];
+                scale[base + k] = run.scale[k];
+                // The device starts from init·scale, which is the run's y0.
+                debug_assert!(
+                    (run.full[i] * run.scale[k] - run.y0[k]).abs()
+                        <= 1e-12 * run.y0[k].abs().max(1.0)
+                );
+            }
+            n_free.push(run.free.len() as i32);
+        }
+        let problem = DeviceFitProblem {
+            init: &init,
+            free_index: &free_index,
+            n_free: &n_free,
+            lower: &lower,
+            upper: &upper,
+            scale: &scale,
+            dataset: which,
+        };
+        let options = DeviceFitOptions {
+            memory: config.optimizer.memory,
+            pg_tol: config.optimizer.pg_tol,
+            max_iterations: config.optimizer.max_iterations,
+            max_evaluations: config.optimizer.max_evaluations,
+        };
+        let out = lock_cuda(&self.engine).fit_lbfgsb(&problem, datasets, options)?;
+        Ok(DeviceEnds { out, n_params: n })
     }
 }
 

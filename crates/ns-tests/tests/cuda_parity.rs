@@ -70,6 +70,10 @@ fn compare_nll_grad(
             .nll_minus_constant(p, data, &mut scratch, Some(&mut g))
             .unwrap();
         let got = nll[k];
+        // Both NaN where an interpolation drives a yield negative (code2, say): that agrees.
+        if got.is_nan() && want.is_nan() {
+            continue;
+        }
         assert!(
             (got - want).abs() <= 1e-8 + 1e-10 * want.abs(),
             "{name} point {k}: NLL GPU {got} vs CPU {want}"
@@ -144,7 +148,7 @@ fn batches_of_many_datasets_match_cpu() {
     let toys: Vec<PreparedData> = (0..64)
         .map(|i| generate_toy(&fitter, &init, 9, 0, i).unwrap())
         .collect();
-    let points = points_for(&model, 5, 63);
+    let points = points_for(&model, 5, 62);
     let mut session = CudaSession::new(&model.compiled, 0).unwrap();
     let device = session
         .upload_datasets(&toys.iter().collect::<Vec<_>>())

@@ -12,11 +12,13 @@ use cudarc::nvrtc::{result, sys};
 use ns_core::{Error, Result};
 use sha2::{Digest, Sha256};
 
-/// All kernels as one translation unit: the deterministic math, the toy samplers, the NLL.
+/// All kernels as one translation unit: the deterministic math, the toy samplers, the NLL and
+/// the device-resident optimizer.
 pub(crate) const KERNEL_SOURCE: &str = concat!(
     include_str!("../../kernels/detmath.cuh"),
     include_str!("../../kernels/toys.cuh"),
     include_str!("../../kernels/nll_grad.cu"),
+    include_str!("../../kernels/lbfgsb.cu"),
 );
 
 /// `--fmad=false` keeps every product and sum separately rounded, as on the CPU: the toy
@@ -135,4 +137,21 @@ fn compile(arch: &str) -> Result<Vec<u8>> {
         });
     let _ = unsafe { result::destroy_program(program) };
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernels compile for Hopper wherever NVRTC is installed, GPU or not
+    /// (`pip install nvidia-cuda-nvrtc` provides it; point LD_LIBRARY_PATH at its lib folder).
+    #[test]
+    fn kernels_compile_for_sm90_where_nvrtc_exists() {
+        if !unsafe { sys::is_culib_present() } {
+            eprintln!("SKIPPED kernels_compile_for_sm90_where_nvrtc_exists: libnvrtc not found");
+            return;
+        }
+        let cubin = compile("--gpu-architecture=sm_90").unwrap_or_else(|e| panic!("{e}"));
+        assert!(cubin.starts_with(b"\x7fELF"), "NVRTC returned no ELF cubin");
+    }
 }

@@ -9,5 +9,6 @@ mod session;
 pub use compile::{KernelOrigin, cache_dir};
 pub use layout::KernelLayout;
 pub use session::{
-    CudaSession, DeviceDatasets, DeviceInfo, ToyEnsembleRates, cuda_unavailable, has_cuda,
+    CudaSession, DEVICE_MAX_MEMORY, DeviceDatasets, DeviceFitOptions, DeviceFitOutput,
+    DeviceFitProblem, DeviceInfo, ToyEnsembleRates, cuda_unavailable, has_cuda,
 };

@@ -89,6 +89,56 @@ pub struct ToyEnsembleRates {
     pub stream: u32,
 }
 
+/// Many fits for the device-resident optimizer: per fit (row of `n_params`), the full starting
+/// vector, the indices of the free parameters (first `n_free[f]` entries of the row) and, per
+/// free parameter, the optimizer's scaled bounds and the scale (the optimizer works in
+/// `y = θ·scale`); and the dataset each fit is against.
+pub struct DeviceFitProblem<'a> {
+    pub init: &'a [f64],
+    pub free_index: &'a [u32],
+    pub n_free: &'a [i32],
+    pub lower: &'a [f64],
+    pub upper: &'a [f64],
+    pub scale: &'a [f64],
+    pub dataset: &'a [u32],
+}
+
+/// Options of the device-resident L-BFGS-B (those of the CPU optimizer).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceFitOptions {
+    pub memory: usize,
+    pub pg_tol: f64,
+    pub max_iterations: usize,
+    pub max_evaluations: usize,
+}
+
+/// Largest L-BFGS-B memory the device optimizer supports (`NS_MAX_MEMORY` in `lbfgsb.cu`).
+pub const DEVICE_MAX_MEMORY: usize = 10;
+
+/// Results of device fits, per fit: the scaled free variables and their gradient (rows of
+/// `n_params`, first `n_free` used), the objective (twice the NLL without the data constant),
+/// iteration and evaluation counts, and the termination code (0 converged, 1 maximum
+/// iterations, 2 maximum evaluations, 3 line search failed, 4 non-finite start).
+#[derive(Clone, Debug, Default)]
+pub struct DeviceFitOutput {
+    pub x: Vec<f64>,
+    pub g: Vec<f64>,
+    pub f: Vec<f64>,
+    pub iterations: Vec<i32>,
+    pub evaluations: Vec<i32>,
+    pub termination: Vec<i32>,
+}
+
+/// The kernel argument of `fit_lbfgsb` (`FitArgs` in `lbfgsb.cu`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct FitArgs {
+    pointers: [u64; 16],
+    pg_tol: f64,
+    ints: [i32; 4],
+}
+unsafe impl DeviceRepr for FitArgs {}
+
 /// A growable device buffer.
 struct Buffer<T> {
     slice: Option<CudaSlice<T>>,
@@ -113,6 +163,7 @@ pub struct CudaSession {
     stream: Arc<CudaStream>,
     nll_grad: CudaFunction,
     sample_toys: CudaFunction,
+    fit_lbfgsb: CudaFunction,
     info: DeviceInfo,
     view: ModelView,
     /// The uploaded model arrays; `view` points into them.
@@ -158,6 +209,9 @@ impl CudaSession {
             .map_err(|e| driver("kernel lookup", e))?;
         let sample_toys = module
             .load_function("sample_toys")
+            .map_err(|e| driver("kernel lookup", e))?;
+        let fit_lbfgsb = module
+            .load_function("fit_lbfgsb")
             .map_err(|e| driver("kernel lookup", e))?;
         let multiprocessors = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -288,6 +342,7 @@ impl CudaSession {
             stream,
             nll_grad,
             sample_toys,
+            fit_lbfgsb,
             info,
             view,
             _model_u32: model_u32,
@@ -490,6 +545,137 @@ impl CudaSession {
             start = end;
         }
         Ok(())
+    }
+
+    /// Run many fits to completion on the device, one thread block per fit, the optimizer and
+    /// the evaluations on the GPU (no host round trip per iteration). Large batches are split.
+    pub fn fit_lbfgsb(
+        &mut self,
+        problem: &DeviceFitProblem,
+        datasets: &DeviceDatasets,
+        options: DeviceFitOptions,
+    ) -> Result<DeviceFitOutput> {
+        let n_fits = problem.dataset.len();
+        let np = self.n_params;
+        if options.memory == 0 || options.memory > DEVICE_MAX_MEMORY {
+            return Err(Error::InvalidInput(format!(
+                "the device optimizer keeps 1 to {DEVICE_MAX_MEMORY} correction pairs, not {}",
+                options.memory
+            )));
+        }
+        let rows_ok = [
+            problem.init.len(),
+            problem.free_index.len(),
+            problem.lower.len(),
+            problem.upper.len(),
+            problem.scale.len(),
+        ]
+        .iter()
+        .all(|&l| l == n_fits * np);
+        if !rows_ok || problem.n_free.len() != n_fits {
+            return Err(Error::InvalidInput(format!(
+                "device fit problem rows do not match {n_fits} fits of {np} parameters"
+            )));
+        }
+        if let Some(&bad) = problem
+            .dataset
+            .iter()
+            .find(|&&d| d as usize >= datasets.count)
+        {
+            return Err(Error::InvalidInput(format!(
+                "dataset index {bad} out of range: {} datasets are on the device",
+                datasets.count
+            )));
+        }
+        let mut out = DeviceFitOutput {
+            x: vec![0.0; n_fits * np],
+            g: vec![0.0; n_fits * np],
+            f: vec![0.0; n_fits],
+            iterations: vec![0; n_fits],
+            evaluations: vec![0; n_fits],
+            termination: vec![0; n_fits],
+        };
+        // Per fit the problem takes 6 rows of n_params values; keep a launch within max_batch's memory.
+        let chunk = (self.max_batch / 3).max(1);
+        let s = self.stream.clone();
+        let workspace_len = self.grid as usize * (14 + 2 * options.memory) * np.max(1);
+        let workspace = s
+            .alloc_zeros::<f64>(workspace_len)
+            .map_err(|e| driver("optimizer workspace allocation", e))?;
+        let mut start = 0;
+        while start < n_fits {
+            let end = (start + chunk).min(n_fits);
+            let rows = start * np..end * np;
+            let up = |e| driver("fit upload", e);
+            let init = s.clone_htod(&problem.init[rows.clone()]).map_err(up)?;
+            let free_index = s
+                .clone_htod(&problem.free_index[rows.clone()])
+                .map_err(up)?;
+            let n_free = s.clone_htod(&problem.n_free[start..end]).map_err(up)?;
+            let lower = s.clone_htod(&problem.lower[rows.clone()]).map_err(up)?;
+            let upper = s.clone_htod(&problem.upper[rows.clone()]).map_err(up)?;
+            let scale = s.clone_htod(&problem.scale[rows.clone()]).map_err(up)?;
+            let dataset = s.clone_htod(&problem.dataset[start..end]).map_err(up)?;
+            let alloc = |e| driver("fit output allocation", e);
+            let count = end - start;
+            let x = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;
+            let g = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;
+            let f = s.alloc_zeros::<f64>(count).map_err(alloc)?;
+            let iterations = s.alloc_zeros::<i32>(count).map_err(alloc)?;
+            let evaluations = s.alloc_zeros::<i32>(count).map_err(alloc)?;
+            let termination = s.alloc_zeros::<i32>(count).map_err(alloc)?;
+            let ptr64 = |b: &CudaSlice<f64>| b.device_ptr(&s).0;
+            let ptr32 = |b: &CudaSlice<u32>| b.device_ptr(&s).0;
+            let ptri = |b: &CudaSlice<i32>| b.device_ptr(&s).0;
+            // The order of FitArgs' fields in lbfgsb.cu.
+            let args = FitArgs {
+                pointers: [
+                    ptr64(&init),
+                    ptr32(&free_index),
+                    ptri(&n_free),
+                    ptr64(&lower),
+                    ptr64(&upper),
+                    ptr64(&scale),
+                    ptr32(&dataset),
+                    ptr64(&datasets.main),
+                    ptr64(&datasets.aux),
+                    ptr64(&x),
+                    ptr64(&g),
+                    ptr64(&f),
+                    ptri(&iterations),
+                    ptri(&evaluations),
+                    ptri(&termination),
+                    ptr64(&workspace),
+                ],
+                pg_tol: options.pg_tol,
+                ints: [
+                    count as i32,
+                    options.memory as i32,
+                    options.max_iterations.min(i32::MAX as usize) as i32,
+                    options.max_evaluations.min(i32::MAX as usize) as i32,
+                ],
+            };
+            let cfg = LaunchConfig {
+                grid_dim: (self.grid.min(count as u32).max(1), 1, 1),
+                block_dim: (NLL_BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut launch = s.launch_builder(&self.fit_lbfgsb);
+            launch.arg(&self.view).arg(&args).arg(&mut self.scratch);
+            unsafe { launch.launch(cfg) }.map_err(|e| driver("fit kernel launch", e))?;
+            let down = |e| driver("fit kernel", e);
+            s.memcpy_dtoh(&x, &mut out.x[rows.clone()]).map_err(down)?;
+            s.memcpy_dtoh(&g, &mut out.g[rows]).map_err(down)?;
+            s.memcpy_dtoh(&f, &mut out.f[start..end]).map_err(down)?;
+            s.memcpy_dtoh(&iterations, &mut out.iterations[start..end])
+                .map_err(down)?;
+            s.memcpy_dtoh(&evaluations, &mut out.evaluations[start..end])
+                .map_err(down)?;
+            s.memcpy_dtoh(&termination, &mut out.termination[start..end])
+                .map_err(down)?;
+            start = end;
+        }
+        Ok(out)
     }
 
     fn launch_chunk(
