@@ -157,11 +157,12 @@ struct OptShared {
     int k, head, iterations, evaluations, termination, has_zoom, ls_evals, has_best, pivot, status, n_free, flag;
 };
 
-// W = [Y, θS] row i, element r (r < k: Y; else θ·S), S/Y ring buffers with logical index j.
-__device__ double ns_w(const OptShared& sh, const double* S, const double* Y, int n, int memory, int i, int r) {
+// W = [Y, θS] row i, element r (r < k: Y; else θ·S), S/Y ring buffers with logical index j and
+// rows `stride` (n_params) apart.
+__device__ double ns_w(const OptShared& sh, const double* S, const double* Y, int stride, int memory, int i, int r) {
     int k = sh.k;
-    if (r < k) return Y[(size_t)((sh.head + r) % memory) * n + i];
-    return sh.theta * S[(size_t)((sh.head + r - k) % memory) * n + i];
+    if (r < k) return Y[(size_t)((sh.head + r) % memory) * stride + i];
+    return sh.theta * S[(size_t)((sh.head + r - k) % memory) * stride + i];
 }
 
 // Twice the NLL and its gradient in scaled free coordinates at y (into f and g).
@@ -191,7 +192,7 @@ __device__ double ns_dot(const double* a, const double* b, int n, double* red) {
 
 // Generalized Cauchy point, then subspace minimization: the direction x̄ − x into dir.
 __device__ void ns_direction(OptShared& sh, const double* x, const double* g, const double* lo, const double* hi,
-                             const double* S, const double* Y, int n, int memory, double* t, double* d, double* xcp,
+                             const double* S, const double* Y, int n, int stride, int memory, double* t, double* d, double* xcp,
                              double* du, int* order, int* is_free, double* dir) {
     const int tid = threadIdx.x;
     // The middle matrix M = [[−D, Lᵀ], [L, θSᵀS]]⁻¹.
@@ -244,7 +245,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
     for (int r = tid; r < n2; r += NS_BLOCK) {
         double acc = 0.0;
         for (int i = 0; i < n; ++i)
-            if (d[i] != 0.0) acc += ns_w(sh, S, Y, n, memory, i, r) * d[i];
+            if (d[i] != 0.0) acc += ns_w(sh, S, Y, stride, memory, i, r) * d[i];
         sh.p[r] = acc;
         sh.c[r] = 0.0;
     }
@@ -271,7 +272,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
             xcp[b] = d[b] > 0.0 ? hi[b] : lo[b];
             double z_b = xcp[b] - x[b];
             for (int r = 0; r < n2; ++r) c[r] += dt * p[r];
-            for (int r = 0; r < n2; ++r) wb[r] = ns_w(sh, S, Y, n, memory, b, r);
+            for (int r = 0; r < n2; ++r) wb[r] = ns_w(sh, S, Y, stride, memory, b, r);
             for (int r = 0; r < n2; ++r) {
                 double acc = 0.0;
                 for (int q = 0; q < n2; ++q) acc += sh.M[r * n2 + q] * wb[q];
@@ -315,7 +316,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
         for (int i = tid; i < n; i += NS_BLOCK) {
             if (!is_free[i]) continue;
             double wmc = 0.0;
-            for (int r = 0; r < n2; ++r) wmc += ns_w(sh, S, Y, n, memory, i, r) * sh.mc[r];
+            for (int r = 0; r < n2; ++r) wmc += ns_w(sh, S, Y, stride, memory, i, r) * sh.mc[r];
             t[i] = g[i] + theta * (xcp[i] - x[i]) - wmc;
             du[i] = -t[i] / theta;
         }
@@ -324,7 +325,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
             for (int q = tid; q < n2; q += NS_BLOCK) {
                 double acc = 0.0;
                 for (int i = 0; i < n; ++i)
-                    if (is_free[i]) acc += ns_w(sh, S, Y, n, memory, i, q) * t[i];
+                    if (is_free[i]) acc += ns_w(sh, S, Y, stride, memory, i, q) * t[i];
                 sh.tmp[q] = acc;
             }
             __syncthreads();
@@ -342,7 +343,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
                 else if (b < k) v = theta * sh.sy[(a - k) * NS_MAX_MEMORY + b];
                 else v = theta * theta * sh.ss[(a - k) * NS_MAX_MEMORY + (b - k)];
                 for (int i = 0; i < n; ++i)
-                    if (!is_free[i]) v -= ns_w(sh, S, Y, n, memory, i, a) * ns_w(sh, S, Y, n, memory, i, b);
+                    if (!is_free[i]) v -= ns_w(sh, S, Y, stride, memory, i, a) * ns_w(sh, S, Y, stride, memory, i, b);
                 sh.rhs[idx] = v;
             }
             __syncthreads();
@@ -360,7 +361,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
                 for (int i = tid; i < n; i += NS_BLOCK) {
                     if (!is_free[i]) continue;
                     double wv = 0.0;
-                    for (int r = 0; r < n2; ++r) wv += ns_w(sh, S, Y, n, memory, i, r) * sh.rhs[r];
+                    for (int r = 0; r < n2; ++r) wv += ns_w(sh, S, Y, stride, memory, i, r) * sh.rhs[r];
                     du[i] -= wv / (theta * theta);
                 }
             }
@@ -441,12 +442,12 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK) fit_lbfgsb(ModelView m, F
                 }
                 __syncthreads();
                 if (sh.termination != NS_RUNNING) break;
-                ns_direction(sh, x, g, lo, hi, S, Y, n, memory, t, d, xcp, du, order, is_free, dir);
+                ns_direction(sh, x, g, lo, hi, S, Y, n, P, memory, t, d, xcp, du, order, is_free, dir);
                 double dphi0 = ns_dot(g, dir, n, sh.red);
                 if (!(dphi0 < 0.0) && sh.k > 0) {
                     if (tid == 0) { sh.k = 0; sh.head = 0; sh.theta = 1.0; }
                     __syncthreads();
-                    ns_direction(sh, x, g, lo, hi, S, Y, n, memory, t, d, xcp, du, order, is_free, dir);
+                    ns_direction(sh, x, g, lo, hi, S, Y, n, P, memory, t, d, xcp, du, order, is_free, dir);
                     dphi0 = ns_dot(g, dir, n, sh.red);
                 }
                 if (!(dphi0 < 0.0)) {
@@ -543,6 +544,7 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK) fit_lbfgsb(ModelView m, F
                 __syncthreads();
             }
             const int outcome = sh.status;
+            __syncthreads();  // every thread has read the outcome before thread 0 moves on
             if (outcome == 0) {
                 for (int i = tid; i < n; i += NS_BLOCK) trial[i] = ns_project(x[i] + sh.alpha * dir[i], lo[i], hi[i]);
                 if (tid == 0) sh.status = 1;

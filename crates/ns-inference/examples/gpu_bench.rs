@@ -59,6 +59,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cuda = Fitter::cuda(&model, 0)?;
     let session_s = session_open.elapsed().as_secs_f64();
     let device = cuda.cuda_device().expect("a CUDA fitter has a device");
+    // The evaluation kernel alone: 4000 NLL + gradient evaluations in one launch.
+    let mut session = ns_compute::cuda::CudaSession::new(&model.compiled, 0)?;
+    let on_device = session.upload_datasets(&[&data])?;
+    let points: Vec<f64> = (0..4000).flat_map(|_| model.suggested_init()).collect();
+    let (mut nll, mut grad) = (vec![0.0; 4000], vec![0.0; 4000 * model.n_params()]);
+    let eval_4000 = median_seconds(
+        || {
+            session
+                .nll_grad(&points, &on_device, &[0; 4000], &mut nll, &mut grad)
+                .unwrap()
+        },
+        5,
+    );
 
     let mut out = serde_json::json!({
         "workspace": path,
@@ -69,6 +82,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "gpu": device.name,
         "kernels": format!("{:?}", device.kernels),
         "cuda_session_open_s": session_s,
+        "nll_grad_4000_evals_s": eval_4000,
+        "kernels_report": session.kernel_report(),
     });
     for (name, fitter) in [("cpu", &cpu), ("cuda", &cuda)] {
         let fit = median_seconds(|| drop(fitter.fit(&data, &config).unwrap()), 5);

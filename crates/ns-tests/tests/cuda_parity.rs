@@ -391,7 +391,11 @@ fn toy_hypotest_matches_cpu_toy_by_toy() {
             ("s+b", &cpu.signal, &gpu.signal),
             ("b", &cpu.background, &gpu.background),
         ] {
-            assert_eq!(c.n_failed, g.n_failed, "{file} {which}: failed fits differ");
+            assert_eq!(
+                c.n_failed, g.n_failed,
+                "{file} {which}: failed fits differ (CPU {:?}, GPU {:?})",
+                c.failures, g.failures
+            );
             assert_eq!(c.teststats.len(), g.teststats.len());
             let mut worst: f64 = 0.0;
             for (a, b) in c.teststats.iter().zip(&g.teststats) {
@@ -411,5 +415,46 @@ fn toy_hypotest_matches_cpu_toy_by_toy() {
             assert_eq!(cpu.cls.clsb_obs, gpu.cls.clsb_obs, "{file}: CLsb");
             assert_eq!(cpu.cls.clb_obs, gpu.cls.clb_obs, "{file}: CLb");
         }
+    }
+}
+
+#[test]
+fn device_optimizer_fits_match_cpu_fits_on_toys() {
+    if !cuda_or_skip("device_optimizer_fits_match_cpu_fits_on_toys") {
+        return;
+    }
+    for (file, n_toys) in [
+        ("nextstat_complex_workspace.json", 200),
+        ("nextstat_tHu.json", 100),
+    ] {
+        let ws = Workspace::from_path(&workspace_path(file)).unwrap();
+        let (model, data) = model_and_data(&ws, Default::default());
+        let cpu = Fitter::new(&model);
+        let config = cpu
+            .with_scale(&data, &FitConfig::suggested(&model))
+            .unwrap();
+        let init = model.suggested_init();
+        let (toys, gpu_fits) =
+            ns_inference::fit_toys_batch_gpu(&model, &init, n_toys, 3, &config, &|_| {}).unwrap();
+        let (mut worst_nll, mut iterations_cpu, mut iterations_gpu) = (0.0f64, 0, 0);
+        for (t, (toy, gpu)) in toys.iter().zip(gpu_fits).enumerate() {
+            let gpu = gpu.unwrap();
+            let c = cpu.fit(toy, &config).unwrap();
+            assert_eq!(
+                c.converged, gpu.converged,
+                "{file} toy {t}: CPU {:?} ({} it), GPU {:?} ({} it)",
+                c.termination, c.iterations, gpu.termination, gpu.iterations
+            );
+            worst_nll = worst_nll.max((c.twice_nll - gpu.twice_nll).abs());
+            iterations_cpu += c.iterations;
+            iterations_gpu += gpu.iterations;
+        }
+        eprintln!(
+            "{file}: {n_toys} toy fits, max |Δ twice_nll| = {worst_nll:.2e}, iterations CPU {iterations_cpu} GPU {iterations_gpu}"
+        );
+        assert!(
+            worst_nll <= 2e-6,
+            "{file}: twice_nll differs by {worst_nll:e}"
+        );
     }
 }

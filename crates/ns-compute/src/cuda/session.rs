@@ -364,6 +364,26 @@ impl CudaSession {
         &self.info
     }
 
+    /// Registers, local-memory bytes per thread and resident blocks per multiprocessor of the
+    /// evaluation and the fit kernels, and the grid both are launched with (for benchmarks).
+    pub fn kernel_report(&self) -> String {
+        let describe = |name: &str, f: &CudaFunction| {
+            format!(
+                "{name}: {} registers, {} B local, {} blocks/SM",
+                f.num_regs().unwrap_or(-1),
+                f.local_size_bytes().unwrap_or(-1),
+                f.occupancy_max_active_blocks_per_multiprocessor(NLL_BLOCK, 0, None)
+                    .map_or(-1, |b| b as i64)
+            )
+        };
+        format!(
+            "{}; {}; grid {} blocks",
+            describe("nll_grad", &self.nll_grad),
+            describe("fit_lbfgsb", &self.fit_lbfgsb),
+            self.grid
+        )
+    }
+
     /// Copy prepared datasets to the device.
     pub fn upload_datasets(&self, datasets: &[&PreparedData]) -> Result<DeviceDatasets> {
         let mut main = Vec::with_capacity(datasets.len() * self.n_main);
