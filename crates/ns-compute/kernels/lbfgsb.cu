@@ -150,19 +150,44 @@ struct OptShared {
     double work[NS_M2 * NS_M2];  // Gauss–Jordan matrix
     double rhs[NS_M2 * NS_M2];   // Gauss–Jordan right-hand sides
     double ss[NS_MAX_MEMORY * NS_MAX_MEMORY], sy[NS_MAX_MEMORY * NS_MAX_MEMORY], yy[NS_MAX_MEMORY * NS_MAX_MEMORY];
-    double p[NS_M2], c[NS_M2], v[NS_M2], mc[NS_M2], tmp[NS_M2];
+    double p[NS_M2], c[NS_M2], v[NS_M2], mc[NS_M2], tmp[NS_M2], wb[NS_M2], mw[NS_M2];
+    // Rows of W = [Y, θS] for the current direction: W[i][r] = wrow[r][i]·wfac[r].
+    const double* wrow[NS_M2];
+    double wfac[NS_M2];
     double red[NS_BLOCK];
     double f, theta, dphi0, alpha_max, alpha, t_cp, dt_min, step, best_alpha, best_f, trial_f, eval_nll;
     LinePoint previous, zoom_lo, zoom_hi;
     int k, head, iterations, evaluations, termination, has_zoom, ls_evals, has_best, pivot, status, n_free, flag;
 };
 
-// W = [Y, θS] row i, element r (r < k: Y; else θ·S), S/Y ring buffers with logical index j and
-// rows `stride` (n_params) apart.
-__device__ double ns_w(const OptShared& sh, const double* S, const double* Y, int stride, int memory, int i, int r) {
-    int k = sh.k;
-    if (r < k) return Y[(size_t)((sh.head + r) % memory) * stride + i];
-    return sh.theta * S[(size_t)((sh.head + r - k) % memory) * stride + i];
+// W = [Y, θS] row i, element r, from the row table set at the start of ns_direction.
+__device__ double ns_w(const OptShared& sh, int i, int r) {
+    return sh.wrow[r][i] * sh.wfac[r];
+}
+
+// out[r] = Σ_i W[i][r]·weight[i] over the i with mask[i] == 1 (every i when mask is null), for
+// r < 2k, by all threads: thread t takes column t mod 2k and every parts-th i, then thread r sums
+// the parts in order.
+__device__ void ns_wt_times(OptShared& sh, int n,
+                            const double* weight, const int* mask, double* out) {
+    const int tid = threadIdx.x, n2 = 2 * sh.k;
+    if (n2 == 0) return;
+    const int parts = NS_BLOCK / n2;
+    __syncthreads();
+    if (tid < parts * n2) {
+        const int r = tid % n2, part = tid / n2;
+        double acc = 0.0;
+        for (int i = part; i < n; i += parts)
+            if ((mask == nullptr || mask[i]) && weight[i] != 0.0) acc += ns_w(sh, i, r) * weight[i];
+        sh.red[part * n2 + r] = acc;
+    }
+    __syncthreads();
+    if (tid < n2) {
+        double total = 0.0;
+        for (int part = 0; part < parts; ++part) total += sh.red[part * n2 + tid];
+        out[tid] = total;
+    }
+    __syncthreads();
 }
 
 // Twice the NLL and its gradient in scaled free coordinates at y (into f and g).
@@ -182,6 +207,15 @@ __device__ double ns_objective(const ModelView& m, const FitArgs& a, int fit, co
     for (int k = tid; k < nf; k += NS_BLOCK) g[k] = 2.0 * gfull[free_index[k]] / scale[k];
     __syncthreads();
     return 2.0 * nll;
+}
+
+// a·b by one warp: lane l sums elements l, l+32, …, then a fixed butterfly; lane 0's value is
+// returned to every lane.
+__device__ double ns_warp_dot(const double* a, const double* b, int n) {
+    double sum = 0.0;
+    for (int i = threadIdx.x & 31; i < n; i += 32) sum += a[i] * b[i];
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    return __shfl_sync(0xffffffffu, sum, 0);
 }
 
 __device__ double ns_dot(const double* a, const double* b, int n, double* red) {
@@ -219,6 +253,13 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
     }
     const int k = sh.k, n2 = 2 * k;
     const double theta = sh.theta;
+    for (int r = tid; r < n2; r += NS_BLOCK) {
+        const int pair = r < k ? r : r - k;
+        const double* rows = r < k ? Y : S;
+        sh.wrow[r] = rows + (size_t)((sh.head + pair) % memory) * stride;
+        sh.wfac[r] = r < k ? 1.0 : theta;
+    }
+    __syncthreads();
 
     // Breakpoints along the projected steepest-descent path, in increasing order (ties by index).
     for (int i = tid; i < n; i += NS_BLOCK) {
@@ -242,18 +283,14 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
         }
     }
     const int n_valid = (int)ns_block_sum((double)local_valid, sh.red);
-    for (int r = tid; r < n2; r += NS_BLOCK) {
-        double acc = 0.0;
-        for (int i = 0; i < n; ++i)
-            if (d[i] != 0.0) acc += ns_w(sh, S, Y, stride, memory, i, r) * d[i];
-        sh.p[r] = acc;
-        sh.c[r] = 0.0;
-    }
+    ns_wt_times(sh, n, d, nullptr, sh.p);
+    for (int r = tid; r < n2; r += NS_BLOCK) sh.c[r] = 0.0;
     const double dd = ns_dot(d, d, n, sh.red);
     if (tid == 0) {
         double* p = sh.p;
         double* c = sh.c;
-        double wb[NS_M2], mw[NS_M2];
+        double* wb = sh.wb;
+        double* mw = sh.mw;
         double fp = -dd;
         double pmp = 0.0;
         for (int r = 0; r < n2; ++r) {
@@ -272,7 +309,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
             xcp[b] = d[b] > 0.0 ? hi[b] : lo[b];
             double z_b = xcp[b] - x[b];
             for (int r = 0; r < n2; ++r) c[r] += dt * p[r];
-            for (int r = 0; r < n2; ++r) wb[r] = ns_w(sh, S, Y, stride, memory, b, r);
+            for (int r = 0; r < n2; ++r) wb[r] = ns_w(sh, b, r);
             for (int r = 0; r < n2; ++r) {
                 double acc = 0.0;
                 for (int q = 0; q < n2; ++q) acc += sh.M[r * n2 + q] * wb[q];
@@ -316,19 +353,13 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
         for (int i = tid; i < n; i += NS_BLOCK) {
             if (!is_free[i]) continue;
             double wmc = 0.0;
-            for (int r = 0; r < n2; ++r) wmc += ns_w(sh, S, Y, stride, memory, i, r) * sh.mc[r];
+            for (int r = 0; r < n2; ++r) wmc += ns_w(sh, i, r) * sh.mc[r];
             t[i] = g[i] + theta * (xcp[i] - x[i]) - wmc;
             du[i] = -t[i] / theta;
         }
         __syncthreads();
         if (n2 > 0) {
-            for (int q = tid; q < n2; q += NS_BLOCK) {
-                double acc = 0.0;
-                for (int i = 0; i < n; ++i)
-                    if (is_free[i]) acc += ns_w(sh, S, Y, stride, memory, i, q) * t[i];
-                sh.tmp[q] = acc;
-            }
-            __syncthreads();
+            ns_wt_times(sh, n, t, is_free, sh.tmp);
             for (int q = tid; q < n2; q += NS_BLOCK) {
                 double acc = 0.0;
                 for (int r = 0; r < n2; ++r) acc += sh.M[q * n2 + r] * sh.tmp[r];
@@ -343,7 +374,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
                 else if (b < k) v = theta * sh.sy[(a - k) * NS_MAX_MEMORY + b];
                 else v = theta * theta * sh.ss[(a - k) * NS_MAX_MEMORY + (b - k)];
                 for (int i = 0; i < n; ++i)
-                    if (!is_free[i]) v -= ns_w(sh, S, Y, stride, memory, i, a) * ns_w(sh, S, Y, stride, memory, i, b);
+                    if (!is_free[i]) v -= ns_w(sh, i, a) * ns_w(sh, i, b);
                 sh.rhs[idx] = v;
             }
             __syncthreads();
@@ -361,7 +392,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
                 for (int i = tid; i < n; i += NS_BLOCK) {
                     if (!is_free[i]) continue;
                     double wv = 0.0;
-                    for (int r = 0; r < n2; ++r) wv += ns_w(sh, S, Y, stride, memory, i, r) * sh.rhs[r];
+                    for (int r = 0; r < n2; ++r) wv += ns_w(sh, i, r) * sh.rhs[r];
                     du[i] -= wv / (theta * theta);
                 }
             }
@@ -383,7 +414,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
     __syncthreads();
 }
 
-extern "C" __global__ void __launch_bounds__(NS_BLOCK) fit_lbfgsb(ModelView m, FitArgs a, double* __restrict__ scratch) {
+extern "C" __global__ void __launch_bounds__(NS_BLOCK, 4) fit_lbfgsb(ModelView m, FitArgs a, double* __restrict__ scratch) {
     __shared__ OptShared sh;
     const int tid = threadIdx.x, P = m.n_params, memory = a.memory;
     double* eval_scratch = scratch + (size_t)blockIdx.x * ns_scratch_stride(m);
@@ -584,20 +615,22 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK) fit_lbfgsb(ModelView m, F
                 }
                 __syncthreads();
                 const int k = sh.k;
-                // New row/column: s·s_j, y·y_j, s·y_j and s_j·y for the kept pairs j.
-                for (int j = 0; j < k; ++j) {
+                // New row/column: s·s_j, y·y_j, s·y_j and s_j·y for the kept pairs j, one warp
+                // per pair (each warp writes only its own entries).
+                for (int j = tid >> 5; j < k; j += NS_BLOCK / 32) {
                     const double* sj = S + (size_t)((sh.head + j) % memory) * P;
                     const double* yj = Y + (size_t)((sh.head + j) % memory) * P;
-                    double v1 = ns_dot(d, sj, n, sh.red);
-                    double v2 = ns_dot(du, yj, n, sh.red);
-                    double v3 = ns_dot(d, yj, n, sh.red);
-                    double v4 = ns_dot(sj, du, n, sh.red);
-                    if (tid == 0) {
+                    double v1 = ns_warp_dot(d, sj, n);
+                    double v2 = ns_warp_dot(du, yj, n);
+                    double v3 = ns_warp_dot(d, yj, n);
+                    double v4 = ns_warp_dot(sj, du, n);
+                    if ((tid & 31) == 0) {
                         sh.ss[k * NS_MAX_MEMORY + j] = v1; sh.ss[j * NS_MAX_MEMORY + k] = v1;
                         sh.yy[k * NS_MAX_MEMORY + j] = v2; sh.yy[j * NS_MAX_MEMORY + k] = v2;
                         sh.sy[k * NS_MAX_MEMORY + j] = v3; sh.sy[j * NS_MAX_MEMORY + k] = v4;
                     }
                 }
+                __syncthreads();
                 double ss_new = ns_dot(d, d, n, sh.red);
                 const int slot = (sh.head + k) % memory;
                 for (int i = tid; i < n; i += NS_BLOCK) { S[(size_t)slot * P + i] = d[i]; Y[(size_t)slot * P + i] = du[i]; }

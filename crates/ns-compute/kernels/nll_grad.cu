@@ -90,7 +90,7 @@ __device__ void ns_histosys_weights(int code, double a, double* w) {
 // scratch_doubles_per_block in src/cuda/layout.rs).
 __device__ size_t ns_scratch_stride(const ModelView& m) {
     size_t slots = (size_t)m.n_scalar + m.n_histosys + m.n_entry_factors + m.n_gauss + m.n_pois;
-    return 2 * (size_t)m.n_scalar + 4 * (size_t)m.n_histosys + m.n_blocks + 2 * (size_t)m.n_entries + m.n_main + slots;
+    return 2 * (size_t)m.n_scalar + m.n_blocks + 2 * (size_t)m.n_entries + m.n_main + slots;
 }
 
 // Sum of one value per thread over the block: each thread's value, then a fixed tree. Every
@@ -116,8 +116,7 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
     const int tid = threadIdx.x;
     double* scalar_value = scratch;
     double* scalar_slope = scalar_value + m.n_scalar;
-    double* hweights = scalar_slope + m.n_scalar;
-    double* block_scale = hweights + 4 * (size_t)m.n_histosys;
+    double* block_scale = scalar_slope + m.n_scalar;
     double* base = block_scale + m.n_blocks;
     double* product = base + m.n_entries;
     double* bin_weight = product + m.n_entries;
@@ -127,15 +126,13 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
     const int gauss_slot0 = entry_slot0 + m.n_entry_factors;
     const int pois_slot0 = gauss_slot0 + m.n_gauss;
 
-    // 1. Scalar factors and histosys weights.
+    // 1. Scalar factors.
     for (int k = tid; k < m.n_scalar; k += NS_BLOCK) {
         double theta = p[m.scalar_param[k]];
         unsigned term = m.scalar_normsys[k];
         if (term == NS_LINEAR) { scalar_value[k] = theta; scalar_slope[k] = 1.0; }
         else ns_normsys(m.normsys + 8 * (size_t)term, m.normsys_code, theta, &scalar_value[k], &scalar_slope[k]);
     }
-    for (int h = tid; h < m.n_histosys; h += NS_BLOCK)
-        ns_histosys_weights(m.histosys_code, p[m.histosys_param[h]], hweights + 4 * (size_t)h);
     __syncthreads();
 
     // 2. Per-sample scale, per-entry base yield and entry-factor product.
@@ -151,7 +148,9 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
         const double* row = m.histosys_delta + blk[7] + (size_t)(e - blk[2]) * 2 * nh;
         double acc = m.nominal[e];
         for (unsigned j = 0; j < nh; ++j) {
-            const double* w = hweights + 4 * (size_t)(h0 + j);
+            // The weights are a few flops: recomputed here rather than kept in memory.
+            double w[4];
+            ns_histosys_weights(m.histosys_code, p[m.histosys_param[h0 + j]], w);
             acc += w[0] * row[2 * j] + w[1] * row[2 * j + 1];
         }
         base[e] = acc;
@@ -190,11 +189,19 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
             unsigned e = blk[2] + i;
             unscaled += bin_weight[blk[0] + i] * product[e] * base[e];
         }
+        // Product rule without division, in O(factors): suffix products first (into the
+        // block's own contribution slots), then one forward pass with the prefix product.
+        double suffix = 1.0;
+        for (unsigned k = blk[4]; k-- > blk[3];) {
+            suffix *= scalar_value[k];
+            contrib[k] = suffix;
+        }
+        double prefix = 1.0;
         for (unsigned k = blk[3]; k < blk[4]; ++k) {
-            double others = 1.0;
-            for (unsigned j = blk[3]; j < blk[4]; ++j)
-                if (j != k) others *= scalar_value[j];
-            contrib[k] = unscaled * others * scalar_slope[k];
+            const double after = k + 1 < blk[4] ? contrib[k + 1] : 1.0;
+            const double value = scalar_value[k];
+            contrib[k] = unscaled * prefix * after * scalar_slope[k];
+            prefix *= value;
         }
     }
     for (int h = tid; h < m.n_histosys; h += NS_BLOCK) {
@@ -207,7 +214,8 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
             sum_up += w * col[(size_t)i * 2 * nh];
             sum_down += w * col[(size_t)i * 2 * nh + 1];
         }
-        const double* hw = hweights + 4 * (size_t)h;
+        double hw[4];
+        ns_histosys_weights(m.histosys_code, p[m.histosys_param[h]], hw);
         contrib[histosys_slot0 + h] = block_scale[m.histosys_block[h]] * (hw[2] * sum_up + hw[3] * sum_down);
     }
     for (int e = tid; e < m.n_entries; e += NS_BLOCK) {
@@ -232,11 +240,15 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
     }
     __syncthreads();
 
-    // 5. Gather: each parameter sums its slots in ascending order.
-    for (int q = tid; q < m.n_params; q += NS_BLOCK) {
+    // 5. Gather: one warp per parameter; lane l sums slots l, l+32, … in order, then a fixed
+    // butterfly combines the lanes (a parameter acting on every sample has hundreds of slots).
+    const int lane = tid & 31;
+    for (int q = tid >> 5; q < m.n_params; q += NS_BLOCK / 32) {
         double sum = 0.0;
-        for (unsigned s = m.param_slot_start[q]; s < m.param_slot_start[q + 1]; ++s) sum += contrib[m.param_slots[s]];
-        grad[q] = sum;
+        for (unsigned s = m.param_slot_start[q] + lane; s < m.param_slot_start[q + 1]; s += 32)
+            sum += contrib[m.param_slots[s]];
+        for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        if (lane == 0) grad[q] = sum;
     }
     __syncthreads();
     return nll;

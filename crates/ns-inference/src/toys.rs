@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use crate::device::BatchData;
 use crate::fit::{Engine, FitConfig, FitJob, FitResult, Fitter, lock_cuda};
-use crate::hypotest::{ClsValues, TestStatistic, statistic_from_fits, test_statistic};
+use crate::hypotest::{ClsValues, TestStatistic, statistic_from_fits};
 
 /// Test statistics below this are rounding noise around zero.
 pub const TESTSTAT_ZERO: f64 = 1e-9;
@@ -302,13 +302,34 @@ pub fn hypotest_toys(
         ));
     }
     let config = &fitter.with_scale(data, config)?;
-    let observed = clip(test_statistic(fitter, stat, mu, data, config)?.value);
     let signal_mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
     let background_mu = if stat == TestStatistic::Q0 { 1.0 } else { 0.0 };
-    let signal_pars = fitter.fixed_poi_fit(signal_mu, data, config)?.parameters;
-    let background_pars = fitter
-        .fixed_poi_fit(background_mu, data, config)?
-        .parameters;
+    // The observed statistic's two fits and the background generating fit, as one batch (the
+    // fit at the tested μ is also the signal ensemble's generating fit).
+    let poi = fitter.model().poi()?;
+    let baseline = fitter.fit_batch(
+        std::slice::from_ref(data),
+        &[
+            FitJob {
+                data: 0,
+                config: config.clone(),
+            },
+            FitJob {
+                data: 0,
+                config: config.with_fixed(poi, signal_mu),
+            },
+            FitJob {
+                data: 0,
+                config: config.with_fixed(poi, background_mu),
+            },
+        ],
+        &|_| {},
+    )?;
+    let mut baseline = baseline.into_iter();
+    let mut next_fit = || baseline.next().expect("three baseline fits");
+    let (free_fit, signal_fit, background_fit) = (next_fit()?, next_fit()?, next_fit()?);
+    let observed = clip(statistic_from_fits(stat, mu, poi, &signal_fit, &free_fit));
+    let (signal_pars, background_pars) = (signal_fit.parameters, background_fit.parameters);
     let (toys, device) = generate_ensembles(
         fitter,
         &[

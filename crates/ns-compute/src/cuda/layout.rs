@@ -138,10 +138,7 @@ impl KernelLayout {
 
     /// Doubles of scratch one thread block needs (`ns_scratch_stride` in `nll_grad.cu`).
     pub fn scratch_doubles_per_block(&self) -> usize {
-        let n_scalar = self.scalar_param.len();
-        let n_histosys = self.histosys_param.len();
-        2 * n_scalar
-            + 4 * n_histosys
+        2 * self.scalar_param.len()
             + self.blocks.len() / BLOCK_WORDS
             + 2 * self.nominal.len()
             + (self.bin_entry_start.len() - 1)

@@ -171,6 +171,9 @@ pub struct CudaSession {
     _model_f64: Vec<CudaSlice<f64>>,
     scratch: CudaSlice<f64>,
     grid: u32,
+    /// Blocks of the fit kernel: as many as are resident at once, so that each block's
+    /// evaluation scratch stays hot in L2 across its fits.
+    fit_grid: u32,
     /// Evaluations per launch, sized from free device memory; larger batches are split.
     max_batch: usize,
     params: Buffer<f64>,
@@ -332,6 +335,11 @@ impl CudaSession {
                 .clamp(1, 8),
         };
         let grid = multiprocessors * blocks_per_sm;
+        let fit_grid = multiprocessors
+            * fit_lbfgsb
+                .occupancy_max_active_blocks_per_multiprocessor(NLL_BLOCK, 0, None)
+                .map_err(|e| driver("occupancy query", e))?
+                .clamp(1, blocks_per_sm);
         let scratch = stream
             .alloc_zeros::<f64>(grid as usize * layout.scratch_doubles_per_block())
             .map_err(|e| driver("scratch allocation", e))?;
@@ -349,6 +357,7 @@ impl CudaSession {
             _model_f64: model_f64,
             scratch,
             grid,
+            fit_grid,
             max_batch,
             params: Buffer { slice: None },
             eval_dataset: Buffer { slice: None },
@@ -377,10 +386,11 @@ impl CudaSession {
             )
         };
         format!(
-            "{}; {}; grid {} blocks",
+            "{}; {}; grids {} and {} blocks",
             describe("nll_grad", &self.nll_grad),
             describe("fit_lbfgsb", &self.fit_lbfgsb),
-            self.grid
+            self.grid,
+            self.fit_grid
         )
     }
 
@@ -618,7 +628,7 @@ impl CudaSession {
         // Per fit the problem takes 6 rows of n_params values; keep a launch within max_batch's memory.
         let chunk = (self.max_batch / 3).max(1);
         let s = self.stream.clone();
-        let workspace_len = self.grid as usize * (14 + 2 * options.memory) * np.max(1);
+        let workspace_len = self.fit_grid as usize * (14 + 2 * options.memory) * np.max(1);
         let workspace = s
             .alloc_zeros::<f64>(workspace_len)
             .map_err(|e| driver("optimizer workspace allocation", e))?;
@@ -676,7 +686,7 @@ impl CudaSession {
                 ],
             };
             let cfg = LaunchConfig {
-                grid_dim: (self.grid.min(count as u32).max(1), 1, 1),
+                grid_dim: (self.fit_grid.min(count as u32).max(1), 1, 1),
                 block_dim: (NLL_BLOCK, 1, 1),
                 shared_mem_bytes: 0,
             };
