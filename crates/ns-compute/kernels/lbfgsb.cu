@@ -414,7 +414,12 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
     __syncthreads();
 }
 
-extern "C" __global__ void __launch_bounds__(NS_BLOCK, 4) fit_lbfgsb(ModelView m, FitArgs a, double* __restrict__ scratch) {
+// Resident blocks per multiprocessor the fit kernel is compiled for (caps its registers); set by
+// the host (NEXTSTAT_FIT_MIN_BLOCKS, see compile.rs).
+#ifndef NS_FIT_MIN_BLOCKS
+#define NS_FIT_MIN_BLOCKS 4
+#endif
+extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lbfgsb(ModelView m, FitArgs a, double* __restrict__ scratch) {
     __shared__ OptShared sh;
     const int tid = threadIdx.x, P = m.n_params, memory = a.memory;
     double* eval_scratch = scratch + (size_t)blockIdx.x * ns_scratch_stride(m);

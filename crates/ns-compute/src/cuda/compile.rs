@@ -69,11 +69,12 @@ pub(crate) fn kernel_cubin(
         ));
     }
     let arch = format!("--gpu-architecture=sm_{major}{minor}");
+    let fit_blocks = fit_min_blocks();
     let (nv_major, nv_minor) = nvrtc_version()?;
     let mut hasher = Sha256::new();
     hasher.update(KERNEL_SOURCE.as_bytes());
     hasher.update(format!(
-        "{OPTIONS:?}|{arch}|driver {driver_version}|nvrtc {nv_major}.{nv_minor}"
+        "{OPTIONS:?}|{arch}|{fit_blocks}|driver {driver_version}|nvrtc {nv_major}.{nv_minor}"
     ));
     let key: String = hasher
         .finalize()
@@ -86,7 +87,7 @@ pub(crate) fn kernel_cubin(
             return Ok((bytes, KernelOrigin::Cached));
         }
     }
-    let cubin = compile(&arch)?;
+    let cubin = compile(&[arch, fit_blocks])?;
     if let Some(path) = cached {
         // Write then rename, so a concurrent reader never sees half a file.
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
@@ -103,13 +104,25 @@ pub(crate) fn kernel_cubin(
     Ok((cubin, KernelOrigin::Compiled))
 }
 
-fn compile(arch: &str) -> Result<Vec<u8>> {
+/// The fit kernel's register budget as resident blocks per multiprocessor: 4 by default (128
+/// registers a thread, no spills); `NEXTSTAT_FIT_MIN_BLOCKS` to experiment. On an H100, 4, 6
+/// and 8 ran tHq toys equally fast (docs/benchmarks.md): the kernel is not occupancy-bound.
+fn fit_min_blocks() -> String {
+    let blocks = std::env::var("NEXTSTAT_FIT_MIN_BLOCKS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|&b| (1..=16).contains(&b))
+        .unwrap_or(4);
+    format!("-DNS_FIT_MIN_BLOCKS={blocks}")
+}
+
+fn compile(extra: &[String]) -> Result<Vec<u8>> {
     let source = std::ffi::CString::new(KERNEL_SOURCE).expect("kernel source has no NUL byte");
     let name = c"nextstat_kernels.cu";
     let program = result::create_program(&source, Some(name))
         .map_err(|e| nvrtc_error("program creation", e))?;
     let mut options: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
-    options.push(arch.to_string());
+    options.extend(extra.iter().cloned());
     let compiled = unsafe { result::compile_program(program, &options) };
     let outcome = compiled
         .map_err(|e| {
@@ -151,7 +164,8 @@ mod tests {
             eprintln!("SKIPPED kernels_compile_for_sm90_where_nvrtc_exists: libnvrtc not found");
             return;
         }
-        let cubin = compile("--gpu-architecture=sm_90").unwrap_or_else(|e| panic!("{e}"));
+        let cubin = compile(&["--gpu-architecture=sm_90".into(), fit_min_blocks()])
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(cubin.starts_with(b"\x7fELF"), "NVRTC returned no ELF cubin");
     }
 }
