@@ -18,7 +18,7 @@ while read -r file mu toys cpu_toys big; do
   dist-gpu/gpu_bench "$ws/$file" --mu "$mu" --toys "$toys" --cpu-toys "$cpu_toys" --big-toys "$big" \
     | tee -a "$out/gpu_bench.jsonl"
 done <<'MODELS'
-nextstat_multichannel_workspace.json 1.0 1000 1000 0
+nextstat_complex_workspace.json 2.5 1000 1000 0
 nextstat_tHu.json 0.30 1000 1000 10000
 MODELS
 echo "== the same toys with the optimizer on the host (lockstep, one launch per step), for comparison"

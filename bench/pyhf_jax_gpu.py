@@ -18,7 +18,7 @@ from pyhf.tensor.jax_backend import jax_backend
 # pyhf 0.7.6 calls percentile(interpolation=), which numpy 2.x removed (its toy expected set).
 jax_backend.percentile = lambda self, t, q, axis=None, interpolation="linear": np.percentile(np.asarray(t), q, axis=axis, method=interpolation)
 
-MODELS = [("nextstat_multichannel_workspace.json", 1.0, 20), ("nextstat_tHu.json", 0.30, 4)]
+MODELS = [("nextstat_complex_workspace.json", 2.5, 20), ("nextstat_tHu.json", 0.30, 4)]
 
 
 def median(fn, runs):
