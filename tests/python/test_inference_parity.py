@@ -2,12 +2,13 @@
 and of the ranking with cabinetry given our fit results."""
 
 import json
+import shutil
 
 import numpy as np
 import pyhf
 import pytest
 
-from conftest import REFERENCE_NAMES, cli_json, workspace_file
+from conftest import REFERENCE_NAMES, SHARED, cli_json, run_cli, workspace_file
 
 # The four large models are compared with pyhf's stored numbers in Rust (inference_stored.rs);
 # a tight JAX+minuit fit of each takes minutes.
@@ -190,3 +191,14 @@ def test_upper_limit_matches_tight_pyhf(name, tight_numpy):
     assert ours["obs"] == pytest.approx(float(obs), rel=1e-4)
     for a, b in zip(ours["exp"], exp):
         assert a == pytest.approx(float(b), rel=1e-4)
+
+
+def test_gpu_flag_fails_cleanly_without_a_gpu_and_auto_falls_back_to_the_cpu():
+    ws = SHARED / "workspaces" / "nextstat_complex_workspace.json"
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has an NVIDIA driver: the CUDA path is tested by crates/ns-tests/tests/cuda_parity.rs")
+    code, _, err = run_cli("fit", ws, "--gpu", "cuda", expect_ok=False)
+    assert code != 0 and "CUDA" in err and "panicked" not in err
+    auto = cli_json("fit", ws, "--gpu", "auto")
+    cpu = cli_json("fit", ws)
+    assert auto["bestfit"] == cpu["bestfit"]

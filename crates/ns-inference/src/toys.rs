@@ -89,7 +89,7 @@ fn clip(t: f64) -> f64 {
 
 /// What toys of one ensemble are drawn from, for the GPU sampler: the same expected data and
 /// constraint means the CPU's [`generate_toy`] uses.
-fn ensemble_rates(fitter: &Fitter, params: &[f64], stream: u32) -> Result<ToyEnsembleRates> {
+pub fn ensemble_rates(fitter: &Fitter, params: &[f64], stream: u32) -> Result<ToyEnsembleRates> {
     let compiled = &fitter.model().compiled;
     let (main, _) =
         CpuEvaluator::new(compiled).expected_data(params, &mut Scratch::new(compiled))?;

@@ -250,23 +250,7 @@ fn gpu_toys_are_the_cpu_toys_bit_for_bit() {
         let mut rng = TestRng::new(17);
         let params = random_point(&model, &mut rng);
         let compiled = &model.compiled;
-        let (main, _) = CpuEvaluator::new(compiled)
-            .expected_data(&params, &mut Scratch::new(compiled))
-            .unwrap();
-        let rates = ToyEnsembleRates {
-            main,
-            gauss_mean: compiled
-                .gaussian
-                .iter()
-                .map(|c| params[c.param as usize])
-                .collect(),
-            pois_rate: compiled
-                .poisson
-                .iter()
-                .map(|c| params[c.param as usize] * c.tau)
-                .collect(),
-            stream: 1,
-        };
+        let rates = ns_inference::toys::ensemble_rates(&fitter, &params, 1).unwrap();
         let session = CudaSession::new(compiled, 0).unwrap();
         let n_toys = 300;
         let device = session

@@ -1,0 +1,82 @@
+//! Device selection on any machine: names, clear errors, `auto` never choosing a GPU for work
+//! that the CPU does faster, and a CUDA request failing cleanly where no GPU exists.
+
+use ns_compute::cuda::has_cuda;
+use ns_core::Error;
+use ns_inference::{Device, Fitter, Workload};
+use ns_tests::{model_and_data, workspace_path};
+use ns_translate::Workspace;
+
+#[test]
+fn device_names_parse_and_unknown_or_missing_backends_say_why() {
+    assert_eq!(Device::from_name("cpu").unwrap(), Device::Cpu);
+    assert_eq!(Device::from_name("cuda").unwrap(), Device::Cuda);
+    assert_eq!(Device::from_name("auto").unwrap(), Device::Auto);
+    match Device::from_name("metal") {
+        Err(Error::Device(msg)) => assert!(msg.contains("Metal"), "{msg}"),
+        other => panic!("metal should be a clear device error, got {other:?}"),
+    }
+    match Device::from_name("tpu") {
+        Err(Error::InvalidInput(msg)) => {
+            assert!(msg.contains("tpu") && msg.contains("cuda"), "{msg}")
+        }
+        other => panic!("unknown device should be an input error, got {other:?}"),
+    }
+}
+
+#[test]
+fn auto_keeps_sequential_and_small_batch_work_on_the_cpu() {
+    let small = Workspace::from_path(&workspace_path("nextstat_complex_workspace.json")).unwrap();
+    let (small, _) = model_and_data(&small, Default::default());
+    let large = Workspace::from_path(&workspace_path("nextstat_tHu.json")).unwrap();
+    let (large, _) = model_and_data(&large, Default::default());
+    for model in [&small, &large] {
+        assert_eq!(
+            Device::Auto.resolve(model, Workload::Sequential),
+            Device::Cpu
+        );
+        assert_eq!(
+            Device::Auto.resolve(model, Workload::Batch { fits: 8 }),
+            Device::Cpu
+        );
+        assert_eq!(
+            Device::Cpu.resolve(model, Workload::Batch { fits: 1 << 20 }),
+            Device::Cpu
+        );
+        assert_eq!(
+            Device::Cuda.resolve(model, Workload::Sequential),
+            Device::Cuda
+        );
+    }
+    // 4000 fits of an 8-parameter model: the CPU finishes before a CUDA session would open.
+    assert_eq!(
+        Device::Auto.resolve(&small, Workload::Batch { fits: 4000 }),
+        Device::Cpu
+    );
+    let big_batch = Device::Auto.resolve(&large, Workload::Batch { fits: 4000 });
+    assert_eq!(
+        big_batch,
+        if has_cuda() {
+            Device::Cuda
+        } else {
+            Device::Cpu
+        }
+    );
+}
+
+#[test]
+fn a_cuda_fitter_without_a_gpu_is_a_clear_error_not_a_panic() {
+    if has_cuda() {
+        eprintln!(
+            "SKIPPED a_cuda_fitter_without_a_gpu_is_a_clear_error_not_a_panic: this machine has a GPU"
+        );
+        return;
+    }
+    let ws = Workspace::from_path(&workspace_path("nextstat_simple_workspace.json")).unwrap();
+    let (model, _) = model_and_data(&ws, Default::default());
+    match Fitter::cuda(&model, 0) {
+        Err(Error::Device(msg)) => assert!(msg.contains("CUDA"), "{msg}"),
+        Err(e) => panic!("expected a device error, got {e}"),
+        Ok(_) => panic!("a CUDA fitter opened without a GPU"),
+    }
+}
