@@ -6,8 +6,8 @@ use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 use ns_inference::optimizer::LbfgsbOptions;
 use ns_inference::{
-    Device, FitConfig, FitResult, Fitter, TestStatistic, Workload, hypotest_asymptotic,
-    profile_scan, significance, upper_limit_root, upper_limit_scan,
+    Device, FitConfig, Fitter, TestStatistic, Workload, hypotest_asymptotic, profile_scan, report,
+    significance, upper_limit_root, upper_limit_scan,
 };
 use serde_json::{Value, json};
 use std::io::IsTerminal;
@@ -273,25 +273,6 @@ fn linspace(spec: &[f64]) -> Result<Vec<f64>> {
         .collect())
 }
 
-fn fit_json(model: &ns_translate::HistFactoryModel, fit: &FitResult) -> Value {
-    json!({
-        "parameter_names": model.par_names,
-        "bestfit": fit.parameters,
-        "uncertainties": fit.uncertainties,
-        "twice_nll": fit.twice_nll,
-        "nll": fit.twice_nll / 2.0,
-        "converged": fit.converged,
-        "termination_reason": fit.termination.describe(),
-        "iterations": fit.iterations,
-        "evaluations": fit.evaluations,
-        "projected_gradient": fit.projected_gradient,
-        "at_bound": fit.at_bound,
-        "correlation": fit.correlation().map(|c| c.chunks(model.n_params()).map(|r| r.to_vec()).collect::<Vec<_>>()),
-        "covariance": fit.covariance.as_ref().map(|c| c.chunks(model.n_params()).map(|r| r.to_vec()).collect::<Vec<_>>()),
-        "warning": fit.warning,
-    })
-}
-
 pub fn run(cmd: InferCommand) -> Result<()> {
     match cmd {
         InferCommand::Ranking { args } => {
@@ -311,23 +292,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             );
             bar.finish_and_clear();
             let r = r?;
-            let entries: Vec<Value> = r
-                .entries
-                .iter()
-                .map(|e| {
-                    json!({
-                        "name": e.name, "bestfit": e.bestfit, "uncertainty": e.uncertainty, "pull": e.pull, "constraint": e.constraint,
-                        "impact_prefit_up": e.impact_prefit_up, "impact_prefit_down": e.impact_prefit_down,
-                        "impact_postfit_up": e.impact_postfit_up, "impact_postfit_down": e.impact_postfit_down,
-                    })
-                })
-                .collect();
-            let poi = model.poi()?;
-            let value = json!({
-                "poi": r.poi, "poi_bestfit": r.nominal.parameters[poi],
-                "poi_uncertainty": r.nominal.uncertainties.as_ref().map(|u| u[poi]),
-                "entries": entries, "failed_refits": r.failed_refits,
-            });
+            let value = report::ranking(model, &r);
             let mut text = format!(
                 "{:>40}  {:>9}  {:>9}  {:>10}  {:>10}\n",
                 "parameter", "pull", "constr.", "Δμ post+", "Δμ post−"
@@ -352,10 +317,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 &s.data,
                 &s.config,
             )?;
-            let value = json!({
-                "minus_two_log_lambda": g.minus_two_log_lambda, "ndof": g.ndof, "p_value": g.p_value,
-                "twice_nll_bestfit": g.twice_nll_bestfit, "twice_nll_saturated": g.twice_nll_saturated, "converged": g.fit.converged,
-            });
+            let value = report::gof(&g);
             let text = format!(
                 "-2 ln λ = {:.4} for {} degrees of freedom: p = {:.4}\n",
                 g.minus_two_log_lambda, g.ndof, g.p_value
@@ -400,7 +362,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             if let Some(w) = &fit.warning {
                 eprintln!("warning: {w}");
             }
-            let mut value = fit_json(model, &fit);
+            let mut value = report::fit(model, &fit);
             if !minos.is_empty() {
                 let names: Vec<String> = if minos.iter().any(|m| m == "all") {
                     (0..model.n_params())
@@ -445,27 +407,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 &s.config,
                 stat,
             )?;
-            let fits_converged = [
-                &h.free_fit,
-                &h.fixed_fit,
-                &h.asimov_fit,
-                &h.free_fit_asimov,
-                &h.fixed_fit_asimov,
-            ]
-            .iter()
-            .all(|f| f.converged);
-            let value = json!({
-                "mu": mu, "test_stat": test_stat,
-                "CLs_obs": h.cls.cls_obs, "CLs_exp": h.cls.cls_exp, "CLsb": h.cls.clsb_obs, "CLb": h.cls.clb_obs,
-                "CLsb_exp": h.cls.clsb_exp, "CLb_exp": h.cls.clb_exp,
-                "sqrt_q": h.sqrt_q, "sqrt_q_asimov": h.sqrt_q_asimov, "asymptotic_teststat": h.asymptotic_teststat,
-                "fits_converged": fits_converged,
-                "fitted_pars": {
-                    "free_fit_to_data": h.free_fit.parameters, "fixed_poi_fit_to_data": h.fixed_fit.parameters,
-                    "asimov_pars": h.asimov_fit.parameters, "free_fit_to_asimov": h.free_fit_asimov.parameters,
-                    "fixed_poi_fit_to_asimov": h.fixed_fit_asimov.parameters,
-                },
-            });
+            let value = report::hypotest(&test_stat, &h);
             let text = format!(
                 "mu = {mu}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",
                 h.cls.cls_obs, h.cls.cls_exp
@@ -494,25 +436,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             );
             bar.finish_and_clear();
             let h = h?;
-            let failures: std::collections::BTreeMap<String, usize> =
-                h.signal.failures.iter().chain(&h.background.failures).fold(
-                    Default::default(),
-                    |mut m, (k, v)| {
-                        *m.entry(k.clone()).or_insert(0) += v;
-                        m
-                    },
-                );
-            let mut value = json!({
-                "mu": mu, "test_stat": test_stat, "teststat_obs": h.teststat_obs,
-                "CLs_obs": h.cls.cls_obs, "CLs_exp": h.cls.cls_exp, "CLsb": h.cls.clsb_obs, "CLb": h.cls.clb_obs,
-                "CLsb_exp": h.cls.clsb_exp, "CLb_exp": h.cls.clb_exp,
-                "n_toys": n_toys, "n_failed": h.signal.n_failed + h.background.n_failed, "failures": failures, "seed": seed,
-            });
-            if stat == TestStatistic::Q0 {
-                // For q0 pyhf reports the p-value of the null (CLsb) in place of CLs.
-                value["p0_obs"] = json!(h.cls.clsb_obs);
-                value["p0_exp"] = json!(h.cls.clsb_exp);
-            }
+            let value = report::hypotest_toys(&test_stat, &h);
             let text = format!(
                 "mu = {mu}: CLs_obs = {:.6} (CLsb {:.6}, CLb {:.6}), CLs_exp = {:?}; {} toys per hypothesis, {} failed\n",
                 h.cls.cls_obs,
@@ -546,10 +470,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                     r?
                 }
             };
-            let value = json!({
-                "obs": ul.obs, "exp": ul.exp, "level": level,
-                "points": ul.points.iter().map(|(mu, obs, exp)| json!({"mu": mu, "CLs_obs": obs, "CLs_exp": exp})).collect::<Vec<_>>(),
-            });
+            let value = report::upper_limit(&ul, level);
             let text = format!(
                 "observed upper limit: {:.6}\nexpected: {:?}\n",
                 ul.obs, ul.exp
@@ -563,8 +484,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 &s.data,
                 &s.config,
             )?;
-            let value =
-                json!({"p0_obs": r.p0_obs, "Z_obs": r.z_obs, "p0_exp": r.p0_exp, "Z_exp": r.z_exp});
+            let value = report::significance(&r);
             let text = format!(
                 "p0 = {:.6e} (Z = {:.4}); expected median p0 = {:.6e} (Z = {:.4})\n",
                 r.p0_obs, r.z_obs, r.p0_exp[2], r.z_exp[2]
@@ -598,11 +518,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             );
             bar.finish_and_clear();
             let scan = scan?;
-            let value = json!({
-                "parameter": scan.parameter, "values": scan.values, "twice_nll": scan.twice_nll,
-                "delta_twice_nll": scan.delta_twice_nll, "bestfit_twice_nll": scan.free_fit.twice_nll,
-                "converged": scan.fits.iter().map(|f| f.converged).collect::<Vec<_>>(),
-            });
+            let value = report::scan(&scan);
             let mut text = format!("{:>12}  {:>16}\n", scan.parameter, "Δ twice_nll");
             for (v, d) in scan.values.iter().zip(&scan.delta_twice_nll) {
                 text.push_str(&format!("{v:>12.6}  {d:>16.8}\n"));

@@ -14,6 +14,7 @@ pub mod limits;
 pub mod linalg;
 pub mod optimizer;
 pub mod ranking;
+pub mod report;
 pub mod scan;
 pub mod stats;
 pub mod toys;

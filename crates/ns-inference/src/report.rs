@@ -1,0 +1,129 @@
+//! The JSON form of every inference result: the key names scripts read from `nextstat … `
+//! output and from the Python package's `.to_dict()`. One builder per result, shared by all
+//! front doors, so the contract cannot drift between them.
+
+use ns_translate::HistFactoryModel;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use crate::fit::FitResult;
+use crate::gof::GoodnessOfFit;
+use crate::hypotest::{AsymptoticHypotest, Significance, TestStatistic};
+use crate::limits::UpperLimit;
+use crate::ranking::Ranking;
+use crate::scan::ProfileScan;
+use crate::toys::ToyHypotest;
+
+fn matrix(values: Option<&Vec<f64>>, n: usize) -> Option<Vec<Vec<f64>>> {
+    values.map(|c| c.chunks(n.max(1)).map(|r| r.to_vec()).collect())
+}
+
+pub fn fit(model: &HistFactoryModel, fit: &FitResult) -> Value {
+    json!({
+        "parameter_names": model.par_names,
+        "bestfit": fit.parameters,
+        "uncertainties": fit.uncertainties,
+        "twice_nll": fit.twice_nll,
+        "nll": fit.twice_nll / 2.0,
+        "converged": fit.converged,
+        "termination_reason": fit.termination.describe(),
+        "iterations": fit.iterations,
+        "evaluations": fit.evaluations,
+        "projected_gradient": fit.projected_gradient,
+        "at_bound": fit.at_bound,
+        "correlation": matrix(fit.correlation().as_ref(), model.n_params()),
+        "covariance": matrix(fit.covariance.as_ref(), model.n_params()),
+        "warning": fit.warning,
+    })
+}
+
+pub fn ranking(model: &HistFactoryModel, r: &Ranking) -> Value {
+    let poi = model.poi().unwrap_or(0);
+    let entries: Vec<Value> = r
+        .entries
+        .iter()
+        .map(|e| {
+            json!({
+                "name": e.name, "bestfit": e.bestfit, "uncertainty": e.uncertainty, "pull": e.pull, "constraint": e.constraint,
+                "impact_prefit_up": e.impact_prefit_up, "impact_prefit_down": e.impact_prefit_down,
+                "impact_postfit_up": e.impact_postfit_up, "impact_postfit_down": e.impact_postfit_down,
+            })
+        })
+        .collect();
+    json!({
+        "poi": r.poi, "poi_bestfit": r.nominal.parameters[poi],
+        "poi_uncertainty": r.nominal.uncertainties.as_ref().map(|u| u[poi]),
+        "entries": entries, "failed_refits": r.failed_refits,
+    })
+}
+
+pub fn gof(g: &GoodnessOfFit) -> Value {
+    json!({
+        "minus_two_log_lambda": g.minus_two_log_lambda, "ndof": g.ndof, "p_value": g.p_value,
+        "twice_nll_bestfit": g.twice_nll_bestfit, "twice_nll_saturated": g.twice_nll_saturated, "converged": g.fit.converged,
+    })
+}
+
+pub fn hypotest(test_stat: &str, h: &AsymptoticHypotest) -> Value {
+    let fits = [
+        &h.free_fit,
+        &h.fixed_fit,
+        &h.asimov_fit,
+        &h.free_fit_asimov,
+        &h.fixed_fit_asimov,
+    ];
+    json!({
+        "mu": h.mu, "test_stat": test_stat,
+        "CLs_obs": h.cls.cls_obs, "CLs_exp": h.cls.cls_exp, "CLsb": h.cls.clsb_obs, "CLb": h.cls.clb_obs,
+        "CLsb_exp": h.cls.clsb_exp, "CLb_exp": h.cls.clb_exp,
+        "sqrt_q": h.sqrt_q, "sqrt_q_asimov": h.sqrt_q_asimov, "asymptotic_teststat": h.asymptotic_teststat,
+        "fits_converged": fits.iter().all(|f| f.converged),
+        "fitted_pars": {
+            "free_fit_to_data": h.free_fit.parameters, "fixed_poi_fit_to_data": h.fixed_fit.parameters,
+            "asimov_pars": h.asimov_fit.parameters, "free_fit_to_asimov": h.free_fit_asimov.parameters,
+            "fixed_poi_fit_to_asimov": h.fixed_fit_asimov.parameters,
+        },
+    })
+}
+
+pub fn hypotest_toys(test_stat: &str, h: &ToyHypotest) -> Value {
+    let failures: BTreeMap<String, usize> =
+        h.signal.failures.iter().chain(&h.background.failures).fold(
+            BTreeMap::new(),
+            |mut m, (k, v)| {
+                *m.entry(k.clone()).or_insert(0) += v;
+                m
+            },
+        );
+    let mut value = json!({
+        "mu": h.mu, "test_stat": test_stat, "teststat_obs": h.teststat_obs,
+        "CLs_obs": h.cls.cls_obs, "CLs_exp": h.cls.cls_exp, "CLsb": h.cls.clsb_obs, "CLb": h.cls.clb_obs,
+        "CLsb_exp": h.cls.clsb_exp, "CLb_exp": h.cls.clb_exp,
+        "n_toys": h.n_toys, "n_failed": h.signal.n_failed + h.background.n_failed, "failures": failures, "seed": h.seed,
+    });
+    if h.test_statistic == TestStatistic::Q0 {
+        // For q0 pyhf reports the p-value of the null (CLsb) in place of CLs.
+        value["p0_obs"] = json!(h.cls.clsb_obs);
+        value["p0_exp"] = json!(h.cls.clsb_exp);
+    }
+    value
+}
+
+pub fn upper_limit(ul: &UpperLimit, level: f64) -> Value {
+    json!({
+        "obs": ul.obs, "exp": ul.exp, "level": level,
+        "points": ul.points.iter().map(|(mu, obs, exp)| json!({"mu": mu, "CLs_obs": obs, "CLs_exp": exp})).collect::<Vec<_>>(),
+    })
+}
+
+pub fn significance(r: &Significance) -> Value {
+    json!({"p0_obs": r.p0_obs, "Z_obs": r.z_obs, "p0_exp": r.p0_exp, "Z_exp": r.z_exp})
+}
+
+pub fn scan(scan: &ProfileScan) -> Value {
+    json!({
+        "parameter": scan.parameter, "values": scan.values, "twice_nll": scan.twice_nll,
+        "delta_twice_nll": scan.delta_twice_nll, "bestfit_twice_nll": scan.free_fit.twice_nll,
+        "converged": scan.fits.iter().map(|f| f.converged).collect::<Vec<_>>(),
+    })
+}
