@@ -11,6 +11,8 @@ fi
 
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
+# The Python package (builds the abi3 extension with maturin, fetched by pip).
+.venv/bin/pip install --quiet --disable-pip-version-check ./bindings/ns-py
 
 cargo build --quiet --bin nextstat
 if cargo nextest --version >/dev/null 2>&1; then

@@ -1,0 +1,304 @@
+"""nextstat: HistFactory binned-likelihood inference on pyhf JSON workspaces, in Rust.
+
+Load a workspace, build a model, and run fits, CLs, limits, scans, rankings and toys — on the CPU
+or, with ``device="cuda"``, on an NVIDIA GPU. ``nextstat.infer`` mirrors ``pyhf.infer``, so an
+existing pyhf script changes one import.
+
+>>> import nextstat
+>>> ws = nextstat.Workspace("examples/complex_workspace.json")
+>>> model = ws.model()
+>>> result = nextstat.fit(model)
+>>> result.converged
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _core
+from ._core import NextStatError
+from ._results import (
+    AsymptoticHypotestResult,
+    FitResult,
+    GofResult,
+    ProfileScanResult,
+    RankingResult,
+    SignificanceResult,
+    ToyFits,
+    ToyHypotestResult,
+    UpperLimitResult,
+)
+
+__all__ = [
+    "NextStatError", "Workspace", "Model", "PatchSet", "fit", "fixed_poi_fit", "hypotest",
+    "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
+    "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
+    "has_metal", "infer",
+]
+
+Spec = Union[dict, str, os.PathLike]
+
+
+def _json_text(spec: Spec, what: str) -> str:
+    """A dict, a JSON string or a path to a JSON file, as JSON text."""
+    if isinstance(spec, dict) or isinstance(spec, list):
+        return json.dumps(spec)
+    if isinstance(spec, os.PathLike):
+        return Path(spec).read_text()
+    if isinstance(spec, str):
+        if spec.lstrip().startswith(("{", "[")):
+            return spec
+        path = Path(spec)
+        if not path.exists():
+            raise NextStatError(f"{what}: '{spec}' is neither JSON text nor an existing file")
+        return path.read_text()
+    raise NextStatError(f"{what} must be a dict, a JSON string or a path, not {type(spec).__name__}")
+
+
+class PatchSet:
+    """A HEPData patchset; ``apply(workspace, name)`` verifies the digest and patches."""
+
+    def __init__(self, spec: Spec):
+        self._text = _json_text(spec, "patchset")
+        self.spec = json.loads(self._text)
+
+    @property
+    def patches(self) -> List[str]:
+        return [p["metadata"]["name"] for p in self.spec.get("patches", [])]
+
+    def apply(self, workspace: "Workspace", name: str) -> "Workspace":
+        return Workspace._wrap(workspace._ws.apply_patchset(self._text, name))
+
+
+class Workspace:
+    """A pyhf workspace from a dict, a JSON string or a path."""
+
+    def __init__(self, spec: Spec):
+        self._ws = _core.Workspace.from_json(_json_text(spec, "workspace"))
+
+    @classmethod
+    def _wrap(cls, core_ws: Any) -> "Workspace":
+        ws = cls.__new__(cls)
+        ws._ws = core_ws
+        return ws
+
+    @property
+    def spec(self) -> dict:
+        return json.loads(self._ws.to_json())
+
+    def model(
+        self,
+        measurement_name: Optional[str] = None,
+        patches: Optional[Iterable[Any]] = None,
+        modifier_settings: Optional[Dict[str, Dict[str, str]]] = None,
+    ) -> "Model":
+        """The model of a measurement (the first by default), after ``patches`` (JSON patches:
+        lists of operations, or dicts with a ``"patch"`` key as in a patchset). ``modifier_settings``
+        (``{"normsys": {"interpcode": "code1"}}``) overrides only the modifier types it names."""
+        ws = self
+        for patch in patches or []:
+            ops = patch.get("patch") if isinstance(patch, dict) else patch
+            ws = Workspace._wrap(ws._ws.apply_patch(json.dumps(ops)))
+        settings = modifier_settings or {}
+        unknown = set(settings) - {"normsys", "histosys"}
+        if unknown:
+            raise NextStatError(f"modifier_settings: {sorted(unknown)} have no interpolation code (only normsys and histosys do)")
+        code = lambda kind: settings.get(kind, {}).get("interpcode")  # noqa: E731
+        core_model = ws._ws.model(measurement_name, code("normsys"), code("histosys"))
+        return Model(core_model, ws._ws.data(core_model, True))
+
+    def data(self, model: "Model", include_auxdata: bool = True) -> List[float]:
+        return self._ws.data(model._model, include_auxdata)
+
+    def digest(self) -> str:
+        return self._ws.digest()
+
+    def prune(self, channels=(), samples=(), modifiers=(), modifier_types=(), measurements=()) -> "Workspace":
+        return Workspace._wrap(self._ws.prune(list(channels), list(samples), list(modifiers), list(modifier_types), list(measurements)))
+
+    def rename(self, channels=None, samples=None, modifiers=None, measurements=None) -> "Workspace":
+        return Workspace._wrap(self._ws.rename(channels or {}, samples or {}, modifiers or {}, measurements or {}))
+
+    @classmethod
+    def combine(cls, left: "Workspace", right: "Workspace", join: str = "none", merge_channels: bool = False) -> "Workspace":
+        return cls._wrap(_core.Workspace.combine(left._ws, right._ws, join, merge_channels))
+
+    @classmethod
+    def sorted(cls, workspace: "Workspace") -> "Workspace":
+        return cls._wrap(workspace._ws.sorted())
+
+    def __repr__(self) -> str:
+        return f"Workspace(digest={self.digest()[:12]}…)"
+
+
+class _Config:
+    """``model.config``: pyhf's names for the parameter layout."""
+
+    def __init__(self, core_model: Any):
+        self._m = core_model
+
+    par_names = property(lambda self: list(self._m.par_names))
+    par_order = property(lambda self: list(self._m.par_order))
+    poi_index = property(lambda self: self._m.poi_index)
+    poi_name = property(lambda self: self._m.poi_name)
+    npars = property(lambda self: self._m.npars)
+    channels = property(lambda self: list(self._m.channels))
+    channel_nbins = property(lambda self: dict(zip(self._m.channels, self._m.channel_nbins)))
+    samples = property(lambda self: list(self._m.samples))
+    auxdata = property(lambda self: list(self._m.auxdata))
+
+    def suggested_init(self) -> List[float]:
+        return list(self._m.suggested_init())
+
+    def suggested_bounds(self) -> List[Tuple[float, float]]:
+        return [tuple(b) for b in self._m.suggested_bounds()]
+
+    def suggested_fixed(self) -> List[bool]:
+        return list(self._m.suggested_fixed())
+
+
+def _array(values: Any, what: str) -> np.ndarray:
+    try:
+        return np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise NextStatError(f"{what} must be numbers: {e}") from None
+
+
+class Model:
+    """A HistFactory model (``Workspace.model()``); it remembers its workspace's observations."""
+
+    def __init__(self, core_model: Any, observed: Sequence[float]):
+        self._model = core_model
+        self.config = _Config(core_model)
+        self.observed = list(observed)
+
+    def logpdf(self, pars: Any, data: Any) -> np.ndarray:
+        """log-likelihood, shaped ``(1,)`` as pyhf's."""
+        nll, _ = self._model.nll_grad(_array(pars, "pars"), _array(data, "data"))
+        return np.array([-nll])
+
+    def twice_nll(self, pars: Any, data: Any) -> float:
+        return 2.0 * self._model.nll_grad(_array(pars, "pars"), _array(data, "data"))[0]
+
+    def nll_grad(self, pars: Any, data: Any) -> Tuple[float, np.ndarray]:
+        """NLL and its gradient with respect to every parameter (analytic)."""
+        return self._model.nll_grad(_array(pars, "pars"), _array(data, "data"))
+
+    def expected_data(self, pars: Any, include_auxdata: bool = True) -> np.ndarray:
+        return self._model.expected_data(_array(pars, "pars"), include_auxdata)
+
+    def __repr__(self) -> str:
+        return f"Model({self.config.npars} parameters, POI {self.config.poi_name!r}, channels {self.config.channels})"
+
+
+def _options(model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device) -> Dict[str, Any]:
+    data = model.observed if data is None else data
+    return dict(
+        data=[float(x) for x in _array(data, "data")],
+        init=None if init_pars is None else [float(x) for x in _array(init_pars, "init_pars")],
+        bounds=None if par_bounds is None else [tuple(map(float, b)) for b in par_bounds],
+        fixed=None if fixed_params is None else [bool(f) for f in fixed_params],
+        tolerance=float(tolerance),
+        device=device,
+    )
+
+
+def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> FitResult:
+    """Maximum-likelihood fit with uncertainties (observed data unless ``data`` is given)."""
+    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
+    return FitResult._from_json(_core.fit(model._model, o["data"], o["init"], o["bounds"], o["fixed"], o["tolerance"], True, o["device"]))
+
+
+def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> FitResult:
+    """Fit with the POI fixed at ``poi_value``."""
+    poi = model.config.poi_index
+    if poi is None:
+        raise NextStatError(f"the model has no POI (measurement POI '{model.config.poi_name}' is not a parameter)")
+    init = list(model.config.suggested_init() if init_pars is None else _array(init_pars, "init_pars"))
+    fixed = list(model.config.suggested_fixed() if fixed_params is None else fixed_params)
+    init[poi], fixed[poi] = float(poi_value), True
+    return fit(model, data, init, par_bounds, fixed, tolerance=tolerance, device=device)
+
+
+def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> AsymptoticHypotestResult:
+    """Asymptotic CLs at ``poi_value``."""
+    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
+    return AsymptoticHypotestResult._from_json(_core.hypotest(model._model, o["data"], float(poi_value), test_stat, o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+
+
+def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> ToyHypotestResult:
+    """Toy-based CLs at ``poi_value``; the same seed gives the same toys on any device."""
+    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
+    return ToyHypotestResult._from_json(_core.hypotest_toys(model._model, o["data"], float(poi_value), int(n_toys), int(seed), test_stat, o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+
+
+def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> UpperLimitResult:
+    """Observed and expected CLs upper limits: root finding, or a scan over ``scan``."""
+    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
+    grid = None if scan is None else [float(x) for x in _array(scan, "scan")]
+    return UpperLimitResult._from_json(_core.upper_limit(model._model, o["data"], float(level), grid, o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+
+
+def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> SignificanceResult:
+    """Discovery p0 and Z (asymptotic q0), observed and expected."""
+    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
+    return SignificanceResult._from_json(_core.significance(model._model, o["data"], o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+
+
+def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> ProfileScanResult:
+    """Profile likelihood of the POI (or ``parameter``) at ``mu_values``."""
+    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
+    values = [float(x) for x in _array(mu_values, "mu_values")]
+    return ProfileScanResult._from_json(_core.profile_scan(model._model, o["data"], values, parameter, o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+
+
+def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> RankingResult:
+    """Pulls, constraints and pre/post-fit impacts on the POI of every nuisance parameter."""
+    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
+    return RankingResult._from_json(_core.ranking(model._model, o["data"], o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+
+
+def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6) -> GofResult:
+    """Goodness of fit against the saturated model."""
+    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, "cpu")
+    return GofResult._from_json(_core.gof(model._model, o["data"], o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+
+
+def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=1e-6, device="cuda") -> ToyFits:
+    """Draw ``n_toys`` toys at ``params`` and fit each, all in one batch on the GPU."""
+    data, fits = _core.fit_toys(model._model, [float(x) for x in _array(params, "params")], int(n_toys), int(seed), float(tolerance), device)
+    return ToyFits(data, [FitResult._from_json(f) for f in fits])
+
+
+def fit_toys_from_data_gpu(model: Model, data, init=None, bounds=None, *, tolerance=1e-6, device="cuda") -> List[FitResult]:
+    """Fit each row of ``data`` (main then aux) in one batch; ``init``/``bounds`` one per row or one for all."""
+    rows = np.ascontiguousarray(data, dtype=np.float64)
+    if rows.ndim != 2:
+        raise NextStatError(f"data must be 2-dimensional (one dataset per row), not shape {rows.shape}")
+    init_rows = None if init is None else [list(map(float, r)) for r in np.atleast_2d(np.asarray(init, dtype=np.float64))]
+    bound_rows = None if bounds is None else ([[tuple(map(float, b)) for b in bounds]] if np.ndim(bounds) == 2 else [[tuple(map(float, b)) for b in row] for row in bounds])
+    return [FitResult._from_json(f) for f in _core.fit_from_data(model._model, rows, init_rows, bound_rows, float(tolerance), device)]
+
+
+def hypotest_qtilde_toys_gpu(poi_value: float, model: Model, n_toys: int, seed: int = 0, data=None, *, tolerance=1e-6, device="cuda") -> ToyHypotestResult:
+    """Toy-based CLs with q̃_μ on the GPU (observed data unless ``data`` is given)."""
+    return hypotest_toys(poi_value, model, n_toys, seed, data, "qtilde", tolerance=tolerance, device=device)
+
+
+def has_cuda() -> bool:
+    """Whether an NVIDIA driver and GPU are present (never raises)."""
+    return _core.has_cuda()
+
+
+def has_metal() -> bool:
+    """Whether the Metal (f32) backend is available; not in this build."""
+    return _core.has_metal()
+
+
+from . import infer  # noqa: E402  (needs the names above)

@@ -1,0 +1,190 @@
+"""Typed result objects of the native API, built from the engine's JSON reports.
+
+Every result keeps the report it came from: ``.to_dict()`` returns it with the same key names as
+the ``nextstat`` CLI's JSON output, so a script can switch between the two.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List
+
+import numpy as np
+
+
+class _Result:
+    """Attributes from a report; array-valued entries become NumPy float64 arrays."""
+
+    _arrays: tuple = ()
+
+    def __init__(self, report: Dict[str, Any]):
+        self._report = report
+
+    @classmethod
+    def _from_json(cls, text: str) -> "_Result":
+        return cls(json.loads(text))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The report, with the CLI's JSON key names."""
+        return json.loads(json.dumps(self._report))
+
+    def _get(self, key: str) -> Any:
+        value = self._report.get(key)
+        if key in self._arrays and value is not None:
+            return np.asarray(value, dtype=np.float64)
+        return value
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={self._short(self._report[k])}" for k in self._repr_keys if k in self._report)
+        return f"{type(self).__name__}({shown})"
+
+    _repr_keys: tuple = ()
+
+    @staticmethod
+    def _short(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.6g}"
+        if isinstance(value, list) and len(value) > 6:
+            return f"[{len(value)} values]"
+        if isinstance(value, list):
+            return "[" + ", ".join(_Result._short(v) for v in value) + "]"
+        return repr(value)
+
+
+class FitResult(_Result):
+    """A maximum-likelihood fit: ``bestfit``, ``uncertainties``, ``twice_nll``, ``converged``, …"""
+
+    _arrays = ("bestfit", "uncertainties", "correlation", "covariance")
+    _repr_keys = ("twice_nll", "converged", "iterations")
+
+    parameter_names = property(lambda self: list(self._report["parameter_names"]))
+    bestfit = property(lambda self: self._get("bestfit"))
+    uncertainties = property(lambda self: self._get("uncertainties"))
+    correlation = property(lambda self: self._get("correlation"))
+    covariance = property(lambda self: self._get("covariance"))
+    twice_nll = property(lambda self: float(self._report["twice_nll"]))
+    nll = property(lambda self: float(self._report["nll"]))
+    converged = property(lambda self: bool(self._report["converged"]))
+    termination_reason = property(lambda self: self._report["termination_reason"])
+    iterations = property(lambda self: int(self._report["iterations"]))
+    at_bound = property(lambda self: list(self._report["at_bound"]))
+    warning = property(lambda self: self._report.get("warning"))
+
+    def __getitem__(self, name: str) -> float:
+        """Best-fit value of a parameter by name (``fit["mu"]``)."""
+        return float(self.bestfit[self.parameter_names.index(name)])
+
+
+class HypotestResult(_Result):
+    """CLs at one POI value: ``cls_obs``, ``cls_exp`` (−2σ…+2σ), ``clsb``, ``clb``."""
+
+    _arrays = ("CLs_exp", "CLsb_exp", "CLb_exp")
+    _repr_keys = ("mu", "test_stat", "CLs_obs", "CLs_exp")
+
+    mu = property(lambda self: float(self._report["mu"]))
+    test_stat = property(lambda self: self._report["test_stat"])
+    cls_obs = property(lambda self: float(self._report["CLs_obs"]))
+    cls_exp = property(lambda self: self._get("CLs_exp"))
+    clsb = property(lambda self: float(self._report["CLsb"]))
+    clb = property(lambda self: float(self._report["CLb"]))
+    clsb_exp = property(lambda self: self._get("CLsb_exp"))
+    clb_exp = property(lambda self: self._get("CLb_exp"))
+
+
+class AsymptoticHypotestResult(HypotestResult):
+    sqrt_q = property(lambda self: float(self._report["sqrt_q"]))
+    sqrt_q_asimov = property(lambda self: float(self._report["sqrt_q_asimov"]))
+    fits_converged = property(lambda self: bool(self._report["fits_converged"]))
+
+
+class ToyHypotestResult(HypotestResult):
+    _repr_keys = ("mu", "test_stat", "CLs_obs", "n_toys", "n_failed")
+
+    teststat_obs = property(lambda self: float(self._report["teststat_obs"]))
+    n_toys = property(lambda self: int(self._report["n_toys"]))
+    n_failed = property(lambda self: int(self._report["n_failed"]))
+    seed = property(lambda self: int(self._report["seed"]))
+    failures = property(lambda self: dict(self._report["failures"]))
+
+
+class UpperLimitResult(_Result):
+    """Observed and expected (−2σ…+2σ) upper limits, with every CLs point computed."""
+
+    _arrays = ("exp",)
+    _repr_keys = ("obs", "exp", "level")
+
+    obs = property(lambda self: float(self._report["obs"]))
+    exp = property(lambda self: self._get("exp"))
+    level = property(lambda self: float(self._report["level"]))
+    points = property(lambda self: list(self._report["points"]))
+
+
+class SignificanceResult(_Result):
+    _arrays = ("p0_exp", "Z_exp")
+    _repr_keys = ("p0_obs", "Z_obs")
+
+    p0_obs = property(lambda self: float(self._report["p0_obs"]))
+    z_obs = property(lambda self: float(self._report["Z_obs"]))
+    p0_exp = property(lambda self: self._get("p0_exp"))
+    z_exp = property(lambda self: self._get("Z_exp"))
+
+
+class ProfileScanResult(_Result):
+    _arrays = ("values", "twice_nll", "delta_twice_nll")
+    _repr_keys = ("parameter", "values")
+
+    parameter = property(lambda self: self._report["parameter"])
+    values = property(lambda self: self._get("values"))
+    twice_nll = property(lambda self: self._get("twice_nll"))
+    delta_twice_nll = property(lambda self: self._get("delta_twice_nll"))
+    converged = property(lambda self: list(self._report["converged"]))
+
+
+class RankingResult(_Result):
+    """Pulls, constraints and impacts, sorted by post-fit impact (largest first)."""
+
+    _repr_keys = ("poi", "poi_bestfit")
+
+    poi = property(lambda self: self._report["poi"])
+    poi_bestfit = property(lambda self: float(self._report["poi_bestfit"]))
+    entries = property(lambda self: list(self._report["entries"]))
+    names = property(lambda self: [e["name"] for e in self._report["entries"]])
+    failed_refits = property(lambda self: list(self._report["failed_refits"]))
+
+
+class GofResult(_Result):
+    _repr_keys = ("minus_two_log_lambda", "ndof", "p_value")
+
+    minus_two_log_lambda = property(lambda self: float(self._report["minus_two_log_lambda"]))
+    ndof = property(lambda self: int(self._report["ndof"]))
+    p_value = property(lambda self: float(self._report["p_value"]))
+
+
+class ToyFits:
+    """Toy datasets (rows of main then auxiliary data) and their fits."""
+
+    def __init__(self, data: np.ndarray, fits: List[FitResult]):
+        self.data = data
+        self.fits = fits
+
+    @property
+    def bestfit(self) -> np.ndarray:
+        return np.array([f.bestfit for f in self.fits])
+
+    @property
+    def twice_nll(self) -> np.ndarray:
+        return np.array([f.twice_nll for f in self.fits])
+
+    @property
+    def converged(self) -> np.ndarray:
+        return np.array([f.converged for f in self.fits])
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"data": self.data.tolist(), "fits": [f.to_dict() for f in self.fits]}
+
+    def __len__(self) -> int:
+        return len(self.fits)
+
+    def __repr__(self) -> str:
+        return f"ToyFits({len(self.fits)} fits, {int(self.converged.sum())} converged)"
+

@@ -1,0 +1,614 @@
+//! `nextstat._core`: the Rust engine for Python. Thin by design — it converts arguments, releases
+//! the GIL around every computation and returns results as the JSON documents of
+//! `ns_inference::report` (the CLI's key names); `python/nextstat` builds the typed result
+//! objects and the pyhf-compatible `nextstat.infer` on top.
+
+use std::collections::HashMap;
+
+use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_core::{HistosysCode, InterpCodes, NormsysCode};
+use ns_inference::{
+    Device, FitConfig, FitJob, Fitter, TestStatistic, Workload, report,
+};
+use ns_translate::ops::{Join, Prune, Rename};
+use ns_translate::patch::{PatchSet, apply_patch};
+use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
+use numpy::{PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+create_exception!(
+    _core,
+    NextStatError,
+    PyValueError,
+    "An error from the nextstat engine: the message says what is wrong and where."
+);
+
+fn to_py(e: ns_core::Error) -> PyErr {
+    NextStatError::new_err(e.to_string())
+}
+
+type NsResult<T> = std::result::Result<T, ns_core::Error>;
+
+fn invalid(message: String) -> ns_core::Error {
+    ns_core::Error::InvalidInput(message)
+}
+
+/// A pyhf workspace (validated).
+#[pyclass(module = "nextstat._core", name = "Workspace", frozen)]
+struct PyWorkspace {
+    ws: Workspace,
+}
+
+#[pymethods]
+impl PyWorkspace {
+    /// Parse a workspace from its JSON text.
+    #[staticmethod]
+    fn from_json(text: &str) -> PyResult<Self> {
+        Ok(PyWorkspace { ws: Workspace::from_json_str(text).map_err(to_py)? })
+    }
+
+    /// The workspace as JSON text.
+    fn to_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.ws.to_value()).map_err(|e| NextStatError::new_err(e.to_string()))
+    }
+
+    /// Build the model of a measurement; `normsys`/`histosys` override the interpolation code of
+    /// that modifier type only (pyhf's `modifier_settings`).
+    #[pyo3(signature = (measurement_name=None, normsys=None, histosys=None))]
+    fn model(&self, measurement_name: Option<String>, normsys: Option<&str>, histosys: Option<&str>) -> PyResult<PyModel> {
+        let mut codes = InterpCodes::default();
+        if let Some(n) = normsys {
+            codes.normsys = NormsysCode::from_name(n).ok_or_else(|| {
+                NextStatError::new_err(format!("normsys interpolation '{n}' is not one pyhf accepts (code1, code4)"))
+            })?;
+        }
+        if let Some(h) = histosys {
+            codes.histosys = HistosysCode::from_name(h).ok_or_else(|| {
+                NextStatError::new_err(format!(
+                    "histosys interpolation '{h}' is not one pyhf accepts (code0, code2, code4p)"
+                ))
+            })?;
+        }
+        let options = ModelOptions { measurement: measurement_name, codes };
+        Ok(PyModel { model: HistFactoryModel::from_workspace(&self.ws, &options).map_err(to_py)? })
+    }
+
+    /// Observed data of the model's channels (then its auxiliary data).
+    #[pyo3(signature = (model, include_auxdata=true))]
+    fn data(&self, model: &PyModel, include_auxdata: bool) -> PyResult<Vec<f64>> {
+        self.ws.data(&model.model, include_auxdata).map_err(to_py)
+    }
+
+    fn digest(&self) -> String {
+        ns_translate::pyjson::digest(&self.ws.to_value())
+    }
+
+    #[pyo3(signature = (channels=vec![], samples=vec![], modifiers=vec![], modifier_types=vec![], measurements=vec![]))]
+    fn prune(
+        &self,
+        channels: Vec<String>,
+        samples: Vec<String>,
+        modifiers: Vec<String>,
+        modifier_types: Vec<String>,
+        measurements: Vec<String>,
+    ) -> PyResult<Self> {
+        let prune = Prune { channels, samples, modifiers, modifier_types, measurements };
+        Ok(PyWorkspace { ws: self.ws.prune(&prune).map_err(to_py)? })
+    }
+
+    #[pyo3(signature = (channels=HashMap::new(), samples=HashMap::new(), modifiers=HashMap::new(), measurements=HashMap::new()))]
+    fn rename(
+        &self,
+        channels: HashMap<String, String>,
+        samples: HashMap<String, String>,
+        modifiers: HashMap<String, String>,
+        measurements: HashMap<String, String>,
+    ) -> PyResult<Self> {
+        let rename = Rename { channels, samples, modifiers, measurements };
+        Ok(PyWorkspace { ws: self.ws.rename(&rename).map_err(to_py)? })
+    }
+
+    fn sorted(&self) -> Self {
+        PyWorkspace { ws: self.ws.sorted() }
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (left, right, join="none", merge_channels=false))]
+    fn combine(left: &PyWorkspace, right: &PyWorkspace, join: &str, merge_channels: bool) -> PyResult<Self> {
+        let join = Join::from_name(join).map_err(to_py)?;
+        Ok(PyWorkspace { ws: Workspace::combine(&left.ws, &right.ws, join, merge_channels).map_err(to_py)? })
+    }
+
+    /// Apply an RFC 6902 JSON patch (JSON text).
+    fn apply_patch(&self, patch_json: &str) -> PyResult<Self> {
+        let patch = ns_translate::load::parse_json(patch_json, "patch").map_err(to_py)?;
+        let mut doc = self.ws.to_value();
+        apply_patch(&mut doc, &patch, "patch").map_err(to_py)?;
+        Ok(PyWorkspace { ws: Workspace::from_value(doc).map_err(to_py)? })
+    }
+
+    /// Apply the patch `name` of a HEPData patchset (JSON text), verifying its digest.
+    fn apply_patchset(&self, patchset_json: &str, name: &str) -> PyResult<Self> {
+        let value = ns_translate::load::parse_json(patchset_json, "patchset").map_err(to_py)?;
+        let patchset = PatchSet::from_value(value).map_err(to_py)?;
+        let doc = patchset.apply(&self.ws.to_value(), name).map_err(to_py)?;
+        Ok(PyWorkspace { ws: Workspace::from_value(doc).map_err(to_py)? })
+    }
+}
+
+/// A HistFactory model with pyhf's parameter layout.
+#[pyclass(module = "nextstat._core", name = "Model", frozen)]
+struct PyModel {
+    model: HistFactoryModel,
+}
+
+impl PyModel {
+    fn params(&self, pars: &[f64]) -> NsResult<()> {
+        if pars.len() != self.model.n_params() {
+            return Err(invalid(format!(
+                "pars has length {} but the model has {} parameters ({:?}…)",
+                pars.len(),
+                self.model.n_params(),
+                &self.model.par_names[..self.model.n_params().min(3)]
+            )));
+        }
+        Ok(())
+    }
+
+    fn prepared(&self, data: &[f64]) -> NsResult<PreparedData> {
+        PreparedData::from_full(&self.model.compiled, data)
+    }
+}
+
+#[pymethods]
+impl PyModel {
+    #[getter]
+    fn par_names(&self) -> Vec<String> {
+        self.model.par_names.clone()
+    }
+    #[getter]
+    fn par_order(&self) -> Vec<String> {
+        self.model.par_order().iter().map(|s| s.to_string()).collect()
+    }
+    #[getter]
+    fn poi_index(&self) -> Option<usize> {
+        self.model.poi_index()
+    }
+    #[getter]
+    fn poi_name(&self) -> String {
+        self.model.poi_name.clone()
+    }
+    #[getter]
+    fn npars(&self) -> usize {
+        self.model.n_params()
+    }
+    #[getter]
+    fn channels(&self) -> Vec<String> {
+        self.model.channels.iter().map(|c| c.name.clone()).collect()
+    }
+    #[getter]
+    fn channel_nbins(&self) -> Vec<usize> {
+        self.model.channels.iter().map(|c| c.n_bins).collect()
+    }
+    #[getter]
+    fn samples(&self) -> Vec<String> {
+        self.model.samples.clone()
+    }
+    #[getter]
+    fn auxdata(&self) -> Vec<f64> {
+        self.model.auxdata.clone()
+    }
+    #[getter]
+    fn measurement(&self) -> String {
+        self.model.measurement.clone()
+    }
+    fn suggested_init(&self) -> Vec<f64> {
+        self.model.suggested_init()
+    }
+    fn suggested_bounds(&self) -> Vec<(f64, f64)> {
+        self.model.suggested_bounds()
+    }
+    fn suggested_fixed(&self) -> Vec<bool> {
+        self.model.suggested_fixed()
+    }
+
+    /// NLL and its gradient at `pars` against full data (main, then aux).
+    fn nll_grad<'py>(&self, py: Python<'py>, pars: PyReadonlyArray1<f64>, data: PyReadonlyArray1<f64>) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
+        let (pars, data) = (pars.as_slice()?.to_vec(), data.as_slice()?.to_vec());
+        let (nll, grad) = py
+            .detach(|| -> NsResult<(f64, Vec<f64>)> {
+                self.params(&pars)?;
+                let prepared = self.prepared(&data)?;
+                let mut grad = vec![0.0; pars.len()];
+                let nll = CpuEvaluator::new(&self.model.compiled).nll_with_gradient(
+                    &pars,
+                    &prepared,
+                    &mut Scratch::new(&self.model.compiled),
+                    Some(&mut grad),
+                )?;
+                Ok((nll, grad))
+            })
+            .map_err(to_py)?;
+        Ok((nll, PyArray1::from_vec(py, grad)))
+    }
+
+    /// Expected main data and, if asked, the expected auxiliary data after it.
+    #[pyo3(signature = (pars, include_auxdata=true))]
+    fn expected_data<'py>(&self, py: Python<'py>, pars: PyReadonlyArray1<f64>, include_auxdata: bool) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let pars = pars.as_slice()?.to_vec();
+        self.params(&pars).map_err(to_py)?;
+        let (mut main, aux) = CpuEvaluator::new(&self.model.compiled)
+            .expected_data(&pars, &mut Scratch::new(&self.model.compiled))
+            .map_err(to_py)?;
+        if include_auxdata {
+            main.extend(aux);
+        }
+        Ok(PyArray1::from_vec(py, main))
+    }
+}
+
+/// Init, bounds and fixed parameters of a fit from optional Python values.
+fn fit_config(
+    model: &HistFactoryModel,
+    init: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    fixed: Option<Vec<bool>>,
+    tolerance: f64,
+) -> NsResult<FitConfig> {
+    let mut config = FitConfig::suggested(model);
+    let n = model.n_params();
+    let check = |len: usize, what: &str| {
+        if len == n {
+            Ok(())
+        } else {
+            Err(invalid(format!("{what} has {len} entries but the model has {n} parameters")))
+        }
+    };
+    if let Some(v) = init {
+        check(v.len(), "init_pars")?;
+        config.init = v;
+    }
+    if let Some(v) = bounds {
+        check(v.len(), "par_bounds")?;
+        config.bounds = v;
+    }
+    if let Some(v) = fixed {
+        check(v.len(), "fixed_params")?;
+        config.fixed = v;
+    }
+    if !(tolerance > 0.0) {
+        return Err(invalid(format!("tolerance must be positive, not {tolerance}")));
+    }
+    config.optimizer.pg_tol = tolerance;
+    Ok(config)
+}
+
+fn fitter<'m>(model: &'m HistFactoryModel, device: &str, workload: Workload) -> NsResult<Fitter<'m>> {
+    Fitter::on_device(model, Device::from_name(device)?, workload)
+}
+
+fn json_text(value: serde_json::Value) -> String {
+    value.to_string()
+}
+
+/// A fit. Returns the report JSON (`ns_inference::report::fit`).
+#[pyfunction]
+#[pyo3(signature = (model, data, init=None, bounds=None, fixed=None, tolerance=1e-6, uncertainties=true, device="cpu"))]
+#[allow(clippy::too_many_arguments)]
+fn fit(
+    py: Python<'_>,
+    model: &PyModel,
+    data: Vec<f64>,
+    init: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    fixed: Option<Vec<bool>>,
+    tolerance: f64,
+    uncertainties: bool,
+    device: &str,
+) -> PyResult<String> {
+    py.detach(|| {
+        let m = &model.model;
+        let mut config = fit_config(m, init, bounds, fixed, tolerance)?;
+        config.uncertainties = uncertainties;
+        let result = fitter(m, device, Workload::Sequential)?.fit(&model.prepared(&data)?, &config)?;
+        Ok(json_text(report::fit(m, &result)))
+    })
+    .map_err(to_py)
+}
+
+/// Asymptotic hypothesis test at `mu`.
+#[pyfunction]
+#[pyo3(signature = (model, data, mu, test_stat="qtilde", init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
+#[allow(clippy::too_many_arguments)]
+fn hypotest(
+    py: Python<'_>,
+    model: &PyModel,
+    data: Vec<f64>,
+    mu: f64,
+    test_stat: &str,
+    init: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    fixed: Option<Vec<bool>>,
+    tolerance: f64,
+    device: &str,
+) -> PyResult<String> {
+    py.detach(|| {
+        let m = &model.model;
+        let config = fit_config(m, init, bounds, fixed, tolerance)?;
+        let stat = TestStatistic::from_name(test_stat)?;
+        let h = ns_inference::hypotest_asymptotic(&fitter(m, device, Workload::Sequential)?, mu, &model.prepared(&data)?, &config, stat)?;
+        Ok(json_text(report::hypotest(test_stat, &h)))
+    })
+    .map_err(to_py)
+}
+
+/// Toy-based hypothesis test at `mu` with `n_toys` toys per hypothesis.
+#[pyfunction]
+#[pyo3(signature = (model, data, mu, n_toys=2000, seed=0, test_stat="qtilde", init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
+#[allow(clippy::too_many_arguments)]
+fn hypotest_toys(
+    py: Python<'_>,
+    model: &PyModel,
+    data: Vec<f64>,
+    mu: f64,
+    n_toys: usize,
+    seed: u64,
+    test_stat: &str,
+    init: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    fixed: Option<Vec<bool>>,
+    tolerance: f64,
+    device: &str,
+) -> PyResult<String> {
+    py.detach(|| {
+        let m = &model.model;
+        let config = fit_config(m, init, bounds, fixed, tolerance)?;
+        let stat = TestStatistic::from_name(test_stat)?;
+        let f = fitter(m, device, Workload::Batch { fits: 4 * n_toys })?;
+        let h = ns_inference::hypotest_toys(&f, mu, &model.prepared(&data)?, &config, stat, n_toys, seed, &|_| {})?;
+        Ok(json_text(report::hypotest_toys(test_stat, &h)))
+    })
+    .map_err(to_py)
+}
+
+/// Observed and expected upper limits at CLs `level`: root finding, or a scan over `scan`.
+#[pyfunction]
+#[pyo3(signature = (model, data, level=0.05, scan=None, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
+#[allow(clippy::too_many_arguments)]
+fn upper_limit(
+    py: Python<'_>,
+    model: &PyModel,
+    data: Vec<f64>,
+    level: f64,
+    scan: Option<Vec<f64>>,
+    init: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    fixed: Option<Vec<bool>>,
+    tolerance: f64,
+    device: &str,
+) -> PyResult<String> {
+    py.detach(|| {
+        let m = &model.model;
+        let config = fit_config(m, init, bounds, fixed, tolerance)?;
+        let f = fitter(m, device, Workload::Sequential)?;
+        let prepared = model.prepared(&data)?;
+        let ul = match scan {
+            Some(grid) => ns_inference::upper_limit_scan(&f, &prepared, &config, level, &grid, &mut |_| {})?,
+            None => ns_inference::upper_limit_root(&f, &prepared, &config, level, 1e-6, &mut |_| {})?,
+        };
+        Ok(json_text(report::upper_limit(&ul, level)))
+    })
+    .map_err(to_py)
+}
+
+/// Discovery significance (asymptotic q0).
+#[pyfunction]
+#[pyo3(signature = (model, data, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
+fn significance(
+    py: Python<'_>,
+    model: &PyModel,
+    data: Vec<f64>,
+    init: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    fixed: Option<Vec<bool>>,
+    tolerance: f64,
+    device: &str,
+) -> PyResult<String> {
+    py.detach(|| {
+        let m = &model.model;
+        let config = fit_config(m, init, bounds, fixed, tolerance)?;
+        let r = ns_inference::significance(&fitter(m, device, Workload::Sequential)?, &model.prepared(&data)?, &config)?;
+        Ok(json_text(report::significance(&r)))
+    })
+    .map_err(to_py)
+}
+
+/// Profile-likelihood scan of `parameter` (the POI when None) over `values`.
+#[pyfunction]
+#[pyo3(signature = (model, data, values, parameter=None, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
+#[allow(clippy::too_many_arguments)]
+fn profile_scan(
+    py: Python<'_>,
+    model: &PyModel,
+    data: Vec<f64>,
+    values: Vec<f64>,
+    parameter: Option<String>,
+    init: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    fixed: Option<Vec<bool>>,
+    tolerance: f64,
+    device: &str,
+) -> PyResult<String> {
+    py.detach(|| {
+        let m = &model.model;
+        let config = fit_config(m, init, bounds, fixed, tolerance)?;
+        let index = match &parameter {
+            Some(name) => m
+                .parameter_index(name)
+                .ok_or_else(|| invalid(format!("unknown parameter '{name}' (see Model.par_names)")))?,
+            None => m.poi()?,
+        };
+        let scan = ns_inference::profile_scan(&fitter(m, device, Workload::Sequential)?, index, &values, &model.prepared(&data)?, &config, &mut |_| {})?;
+        Ok(json_text(report::scan(&scan)))
+    })
+    .map_err(to_py)
+}
+
+/// Nuisance-parameter ranking (pulls, constraints, impacts on the POI).
+#[pyfunction]
+#[pyo3(signature = (model, data, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
+fn ranking(
+    py: Python<'_>,
+    model: &PyModel,
+    data: Vec<f64>,
+    init: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    fixed: Option<Vec<bool>>,
+    tolerance: f64,
+    device: &str,
+) -> PyResult<String> {
+    py.detach(|| {
+        let m = &model.model;
+        let config = fit_config(m, init, bounds, fixed, tolerance)?;
+        let f = fitter(m, device, Workload::Batch { fits: 4 * m.n_params() })?;
+        let r = ns_inference::ranking(&f, &model.prepared(&data)?, &config, &|_| {})?;
+        Ok(json_text(report::ranking(m, &r)))
+    })
+    .map_err(to_py)
+}
+
+/// Goodness of fit against the saturated model.
+#[pyfunction]
+#[pyo3(signature = (model, data, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
+fn gof(
+    py: Python<'_>,
+    model: &PyModel,
+    data: Vec<f64>,
+    init: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    fixed: Option<Vec<bool>>,
+    tolerance: f64,
+    device: &str,
+) -> PyResult<String> {
+    py.detach(|| {
+        let m = &model.model;
+        let config = fit_config(m, init, bounds, fixed, tolerance)?;
+        let g = ns_inference::goodness_of_fit(&fitter(m, device, Workload::Sequential)?, &model.prepared(&data)?, &config)?;
+        Ok(json_text(report::gof(&g)))
+    })
+    .map_err(to_py)
+}
+
+/// Draw `n_toys` toys at `params` and fit each on `device`: (toy data rows, fit report JSONs).
+#[pyfunction]
+#[pyo3(signature = (model, params, n_toys, seed=0, tolerance=1e-6, device="cuda"))]
+fn fit_toys<'py>(
+    py: Python<'py>,
+    model: &PyModel,
+    params: Vec<f64>,
+    n_toys: usize,
+    seed: u64,
+    tolerance: f64,
+    device: &str,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Vec<String>)> {
+    let (rows, fits) = py
+        .detach(|| -> NsResult<(Vec<Vec<f64>>, Vec<String>)> {
+            let m = &model.model;
+            model.params(&params)?;
+            let config = fit_config(m, None, None, None, tolerance)?;
+            let f = fitter(m, device, Workload::Batch { fits: n_toys })?;
+            // The optimizer's variable scaling, once for all toys: at the Asimov data of `params`.
+            let (main, aux) = CpuEvaluator::new(&m.compiled).expected_data(&params, &mut Scratch::new(&m.compiled))?;
+            let config = f.with_scale(&PreparedData::new(&m.compiled, main, aux)?, &config)?;
+            let (toys, results) = ns_inference::fit_toys(&f, &params, n_toys, seed, &config, &|_| {})?;
+            let rows = toys.iter().map(|t| t.main.iter().chain(&t.aux).copied().collect()).collect();
+            let fits = results
+                .into_iter()
+                .map(|r| r.map(|fit| json_text(report::fit(m, &fit))))
+                .collect::<NsResult<Vec<_>>>()?;
+            Ok((rows, fits))
+        })
+        .map_err(to_py)?;
+    let array = PyArray2::from_vec2(py, &rows).map_err(|e| NextStatError::new_err(e.to_string()))?;
+    Ok((array, fits))
+}
+
+/// Fit caller-supplied datasets (rows of full data) in one batch on `device`, each with its own
+/// init and bounds (or one of each for all).
+#[pyfunction]
+#[pyo3(signature = (model, data, init=None, bounds=None, tolerance=1e-6, device="cuda"))]
+fn fit_from_data(
+    py: Python<'_>,
+    model: &PyModel,
+    data: PyReadonlyArray2<f64>,
+    init: Option<Vec<Vec<f64>>>,
+    bounds: Option<Vec<Vec<(f64, f64)>>>,
+    tolerance: f64,
+    device: &str,
+) -> PyResult<Vec<String>> {
+    let rows: Vec<Vec<f64>> = data.as_array().outer_iter().map(|r| r.to_vec()).collect();
+    py.detach(|| -> NsResult<Vec<String>> {
+        let m = &model.model;
+        let datasets = rows.iter().map(|r| model.prepared(r)).collect::<NsResult<Vec<_>>>()?;
+        let base = fit_config(m, None, None, None, tolerance)?;
+        let init = init.unwrap_or_else(|| vec![base.init.clone()]);
+        let bounds = bounds.unwrap_or_else(|| vec![base.bounds.clone()]);
+        let pick = |n: usize, i: usize, what: &str| -> NsResult<usize> {
+            match n {
+                1 => Ok(0),
+                n if n == datasets.len() => Ok(i),
+                n => Err(invalid(format!("{n} {what} for {} datasets (give one, or one per dataset)", datasets.len()))),
+            }
+        };
+        let jobs = (0..datasets.len())
+            .map(|i| {
+                let config = fit_config(m, Some(init[pick(init.len(), i, "init rows")?].clone()), Some(bounds[pick(bounds.len(), i, "bounds rows")?].clone()), None, tolerance)?;
+                Ok(FitJob { data: i, config })
+            })
+            .collect::<NsResult<Vec<_>>>()?;
+        let f = fitter(m, device, Workload::Batch { fits: jobs.len() })?;
+        f.fit_batch(&datasets, &jobs, &|_| {})?
+            .into_iter()
+            .map(|r| r.map(|fit| json_text(report::fit(m, &fit))))
+            .collect()
+    })
+    .map_err(to_py)
+}
+
+/// Whether a CUDA driver and device are present (never raises).
+#[pyfunction]
+fn has_cuda() -> bool {
+    ns_compute::cuda::has_cuda()
+}
+
+/// Whether the Metal backend is available (not in this build).
+#[pyfunction]
+fn has_metal() -> bool {
+    false
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("NextStatError", m.py().get_type::<NextStatError>())?;
+    m.add_class::<PyWorkspace>()?;
+    m.add_class::<PyModel>()?;
+    for f in [
+        wrap_pyfunction!(fit, m)?,
+        wrap_pyfunction!(hypotest, m)?,
+        wrap_pyfunction!(hypotest_toys, m)?,
+        wrap_pyfunction!(upper_limit, m)?,
+        wrap_pyfunction!(significance, m)?,
+        wrap_pyfunction!(profile_scan, m)?,
+        wrap_pyfunction!(ranking, m)?,
+        wrap_pyfunction!(gof, m)?,
+        wrap_pyfunction!(fit_toys, m)?,
+        wrap_pyfunction!(fit_from_data, m)?,
+        wrap_pyfunction!(has_cuda, m)?,
+        wrap_pyfunction!(has_metal, m)?,
+    ] {
+        m.add_function(f)?;
+    }
+    Ok(())
+}
