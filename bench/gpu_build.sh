@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build, on this (CPU) machine, everything the GPU machine runs: the nextstat binary, the GPU
-# benchmark and the CUDA parity tests, into dist-gpu/ (ignored by git; name it in the device
+# benchmark, the CUDA parity tests and the Python wheel, into dist-gpu/ (ignored by git; name it in the device
 # tool's `carry`), with a copy of the shared pyhf references. Then, on the GPU machine:
 #   bash bench/gpu_run.sh
 set -euo pipefail
@@ -17,4 +17,5 @@ cp target/release/nextstat target/release/examples/gpu_bench dist-gpu/
 cp "$test_bin" dist-gpu/cuda_parity
 strip dist-gpu/nextstat dist-gpu/gpu_bench dist-gpu/cuda_parity
 rm -rf dist-gpu/pyhf-ref && cp -r ../shared/pyhf-ref dist-gpu/pyhf-ref
-ls -la dist-gpu
+(cd bindings/ns-py && maturin build --release -o ../../dist-gpu/wheels)
+ls -la dist-gpu dist-gpu/wheels

@@ -10,6 +10,13 @@ export NEXTSTAT_PYHF_REF=$PWD/dist-gpu/pyhf-ref NEXTSTAT_KERNEL_CACHE=/tmp/nexts
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 echo "== CUDA parity tests"
 dist-gpu/cuda_parity --test-threads 1 --nocapture 2>&1 | tee "$out/parity.log" | grep -E "test |result|toys|SKIPPED|panicked" 
+if ls dist-gpu/wheels/nextstat-*.whl >/dev/null 2>&1; then
+  echo "== Python package with device=\"cuda\""
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nextstat-py dist-gpu/wheels/nextstat-*.whl
+  [ -e ../shared ] || ln -s "$PWD/dist-gpu" ../shared   # docs/python.md reads ../shared/pyhf-ref
+  PYTHONPATH=/tmp/nextstat-py NEXTSTAT_BIN=$PWD/dist-gpu/nextstat python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_python_gpu.py tests/python/test_docs.py 2>&1 | tee "$out/python_gpu.log" | tail -5
+fi
 ws=dist-gpu/pyhf-ref/workspaces
 : > "$out/gpu_bench.jsonl"
 # MODEL MU TOYS CPU_TOYS BIG_TOYS (μ near the expected limit, so that CLs is not 0)
