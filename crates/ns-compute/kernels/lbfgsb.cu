@@ -218,6 +218,12 @@ __device__ double ns_warp_dot(const double* a, const double* b, int n) {
     return __shfl_sync(0xffffffffu, sum, 0);
 }
 
+// Sum over the lanes of a warp by a fixed butterfly; lane 0's value is returned to every lane.
+__device__ double ns_warp_sum(double v) {
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+
 __device__ double ns_dot(const double* a, const double* b, int n, double* red) {
     double local = 0.0;
     for (int i = threadIdx.x; i < n; i += NS_BLOCK) local += a[i] * b[i];
@@ -286,48 +292,56 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
     ns_wt_times(sh, n, d, nullptr, sh.p);
     for (int r = tid; r < n2; r += NS_BLOCK) sh.c[r] = 0.0;
     const double dd = ns_dot(d, d, n, sh.red);
-    if (tid == 0) {
-        double* p = sh.p;
-        double* c = sh.c;
-        double* wb = sh.wb;
-        double* mw = sh.mw;
+    // The walk along the breakpoints is sequential: warp 0 does it, lane r holding component r of
+    // the 2k-vectors p, c, W_b and M·W_b; sums are butterflies broadcast from lane 0, so every lane
+    // takes the same branches.
+    if (tid < 32) {
+        const int lane = tid;
+        const bool own = lane < n2;
+        double p_r = own ? sh.p[lane] : 0.0, c_r = 0.0;
+        double row = 0.0;
+        if (own)
+            for (int q = 0; q < n2; ++q) row += sh.M[lane * n2 + q] * sh.p[q];
         double fp = -dd;
-        double pmp = 0.0;
-        for (int r = 0; r < n2; ++r) {
-            double row = 0.0;
-            for (int q = 0; q < n2; ++q) row += sh.M[r * n2 + q] * p[q];
-            pmp += p[r] * row;
-        }
-        double fpp = -theta * fp - pmp;
+        double fpp = -theta * fp - ns_warp_sum(p_r * row);
         const double inf = __longlong_as_double(0x7ff0000000000000LL);
         double dt_min = fpp > 0.0 ? -fp / fpp : inf;
         double t_old = 0.0;
         for (int next = 0; next < n_valid; ++next) {
-            int b = order[next];
-            double dt = t[b] - t_old;
+            const int b = order[next];
+            const double dt = t[b] - t_old;
             if (dt_min < dt) break;
-            xcp[b] = d[b] > 0.0 ? hi[b] : lo[b];
-            double z_b = xcp[b] - x[b];
-            for (int r = 0; r < n2; ++r) c[r] += dt * p[r];
-            for (int r = 0; r < n2; ++r) wb[r] = ns_w(sh, b, r);
-            for (int r = 0; r < n2; ++r) {
-                double acc = 0.0;
-                for (int q = 0; q < n2; ++q) acc += sh.M[r * n2 + q] * wb[q];
-                mw[r] = acc;
-            }
-            double gb = g[b];
-            double mwc = 0.0, mwp = 0.0, mww = 0.0;
-            for (int r = 0; r < n2; ++r) { mwc += mw[r] * c[r]; mwp += mw[r] * p[r]; mww += mw[r] * wb[r]; }
+            const double bound = d[b] > 0.0 ? hi[b] : lo[b];
+            const double z_b = bound - x[b];
+            if (own) c_r += dt * p_r;
+            const double wb_r = own ? ns_w(sh, b, lane) : 0.0;
+            if (own) sh.wb[lane] = wb_r;
+            __syncwarp();
+            double mw_r = 0.0;
+            if (own)
+                for (int q = 0; q < n2; ++q) mw_r += sh.M[lane * n2 + q] * sh.wb[q];
+            const double mwc = ns_warp_sum(mw_r * c_r), mwp = ns_warp_sum(mw_r * p_r), mww = ns_warp_sum(mw_r * wb_r);
+            const double gb = g[b];
             fp += dt * fpp + gb * gb + theta * gb * z_b - gb * mwc;
             fpp += -theta * gb * gb - 2.0 * gb * mwp - gb * gb * mww;
-            for (int r = 0; r < n2; ++r) p[r] += gb * wb[r];
-            d[b] = 0.0;
+            if (own) p_r += gb * wb_r;
+            __syncwarp();
+            if (lane == 0) {
+                xcp[b] = bound;
+                d[b] = 0.0;
+            }
             dt_min = fpp > 0.0 ? -fp / fpp : inf;
             t_old = t[b];
         }
-        dt_min = isfinite(dt_min) ? fmax(dt_min, 0.0) : 0.0;
-        sh.dt_min = dt_min;
-        sh.t_cp = t_old + dt_min;
+        if (own) {
+            sh.p[lane] = p_r;
+            sh.c[lane] = c_r;
+        }
+        if (lane == 0) {
+            dt_min = isfinite(dt_min) ? fmax(dt_min, 0.0) : 0.0;
+            sh.dt_min = dt_min;
+            sh.t_cp = t_old + dt_min;
+        }
     }
     __syncthreads();
     for (int i = tid; i < n; i += NS_BLOCK)
@@ -365,6 +379,16 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
                 for (int r = 0; r < n2; ++r) acc += sh.M[q * n2 + r] * sh.tmp[r];
                 sh.v[q] = acc;
             }
+            // The variables at a bound, in index order (few, usually), into `order` (the
+            // breakpoint order is no longer needed).
+            if (tid == 0) {
+                int count = 0;
+                for (int i = 0; i < n; ++i)
+                    if (!is_free[i]) order[count++] = i;
+                sh.pivot = count;
+            }
+            __syncthreads();
+            const int n_bound = sh.pivot;
             // WᶻᵀWᶻ = WᵀW (cached inner products) minus the rows of the variables at a bound (into rhs).
             for (int idx = tid; idx < n2 * n2; idx += NS_BLOCK) {
                 int a = idx / n2, b = idx % n2;
@@ -373,8 +397,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
                 else if (a < k) v = theta * sh.sy[(b - k) * NS_MAX_MEMORY + a];
                 else if (b < k) v = theta * sh.sy[(a - k) * NS_MAX_MEMORY + b];
                 else v = theta * theta * sh.ss[(a - k) * NS_MAX_MEMORY + (b - k)];
-                for (int i = 0; i < n; ++i)
-                    if (!is_free[i]) v -= ns_w(sh, i, a) * ns_w(sh, i, b);
+                for (int j = 0; j < n_bound; ++j) v -= ns_w(sh, order[j], a) * ns_w(sh, order[j], b);
                 sh.rhs[idx] = v;
             }
             __syncthreads();
