@@ -190,3 +190,19 @@ def test_device_choice_without_a_gpu():
     with pytest.raises(nextstat.NextStatError, match="CUDA"):
         nextstat.fit_toys_batch_gpu(model, model.config.suggested_init(), 10)
     assert nextstat.fit(model, device="auto").bestfit.tolist() == nextstat.fit(model).bestfit.tolist()
+
+
+def test_ctrl_c_interrupts_a_long_toy_run_cleanly():
+    import _thread
+    import threading
+    import time
+
+    model = nextstat.Workspace(workspace_file("nextstat_tttt_prod")).model()
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        nextstat.hypotest_toys(1.0, model, n_toys=100_000, seed=0)   # minutes, were it not stopped
+    assert time.perf_counter() - start < 20
+    # The package is still usable afterwards.
+    assert nextstat.fit(model).converged

@@ -4,12 +4,13 @@
 //! objects and the pyhf-compatible `nextstat.infer` on top.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::{HistosysCode, InterpCodes, NormsysCode};
-use ns_inference::{
-    Device, FitConfig, FitJob, Fitter, TestStatistic, Workload, report,
-};
+use ns_inference::{Device, FitConfig, FitJob, Fitter, TestStatistic, Workload, report};
 use ns_translate::ops::{Join, Prune, Rename};
 use ns_translate::patch::{PatchSet, apply_patch};
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
@@ -46,22 +47,32 @@ impl PyWorkspace {
     /// Parse a workspace from its JSON text.
     #[staticmethod]
     fn from_json(text: &str) -> PyResult<Self> {
-        Ok(PyWorkspace { ws: Workspace::from_json_str(text).map_err(to_py)? })
+        Ok(PyWorkspace {
+            ws: Workspace::from_json_str(text).map_err(to_py)?,
+        })
     }
 
     /// The workspace as JSON text.
     fn to_json(&self) -> PyResult<String> {
-        serde_json::to_string(&self.ws.to_value()).map_err(|e| NextStatError::new_err(e.to_string()))
+        serde_json::to_string(&self.ws.to_value())
+            .map_err(|e| NextStatError::new_err(e.to_string()))
     }
 
     /// Build the model of a measurement; `normsys`/`histosys` override the interpolation code of
     /// that modifier type only (pyhf's `modifier_settings`).
     #[pyo3(signature = (measurement_name=None, normsys=None, histosys=None))]
-    fn model(&self, measurement_name: Option<String>, normsys: Option<&str>, histosys: Option<&str>) -> PyResult<PyModel> {
+    fn model(
+        &self,
+        measurement_name: Option<String>,
+        normsys: Option<&str>,
+        histosys: Option<&str>,
+    ) -> PyResult<PyModel> {
         let mut codes = InterpCodes::default();
         if let Some(n) = normsys {
             codes.normsys = NormsysCode::from_name(n).ok_or_else(|| {
-                NextStatError::new_err(format!("normsys interpolation '{n}' is not one pyhf accepts (code1, code4)"))
+                NextStatError::new_err(format!(
+                    "normsys interpolation '{n}' is not one pyhf accepts (code1, code4)"
+                ))
             })?;
         }
         if let Some(h) = histosys {
@@ -71,8 +82,13 @@ impl PyWorkspace {
                 ))
             })?;
         }
-        let options = ModelOptions { measurement: measurement_name, codes };
-        Ok(PyModel { model: HistFactoryModel::from_workspace(&self.ws, &options).map_err(to_py)? })
+        let options = ModelOptions {
+            measurement: measurement_name,
+            codes,
+        };
+        Ok(PyModel {
+            model: HistFactoryModel::from_workspace(&self.ws, &options).map_err(to_py)?,
+        })
     }
 
     /// Observed data of the model's channels (then its auxiliary data).
@@ -94,8 +110,16 @@ impl PyWorkspace {
         modifier_types: Vec<String>,
         measurements: Vec<String>,
     ) -> PyResult<Self> {
-        let prune = Prune { channels, samples, modifiers, modifier_types, measurements };
-        Ok(PyWorkspace { ws: self.ws.prune(&prune).map_err(to_py)? })
+        let prune = Prune {
+            channels,
+            samples,
+            modifiers,
+            modifier_types,
+            measurements,
+        };
+        Ok(PyWorkspace {
+            ws: self.ws.prune(&prune).map_err(to_py)?,
+        })
     }
 
     #[pyo3(signature = (channels=HashMap::new(), samples=HashMap::new(), modifiers=HashMap::new(), measurements=HashMap::new()))]
@@ -106,19 +130,35 @@ impl PyWorkspace {
         modifiers: HashMap<String, String>,
         measurements: HashMap<String, String>,
     ) -> PyResult<Self> {
-        let rename = Rename { channels, samples, modifiers, measurements };
-        Ok(PyWorkspace { ws: self.ws.rename(&rename).map_err(to_py)? })
+        let rename = Rename {
+            channels,
+            samples,
+            modifiers,
+            measurements,
+        };
+        Ok(PyWorkspace {
+            ws: self.ws.rename(&rename).map_err(to_py)?,
+        })
     }
 
     fn sorted(&self) -> Self {
-        PyWorkspace { ws: self.ws.sorted() }
+        PyWorkspace {
+            ws: self.ws.sorted(),
+        }
     }
 
     #[staticmethod]
     #[pyo3(signature = (left, right, join="none", merge_channels=false))]
-    fn combine(left: &PyWorkspace, right: &PyWorkspace, join: &str, merge_channels: bool) -> PyResult<Self> {
+    fn combine(
+        left: &PyWorkspace,
+        right: &PyWorkspace,
+        join: &str,
+        merge_channels: bool,
+    ) -> PyResult<Self> {
         let join = Join::from_name(join).map_err(to_py)?;
-        Ok(PyWorkspace { ws: Workspace::combine(&left.ws, &right.ws, join, merge_channels).map_err(to_py)? })
+        Ok(PyWorkspace {
+            ws: Workspace::combine(&left.ws, &right.ws, join, merge_channels).map_err(to_py)?,
+        })
     }
 
     /// Apply an RFC 6902 JSON patch (JSON text).
@@ -126,7 +166,9 @@ impl PyWorkspace {
         let patch = ns_translate::load::parse_json(patch_json, "patch").map_err(to_py)?;
         let mut doc = self.ws.to_value();
         apply_patch(&mut doc, &patch, "patch").map_err(to_py)?;
-        Ok(PyWorkspace { ws: Workspace::from_value(doc).map_err(to_py)? })
+        Ok(PyWorkspace {
+            ws: Workspace::from_value(doc).map_err(to_py)?,
+        })
     }
 
     /// Apply the patch `name` of a HEPData patchset (JSON text), verifying its digest.
@@ -134,7 +176,9 @@ impl PyWorkspace {
         let value = ns_translate::load::parse_json(patchset_json, "patchset").map_err(to_py)?;
         let patchset = PatchSet::from_value(value).map_err(to_py)?;
         let doc = patchset.apply(&self.ws.to_value(), name).map_err(to_py)?;
-        Ok(PyWorkspace { ws: Workspace::from_value(doc).map_err(to_py)? })
+        Ok(PyWorkspace {
+            ws: Workspace::from_value(doc).map_err(to_py)?,
+        })
     }
 }
 
@@ -170,7 +214,11 @@ impl PyModel {
     }
     #[getter]
     fn par_order(&self) -> Vec<String> {
-        self.model.par_order().iter().map(|s| s.to_string()).collect()
+        self.model
+            .par_order()
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
     }
     #[getter]
     fn poi_index(&self) -> Option<usize> {
@@ -215,7 +263,12 @@ impl PyModel {
     }
 
     /// NLL and its gradient at `pars` against full data (main, then aux).
-    fn nll_grad<'py>(&self, py: Python<'py>, pars: PyReadonlyArray1<f64>, data: PyReadonlyArray1<f64>) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
+    fn nll_grad<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<f64>,
+        data: PyReadonlyArray1<f64>,
+    ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
         let (pars, data) = (pars.as_slice()?.to_vec(), data.as_slice()?.to_vec());
         let (nll, grad) = py
             .detach(|| -> NsResult<(f64, Vec<f64>)> {
@@ -236,7 +289,12 @@ impl PyModel {
 
     /// Expected main data and, if asked, the expected auxiliary data after it.
     #[pyo3(signature = (pars, include_auxdata=true))]
-    fn expected_data<'py>(&self, py: Python<'py>, pars: PyReadonlyArray1<f64>, include_auxdata: bool) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    fn expected_data<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<f64>,
+        include_auxdata: bool,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let pars = pars.as_slice()?.to_vec();
         self.params(&pars).map_err(to_py)?;
         let (mut main, aux) = CpuEvaluator::new(&self.model.compiled)
@@ -263,7 +321,9 @@ fn fit_config(
         if len == n {
             Ok(())
         } else {
-            Err(invalid(format!("{what} has {len} entries but the model has {n} parameters")))
+            Err(invalid(format!(
+                "{what} has {len} entries but the model has {n} parameters"
+            )))
         }
     };
     if let Some(v) = init {
@@ -279,14 +339,51 @@ fn fit_config(
         config.fixed = v;
     }
     if !(tolerance > 0.0) {
-        return Err(invalid(format!("tolerance must be positive, not {tolerance}")));
+        return Err(invalid(format!(
+            "tolerance must be positive, not {tolerance}"
+        )));
     }
     config.optimizer.pg_tol = tolerance;
     Ok(config)
 }
 
-fn fitter<'m>(model: &'m HistFactoryModel, device: &str, workload: Workload) -> NsResult<Fitter<'m>> {
-    Fitter::on_device(model, Device::from_name(device)?, workload)
+fn fitter<'m>(
+    model: &'m HistFactoryModel,
+    device: &str,
+    workload: Workload,
+    stop: &Arc<AtomicBool>,
+) -> NsResult<Fitter<'m>> {
+    Ok(
+        Fitter::on_device(model, Device::from_name(device)?, workload)?
+            .with_interrupt(stop.clone()),
+    )
+}
+
+/// Run `work` on a worker thread while this (the Python) thread, without the GIL, watches for
+/// signals: Ctrl-C sets the interrupt flag, waits for the engine to stop at its next check, and
+/// raises KeyboardInterrupt.
+fn run_interruptible<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce(&Arc<AtomicBool>) -> NsResult<T> + Send,
+) -> PyResult<T> {
+    let stop = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(|| work(&stop));
+        while !worker.is_finished() {
+            py.detach(|| std::thread::sleep(Duration::from_millis(20)));
+            if let Err(interrupt) = py.check_signals() {
+                stop.store(true, Ordering::Relaxed);
+                let _ = py.detach(|| worker.join());
+                return Err(interrupt);
+            }
+        }
+        match py.detach(|| worker.join()) {
+            Ok(result) => result.map_err(to_py),
+            Err(_) => Err(NextStatError::new_err(
+                "the nextstat engine panicked (a bug: please report it)",
+            )),
+        }
+    })
 }
 
 fn json_text(value: serde_json::Value) -> String {
@@ -308,14 +405,14 @@ fn fit(
     uncertainties: bool,
     device: &str,
 ) -> PyResult<String> {
-    py.detach(|| {
+    run_interruptible(py, |stop| {
         let m = &model.model;
         let mut config = fit_config(m, init, bounds, fixed, tolerance)?;
         config.uncertainties = uncertainties;
-        let result = fitter(m, device, Workload::Sequential)?.fit(&model.prepared(&data)?, &config)?;
+        let result =
+            fitter(m, device, Workload::Sequential, stop)?.fit(&model.prepared(&data)?, &config)?;
         Ok(json_text(report::fit(m, &result)))
     })
-    .map_err(to_py)
 }
 
 /// Asymptotic hypothesis test at `mu`.
@@ -334,14 +431,19 @@ fn hypotest(
     tolerance: f64,
     device: &str,
 ) -> PyResult<String> {
-    py.detach(|| {
+    run_interruptible(py, |stop| {
         let m = &model.model;
         let config = fit_config(m, init, bounds, fixed, tolerance)?;
         let stat = TestStatistic::from_name(test_stat)?;
-        let h = ns_inference::hypotest_asymptotic(&fitter(m, device, Workload::Sequential)?, mu, &model.prepared(&data)?, &config, stat)?;
+        let h = ns_inference::hypotest_asymptotic(
+            &fitter(m, device, Workload::Sequential, stop)?,
+            mu,
+            &model.prepared(&data)?,
+            &config,
+            stat,
+        )?;
         Ok(json_text(report::hypotest(test_stat, &h)))
     })
-    .map_err(to_py)
 }
 
 /// Toy-based hypothesis test at `mu` with `n_toys` toys per hypothesis.
@@ -362,15 +464,23 @@ fn hypotest_toys(
     tolerance: f64,
     device: &str,
 ) -> PyResult<String> {
-    py.detach(|| {
+    run_interruptible(py, |stop| {
         let m = &model.model;
         let config = fit_config(m, init, bounds, fixed, tolerance)?;
         let stat = TestStatistic::from_name(test_stat)?;
-        let f = fitter(m, device, Workload::Batch { fits: 4 * n_toys })?;
-        let h = ns_inference::hypotest_toys(&f, mu, &model.prepared(&data)?, &config, stat, n_toys, seed, &|_| {})?;
+        let f = fitter(m, device, Workload::Batch { fits: 4 * n_toys }, stop)?;
+        let h = ns_inference::hypotest_toys(
+            &f,
+            mu,
+            &model.prepared(&data)?,
+            &config,
+            stat,
+            n_toys,
+            seed,
+            &|_| {},
+        )?;
         Ok(json_text(report::hypotest_toys(test_stat, &h)))
     })
-    .map_err(to_py)
 }
 
 /// Observed and expected upper limits at CLs `level`: root finding, or a scan over `scan`.
@@ -389,18 +499,21 @@ fn upper_limit(
     tolerance: f64,
     device: &str,
 ) -> PyResult<String> {
-    py.detach(|| {
+    run_interruptible(py, |stop| {
         let m = &model.model;
         let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let f = fitter(m, device, Workload::Sequential)?;
+        let f = fitter(m, device, Workload::Sequential, stop)?;
         let prepared = model.prepared(&data)?;
         let ul = match scan {
-            Some(grid) => ns_inference::upper_limit_scan(&f, &prepared, &config, level, &grid, &mut |_| {})?,
-            None => ns_inference::upper_limit_root(&f, &prepared, &config, level, 1e-6, &mut |_| {})?,
+            Some(grid) => {
+                ns_inference::upper_limit_scan(&f, &prepared, &config, level, &grid, &mut |_| {})?
+            }
+            None => {
+                ns_inference::upper_limit_root(&f, &prepared, &config, level, 1e-6, &mut |_| {})?
+            }
         };
         Ok(json_text(report::upper_limit(&ul, level)))
     })
-    .map_err(to_py)
 }
 
 /// Discovery significance (asymptotic q0).
@@ -416,13 +529,16 @@ fn significance(
     tolerance: f64,
     device: &str,
 ) -> PyResult<String> {
-    py.detach(|| {
+    run_interruptible(py, |stop| {
         let m = &model.model;
         let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let r = ns_inference::significance(&fitter(m, device, Workload::Sequential)?, &model.prepared(&data)?, &config)?;
+        let r = ns_inference::significance(
+            &fitter(m, device, Workload::Sequential, stop)?,
+            &model.prepared(&data)?,
+            &config,
+        )?;
         Ok(json_text(report::significance(&r)))
     })
-    .map_err(to_py)
 }
 
 /// Profile-likelihood scan of `parameter` (the POI when None) over `values`.
@@ -441,19 +557,25 @@ fn profile_scan(
     tolerance: f64,
     device: &str,
 ) -> PyResult<String> {
-    py.detach(|| {
+    run_interruptible(py, |stop| {
         let m = &model.model;
         let config = fit_config(m, init, bounds, fixed, tolerance)?;
         let index = match &parameter {
-            Some(name) => m
-                .parameter_index(name)
-                .ok_or_else(|| invalid(format!("unknown parameter '{name}' (see Model.par_names)")))?,
+            Some(name) => m.parameter_index(name).ok_or_else(|| {
+                invalid(format!("unknown parameter '{name}' (see Model.par_names)"))
+            })?,
             None => m.poi()?,
         };
-        let scan = ns_inference::profile_scan(&fitter(m, device, Workload::Sequential)?, index, &values, &model.prepared(&data)?, &config, &mut |_| {})?;
+        let scan = ns_inference::profile_scan(
+            &fitter(m, device, Workload::Sequential, stop)?,
+            index,
+            &values,
+            &model.prepared(&data)?,
+            &config,
+            &mut |_| {},
+        )?;
         Ok(json_text(report::scan(&scan)))
     })
-    .map_err(to_py)
 }
 
 /// Nuisance-parameter ranking (pulls, constraints, impacts on the POI).
@@ -469,14 +591,20 @@ fn ranking(
     tolerance: f64,
     device: &str,
 ) -> PyResult<String> {
-    py.detach(|| {
+    run_interruptible(py, |stop| {
         let m = &model.model;
         let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let f = fitter(m, device, Workload::Batch { fits: 4 * m.n_params() })?;
+        let f = fitter(
+            m,
+            device,
+            Workload::Batch {
+                fits: 4 * m.n_params(),
+            },
+            stop,
+        )?;
         let r = ns_inference::ranking(&f, &model.prepared(&data)?, &config, &|_| {})?;
         Ok(json_text(report::ranking(m, &r)))
     })
-    .map_err(to_py)
 }
 
 /// Goodness of fit against the saturated model.
@@ -492,13 +620,16 @@ fn gof(
     tolerance: f64,
     device: &str,
 ) -> PyResult<String> {
-    py.detach(|| {
+    run_interruptible(py, |stop| {
         let m = &model.model;
         let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let g = ns_inference::goodness_of_fit(&fitter(m, device, Workload::Sequential)?, &model.prepared(&data)?, &config)?;
+        let g = ns_inference::goodness_of_fit(
+            &fitter(m, device, Workload::Sequential, stop)?,
+            &model.prepared(&data)?,
+            &config,
+        )?;
         Ok(json_text(report::gof(&g)))
     })
-    .map_err(to_py)
 }
 
 /// Draw `n_toys` toys at `params` and fit each on `device`: (toy data rows, fit report JSONs).
@@ -513,25 +644,28 @@ fn fit_toys<'py>(
     tolerance: f64,
     device: &str,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, Vec<String>)> {
-    let (rows, fits) = py
-        .detach(|| -> NsResult<(Vec<Vec<f64>>, Vec<String>)> {
-            let m = &model.model;
-            model.params(&params)?;
-            let config = fit_config(m, None, None, None, tolerance)?;
-            let f = fitter(m, device, Workload::Batch { fits: n_toys })?;
-            // The optimizer's variable scaling, once for all toys: at the Asimov data of `params`.
-            let (main, aux) = CpuEvaluator::new(&m.compiled).expected_data(&params, &mut Scratch::new(&m.compiled))?;
-            let config = f.with_scale(&PreparedData::new(&m.compiled, main, aux)?, &config)?;
-            let (toys, results) = ns_inference::fit_toys(&f, &params, n_toys, seed, &config, &|_| {})?;
-            let rows = toys.iter().map(|t| t.main.iter().chain(&t.aux).copied().collect()).collect();
-            let fits = results
-                .into_iter()
-                .map(|r| r.map(|fit| json_text(report::fit(m, &fit))))
-                .collect::<NsResult<Vec<_>>>()?;
-            Ok((rows, fits))
-        })
-        .map_err(to_py)?;
-    let array = PyArray2::from_vec2(py, &rows).map_err(|e| NextStatError::new_err(e.to_string()))?;
+    let (rows, fits) = run_interruptible(py, |stop| -> NsResult<(Vec<Vec<f64>>, Vec<String>)> {
+        let m = &model.model;
+        model.params(&params)?;
+        let config = fit_config(m, None, None, None, tolerance)?;
+        let f = fitter(m, device, Workload::Batch { fits: n_toys }, stop)?;
+        // The optimizer's variable scaling, once for all toys: at the Asimov data of `params`.
+        let (main, aux) = CpuEvaluator::new(&m.compiled)
+            .expected_data(&params, &mut Scratch::new(&m.compiled))?;
+        let config = f.with_scale(&PreparedData::new(&m.compiled, main, aux)?, &config)?;
+        let (toys, results) = ns_inference::fit_toys(&f, &params, n_toys, seed, &config, &|_| {})?;
+        let rows = toys
+            .iter()
+            .map(|t| t.main.iter().chain(&t.aux).copied().collect())
+            .collect();
+        let fits = results
+            .into_iter()
+            .map(|r| r.map(|fit| json_text(report::fit(m, &fit))))
+            .collect::<NsResult<Vec<_>>>()?;
+        Ok((rows, fits))
+    })?;
+    let array =
+        PyArray2::from_vec2(py, &rows).map_err(|e| NextStatError::new_err(e.to_string()))?;
     Ok((array, fits))
 }
 
@@ -549,9 +683,12 @@ fn fit_from_data(
     device: &str,
 ) -> PyResult<Vec<String>> {
     let rows: Vec<Vec<f64>> = data.as_array().outer_iter().map(|r| r.to_vec()).collect();
-    py.detach(|| -> NsResult<Vec<String>> {
+    run_interruptible(py, |stop| -> NsResult<Vec<String>> {
         let m = &model.model;
-        let datasets = rows.iter().map(|r| model.prepared(r)).collect::<NsResult<Vec<_>>>()?;
+        let datasets = rows
+            .iter()
+            .map(|r| model.prepared(r))
+            .collect::<NsResult<Vec<_>>>()?;
         let base = fit_config(m, None, None, None, tolerance)?;
         let init = init.unwrap_or_else(|| vec![base.init.clone()]);
         let bounds = bounds.unwrap_or_else(|| vec![base.bounds.clone()]);
@@ -559,22 +696,30 @@ fn fit_from_data(
             match n {
                 1 => Ok(0),
                 n if n == datasets.len() => Ok(i),
-                n => Err(invalid(format!("{n} {what} for {} datasets (give one, or one per dataset)", datasets.len()))),
+                n => Err(invalid(format!(
+                    "{n} {what} for {} datasets (give one, or one per dataset)",
+                    datasets.len()
+                ))),
             }
         };
         let jobs = (0..datasets.len())
             .map(|i| {
-                let config = fit_config(m, Some(init[pick(init.len(), i, "init rows")?].clone()), Some(bounds[pick(bounds.len(), i, "bounds rows")?].clone()), None, tolerance)?;
+                let config = fit_config(
+                    m,
+                    Some(init[pick(init.len(), i, "init rows")?].clone()),
+                    Some(bounds[pick(bounds.len(), i, "bounds rows")?].clone()),
+                    None,
+                    tolerance,
+                )?;
                 Ok(FitJob { data: i, config })
             })
             .collect::<NsResult<Vec<_>>>()?;
-        let f = fitter(m, device, Workload::Batch { fits: jobs.len() })?;
+        let f = fitter(m, device, Workload::Batch { fits: jobs.len() }, stop)?;
         f.fit_batch(&datasets, &jobs, &|_| {})?
             .into_iter()
             .map(|r| r.map(|fit| json_text(report::fit(m, &fit))))
             .collect()
     })
-    .map_err(to_py)
 }
 
 /// Whether a CUDA driver and device are present (never raises).

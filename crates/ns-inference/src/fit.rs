@@ -1,7 +1,8 @@
 //! Maximum-likelihood fits of a HistFactory model: free, with the POI fixed, or with any set of
 //! fixed parameters; uncertainties, covariance and correlations from the Hessian.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ns_compute::cuda::{
     CudaSession, DEVICE_MAX_MEMORY, DeviceDatasets, DeviceFitOptions, DeviceFitOutput,
@@ -110,6 +111,9 @@ pub struct Fitter<'m> {
     model: &'m HistFactoryModel,
     eval: CpuEvaluator<'m>,
     pub(crate) engine: Engine,
+    /// Set by the caller to stop: fits check it every iteration, batches between fits (CPU) or
+    /// between launches (GPU), and return `Error::Interrupted`.
+    interrupt: Option<Arc<AtomicBool>>,
 }
 
 /// One fit in progress: the L-BFGS-B machine over the free parameters in scaled coordinates,
@@ -238,6 +242,20 @@ impl<'m> Fitter<'m> {
             model,
             eval: CpuEvaluator::new(&model.compiled),
             engine: Engine::Cpu,
+            interrupt: None,
+        }
+    }
+
+    /// The same fitter, stopping with `Error::Interrupted` once `flag` is set.
+    pub fn with_interrupt(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.interrupt = Some(flag);
+        self
+    }
+
+    fn check_interrupt(&self) -> Result<()> {
+        match &self.interrupt {
+            Some(flag) if flag.load(Ordering::Relaxed) => Err(Error::Interrupted),
+            _ => Ok(()),
         }
     }
 
@@ -427,6 +445,7 @@ impl<'m> Fitter<'m> {
                 let mut scratch = Scratch::new(&self.model.compiled);
                 let mut grad = vec![0.0; self.model.n_params()];
                 while let Some(x) = run.ask() {
+                    self.check_interrupt()?;
                     let x = x.to_vec();
                     let f = self.objective(&x, data, &mut scratch, &mut grad)?;
                     run.tell(f, &grad);
@@ -464,6 +483,7 @@ impl<'m> Fitter<'m> {
         let (mut points, mut f, mut grad, mut batch_which) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         while !active.is_empty() {
+            self.check_interrupt()?;
             points.clear();
             batch_which.clear();
             let mut still = Vec::with_capacity(active.len());
@@ -521,14 +541,17 @@ impl<'m> Fitter<'m> {
         match &self.engine {
             Engine::Cpu => {
                 let done = std::sync::atomic::AtomicUsize::new(0);
-                Ok(jobs
+                let results = jobs
                     .par_iter()
                     .map(|job| {
                         let r = self.fit(&datasets[job.data], &job.config);
                         progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
                         r
                     })
-                    .collect())
+                    .collect();
+                // An interrupt fails the batch, not only the fits that saw it.
+                self.check_interrupt()?;
+                Ok(results)
             }
             Engine::Cuda(_) => {
                 let device = BatchData::Device(
@@ -774,6 +797,10 @@ fn device_optimizer_applies(jobs: &[FitJob]) -> bool {
         })
 }
 
+/// Fits per launch of the device optimizer: several waves of resident blocks (throughput), and
+/// a fraction of a second on large models (how long an interrupt may wait).
+const DEVICE_LAUNCH_FITS: usize = 4096;
+
 /// End points of fits run by the device optimizer.
 struct DeviceEnds {
     out: DeviceFitOutput,
@@ -830,22 +857,35 @@ impl Fitter<'_> {
             }
             n_free.push(run.free.len() as i32);
         }
-        let problem = DeviceFitProblem {
-            init: &init,
-            free_index: &free_index,
-            n_free: &n_free,
-            lower: &lower,
-            upper: &upper,
-            scale: &scale,
-            dataset: which,
-        };
         let options = DeviceFitOptions {
             memory: config.optimizer.memory,
             pg_tol: config.optimizer.pg_tol,
             max_iterations: config.optimizer.max_iterations,
             max_evaluations: config.optimizer.max_evaluations,
         };
-        let out = lock_cuda(&self.engine).fit_lbfgsb(&problem, datasets, options)?;
+        // Launches of at most DEVICE_LAUNCH_FITS fits, so that an interrupt is seen between them.
+        let mut out = DeviceFitOutput::default();
+        for start in (0..runs.len()).step_by(DEVICE_LAUNCH_FITS) {
+            self.check_interrupt()?;
+            let end = (start + DEVICE_LAUNCH_FITS).min(runs.len());
+            let rows = start * n..end * n;
+            let problem = DeviceFitProblem {
+                init: &init[rows.clone()],
+                free_index: &free_index[rows.clone()],
+                n_free: &n_free[start..end],
+                lower: &lower[rows.clone()],
+                upper: &upper[rows.clone()],
+                scale: &scale[rows],
+                dataset: &which[start..end],
+            };
+            let part = lock_cuda(&self.engine).fit_lbfgsb(&problem, datasets, options)?;
+            out.x.extend(part.x);
+            out.g.extend(part.g);
+            out.f.extend(part.f);
+            out.iterations.extend(part.iterations);
+            out.evaluations.extend(part.evaluations);
+            out.termination.extend(part.termination);
+        }
         Ok(DeviceEnds { out, n_params: n })
     }
 }
