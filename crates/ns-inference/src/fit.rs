@@ -122,8 +122,7 @@ pub struct Fitter<'m> {
 pub struct FitRun {
     free: Vec<usize>,
     scale: Vec<f64>,
-    /// Starting point and box of the optimizer, in scaled coordinates.
-    y0: Vec<f64>,
+    /// The optimizer's box, in scaled coordinates.
     lower: Vec<f64>,
     upper: Vec<f64>,
     full: Vec<f64>,
@@ -430,7 +429,6 @@ impl<'m> Fitter<'m> {
             full: config.init.clone(),
             free,
             scale,
-            y0,
             lower,
             upper,
             state,
@@ -837,46 +835,45 @@ impl Fitter<'_> {
         config: &FitConfig,
     ) -> Result<DeviceEnds> {
         let n = self.model.n_params();
-        let rows = runs.len() * n;
-        let (mut init, mut free_index) = (vec![0.0; rows], vec![0u32; rows]);
-        let (mut lower, mut upper, mut scale) = (vec![0.0; rows], vec![0.0; rows], vec![1.0; rows]);
-        let mut n_free = Vec::with_capacity(runs.len());
-        for (r, run) in runs.iter().enumerate() {
-            let base = r * n;
-            init[base..base + n].copy_from_slice(&run.full);
-            for (k, &i) in run.free.iter().enumerate() {
-                free_index[base + k] = i as u32;
-                lower[base + k] = run.lower[k];
-                upper[base + k] = run.upper[k];
-                scale[base + k] = run.scale[k];
-                // The device starts from init·scale, which is the run's y0.
-                debug_assert!(
-                    (run.full[i] * run.scale[k] - run.y0[k]).abs()
-                        <= 1e-12 * run.y0[k].abs().max(1.0)
-                );
-            }
-            n_free.push(run.free.len() as i32);
-        }
         let options = DeviceFitOptions {
             memory: config.optimizer.memory,
             pg_tol: config.optimizer.pg_tol,
             max_iterations: config.optimizer.max_iterations,
             max_evaluations: config.optimizer.max_evaluations,
         };
-        // Launches of at most DEVICE_LAUNCH_FITS fits, so that an interrupt is seen between them.
+        // Launches of at most DEVICE_LAUNCH_FITS fits, each packed just before it runs: host memory
+        // stays bounded and an interrupt is seen between launches.
         let mut out = DeviceFitOutput::default();
-        for start in (0..runs.len()).step_by(DEVICE_LAUNCH_FITS) {
+        for (chunk, chunk_which) in runs
+            .chunks(DEVICE_LAUNCH_FITS)
+            .zip(which.chunks(DEVICE_LAUNCH_FITS))
+        {
             self.check_interrupt()?;
-            let end = (start + DEVICE_LAUNCH_FITS).min(runs.len());
-            let rows = start * n..end * n;
+            let rows = chunk.len() * n;
+            let (mut init, mut free_index) = (vec![0.0; rows], vec![0u32; rows]);
+            let (mut lower, mut upper, mut scale) =
+                (vec![0.0; rows], vec![0.0; rows], vec![1.0; rows]);
+            let mut n_free = Vec::with_capacity(chunk.len());
+            for (r, run) in chunk.iter().enumerate() {
+                let base = r * n;
+                // The device starts from init·scale projected into the box: the run's y0.
+                init[base..base + n].copy_from_slice(&run.full);
+                for (k, &i) in run.free.iter().enumerate() {
+                    free_index[base + k] = i as u32;
+                    lower[base + k] = run.lower[k];
+                    upper[base + k] = run.upper[k];
+                    scale[base + k] = run.scale[k];
+                }
+                n_free.push(run.free.len() as i32);
+            }
             let problem = DeviceFitProblem {
-                init: &init[rows.clone()],
-                free_index: &free_index[rows.clone()],
-                n_free: &n_free[start..end],
-                lower: &lower[rows.clone()],
-                upper: &upper[rows.clone()],
-                scale: &scale[rows],
-                dataset: &which[start..end],
+                init: &init,
+                free_index: &free_index,
+                n_free: &n_free,
+                lower: &lower,
+                upper: &upper,
+                scale: &scale,
+                dataset: chunk_which,
             };
             let part = lock_cuda(&self.engine).fit_lbfgsb(&problem, datasets, options)?;
             out.x.extend(part.x);
