@@ -711,7 +711,7 @@ fn fit_from_data(
                     None,
                     tolerance,
                 )?;
-                Ok(FitJob { data: i, config })
+                Ok(FitJob { data: i, config: Arc::new(config) })
             })
             .collect::<NsResult<Vec<_>>>()?;
         let f = fitter(m, device, Workload::Batch { fits: jobs.len() }, stop)?;

@@ -227,11 +227,12 @@ fn assemble_result(
     }
 }
 
-/// One fit of a batch: dataset `data` (an index into the batch's datasets) with `config`.
+/// One fit of a batch: dataset `data` (an index into the batch's datasets) with `config`
+/// (shared: thousands of toy fits use one configuration).
 #[derive(Clone, Debug)]
 pub struct FitJob {
     pub data: usize,
-    pub config: FitConfig,
+    pub config: Arc<FitConfig>,
 }
 
 impl<'m> Fitter<'m> {
@@ -570,6 +571,34 @@ impl<'m> Fitter<'m> {
         jobs: &[FitJob],
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Vec<Result<FitResult>>> {
+        // The device optimizer takes the jobs launch by launch (bounded host memory, an interrupt
+        // seen between launches); the host lockstep advances them all together.
+        let on_device = match device {
+            BatchData::Device(d) if device_optimizer_applies(jobs) => Some(d),
+            _ => None,
+        };
+        let chunk = if on_device.is_some() {
+            DEVICE_LAUNCH_FITS
+        } else {
+            jobs.len().max(1)
+        };
+        let mut results = Vec::with_capacity(jobs.len());
+        for job_chunk in jobs.chunks(chunk) {
+            self.check_interrupt()?;
+            results.extend(self.fit_chunk(device, on_device, host, job_chunk, progress)?);
+            progress(results.len());
+        }
+        Ok(results)
+    }
+
+    fn fit_chunk(
+        &self,
+        device: &BatchData,
+        on_device: Option<&DeviceDatasets>,
+        host: &[PreparedData],
+        jobs: &[FitJob],
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Result<FitResult>>> {
         let started: Vec<Result<FitRun>> = jobs
             .par_iter()
             .map(|job| self.start(&host[job.data], &job.config))
@@ -587,16 +616,15 @@ impl<'m> Fitter<'m> {
                 Err(e) => slots.push(Err(e)),
             }
         }
-        let device_ends = match device {
-            BatchData::Device(on_device) if device_optimizer_applies(jobs) => {
-                Some(self.run_on_device(&runs, &which, on_device, &jobs[0].config)?)
+        let device_ends = match on_device {
+            Some(datasets) if !runs.is_empty() => {
+                Some(self.run_on_device(&runs, &which, datasets, &jobs[0].config)?)
             }
             _ => {
                 self.drive_lockstep(&mut runs, &which, device, progress)?;
                 None
             }
         };
-        progress(jobs.len());
         let run_jobs: Vec<usize> = (0..jobs.len()).collect();
         slots
             .into_par_iter()
@@ -795,8 +823,9 @@ fn device_optimizer_applies(jobs: &[FitJob]) -> bool {
         })
 }
 
-/// Fits per launch of the device optimizer: several waves of resident blocks (throughput), and
-/// a fraction of a second on large models (how long an interrupt may wait).
+/// Fits per launch of the device optimizer (and per chunk of a device batch): several waves of
+/// resident blocks (throughput), a fraction of a second on large models (how long an interrupt
+/// may wait), and bounded host memory for the fits' state.
 const DEVICE_LAUNCH_FITS: usize = 4096;
 
 /// End points of fits run by the device optimizer.
@@ -841,48 +870,32 @@ impl Fitter<'_> {
             max_iterations: config.optimizer.max_iterations,
             max_evaluations: config.optimizer.max_evaluations,
         };
-        // Launches of at most DEVICE_LAUNCH_FITS fits, each packed just before it runs: host memory
-        // stays bounded and an interrupt is seen between launches.
-        let mut out = DeviceFitOutput::default();
-        for (chunk, chunk_which) in runs
-            .chunks(DEVICE_LAUNCH_FITS)
-            .zip(which.chunks(DEVICE_LAUNCH_FITS))
-        {
-            self.check_interrupt()?;
-            let rows = chunk.len() * n;
-            let (mut init, mut free_index) = (vec![0.0; rows], vec![0u32; rows]);
-            let (mut lower, mut upper, mut scale) =
-                (vec![0.0; rows], vec![0.0; rows], vec![1.0; rows]);
-            let mut n_free = Vec::with_capacity(chunk.len());
-            for (r, run) in chunk.iter().enumerate() {
-                let base = r * n;
-                // The device starts from init·scale projected into the box: the run's y0.
-                init[base..base + n].copy_from_slice(&run.full);
-                for (k, &i) in run.free.iter().enumerate() {
-                    free_index[base + k] = i as u32;
-                    lower[base + k] = run.lower[k];
-                    upper[base + k] = run.upper[k];
-                    scale[base + k] = run.scale[k];
-                }
-                n_free.push(run.free.len() as i32);
+        let rows = runs.len() * n;
+        let (mut init, mut free_index) = (vec![0.0; rows], vec![0u32; rows]);
+        let (mut lower, mut upper, mut scale) = (vec![0.0; rows], vec![0.0; rows], vec![1.0; rows]);
+        let mut n_free = Vec::with_capacity(runs.len());
+        for (r, run) in runs.iter().enumerate() {
+            let base = r * n;
+            // The device starts from init·scale projected into the box, as the host optimizer.
+            init[base..base + n].copy_from_slice(&run.full);
+            for (k, &i) in run.free.iter().enumerate() {
+                free_index[base + k] = i as u32;
+                lower[base + k] = run.lower[k];
+                upper[base + k] = run.upper[k];
+                scale[base + k] = run.scale[k];
             }
-            let problem = DeviceFitProblem {
-                init: &init,
-                free_index: &free_index,
-                n_free: &n_free,
-                lower: &lower,
-                upper: &upper,
-                scale: &scale,
-                dataset: chunk_which,
-            };
-            let part = lock_cuda(&self.engine).fit_lbfgsb(&problem, datasets, options)?;
-            out.x.extend(part.x);
-            out.g.extend(part.g);
-            out.f.extend(part.f);
-            out.iterations.extend(part.iterations);
-            out.evaluations.extend(part.evaluations);
-            out.termination.extend(part.termination);
+            n_free.push(run.free.len() as i32);
         }
+        let problem = DeviceFitProblem {
+            init: &init,
+            free_index: &free_index,
+            n_free: &n_free,
+            lower: &lower,
+            upper: &upper,
+            scale: &scale,
+            dataset: which,
+        };
+        let out = lock_cuda(&self.engine).fit_lbfgsb(&problem, datasets, options)?;
         Ok(DeviceEnds { out, n_params: n })
     }
 }

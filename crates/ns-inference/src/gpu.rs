@@ -5,6 +5,7 @@
 use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 use ns_translate::HistFactoryModel;
+use std::sync::Arc;
 
 use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 use crate::hypotest::TestStatistic;
@@ -54,11 +55,11 @@ pub fn fit_toys_from_data_gpu(
         .map(|i| {
             Ok(FitJob {
                 data: i,
-                config: FitConfig {
+                config: Arc::new(FitConfig {
                     init: init[pick(init.len(), "starting points", i)?].clone(),
                     bounds: bounds[pick(bounds.len(), "sets of bounds", i)?].clone(),
                     ..config.clone()
-                },
+                }),
             })
         })
         .collect::<Result<Vec<_>>>()?;

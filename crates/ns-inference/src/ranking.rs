@@ -5,6 +5,7 @@
 use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 use ns_compute::PreparedData;
 use ns_core::{Error, Result};
+use std::sync::Arc;
 
 /// One parameter's entry in the ranking.
 #[derive(Clone, Debug)]
@@ -92,7 +93,7 @@ pub fn ranking(
             refit_values.push((index, value));
             jobs.push(FitJob {
                 data: 0,
-                config: start.with_fixed(index, value),
+                config: Arc::new(start.with_fixed(index, value)),
             });
         }
     }

@@ -2,6 +2,7 @@
 
 use ns_compute::PreparedData;
 use ns_core::Result;
+use std::sync::Arc;
 
 use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 
@@ -35,7 +36,7 @@ pub fn profile_scan(
         .iter()
         .map(|&v| FitJob {
             data: 0,
-            config: config.with_fixed(parameter, v),
+            config: Arc::new(config.with_fixed(parameter, v)),
         })
         .collect();
     let cold_fits = fitter.fit_batch(std::slice::from_ref(data), &cold_jobs, &|_| {})?;

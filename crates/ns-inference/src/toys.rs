@@ -17,6 +17,7 @@ use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::Result;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::device::BatchData;
 use crate::fit::{Engine, FitConfig, FitJob, FitResult, Fitter, lock_cuda};
@@ -176,13 +177,15 @@ fn fit_toy_pairs(
 ) -> Result<Vec<Result<ToyFitPair>>> {
     let poi = fitter.model().poi()?;
     let fixed_mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
-    let fixed = config.with_fixed(poi, fixed_mu);
+    // Two configurations shared by every toy's jobs.
+    let free = Arc::new(config.clone());
+    let fixed = Arc::new(config.with_fixed(poi, fixed_mu));
     let jobs: Vec<FitJob> = (0..toys.len())
         .flat_map(|t| {
             [
                 FitJob {
                     data: t,
-                    config: config.clone(),
+                    config: free.clone(),
                 },
                 FitJob {
                     data: t,
@@ -258,10 +261,11 @@ pub fn fit_toys(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<(Vec<PreparedData>, Vec<Result<FitResult>>)> {
     let (toys, device) = generate_ensembles(fitter, &[(params, SIGNAL_STREAM)], n_toys, seed)?;
+    let shared = Arc::new(config.clone());
     let jobs: Vec<FitJob> = (0..toys.len())
         .map(|t| FitJob {
             data: t,
-            config: config.clone(),
+            config: shared.clone(),
         })
         .collect();
     let results = match &device {
@@ -312,15 +316,15 @@ pub fn hypotest_toys(
         &[
             FitJob {
                 data: 0,
-                config: config.clone(),
+                config: Arc::new(config.clone()),
             },
             FitJob {
                 data: 0,
-                config: config.with_fixed(poi, signal_mu),
+                config: Arc::new(config.with_fixed(poi, signal_mu)),
             },
             FitJob {
                 data: 0,
-                config: config.with_fixed(poi, background_mu),
+                config: Arc::new(config.with_fixed(poi, background_mu)),
             },
         ],
         &|_| {},

@@ -28,7 +28,7 @@ fn an_interrupt_stops_fits_batches_and_toys() {
     let jobs = vec![
         FitJob {
             data: 0,
-            config: config.clone()
+            config: Arc::new(config.clone())
         };
         4
     ];
