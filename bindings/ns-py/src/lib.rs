@@ -390,245 +390,165 @@ fn json_text(value: serde_json::Value) -> String {
     value.to_string()
 }
 
-/// A fit. Returns the report JSON (`ns_inference::report::fit`).
-#[pyfunction]
-#[pyo3(signature = (model, data, init=None, bounds=None, fixed=None, tolerance=1e-6, uncertainties=true, device="cpu"))]
-#[allow(clippy::too_many_arguments)]
-fn fit(
-    py: Python<'_>,
-    model: &PyModel,
-    data: Vec<f64>,
+/// Options of an inference call, as the Python layer sends them (JSON): the fit configuration,
+/// the device, and each verb's own arguments.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
     init: Option<Vec<f64>>,
     bounds: Option<Vec<(f64, f64)>>,
     fixed: Option<Vec<bool>>,
+    #[serde(default = "default_tolerance")]
     tolerance: f64,
+    #[serde(default = "default_device")]
+    device: String,
+    #[serde(default)]
     uncertainties: bool,
-    device: &str,
-) -> PyResult<String> {
-    run_interruptible(py, |stop| {
-        let m = &model.model;
-        let mut config = fit_config(m, init, bounds, fixed, tolerance)?;
-        config.uncertainties = uncertainties;
-        let result =
-            fitter(m, device, Workload::Sequential, stop)?.fit(&model.prepared(&data)?, &config)?;
-        Ok(json_text(report::fit(m, &result)))
-    })
-}
-
-/// Asymptotic hypothesis test at `mu`.
-#[pyfunction]
-#[pyo3(signature = (model, data, mu, test_stat="qtilde", init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
-#[allow(clippy::too_many_arguments)]
-fn hypotest(
-    py: Python<'_>,
-    model: &PyModel,
-    data: Vec<f64>,
-    mu: f64,
-    test_stat: &str,
-    init: Option<Vec<f64>>,
-    bounds: Option<Vec<(f64, f64)>>,
-    fixed: Option<Vec<bool>>,
-    tolerance: f64,
-    device: &str,
-) -> PyResult<String> {
-    run_interruptible(py, |stop| {
-        let m = &model.model;
-        let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let stat = TestStatistic::from_name(test_stat)?;
-        let h = ns_inference::hypotest_asymptotic(
-            &fitter(m, device, Workload::Sequential, stop)?,
-            mu,
-            &model.prepared(&data)?,
-            &config,
-            stat,
-        )?;
-        Ok(json_text(report::hypotest(test_stat, &h)))
-    })
-}
-
-/// Toy-based hypothesis test at `mu` with `n_toys` toys per hypothesis.
-#[pyfunction]
-#[pyo3(signature = (model, data, mu, n_toys=2000, seed=0, test_stat="qtilde", init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
-#[allow(clippy::too_many_arguments)]
-fn hypotest_toys(
-    py: Python<'_>,
-    model: &PyModel,
-    data: Vec<f64>,
-    mu: f64,
+    mu: Option<f64>,
+    #[serde(default = "default_test_stat")]
+    test_stat: String,
+    #[serde(default)]
     n_toys: usize,
+    #[serde(default)]
     seed: u64,
-    test_stat: &str,
-    init: Option<Vec<f64>>,
-    bounds: Option<Vec<(f64, f64)>>,
-    fixed: Option<Vec<bool>>,
-    tolerance: f64,
-    device: &str,
-) -> PyResult<String> {
-    run_interruptible(py, |stop| {
-        let m = &model.model;
-        let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let stat = TestStatistic::from_name(test_stat)?;
-        let f = fitter(m, device, Workload::Batch { fits: 4 * n_toys }, stop)?;
-        let h = ns_inference::hypotest_toys(
-            &f,
-            mu,
-            &model.prepared(&data)?,
-            &config,
-            stat,
-            n_toys,
-            seed,
-            &|_| {},
-        )?;
-        Ok(json_text(report::hypotest_toys(test_stat, &h)))
-    })
-}
-
-/// Observed and expected upper limits at CLs `level`: root finding, or a scan over `scan`.
-#[pyfunction]
-#[pyo3(signature = (model, data, level=0.05, scan=None, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
-#[allow(clippy::too_many_arguments)]
-fn upper_limit(
-    py: Python<'_>,
-    model: &PyModel,
-    data: Vec<f64>,
+    #[serde(default = "default_level")]
     level: f64,
     scan: Option<Vec<f64>>,
-    init: Option<Vec<f64>>,
-    bounds: Option<Vec<(f64, f64)>>,
-    fixed: Option<Vec<bool>>,
-    tolerance: f64,
-    device: &str,
-) -> PyResult<String> {
-    run_interruptible(py, |stop| {
-        let m = &model.model;
-        let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let f = fitter(m, device, Workload::Sequential, stop)?;
-        let prepared = model.prepared(&data)?;
-        let ul = match scan {
-            Some(grid) => {
-                ns_inference::upper_limit_scan(&f, &prepared, &config, level, &grid, &mut |_| {})?
-            }
-            None => {
-                ns_inference::upper_limit_root(&f, &prepared, &config, level, 1e-6, &mut |_| {})?
-            }
-        };
-        Ok(json_text(report::upper_limit(&ul, level)))
-    })
-}
-
-/// Discovery significance (asymptotic q0).
-#[pyfunction]
-#[pyo3(signature = (model, data, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
-fn significance(
-    py: Python<'_>,
-    model: &PyModel,
-    data: Vec<f64>,
-    init: Option<Vec<f64>>,
-    bounds: Option<Vec<(f64, f64)>>,
-    fixed: Option<Vec<bool>>,
-    tolerance: f64,
-    device: &str,
-) -> PyResult<String> {
-    run_interruptible(py, |stop| {
-        let m = &model.model;
-        let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let r = ns_inference::significance(
-            &fitter(m, device, Workload::Sequential, stop)?,
-            &model.prepared(&data)?,
-            &config,
-        )?;
-        Ok(json_text(report::significance(&r)))
-    })
-}
-
-/// Profile-likelihood scan of `parameter` (the POI when None) over `values`.
-#[pyfunction]
-#[pyo3(signature = (model, data, values, parameter=None, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
-#[allow(clippy::too_many_arguments)]
-fn profile_scan(
-    py: Python<'_>,
-    model: &PyModel,
-    data: Vec<f64>,
+    #[serde(default)]
     values: Vec<f64>,
     parameter: Option<String>,
-    init: Option<Vec<f64>>,
-    bounds: Option<Vec<(f64, f64)>>,
-    fixed: Option<Vec<bool>>,
-    tolerance: f64,
-    device: &str,
-) -> PyResult<String> {
-    run_interruptible(py, |stop| {
-        let m = &model.model;
-        let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let index = match &parameter {
-            Some(name) => m.parameter_index(name).ok_or_else(|| {
-                invalid(format!("unknown parameter '{name}' (see Model.par_names)"))
-            })?,
-            None => m.poi()?,
-        };
-        let scan = ns_inference::profile_scan(
-            &fitter(m, device, Workload::Sequential, stop)?,
-            index,
-            &values,
-            &model.prepared(&data)?,
-            &config,
-            &mut |_| {},
-        )?;
-        Ok(json_text(report::scan(&scan)))
-    })
 }
 
-/// Nuisance-parameter ranking (pulls, constraints, impacts on the POI).
+fn default_tolerance() -> f64 {
+    1e-6
+}
+fn default_device() -> String {
+    "cpu".into()
+}
+fn default_test_stat() -> String {
+    "qtilde".into()
+}
+fn default_level() -> f64 {
+    0.05
+}
+
+/// Run inference `verb` (fit, hypotest, hypotest_toys, upper_limit, significance, profile_scan,
+/// ranking, gof) on `data` with JSON `options`; returns the verb's report JSON
+/// (`ns_inference::report`).
 #[pyfunction]
-#[pyo3(signature = (model, data, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
-fn ranking(
+fn infer(
     py: Python<'_>,
+    verb: &str,
     model: &PyModel,
     data: Vec<f64>,
-    init: Option<Vec<f64>>,
-    bounds: Option<Vec<(f64, f64)>>,
-    fixed: Option<Vec<bool>>,
-    tolerance: f64,
-    device: &str,
+    options: &str,
 ) -> PyResult<String> {
+    let o: Options = serde_json::from_str(options)
+        .map_err(|e| NextStatError::new_err(format!("{verb}: bad options: {e}")))?;
     run_interruptible(py, |stop| {
         let m = &model.model;
-        let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let f = fitter(
+        let mut config = fit_config(
             m,
-            device,
-            Workload::Batch {
-                fits: 4 * m.n_params(),
-            },
-            stop,
+            o.init.clone(),
+            o.bounds.clone(),
+            o.fixed.clone(),
+            o.tolerance,
         )?;
-        let r = ns_inference::ranking(&f, &model.prepared(&data)?, &config, &|_| {})?;
-        Ok(json_text(report::ranking(m, &r)))
-    })
-}
-
-/// Goodness of fit against the saturated model.
-#[pyfunction]
-#[pyo3(signature = (model, data, init=None, bounds=None, fixed=None, tolerance=1e-6, device="cpu"))]
-fn gof(
-    py: Python<'_>,
-    model: &PyModel,
-    data: Vec<f64>,
-    init: Option<Vec<f64>>,
-    bounds: Option<Vec<(f64, f64)>>,
-    fixed: Option<Vec<bool>>,
-    tolerance: f64,
-    device: &str,
-) -> PyResult<String> {
-    run_interruptible(py, |stop| {
-        let m = &model.model;
-        let config = fit_config(m, init, bounds, fixed, tolerance)?;
-        let g = ns_inference::goodness_of_fit(
-            &fitter(m, device, Workload::Sequential, stop)?,
-            &model.prepared(&data)?,
-            &config,
-        )?;
-        Ok(json_text(report::gof(&g)))
+        let prepared = model.prepared(&data)?;
+        let device = o.device.as_str();
+        let mu = || {
+            o.mu.ok_or_else(|| invalid(format!("{verb} needs a POI value")))
+        };
+        let value = match verb {
+            "fit" => {
+                config.uncertainties = o.uncertainties;
+                let fit = fitter(m, device, Workload::Sequential, stop)?.fit(&prepared, &config)?;
+                report::fit(m, &fit)
+            }
+            "hypotest" => {
+                let stat = TestStatistic::from_name(&o.test_stat)?;
+                let f = fitter(m, device, Workload::Sequential, stop)?;
+                report::hypotest(
+                    &o.test_stat,
+                    &ns_inference::hypotest_asymptotic(&f, mu()?, &prepared, &config, stat)?,
+                )
+            }
+            "hypotest_toys" => {
+                let stat = TestStatistic::from_name(&o.test_stat)?;
+                let f = fitter(m, device, Workload::Batch { fits: 4 * o.n_toys }, stop)?;
+                let h = ns_inference::hypotest_toys(
+                    &f,
+                    mu()?,
+                    &prepared,
+                    &config,
+                    stat,
+                    o.n_toys,
+                    o.seed,
+                    &|_| {},
+                )?;
+                report::hypotest_toys(&o.test_stat, &h)
+            }
+            "upper_limit" => {
+                let f = fitter(m, device, Workload::Sequential, stop)?;
+                let ul = match &o.scan {
+                    Some(grid) => ns_inference::upper_limit_scan(
+                        &f,
+                        &prepared,
+                        &config,
+                        o.level,
+                        grid,
+                        &mut |_| {},
+                    )?,
+                    None => ns_inference::upper_limit_root(
+                        &f,
+                        &prepared,
+                        &config,
+                        o.level,
+                        1e-6,
+                        &mut |_| {},
+                    )?,
+                };
+                report::upper_limit(&ul, o.level)
+            }
+            "significance" => {
+                let f = fitter(m, device, Workload::Sequential, stop)?;
+                report::significance(&ns_inference::significance(&f, &prepared, &config)?)
+            }
+            "profile_scan" => {
+                let index = match &o.parameter {
+                    Some(name) => m.parameter_index(name).ok_or_else(|| {
+                        invalid(format!("unknown parameter '{name}' (see Model.par_names)"))
+                    })?,
+                    None => m.poi()?,
+                };
+                let f = fitter(m, device, Workload::Sequential, stop)?;
+                report::scan(&ns_inference::profile_scan(
+                    &f,
+                    index,
+                    &o.values,
+                    &prepared,
+                    &config,
+                    &mut |_| {},
+                )?)
+            }
+            "ranking" => {
+                let f = fitter(
+                    m,
+                    device,
+                    Workload::Batch {
+                        fits: 4 * m.n_params(),
+                    },
+                    stop,
+                )?;
+                report::ranking(m, &ns_inference::ranking(&f, &prepared, &config, &|_| {})?)
+            }
+            "gof" => {
+                let f = fitter(m, device, Workload::Sequential, stop)?;
+                report::gof(&ns_inference::goodness_of_fit(&f, &prepared, &config)?)
+            }
+            other => return Err(invalid(format!("unknown inference verb '{other}'"))),
+        };
+        Ok(json_text(value))
     })
 }
 
@@ -711,7 +631,10 @@ fn fit_from_data(
                     None,
                     tolerance,
                 )?;
-                Ok(FitJob { data: i, config: Arc::new(config) })
+                Ok(FitJob {
+                    data: i,
+                    config: Arc::new(config),
+                })
             })
             .collect::<NsResult<Vec<_>>>()?;
         let f = fitter(m, device, Workload::Batch { fits: jobs.len() }, stop)?;
@@ -740,14 +663,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyWorkspace>()?;
     m.add_class::<PyModel>()?;
     for f in [
-        wrap_pyfunction!(fit, m)?,
-        wrap_pyfunction!(hypotest, m)?,
-        wrap_pyfunction!(hypotest_toys, m)?,
-        wrap_pyfunction!(upper_limit, m)?,
-        wrap_pyfunction!(significance, m)?,
-        wrap_pyfunction!(profile_scan, m)?,
-        wrap_pyfunction!(ranking, m)?,
-        wrap_pyfunction!(gof, m)?,
+        wrap_pyfunction!(infer, m)?,
         wrap_pyfunction!(fit_toys, m)?,
         wrap_pyfunction!(fit_from_data, m)?,
         wrap_pyfunction!(has_cuda, m)?,

@@ -197,22 +197,24 @@ class Model:
         return f"Model({self.config.npars} parameters, POI {self.config.poi_name!r}, channels {self.config.channels})"
 
 
-def _options(model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device) -> Dict[str, Any]:
+def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra):
+    """Run an inference verb in the engine and wrap its JSON report (observed data by default)."""
     data = model.observed if data is None else data
-    return dict(
-        data=[float(x) for x in _array(data, "data")],
+    options = dict(
         init=None if init_pars is None else [float(x) for x in _array(init_pars, "init_pars")],
         bounds=None if par_bounds is None else [tuple(map(float, b)) for b in par_bounds],
         fixed=None if fixed_params is None else [bool(f) for f in fixed_params],
         tolerance=float(tolerance),
-        device=device,
+        device=str(device),
+        **extra,
     )
+    report = _core.infer(verb, model._model, [float(x) for x in _array(data, "data")], json.dumps(options))
+    return result_type._from_json(report)
 
 
 def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> FitResult:
     """Maximum-likelihood fit with uncertainties (observed data unless ``data`` is given)."""
-    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
-    return FitResult._from_json(_core.fit(model._model, o["data"], o["init"], o["bounds"], o["fixed"], o["tolerance"], True, o["device"]))
+    return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, uncertainties=True)
 
 
 def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> FitResult:
@@ -228,46 +230,39 @@ def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par
 
 def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> AsymptoticHypotestResult:
     """Asymptotic CLs at ``poi_value``."""
-    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
-    return AsymptoticHypotestResult._from_json(_core.hypotest(model._model, o["data"], float(poi_value), test_stat, o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+    return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, mu=float(poi_value), test_stat=test_stat)
 
 
 def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> ToyHypotestResult:
     """Toy-based CLs at ``poi_value``; the same seed gives the same toys on any device."""
-    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
-    return ToyHypotestResult._from_json(_core.hypotest_toys(model._model, o["data"], float(poi_value), int(n_toys), int(seed), test_stat, o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, mu=float(poi_value), n_toys=int(n_toys), seed=int(seed), test_stat=test_stat)
 
 
 def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> UpperLimitResult:
     """Observed and expected CLs upper limits: root finding, or a scan over ``scan``."""
-    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
     grid = None if scan is None else [float(x) for x in _array(scan, "scan")]
-    return UpperLimitResult._from_json(_core.upper_limit(model._model, o["data"], float(level), grid, o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, level=float(level), scan=grid)
 
 
 def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> SignificanceResult:
     """Discovery p0 and Z (asymptotic q0), observed and expected."""
-    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
-    return SignificanceResult._from_json(_core.significance(model._model, o["data"], o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+    return _infer("significance", SignificanceResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device)
 
 
 def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> ProfileScanResult:
     """Profile likelihood of the POI (or ``parameter``) at ``mu_values``."""
-    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
     values = [float(x) for x in _array(mu_values, "mu_values")]
-    return ProfileScanResult._from_json(_core.profile_scan(model._model, o["data"], values, parameter, o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+    return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, values=values, parameter=parameter)
 
 
 def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> RankingResult:
     """Pulls, constraints and pre/post-fit impacts on the POI of every nuisance parameter."""
-    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, device)
-    return RankingResult._from_json(_core.ranking(model._model, o["data"], o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+    return _infer("ranking", RankingResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device)
 
 
 def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6) -> GofResult:
     """Goodness of fit against the saturated model."""
-    o = _options(model, data, init_pars, par_bounds, fixed_params, tolerance, "cpu")
-    return GofResult._from_json(_core.gof(model._model, o["data"], o["init"], o["bounds"], o["fixed"], o["tolerance"], o["device"]))
+    return _infer("gof", GofResult, model, data, init_pars, par_bounds, fixed_params, tolerance, "cpu")
 
 
 def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=1e-6, device="cuda") -> ToyFits:
