@@ -78,14 +78,16 @@ __device__ bool ns_gauss_jordan(double* a, double* rhs, int n, int n_rhs, double
         for (int k = tid; k < n_rhs; k += NS_BLOCK) rhs[col * n_rhs + k] *= inv;
         __syncthreads();
         // Eliminate the column from every other row; the factors are read before any row changes.
-        for (int idx = tid; idx < n * (n + n_rhs); idx += NS_BLOCK) {
-            const int row = idx / (n + n_rhs), k = idx % (n + n_rhs);
+        // A warp per row, its lanes across the columns (no index division).
+        for (int row = tid >> 5; row < n; row += NS_BLOCK / 32) {
             if (row == col) continue;
             const double factor = a[row * n + col];
-            if (k < n) {
-                if (k != col) a[row * n + k] -= factor * a[col * n + k];
-            } else {
-                rhs[row * n_rhs + (k - n)] -= factor * rhs[col * n_rhs + (k - n)];
+            for (int k = tid & 31; k < n + n_rhs; k += 32) {
+                if (k < n) {
+                    if (k != col) a[row * n + k] -= factor * a[col * n + k];
+                } else {
+                    rhs[row * n_rhs + (k - n)] -= factor * rhs[col * n_rhs + (k - n)];
+                }
             }
         }
         __syncthreads();
@@ -278,12 +280,17 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
         xcp[i] = x[i];
     }
     __syncthreads();
+    // Sort keys in du (free until the subspace step): the breakpoint, or +∞ where there is none,
+    // so the rank is one comparison per pair.
+    const double inf_key = __longlong_as_double(0x7ff0000000000000LL);
+    for (int i = tid; i < n; i += NS_BLOCK) du[i] = (t[i] > 0.0 && isfinite(t[i])) ? t[i] : inf_key;
+    __syncthreads();
     int local_valid = 0;
     for (int i = tid; i < n; i += NS_BLOCK) {
-        if (t[i] > 0.0 && isfinite(t[i])) {
+        const double key = du[i];
+        if (key != inf_key) {
             int rank = 0;
-            for (int j = 0; j < n; ++j)
-                if (t[j] > 0.0 && isfinite(t[j]) && (t[j] < t[i] || (t[j] == t[i] && j < i))) ++rank;
+            for (int j = 0; j < n; ++j) rank += (du[j] < key || (du[j] == key && j < i)) ? 1 : 0;
             order[rank] = i;
             ++local_valid;
         }
