@@ -24,17 +24,7 @@
 #define NS_NON_FINITE_START 4
 
 __device__ double ns_block_max(double v, double* red) {
-    const int tid = threadIdx.x;
-    __syncthreads();
-    red[tid] = v;
-    __syncthreads();
-    for (int width = NS_BLOCK / 2; width > 0; width /= 2) {
-        if (tid < width) red[tid] = fmax(red[tid], red[tid + width]);
-        __syncthreads();
-    }
-    double r = red[0];
-    __syncthreads();
-    return r;
+    return ns_block_reduce(v, red, NsMax());
 }
 
 __device__ double ns_block_min(double v, double* red) {
@@ -216,15 +206,9 @@ __device__ double ns_objective(const ModelView& m, const FitArgs& a, int fit, co
 __device__ double ns_warp_dot(const double* a, const double* b, int n) {
     double sum = 0.0;
     for (int i = threadIdx.x & 31; i < n; i += 32) sum += a[i] * b[i];
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    return __shfl_sync(0xffffffffu, sum, 0);
+    return ns_warp_sum(sum);
 }
 
-// Sum over the lanes of a warp by a fixed butterfly; lane 0's value is returned to every lane.
-__device__ double ns_warp_sum(double v) {
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    return __shfl_sync(0xffffffffu, v, 0);
-}
 
 __device__ double ns_dot(const double* a, const double* b, int n, double* red) {
     double local = 0.0;

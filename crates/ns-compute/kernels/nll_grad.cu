@@ -93,20 +93,35 @@ __device__ size_t ns_scratch_stride(const ModelView& m) {
     return 2 * (size_t)m.n_scalar + m.n_blocks + 2 * (size_t)m.n_entries + m.n_main + slots;
 }
 
-// Sum of one value per thread over the block: each thread's value, then a fixed tree. Every
-// thread gets the total. `red` is NS_BLOCK doubles of shared memory.
-__device__ double ns_block_sum(double v, double* red) {
+// One value per thread combined over the block by a fixed tree (deterministic); every thread
+// gets the result. `red` is NS_BLOCK doubles of shared memory.
+struct NsAdd { __device__ double operator()(double a, double b) const { return a + b; } };
+struct NsMax { __device__ double operator()(double a, double b) const { return fmax(a, b); } };
+
+template <typename Op>
+__device__ double ns_block_reduce(double v, double* red, Op op) {
     const int tid = threadIdx.x;
     __syncthreads();
     red[tid] = v;
     __syncthreads();
     for (int width = NS_BLOCK / 2; width > 0; width /= 2) {
-        if (tid < width) red[tid] += red[tid + width];
+        if (tid < width) red[tid] = op(red[tid], red[tid + width]);
         __syncthreads();
     }
     double total = red[0];
     __syncthreads();
     return total;
+}
+
+__device__ double ns_block_sum(double v, double* red) {
+    return ns_block_reduce(v, red, NsAdd());
+}
+
+// Sum over the lanes of a warp by a fixed butterfly; lane 0's value is returned to every lane
+// (the lanes' own sums may differ in their last bit).
+__device__ double ns_warp_sum(double v) {
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return __shfl_sync(0xffffffffu, v, 0);
 }
 
 // One evaluation by the whole block: NLL (deviance form) and its gradient at full parameter
@@ -247,7 +262,7 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
         double sum = 0.0;
         for (unsigned s = m.param_slot_start[q] + lane; s < m.param_slot_start[q + 1]; s += 32)
             sum += contrib[m.param_slots[s]];
-        for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        sum = ns_warp_sum(sum);
         if (lane == 0) grad[q] = sum;
     }
     __syncthreads();

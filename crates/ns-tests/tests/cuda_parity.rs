@@ -344,28 +344,23 @@ fn toy_hypotest_matches_cpu_toy_by_toy() {
         let ws = Workspace::from_path(&workspace_path(file)).unwrap();
         let (model, data) = model_and_data(&ws, Default::default());
         let config = FitConfig::suggested(&model);
-        let cpu = hypotest_toys(
-            &Fitter::new(&model),
-            mu,
-            &data,
-            &config,
-            TestStatistic::QTilde,
-            n_toys,
-            5,
-            &|_| {},
-        )
-        .unwrap();
-        let gpu = hypotest_toys(
-            &Fitter::cuda(&model, 0).unwrap(),
-            mu,
-            &data,
-            &config,
-            TestStatistic::QTilde,
-            n_toys,
-            5,
-            &|_| {},
-        )
-        .unwrap();
+        let run = |fitter: &Fitter| {
+            hypotest_toys(
+                fitter,
+                mu,
+                &data,
+                &config,
+                TestStatistic::QTilde,
+                n_toys,
+                5,
+                &|_| {},
+            )
+            .unwrap()
+        };
+        let (cpu, gpu) = (
+            run(&Fitter::new(&model)),
+            run(&Fitter::cuda(&model, 0).unwrap()),
+        );
         assert!(
             (cpu.teststat_obs - gpu.teststat_obs).abs() <= 1e-6,
             "{file}: observed q"

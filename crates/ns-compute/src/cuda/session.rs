@@ -22,6 +22,19 @@ fn driver(what: &str, e: DriverError) -> Error {
     Error::Device(format!("CUDA {what} failed: {e}"))
 }
 
+/// Copy a host array to the device; an empty one becomes one zero, since a kernel argument
+/// needs a valid pointer even where it is never read.
+fn upload<T: DeviceRepr + Copy + Default>(
+    stream: &Arc<CudaStream>,
+    values: &[T],
+) -> std::result::Result<CudaSlice<T>, DriverError> {
+    if values.is_empty() {
+        stream.clone_htod(&[T::default()][..])
+    } else {
+        stream.clone_htod(values)
+    }
+}
+
 /// Whether a CUDA driver and at least one device are present. Never panics: the driver library
 /// is looked for before anything touches it.
 pub fn has_cuda() -> bool {
@@ -228,8 +241,6 @@ impl CudaSession {
         };
 
         let layout = KernelLayout::new(model);
-        let up_u32 = |v: &Vec<u32>| stream.clone_htod(if v.is_empty() { &[0u32][..] } else { v });
-        let up_f64 = |v: &Vec<f64>| stream.clone_htod(if v.is_empty() { &[0f64][..] } else { v });
         let l = &layout;
         let u32_arrays = [
             &l.blocks,
@@ -258,12 +269,12 @@ impl CudaSession {
         ];
         let model_u32 = u32_arrays
             .iter()
-            .map(|v| up_u32(v))
+            .map(|v| upload(&stream, v))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| driver("model upload", e))?;
         let model_f64 = f64_arrays
             .iter()
-            .map(|v| up_f64(v))
+            .map(|v| upload(&stream, v))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| driver("model upload", e))?;
         let p32 = |i: usize| model_u32[i].device_ptr(&stream).0;
@@ -463,8 +474,8 @@ impl CudaSession {
         }
         let total = n_toys * ensembles.len();
         let s = &self.stream;
-        let up = |v: &[f64]| s.clone_htod(if v.is_empty() { &[0f64][..] } else { v });
-        let up32 = |v: &[u32]| s.clone_htod(if v.is_empty() { &[0u32][..] } else { v });
+        let up = |v: &[f64]| upload(s, v);
+        let up32 = |v: &[u32]| upload(s, v);
         let err = |e| driver("toy upload", e);
         let rate = up(&rate).map_err(err)?;
         let mean = up(&mean).map_err(err)?;
