@@ -16,6 +16,6 @@ for line in sys.stdin:
 cp target/release/nextstat target/release/examples/gpu_bench dist-gpu/
 cp "$test_bin" dist-gpu/cuda_parity
 strip dist-gpu/nextstat dist-gpu/gpu_bench dist-gpu/cuda_parity
-rm -rf dist-gpu/pyhf-ref && cp -r ../shared/pyhf-ref dist-gpu/pyhf-ref
+rm -rf dist-gpu/pyhf-ref dist-gpu/likelihoods && cp -r ../shared/pyhf-ref dist-gpu/pyhf-ref && cp -r ../shared/likelihoods dist-gpu/likelihoods
 (cd bindings/ns-py && maturin build --release -o ../../dist-gpu/wheels)
 ls -la dist-gpu dist-gpu/wheels

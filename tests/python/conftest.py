@@ -23,6 +23,35 @@ def workspace_file(name):
     return SHARED / ref["workspace"]
 
 
+def pyhf_hypotest_given_fits(model, data, fitted_pars, mu, monkeypatch):
+    """pyhf's asymptotic qtilde hypotest at `mu` with its fits replaced by ours (the `fitted_pars`
+    of `nextstat hypotest`): pyhf's test statistics and CLs formulas on our fitted parameters."""
+    import numpy as np
+    import pyhf
+
+    fitted = {k: np.asarray(v) for k, v in fitted_pars.items()}
+    observed = np.asarray(data)
+
+    def is_observed(d):
+        return np.allclose(np.asarray(d), observed, rtol=0, atol=0)
+
+    def fake_fit(d, pdf, *args, return_fitted_val=False, **kwargs):
+        pars = fitted["free_fit_to_data"] if is_observed(d) else fitted["free_fit_to_asimov"]
+        return (pars, -2 * pdf.logpdf(pars, d)[0]) if return_fitted_val else pars
+
+    def fake_fixed_poi_fit(poi, d, pdf, *args, return_fitted_val=False, **kwargs):
+        if poi == 0.0:
+            pars = fitted["asimov_pars"]
+        else:
+            pars = fitted["fixed_poi_fit_to_data"] if is_observed(d) else fitted["fixed_poi_fit_to_asimov"]
+        return (pars, -2 * pdf.logpdf(pars, d)[0]) if return_fitted_val else pars
+
+    monkeypatch.setattr(pyhf.infer.test_statistics, "fit", fake_fit)
+    monkeypatch.setattr(pyhf.infer.test_statistics, "fixed_poi_fit", fake_fixed_poi_fit)
+    monkeypatch.setattr(pyhf.infer.calculators, "fixed_poi_fit", fake_fixed_poi_fit)
+    return pyhf.infer.hypotest(mu, data, model, test_stat="qtilde", return_expected_set=True)
+
+
 def run_cli(*args, expect_ok=True):
     """Run the nextstat binary; return (returncode, stdout, stderr)."""
     proc = subprocess.run([str(BIN), *map(str, args)], capture_output=True, text=True)

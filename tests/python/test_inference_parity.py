@@ -8,7 +8,7 @@ import numpy as np
 import pyhf
 import pytest
 
-from conftest import REFERENCE_NAMES, SHARED, cli_json, run_cli, workspace_file
+from conftest import REFERENCE_NAMES, SHARED, cli_json, pyhf_hypotest_given_fits, run_cli, workspace_file
 
 # The four large models are compared with pyhf's stored numbers in Rust (inference_stored.rs);
 # a tight JAX+minuit fit of each takes minutes.
@@ -73,27 +73,7 @@ def test_cls_formula_from_our_fits_matches_pyhf(name, monkeypatch):
     pyhf.set_backend("numpy")
     model, data = model_and_data(name)
     ours = cli_json("hypotest", workspace_file(name), "--mu", "1", "--tolerance", "1e-9")
-    fitted = {k: np.asarray(v) for k, v in ours["fitted_pars"].items()}
-    observed = np.asarray(data)
-
-    def is_observed(d):
-        return np.allclose(np.asarray(d), observed, rtol=0, atol=0)
-
-    def fake_fit(d, pdf, *args, return_fitted_val=False, **kwargs):
-        pars = fitted["free_fit_to_data"] if is_observed(d) else fitted["free_fit_to_asimov"]
-        return (pars, -2 * pdf.logpdf(pars, d)[0]) if return_fitted_val else pars
-
-    def fake_fixed_poi_fit(mu, d, pdf, *args, return_fitted_val=False, **kwargs):
-        if mu == 0.0:
-            pars = fitted["asimov_pars"]
-        else:
-            pars = fitted["fixed_poi_fit_to_data"] if is_observed(d) else fitted["fixed_poi_fit_to_asimov"]
-        return (pars, -2 * pdf.logpdf(pars, d)[0]) if return_fitted_val else pars
-
-    monkeypatch.setattr(pyhf.infer.test_statistics, "fit", fake_fit)
-    monkeypatch.setattr(pyhf.infer.test_statistics, "fixed_poi_fit", fake_fixed_poi_fit)
-    monkeypatch.setattr(pyhf.infer.calculators, "fixed_poi_fit", fake_fixed_poi_fit)
-    cls_obs, cls_exp = pyhf.infer.hypotest(1.0, data, model, test_stat="qtilde", return_expected_set=True)
+    cls_obs, cls_exp = pyhf_hypotest_given_fits(model, data, ours["fitted_pars"], 1.0, monkeypatch)
     # When μ̂ ≈ μ, q is the difference of two equal minima: pyhf's and our summation orders give
     # ~1e-13 of noise there, whose square root moves CLs by ~1e-6. Elsewhere the formula is exact.
     rel = 1e-9 if ours["sqrt_q"] > 1e-4 else 1e-5

@@ -146,6 +146,13 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             output,
         } => {
             let ws = Workspace::from_value(model.workspace_value()?)?;
+            let orphans = ws.orphaned_observations();
+            if !orphans.is_empty() {
+                eprintln!(
+                    "note: observations without a channel, ignored as pyhf does: {}",
+                    orphans.join(", ")
+                );
+            }
             let summary = inspect(&ws)?;
             let json_text = dumps(&summary.json, DumpOptions::PYHF_CLI);
             if json {

@@ -42,8 +42,28 @@ struct ModelView {
     int normsys_code, histosys_code;
 };
 
+// Poisson deviance n ln(n/λ) + λ − n, a line-for-line twin of ns_compute::poisson::poisson_deviance
+// (series in v = (n−λ)/(n+λ) where the halves cancel).
 __device__ double ns_deviance(double n, double lambda) {
-    return n == 0.0 ? lambda : lambda - n - n * log(lambda / n);
+    if (n == 0.0) return lambda;
+    double d = n - lambda;
+    if (fabs(d) < 0.1 * (n + lambda)) {
+        double v = d / (n + lambda);
+        double v2 = v * v;
+        double sum = d * v;
+        double term = 2.0 * n * v;
+        double k = 3.0;
+        for (;;) {
+            term *= v2;
+            double next = sum + term / k;
+            if (next == sum) return next;
+            sum = next;
+            k += 2.0;
+        }
+    }
+    double ratio = n / lambda;
+    double log_ratio = (isfinite(ratio) && ratio > 0.0) ? log(ratio) : log(n) - log(lambda);
+    return n * log_ratio + lambda - n;
 }
 
 // Normsys factor and slope (ns_core::NormsysTerm::factor_and_derivative).

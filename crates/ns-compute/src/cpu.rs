@@ -6,6 +6,7 @@ use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
 
 use crate::data::PreparedData;
+use crate::poisson::poisson_deviance;
 
 /// Evaluates one compiled model on the CPU.
 #[derive(Clone, Debug)]
@@ -110,17 +111,6 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
         }
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
-}
-
-/// The Poisson deviance term `λ − n − n ln(λ/n)` (`λ` when n = 0, as pyhf's `xlogy`): with the
-/// saturated part `n − n ln n + lgamma(n+1)` (in `PreparedData::constant`) it is `−ln Pois(n|λ)`.
-#[inline]
-fn poisson_deviance(n: f64, lambda: f64) -> f64 {
-    if n == 0.0 {
-        lambda
-    } else {
-        lambda - n - n * (lambda / n).ln()
-    }
 }
 
 impl<'m> CpuEvaluator<'m> {
@@ -230,7 +220,7 @@ impl<'m> CpuEvaluator<'m> {
         params: &[f64],
         data: &PreparedData,
         s: &mut Scratch,
-        mut grad: Option<&mut [f64]>,
+        grad: Option<&mut [f64]>,
     ) -> Result<f64> {
         self.check_params(params)?;
         let m = self.model;
@@ -256,7 +246,7 @@ impl<'m> CpuEvaluator<'m> {
             nll += poisson_deviance(data.aux[c.aux_index as usize], rate);
         }
 
-        if let Some(grad) = grad.as_deref_mut() {
+        if let Some(grad) = grad {
             if grad.len() != m.n_params {
                 return Err(Error::InvalidInput(format!(
                     "gradient buffer has length {} but the model has {} parameters",
@@ -394,7 +384,7 @@ impl<'m> CpuEvaluator<'m> {
         datasets: &[PreparedData],
     ) -> Result<(Vec<f64>, Vec<f64>)> {
         let n_params = self.model.n_params;
-        if n_params == 0 || params.len() % n_params != 0 {
+        if n_params == 0 || !params.len().is_multiple_of(n_params) {
             return Err(Error::InvalidInput(format!(
                 "batch of parameters has length {} which is not a multiple of {} parameters",
                 params.len(),

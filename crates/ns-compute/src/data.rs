@@ -2,13 +2,15 @@
 
 use ns_core::{CompiledModel, Error, Result};
 
+use crate::poisson::poisson_data_term;
+
 /// Main and auxiliary observations with the parts of the NLL that do not depend on parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreparedData {
     pub main: Vec<f64>,
     pub aux: Vec<f64>,
-    /// The parameter-independent part of the NLL: `Σ [n − n ln n + lgamma(n+1)]` over main bins
-    /// and Poisson aux data (the saturated Poisson terms), plus the Gaussian normalisations
+    /// The parameter-independent part of the NLL: `Σ [ln Γ(n+1) − n ln n + n]` over main bins
+    /// and Poisson aux data (`poisson::poisson_data_term`, the saturated Poisson terms), plus the Gaussian normalisations
     /// `Σ ln(σ √(2π))`. The evaluator sums the rest as small deviance terms, so the NLL's
     /// parameter dependence is resolved far below the rounding of its total (~1e4 on large models).
     pub constant: f64,
@@ -32,13 +34,11 @@ impl PreparedData {
             )));
         }
         let ln_sqrt_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
-        let saturated =
-            |n: f64| n - if n == 0.0 { 0.0 } else { n * n.ln() } + libm::lgamma(n + 1.0);
-        let mut constant: f64 = main.iter().map(|&n| saturated(n)).sum();
+        let mut constant: f64 = main.iter().map(|&n| poisson_data_term(n)).sum();
         constant += model
             .poisson
             .iter()
-            .map(|c| saturated(aux[c.aux_index as usize]))
+            .map(|c| poisson_data_term(aux[c.aux_index as usize]))
             .sum::<f64>();
         constant += model
             .gaussian

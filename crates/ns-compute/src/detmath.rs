@@ -8,10 +8,10 @@
 //! plenty for sampling, where only reproducibility has to be exact.
 
 /// ln 2 split so that `k · LN2_HI` is exact for |k| < 2²⁰.
-const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
-const INV_LN2: f64 = 1.442_695_040_888_963_387_00;
-const PI: f64 = 3.141_592_653_589_793_115_99;
+const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+const INV_LN2: f64 = std::f64::consts::LOG2_E;
+const PI: f64 = std::f64::consts::PI;
 
 /// 2^k for k in the normal exponent range.
 fn pow2(k: i64) -> f64 {
@@ -156,7 +156,7 @@ pub fn ln_factorial(k: f64) -> f64 {
         * (1.0 / 12.0
             + inv2
                 * (-1.0 / 360.0 + inv2 * (1.0 / 1260.0 + inv2 * (-1.0 / 1680.0 + inv2 / 1188.0))));
-    (x - 0.5) * ln(x) - x + 0.918_938_533_204_672_669_5 + series
+    (x - 0.5) * ln(x) - x + 0.918_938_533_204_672_7 + series
 }
 
 #[cfg(test)]

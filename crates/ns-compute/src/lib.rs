@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod data;
 pub mod detmath;
+pub mod poisson;
 pub mod rng;
 
 pub use cpu::{CpuEvaluator, Scratch};

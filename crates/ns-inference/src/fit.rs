@@ -103,7 +103,7 @@ impl FitResult {
 pub(crate) enum Engine {
     Cpu,
     /// A CUDA session holding the uploaded model; evaluations are serialised through it.
-    Cuda(Mutex<CudaSession>),
+    Cuda(Box<Mutex<CudaSession>>),
 }
 
 /// Fits one model against datasets, on the CPU or on a CUDA device.
@@ -197,34 +197,46 @@ fn assemble_result(
         parameters[i] = end.x[k] / scale[k];
         grad[i] = end.g[k] * scale[k];
     }
-    let at_bound = (0..n)
-        .map(|i| {
-            let (lo, hi) = config.bounds[i];
-            let tol = 1e-6 * (hi - lo).abs().max(1.0);
-            !config.fixed[i] && (parameters[i] - lo <= tol || hi - parameters[i] <= tol)
-        })
-        .collect();
     FitResult {
         twice_nll: end.f + 2.0 * constant,
         converged: end.termination == Termination::Converged,
         termination: end.termination,
         iterations: end.iterations,
         evaluations: end.evaluations,
-        // In the original parameters: ‖P(x − g) − x‖∞ of twice_nll.
-        projected_gradient: free
-            .iter()
-            .map(|&i| {
-                ((parameters[i] - grad[i]).clamp(config.bounds[i].0, config.bounds[i].1)
-                    - parameters[i])
-                    .abs()
-            })
-            .fold(0.0, f64::max),
+        projected_gradient: projected_gradient(&parameters, &grad, config, free),
         uncertainties: None,
         covariance: None,
-        at_bound,
+        at_bound: at_bound(&parameters, config),
         warning: None,
         parameters,
     }
+}
+
+/// ‖P(x − g) − x‖∞ of twice_nll over the free parameters, in the original parameters.
+pub(crate) fn projected_gradient(
+    parameters: &[f64],
+    grad: &[f64],
+    config: &FitConfig,
+    free: &[usize],
+) -> f64 {
+    free.iter()
+        .map(|&i| {
+            ((parameters[i] - grad[i]).clamp(config.bounds[i].0, config.bounds[i].1)
+                - parameters[i])
+                .abs()
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Free parameters within 1e-6 of the bound range of a bound.
+pub(crate) fn at_bound(parameters: &[f64], config: &FitConfig) -> Vec<bool> {
+    (0..parameters.len())
+        .map(|i| {
+            let (lo, hi) = config.bounds[i];
+            let tol = 1e-6 * (hi - lo).abs().max(1.0);
+            !config.fixed[i] && (parameters[i] - lo <= tol || hi - parameters[i] <= tol)
+        })
+        .collect()
 }
 
 /// One fit of a batch: dataset `data` (an index into the batch's datasets) with `config`
@@ -262,7 +274,10 @@ impl<'m> Fitter<'m> {
     /// A fitter whose evaluations run on CUDA device `ordinal` (the model is uploaded once).
     pub fn cuda(model: &'m HistFactoryModel, ordinal: usize) -> Result<Self> {
         Ok(Fitter {
-            engine: Engine::Cuda(Mutex::new(CudaSession::new(&model.compiled, ordinal)?)),
+            engine: Engine::Cuda(Box::new(Mutex::new(CudaSession::new(
+                &model.compiled,
+                ordinal,
+            )?))),
             ..Fitter::new(model)
         })
     }
@@ -460,9 +475,25 @@ impl<'m> Fitter<'m> {
     }
 
     fn finish(&self, run: &FitRun, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
-        let mut result = run.result(config, data.constant);
+        self.complete(run.result(config, data.constant), data, config, &run.free)
+    }
+
+    /// What every fit does after its optimizer stops (host or device): a Newton polish where
+    /// L-BFGS-B stopped short of the tolerance, then the uncertainties if asked for.
+    fn complete(
+        &self,
+        result: FitResult,
+        data: &PreparedData,
+        config: &FitConfig,
+        free: &[usize],
+    ) -> Result<FitResult> {
+        let mut result = if crate::newton::applies(&result, free.len()) {
+            crate::newton::polish(self, result, data, config, free)?
+        } else {
+            result
+        };
         if config.uncertainties && result.termination != Termination::NonFiniteStart {
-            self.add_uncertainties(&mut result, data, &run.free)?;
+            self.add_uncertainties(&mut result, data, free)?;
         }
         Ok(result)
     }
@@ -636,19 +667,14 @@ impl<'m> Fitter<'m> {
                     None => self.finish(&runs[r], data, &job.config),
                     Some(ends) => {
                         let run = &runs[r];
-                        let mut result = assemble_result(
+                        let result = assemble_result(
                             &run.free,
                             &run.scale,
                             &job.config,
                             ends.end(r),
                             data.constant,
                         );
-                        if job.config.uncertainties
-                            && result.termination != Termination::NonFiniteStart
-                        {
-                            self.add_uncertainties(&mut result, data, &run.free)?;
-                        }
-                        Ok(result)
+                        self.complete(result, data, &job.config, &run.free)
                     }
                 }
             })
@@ -724,25 +750,25 @@ impl<'m> Fitter<'m> {
         self.fit(data, &config.with_fixed(poi, mu))
     }
 
-    /// Hessian of twice_nll over the free parameters by central differences of the analytic
-    /// gradient; C = 2·H⁻¹ (the inverse Hessian of the NLL).
-    fn add_uncertainties(
+    /// Hessian of twice_nll over the `free` parameters at `point` (k×k, row-major, symmetrised)
+    /// by central differences of the analytic gradient, all 2k probes in one batch: one launch
+    /// on CUDA, parallel on the CPU.
+    pub(crate) fn hessian(
         &self,
-        result: &mut FitResult,
+        point: &[f64],
         data: &PreparedData,
         free: &[usize],
-    ) -> Result<()> {
+    ) -> Result<Vec<f64>> {
         let n = self.model.n_params();
         let k = free.len();
-        // All 2k probes in one batch: one launch on CUDA, parallel on the CPU.
         let steps: Vec<f64> = free
             .iter()
-            .map(|&j| 1e-5 * result.parameters[j].abs().max(1.0))
+            .map(|&j| 1e-5 * point[j].abs().max(1.0))
             .collect();
         let mut points = Vec::with_capacity(2 * k * n);
         for (col, &j) in free.iter().enumerate() {
             for sign in [1.0, -1.0] {
-                let mut x = result.parameters.clone();
+                let mut x = point.to_vec();
                 x[j] += sign * steps[col];
                 points.extend_from_slice(&x);
             }
@@ -764,6 +790,20 @@ impl<'m> Fitter<'m> {
                 hessian[c * k + r] = avg;
             }
         }
+        Ok(hessian)
+    }
+
+    /// Uncertainties from the Hessian of twice_nll at the minimum: C = 2·H⁻¹ (the inverse
+    /// Hessian of the NLL).
+    fn add_uncertainties(
+        &self,
+        result: &mut FitResult,
+        data: &PreparedData,
+        free: &[usize],
+    ) -> Result<()> {
+        let n = self.model.n_params();
+        let k = free.len();
+        let hessian = self.hessian(&result.parameters, data, free)?;
         let inverse_hessian = match cholesky(&hessian, k) {
             Ok(l) => Some(cholesky_inverse(&l, k)),
             Err(pivot) => {

@@ -12,6 +12,7 @@ pub mod hypotest;
 pub mod intervals;
 pub mod limits;
 pub mod linalg;
+mod newton;
 pub mod optimizer;
 pub mod ranking;
 pub mod report;

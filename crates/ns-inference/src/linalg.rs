@@ -106,26 +106,36 @@ pub fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
     Ok(l)
 }
 
+/// Solve `L Lᵀ x = b` with the Cholesky factor `L`.
+pub fn cholesky_solve(l: &[f64], n: usize, b: &[f64]) -> Vec<f64> {
+    let mut y = vec![0.0; n];
+    for i in 0..n {
+        let mut sum = b[i];
+        for k in 0..i {
+            sum -= l[i * n + k] * y[k];
+        }
+        y[i] = sum / l[i * n + i];
+    }
+    for i in (0..n).rev() {
+        let mut sum = y[i];
+        for k in i + 1..n {
+            sum -= l[k * n + i] * y[k];
+        }
+        y[i] = sum / l[i * n + i];
+    }
+    y
+}
+
 /// Inverse of a symmetric positive-definite matrix from its Cholesky factor.
 pub fn cholesky_inverse(l: &[f64], n: usize) -> Vec<f64> {
     let mut inv = vec![0.0; n * n];
+    let mut unit = vec![0.0; n];
     for col in 0..n {
-        // Solve L y = e_col, then Lᵀ x = y.
-        let mut y = vec![0.0; n];
-        for i in 0..n {
-            let mut sum = if i == col { 1.0 } else { 0.0 };
-            for k in 0..i {
-                sum -= l[i * n + k] * y[k];
-            }
-            y[i] = sum / l[i * n + i];
+        unit[col] = 1.0;
+        for (row, v) in cholesky_solve(l, n, &unit).into_iter().enumerate() {
+            inv[row * n + col] = v;
         }
-        for i in (0..n).rev() {
-            let mut sum = y[i];
-            for k in i + 1..n {
-                sum -= l[k * n + i] * inv[k * n + col];
-            }
-            inv[i * n + col] = sum / l[i * n + i];
-        }
+        unit[col] = 0.0;
     }
     inv
 }

@@ -11,6 +11,41 @@ pub fn pyhf_ref_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pyhf-ref")
 }
 
+/// `../shared/likelihoods` beside the repository (override with `NEXTSTAT_LIKELIHOODS`): published
+/// ATLAS likelihoods with pyhf's numbers. Tests that read it fail, never skip, without it.
+pub fn likelihoods_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("NEXTSTAT_LIKELIHOODS") {
+        return PathBuf::from(dir);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/likelihoods")
+}
+
+/// The published likelihoods of [`likelihoods_dir`]: (name, its folder), sorted by name.
+pub fn published_likelihoods() -> Vec<(String, PathBuf)> {
+    let dir = likelihoods_dir();
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot read {}: {e} (the published likelihoods live in ../shared beside the repository)",
+                dir.display()
+            )
+        })
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.join("reference.json").is_file())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+        .collect();
+    found.sort();
+    assert!(!found.is_empty(), "no likelihoods in {}", dir.display());
+    found
+}
+
+/// A JSON file, parsed.
+pub fn read_json(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// Names (file stems) of every stored reference, sorted.
 pub fn reference_names() -> Vec<String> {
     let dir = pyhf_ref_dir().join("ref");
@@ -101,7 +136,7 @@ pub fn random_point(model: &ns_translate::HistFactoryModel, rng: &mut TestRng) -
             }
             p[set.offset + i] = match (set.constraint, set.auxdata.get(i).copied()) {
                 (Constraint::None, _) => 2.0 * rng.uniform(),
-                (Constraint::Gaussian, Some(aux)) if aux == 0.0 => {
+                (Constraint::Gaussian, Some(0.0)) => {
                     let mut a = rng.normal();
                     if a.abs() < 0.01 || (a.abs() - 1.0).abs() < 0.01 {
                         a += 0.05;

@@ -145,8 +145,9 @@ impl Workspace {
             if !observed.insert(obs.name.as_str()) {
                 return bad(format!("{at}: duplicate observation name"));
             }
+            // An observation of a channel the workspace lacks is ignored, as pyhf does: HEPData
+            // signal patches often remove a channel and leave its observation behind.
             match channel_bins.get(obs.name.as_str()) {
-                None => return bad(format!("{at}: no channel of that name")),
                 Some(&n) if n != obs.data.len() => {
                     return bad(format!(
                         "{at}: data has {} bins but the channel has {n}",
@@ -194,6 +195,15 @@ impl Workspace {
             }
         }
         Ok(())
+    }
+
+    /// Observations of channels the workspace does not have (ignored by every model, as in pyhf).
+    pub fn orphaned_observations(&self) -> Vec<&str> {
+        self.observations
+            .iter()
+            .filter(|o| !self.channels.iter().any(|c| c.name == o.name))
+            .map(|o| o.name.as_str())
+            .collect()
     }
 
     /// The measurement named `name`, or the first one.

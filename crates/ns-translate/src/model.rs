@@ -739,11 +739,11 @@ impl StatErrorSets {
             for (p, carried) in &placed_carriers {
                 let Some(unc) = carried else { continue };
                 for (i, r) in rel_sq.iter_mut().enumerate() {
-                    if let Some(j) = local(p, i) {
-                        if nominal_sum[i] > 0.0 {
-                            let rel = unc[j] / nominal_sum[i];
-                            *r += rel * rel;
-                        }
+                    if let Some(j) = local(p, i)
+                        && nominal_sum[i] > 0.0
+                    {
+                        let rel = unc[j] / nominal_sum[i];
+                        *r += rel * rel;
                     }
                 }
             }

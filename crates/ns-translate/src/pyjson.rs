@@ -156,11 +156,7 @@ pub fn python_float_repr(x: f64) -> String {
             "0.0".into()
         };
     }
-    // Rust's `{:e}` gives the shortest round-trip digits, e.g. `-1.2345e-7`.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let (digits, exponent) = shortest_digits(x.abs());
     let sign = if x < 0.0 { "-" } else { "" };
     if !(-4..16).contains(&exponent) {
         let (first, rest) = digits.split_at(1);
@@ -186,6 +182,26 @@ pub fn python_float_repr(x: f64) -> String {
     }
 }
 
+/// The shortest digits that read back as `x` (> 0, finite), and the decimal exponent of the first,
+/// so that x = d.ddd × 10^exponent. Among equally short candidates the one nearest to x, ties to
+/// the even digit — what CPython's `repr` (David Gay's dtoa, mode 0) prints. Ryū makes the same
+/// choice; Rust's own `{:e}` breaks exact ties the other way (`0.5907363891601562` would become
+/// `…563`), which changes pyhf digests of float32-derived histograms.
+fn shortest_digits(x: f64) -> (String, i32) {
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(x);
+    let (mantissa, exponent) = text.split_once('e').unwrap_or((text, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all: String = format!("{int_part}{frac_part}");
+    let leading_zeros = all.len() - all.trim_start_matches('0').len();
+    let digits = all.trim_matches('0').to_string();
+    (
+        digits,
+        exponent + int_part.len() as i32 - 1 - leading_zeros as i32,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +223,10 @@ mod tests {
             (0.30000000000000004, "0.30000000000000004"),
             (-0.0, "-0.0"),
             (12345678901234567.0, "1.2345678901234568e+16"),
+            // Exact decimal ties between two shortest candidates: CPython rounds to even.
+            (0.5907363891601562, "0.5907363891601562"),
+            (1113178120592002.2, "1113178120592002.2"),
+            (9.5367431640625e-07, "9.5367431640625e-07"),
         ];
         for (x, expected) in cases {
             assert_eq!(python_float_repr(x), expected, "repr of {x:e}");

@@ -83,10 +83,10 @@ pub(crate) fn kernel_cubin(
         .map(|b| format!("{b:02x}"))
         .collect();
     let cached = cache_dir().map(|d| d.join(format!("kernels-{key}.cubin")));
-    if let Some(bytes) = cached.as_ref().and_then(|p| std::fs::read(p).ok()) {
-        if !bytes.is_empty() {
-            return Ok((bytes, KernelOrigin::Cached));
-        }
+    if let Some(bytes) = cached.as_ref().and_then(|p| std::fs::read(p).ok())
+        && !bytes.is_empty()
+    {
+        return Ok((bytes, KernelOrigin::Cached));
     }
     let cubin = compile(&[arch, fit_blocks])?;
     if let Some(path) = cached {

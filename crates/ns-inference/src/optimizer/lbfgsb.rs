@@ -289,7 +289,10 @@ impl Lbfgsb {
                 step = step.min((self.lower[i] - self.x[i]) / d[i]);
             }
         }
-        step.max(0.0).min(1e10)
+        // Not `clamp`: a NaN step must become 0, not stay NaN.
+        #[allow(clippy::manual_clamp)]
+        let capped = step.max(0.0).min(1e10);
+        capped
     }
 
     fn set_trial(&mut self, d: &[f64], alpha: f64) {
@@ -371,11 +374,11 @@ impl Lbfgsb {
     /// Accept the best sufficient-decrease point if there is one; otherwise reset the memory and
     /// retry along the projected gradient, and stop if that fails too.
     fn line_search_failed(&mut self, ls: LineSearch) -> Phase {
-        if let Some((_, f, x, g)) = ls.best {
-            if f < self.f {
-                self.trial = x;
-                return self.accept(f, &g);
-            }
+        if let Some((_, f, x, g)) = ls.best
+            && f < self.f
+        {
+            self.trial = x;
+            return self.accept(f, &g);
         }
         if self.s_history.is_empty() {
             return Phase::Finished(Termination::LineSearchFailed);

@@ -1,0 +1,130 @@
+//! The Poisson term `−ln Pois(n | λ) = λ − n ln λ + ln Γ(n+1)` without catastrophic cancellation.
+//!
+//! Written naively the three pieces are each ~n ln n while their sum is ~½ ln n, so counts of
+//! 10¹¹ (a shapesys with a tiny uncertainty has τ = (nominal/σ)²) lose every digit. The term is
+//! split, as in Loader's saddle-point formulation of the Poisson density, into
+//! - the deviance `bd0(n, λ) = n ln(n/λ) + λ − n ≥ 0`, which carries all parameter dependence and
+//!   is summed by the evaluators, and
+//! - the data-only part `ln Γ(n+1) − n ln n + n = ½ ln(2πn) + stirlerr(n)`, summed once per dataset.
+//!
+//! Both keep ~1e-15 relative error for n, λ from 0 to 10¹⁵ (tested against 50-digit mpmath). The
+//! CUDA kernel's `ns_deviance` is a line-for-line twin of [`poisson_deviance`].
+
+/// `n ln(n/λ) + λ − n`, the Poisson deviance of one count (λ when n = 0, as pyhf's `xlogy`).
+///
+/// Near n = λ, where the two halves cancel, a series in v = (n−λ)/(n+λ) is used:
+/// `n ln(n/λ) = 2n (v + v³/3 + v⁵/5 + …)` and `2nv − (n−λ) = (n−λ)v`, so every term is positive.
+/// A non-positive λ with n > 0 gives +∞ or NaN, as pyhf's `logpdf` does.
+#[inline]
+pub fn poisson_deviance(n: f64, lambda: f64) -> f64 {
+    if n == 0.0 {
+        return lambda;
+    }
+    let d = n - lambda;
+    if d.abs() < 0.1 * (n + lambda) {
+        let v = d / (n + lambda);
+        let v2 = v * v;
+        let mut sum = d * v;
+        let mut term = 2.0 * n * v;
+        // |v| < 0.1: each step shrinks the term by ≥ 100, so this ends within ~10 steps.
+        let mut k = 3.0;
+        loop {
+            term *= v2;
+            let next = sum + term / k;
+            if next == sum {
+                return next;
+            }
+            sum = next;
+            k += 2.0;
+        }
+    }
+    let ratio = n / lambda;
+    let log_ratio = if ratio.is_finite() && ratio > 0.0 {
+        ratio.ln()
+    } else {
+        // n/λ overflowed or underflowed (or λ ≤ 0, which stays NaN/∞ through the logs).
+        n.ln() - lambda.ln()
+    };
+    n * log_ratio + lambda - n
+}
+
+/// `ln Γ(n+1) − n ln n + n`, the data-only part of `−ln Pois(n | λ)` (0 at n = 0).
+///
+/// For n > 15 Stirling's series `½ ln(2πn) + 1/(12n) − 1/(360n³) + …` (truncation < 3e-16);
+/// below, the direct difference, whose pieces are < 45 so nothing large cancels; below 0.01 (tiny
+/// non-integer observations) the Taylor series of ln Γ(1+n), since rounding 1+n would lose n.
+pub fn poisson_data_term(n: f64) -> f64 {
+    if n == 0.0 {
+        return 0.0;
+    }
+    if n < 0.01 {
+        return ln_gamma_1p_small(n) - n * n.ln() + n;
+    }
+    if n > 15.0 {
+        let inv = 1.0 / n;
+        let inv2 = inv * inv;
+        let stirlerr = inv
+            * (1.0 / 12.0
+                - inv2
+                    * (1.0 / 360.0
+                        - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0 - inv2 * (1.0 / 1188.0)))));
+        return 0.5 * (2.0 * std::f64::consts::PI * n).ln() + stirlerr;
+    }
+    libm::lgamma(n + 1.0) - n * n.ln() + n
+}
+
+/// ln Γ(1+x) = −γx + Σ_{k≥2} (−1)ᵏ ζ(k) xᵏ / k for 0 < x < 0.01 (terms shrink by ≥ 100).
+fn ln_gamma_1p_small(x: f64) -> f64 {
+    const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
+    // ζ(2) … ζ(9)
+    const ZETA: [f64; 8] = [
+        1.644_934_066_848_226_4,
+        1.202_056_903_159_594_3,
+        1.082_323_233_711_138_2,
+        1.036_927_755_143_37,
+        1.017_343_061_984_449,
+        1.008_349_277_381_922_8,
+        1.004_077_356_197_944_3,
+        1.002_008_392_826_082_2,
+    ];
+    let mut series = 0.0;
+    for (i, zeta) in ZETA.iter().enumerate().rev() {
+        let k = (i + 2) as f64;
+        series = zeta / k - x * series;
+    }
+    x * (-EULER_GAMMA + x * series)
+}
+
+/// The whole term `−ln Pois(n | λ)`.
+pub fn poisson_nll(n: f64, lambda: f64) -> f64 {
+    poisson_data_term(n) + poisson_deviance(n, lambda)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_counts_match_the_naive_formula() {
+        for n in [0.0, 1.0, 2.0, 7.0, 15.0, 16.0, 40.0] {
+            for lambda in [0.3, 1.0, 2.5, 16.0, 50.0] {
+                let naive = lambda - if n == 0.0 { 0.0 } else { n * f64::ln(lambda) }
+                    + libm::lgamma(n + 1.0);
+                let ours = poisson_nll(n, lambda);
+                assert!(
+                    (ours - naive).abs() <= 1e-13 * naive.abs().max(1.0),
+                    "n={n} λ={lambda}: {ours} vs {naive}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn deviance_is_zero_at_the_count_and_undefined_rates_stay_undefined() {
+        assert_eq!(poisson_deviance(1.9e11, 1.9e11), 0.0);
+        assert_eq!(poisson_deviance(0.0, 3.0), 3.0);
+        assert_eq!(poisson_deviance(2.0, 0.0), f64::INFINITY);
+        assert!(poisson_deviance(2.0, -1.0).is_nan());
+        assert!(poisson_deviance(2.0, f64::NAN).is_nan());
+    }
+}
