@@ -27,11 +27,11 @@ pub struct InferArgs {
     /// Output format: json (default) or a human-readable text summary
     #[arg(long, default_value = "json", value_parser = ["json", "text"])]
     pub format: String,
-    /// Worker threads for parallel work (default: all cores)
+    /// Worker threads for parallel work (default: all cores; at most 4 per core)
     #[arg(long)]
     pub threads: Option<usize>,
     /// Convergence tolerance on the projected gradient of twice_nll
-    #[arg(long, default_value_t = 1e-6)]
+    #[arg(long, default_value_t = 1e-6, allow_negative_numbers = true)]
     pub tolerance: f64,
     /// Starting parameters (as eval --pars: a list in pyhf order or an object by name)
     #[arg(long, value_name = "FILE.json")]
@@ -48,7 +48,7 @@ pub struct InferArgs {
     #[arg(long, value_name = "FILE.json", conflicts_with = "asimov")]
     pub data: Option<PathBuf>,
     /// Fit Asimov data generated at the conditional MLE for this POI value
-    #[arg(long, value_name = "MU")]
+    #[arg(long, value_name = "MU", allow_negative_numbers = true)]
     pub asimov: Option<f64>,
 }
 
@@ -80,7 +80,7 @@ pub enum InferCommand {
         #[command(flatten)]
         args: InferArgs,
         /// POI value tested
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
         /// Test statistic: qtilde (default), q, q0, t, ttilde
         #[arg(long, default_value = "qtilde")]
@@ -91,7 +91,7 @@ pub enum InferCommand {
         #[command(flatten)]
         args: InferArgs,
         /// POI value tested
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
         /// Test statistic: qtilde (default), q, q0, t, ttilde
         #[arg(long, default_value = "qtilde")]
@@ -108,10 +108,10 @@ pub enum InferCommand {
         #[command(flatten)]
         args: InferArgs,
         /// CLs level (0.05 = 95% CL)
-        #[arg(long, default_value_t = 0.05)]
+        #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
         level: f64,
         /// Linear scan instead of root finding: START STOP COUNT (pyhf's scan=np.linspace)
-        #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"])]
+        #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"], allow_negative_numbers = true)]
         scan: Option<Vec<f64>>,
     },
     /// Discovery significance (asymptotic q0): p0 and Z, observed and expected
@@ -127,7 +127,7 @@ pub enum InferCommand {
         #[arg(long)]
         parameter: Option<String>,
         /// START STOP COUNT of the scan grid
-        #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"], default_values_t = [0.0, 2.0, 21.0])]
+        #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"], default_values_t = [0.0, 2.0, 21.0], allow_negative_numbers = true)]
         range: Vec<f64>,
     },
 }
@@ -150,12 +150,20 @@ impl InferArgs {
 
     fn session(&self) -> Result<Session> {
         if let Some(n) = self.threads {
+            let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+            if n == 0 || n > 4 * cores {
+                return Err(Error::InvalidInput(format!(
+                    "--threads {n}: give between 1 and {} (4 per core on this machine's {cores}); \
+                     leave it out to use every core",
+                    4 * cores
+                )));
+            }
             // Only the first configuration of the global pool takes effect; later calls are no-ops.
             let _ = rayon_pool(n);
         }
-        if !(self.tolerance > 0.0) {
+        if !(self.tolerance > 0.0 && self.tolerance.is_finite()) {
             return Err(Error::InvalidInput(format!(
-                "--tolerance must be positive, not {}",
+                "--tolerance {}: it must be a positive, finite number (default 1e-6)",
                 self.tolerance
             )));
         }
@@ -225,13 +233,7 @@ impl InferArgs {
 
     fn finish(&self, value: Value, text: String) -> Result<()> {
         if self.format == "text" {
-            match &self.output {
-                Some(path) => std::fs::write(path, text).map_err(|e| Error::io(path.display(), e)),
-                None => {
-                    print!("{text}");
-                    Ok(())
-                }
-            }
+            crate::emit(&text, self.output.as_ref())
         } else {
             emit(&to_json(&value), self.output.as_ref())
         }
@@ -260,11 +262,19 @@ fn progress(len: u64, what: &str) -> ProgressBar {
     bar
 }
 
-fn linspace(spec: &[f64]) -> Result<Vec<f64>> {
+/// Most points of a scan grid (each point is one or more fits).
+const MAX_GRID_POINTS: f64 = 100_000.0;
+
+fn linspace(option: &str, spec: &[f64]) -> Result<Vec<f64>> {
     let (start, stop, count) = (spec[0], spec[1], spec[2]);
-    if !(count >= 2.0 && count.fract() == 0.0) {
+    if !((2.0..=MAX_GRID_POINTS).contains(&count) && count.fract() == 0.0) {
         return Err(Error::InvalidInput(format!(
-            "a scan needs an integer COUNT ≥ 2, not {count}"
+            "{option} START STOP COUNT: COUNT must be a whole number from 2 to {MAX_GRID_POINTS}, not {count}"
+        )));
+    }
+    if !(start.is_finite() && stop.is_finite()) {
+        return Err(Error::InvalidInput(format!(
+            "{option} START STOP COUNT: START and STOP must be finite numbers, not {start} and {stop}"
         )));
     }
     let n = count as usize;
@@ -408,10 +418,17 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 stat,
             )?;
             let value = report::hypotest(&test_stat, &h);
-            let text = format!(
-                "mu = {mu}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",
-                h.cls.cls_obs, h.cls.cls_exp
-            );
+            let text = if stat == TestStatistic::Q0 {
+                format!(
+                    "p0 = {:.6e}, expected {:?}\n",
+                    h.cls.clsb_obs, h.cls.clsb_exp
+                )
+            } else {
+                format!(
+                    "mu = {mu}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",
+                    h.cls.cls_obs, h.cls.cls_exp
+                )
+            };
             args.finish(value, text)
         }
         InferCommand::HypotestToys {
@@ -423,9 +440,14 @@ pub fn run(cmd: InferCommand) -> Result<()> {
         } => {
             let s = args.session()?;
             let stat = TestStatistic::from_name(&test_stat)?;
-            let bar = progress(2 * n_toys as u64, "toys");
+            let bar = progress((n_toys as u64).saturating_mul(2), "toys");
             let h = ns_inference::hypotest_toys(
-                &args.fitter(&s.loaded.model, Workload::Batch { fits: 4 * n_toys })?,
+                &args.fitter(
+                    &s.loaded.model,
+                    Workload::Batch {
+                        fits: n_toys.saturating_mul(4),
+                    },
+                )?,
                 mu,
                 &s.data,
                 &s.config,
@@ -453,7 +475,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             let fitter = args.fitter(&s.loaded.model, Workload::Sequential)?;
             let ul = match scan {
                 Some(spec) => {
-                    let grid = linspace(&spec)?;
+                    let grid = linspace("--scan", &spec)?;
                     let bar = progress(grid.len() as u64, "CLs scan");
                     let r = upper_limit_scan(&fitter, &s.data, &s.config, level, &grid, &mut |k| {
                         bar.set_position(k as u64)
@@ -506,7 +528,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 })?,
                 None => model.poi()?,
             };
-            let values = linspace(&range)?;
+            let values = linspace("--range", &range)?;
             let bar = progress(values.len() as u64, "scan");
             let scan = profile_scan(
                 &args.fitter(model, Workload::Sequential)?,

@@ -2,12 +2,13 @@
 
 mod infer_cmds;
 mod input;
+mod output;
 mod workspace_cmds;
 
 use clap::{Parser, Subcommand};
 use input::ModelArgs;
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
-use ns_core::{Error, Result};
+use ns_core::Result;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,15 +43,9 @@ enum Command {
     Workspace(workspace_cmds::WorkspaceCommand),
 }
 
-/// Write text to a file or stdout.
+/// Write text to a file (atomically) or stdout, with a trailing newline.
 pub fn emit(text: &str, output: Option<&PathBuf>) -> Result<()> {
-    match output {
-        Some(path) => std::fs::write(path, text).map_err(|e| Error::io(path.display(), e)),
-        None => {
-            println!("{text}");
-            Ok(())
-        }
-    }
+    output::emit(text, output.map(|p| p.as_path()))
 }
 
 /// Pretty JSON for nextstat's own outputs.

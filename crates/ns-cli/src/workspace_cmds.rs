@@ -2,7 +2,7 @@
 //! sort, digest, patchset.
 
 use clap::Subcommand;
-use ns_core::{Error, Result};
+use ns_core::Result;
 use ns_translate::Workspace;
 use ns_translate::load::read_json;
 use ns_translate::ops::{Join, Prune, Rename, inspect};
@@ -146,6 +146,9 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             output,
         } => {
             let ws = Workspace::from_value(model.workspace_value()?)?;
+            if let Some(name) = &model.measurement {
+                ws.measurement(Some(name))?;
+            }
             let orphans = ws.orphaned_observations();
             if !orphans.is_empty() {
                 eprintln!(
@@ -156,12 +159,12 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             let summary = inspect(&ws)?;
             let json_text = dumps(&summary.json, DumpOptions::PYHF_CLI);
             if json {
-                println!("{json_text}");
+                emit(&json_text, None)?;
             } else {
-                print!("{}", summary.text);
+                crate::output::print(&summary.text)?;
             }
             if let Some(path) = output {
-                std::fs::write(&path, json_text).map_err(|e| Error::io(path.display(), e))?;
+                emit(&json_text, Some(&path))?;
             }
             Ok(())
         }
@@ -224,14 +227,13 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             Workspace::from_value(value.clone())?;
             let hex = digest(&value);
             if json {
-                println!(
-                    "{}",
-                    dumps(&serde_json::json!({"sha256": hex}), DumpOptions::PYHF_CLI)
-                );
+                emit(
+                    &dumps(&serde_json::json!({"sha256": hex}), DumpOptions::PYHF_CLI),
+                    None,
+                )
             } else {
-                println!("sha256:{hex}");
+                emit(&format!("sha256:{hex}"), None)
             }
-            Ok(())
         }
         WorkspaceCommand::Patchset(cmd) => run_patchset(cmd),
     }
@@ -267,12 +269,10 @@ fn run_patchset(cmd: PatchsetCommand) -> Result<()> {
             let background = read_json(&background_only)?;
             Workspace::from_value(background.clone())?;
             load_ps(&patchset)?.verify(&background)?;
-            println!("All good.");
-            Ok(())
+            emit("All good.", None)
         }
         PatchsetCommand::Inspect { patchset } => {
-            print!("{}", load_ps(&patchset)?.inspect_text());
-            Ok(())
+            crate::output::print(&load_ps(&patchset)?.inspect_text())
         }
     }
 }

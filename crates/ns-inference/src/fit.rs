@@ -405,11 +405,30 @@ impl<'m> Fitter<'m> {
                 config.fixed.len()
             )));
         }
-        if let Some(i) = (0..n).find(|&i| !(config.bounds[i].0 <= config.bounds[i].1)) {
-            return Err(Error::InvalidInput(format!(
-                "bounds of '{}' are [{}, {}]: low must not exceed high",
-                self.model.par_names[i], config.bounds[i].0, config.bounds[i].1
-            )));
+        for i in 0..n {
+            let (lo, hi) = config.bounds[i];
+            let name = &self.model.par_names[i];
+            if lo.is_nan() || hi.is_nan() {
+                return Err(Error::InvalidInput(format!(
+                    "bounds of '{name}' are [{lo}, {hi}]: a bound is not a number"
+                )));
+            }
+            if lo > hi {
+                return Err(Error::InvalidInput(format!(
+                    "bounds of '{name}' are [{lo}, {hi}]: low must not exceed high"
+                )));
+            }
+            let x = config.init[i];
+            if !(x.is_finite() && lo <= x && x <= hi) {
+                let how = if config.fixed[i] {
+                    "is fixed at"
+                } else {
+                    "starts at"
+                };
+                return Err(Error::InvalidInput(format!(
+                    "'{name}' {how} {x}, outside its bounds [{lo}, {hi}]"
+                )));
+            }
         }
         Ok(())
     }

@@ -29,6 +29,7 @@ pub fn goodness_of_fit(
 ) -> Result<GoodnessOfFit> {
     let model = fitter.model();
     let fit = fitter.fit(data, config)?;
+    crate::checks::started(fitter, &fit, data)?;
     // The saturated NLL is the data-only constant itself: every Poisson deviance is zero at
     // λ = n and every Gaussian pull at θ = aux.
     let twice_nll_saturated = 2.0 * data.constant;

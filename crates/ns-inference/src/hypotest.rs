@@ -4,6 +4,7 @@
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::{Error, Result};
 
+use crate::checks;
 use crate::fit::{FitConfig, FitResult, Fitter};
 use crate::stats::normal_cdf;
 
@@ -52,10 +53,13 @@ pub fn test_statistic(
     data: &PreparedData,
     config: &FitConfig,
 ) -> Result<TestStatValue> {
-    let poi = fitter.model().poi()?;
+    let poi = checks::free_poi(fitter, config)?;
     let mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
-    let fixed_fit = fitter.fixed_poi_fit(mu, data, config)?;
+    checks::value_in_bounds(fitter, config, poi, mu, "mu")?;
     let free_fit = fitter.fit(data, config)?;
+    checks::started(fitter, &free_fit, data)?;
+    let fixed_fit = fitter.fixed_poi_fit(mu, data, config)?;
+    checks::started(fitter, &fixed_fit, data)?;
     let value = statistic_from_fits(stat, mu, poi, &fixed_fit, &free_fit);
     Ok(TestStatValue {
         value,
@@ -101,6 +105,7 @@ pub fn asimov_data(
     config: &FitConfig,
 ) -> Result<(PreparedData, FitResult)> {
     let fit = fitter.fixed_poi_fit(asimov_mu, data, config)?;
+    checks::started(fitter, &fit, data)?;
     let compiled = &fitter.model().compiled;
     let (main, aux) =
         CpuEvaluator::new(compiled).expected_data(&fit.parameters, &mut Scratch::new(compiled))?;

@@ -4,6 +4,7 @@
 //! The engine never prints or exits: results and typed errors only; long loops report progress
 //! through a callback.
 
+pub mod checks;
 pub mod device;
 pub mod fit;
 pub mod gof;

@@ -6,6 +6,7 @@ use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 use std::collections::BTreeMap;
 
+use crate::checks;
 use crate::fit::{FitConfig, Fitter};
 use crate::hypotest::{TestStatistic, hypotest_asymptotic};
 
@@ -47,13 +48,12 @@ impl<'a> ClsCurve<'a> {
         if let Some(v) = self.cache.get(&mu.to_bits()) {
             return Ok(*v);
         }
-        let h = hypotest_asymptotic(
-            self.fitter,
-            mu,
-            self.data,
-            self.config,
-            TestStatistic::QTilde,
-        )?;
+        // pyhf's bracket expansion tests μ beyond the POI's upper bound: widen it to μ there.
+        let mut config = self.config.clone();
+        if let Some(poi) = self.fitter.model().poi_index() {
+            config.bounds[poi].1 = config.bounds[poi].1.max(mu);
+        }
+        let h = hypotest_asymptotic(self.fitter, mu, self.data, &config, TestStatistic::QTilde)?;
         self.cache
             .insert(mu.to_bits(), (h.cls.cls_obs, h.cls.cls_exp));
         (self.progress)(self.cache.len());
@@ -76,6 +76,16 @@ impl<'a> ClsCurve<'a> {
     }
 }
 
+/// A CLs level must lie strictly between 0 and 1 (0.05 for 95% CL).
+fn check_level(level: f64) -> Result<()> {
+    if !(level > 0.0 && level < 1.0) {
+        return Err(Error::InvalidInput(format!(
+            "level = {level}: the CLs level must be between 0 and 1 (0.05 for a 95% CL limit)"
+        )));
+    }
+    Ok(())
+}
+
 /// Upper limits by root finding: start from the POI bounds, halve the lower end until every
 /// curve is above `level` there and double the upper end until every curve is below it
 /// (pyhf's `toms748_scan`), then solve each crossing by Brent's method from the tightest
@@ -89,9 +99,11 @@ pub fn upper_limit_root(
     rtol: f64,
     progress: &mut dyn FnMut(usize),
 ) -> Result<UpperLimit> {
-    let poi = fitter.model().poi()?;
+    check_level(level)?;
+    let poi = checks::free_poi(fitter, config)?;
     let config = &fitter.with_scale(data, config)?;
     let (mut low, mut high) = config.bounds[poi];
+    let upper_bound = high;
     if !(high > 0.0) {
         return Err(Error::InvalidInput(format!(
             "the POI's upper bound is {high}: an upper limit needs a positive range"
@@ -119,7 +131,9 @@ pub fn upper_limit_root(
         tries += 1;
         if tries > 30 {
             return Err(Error::InvalidInput(format!(
-                "CLs stays above the level up to μ = {high}: no upper limit in reach"
+                "CLs stays above {level} from the POI's upper bound {upper_bound} up to μ = {high}: \
+                 no upper limit in reach (is the signal's yield zero or tiny? a linear scan over a \
+                 chosen range, --scan START STOP COUNT, shows the CLs curve)"
             )));
         }
     }
@@ -159,10 +173,27 @@ pub fn upper_limit_scan(
     scan: &[f64],
     progress: &mut dyn FnMut(usize),
 ) -> Result<UpperLimit> {
+    check_level(level)?;
+    let poi = checks::free_poi(fitter, config)?;
     if scan.len() < 2 {
         return Err(Error::InvalidInput(
             "a linear-scan upper limit needs at least two μ values".into(),
         ));
+    }
+    let lower = config.bounds[poi].0;
+    if let Some(w) = scan.windows(2).find(|w| !(w[0] < w[1])) {
+        return Err(Error::InvalidInput(format!(
+            "the scan's μ values must increase ({} is followed by {})",
+            w[0], w[1]
+        )));
+    }
+    if !(scan[0] >= lower && scan[scan.len() - 1].is_finite()) {
+        return Err(Error::InvalidInput(format!(
+            "the scan runs from {} to {}; it must be finite and start at or above the POI's lower \
+             bound {lower}",
+            scan[0],
+            scan[scan.len() - 1]
+        )));
     }
     let mut curve = ClsCurve::new(fitter, data, config, progress);
     let mut rows = Vec::with_capacity(scan.len());

@@ -14,7 +14,7 @@ pub struct RankingEntry {
     pub index: usize,
     pub bestfit: f64,
     pub uncertainty: f64,
-    /// (θ̂ − θ₀)/σ₀ for constrained parameters.
+    /// (θ̂ − θ₀)/σ₀ for constrained parameters, θ₀ the constraint's centre (1 for a shapesys γ).
     pub pull: Option<f64>,
     /// σ̂/σ₀ for constrained parameters.
     pub constraint: Option<f64>,
@@ -44,7 +44,7 @@ pub fn ranking(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Ranking> {
     let model = fitter.model();
-    let poi = model.poi()?;
+    let poi = crate::checks::free_poi(fitter, config)?;
     let nominal = fitter.fit(
         data,
         &FitConfig {
@@ -52,10 +52,14 @@ pub fn ranking(
             ..config.clone()
         },
     )?;
+    crate::checks::started(fitter, &nominal, data)?;
     let sigmas = nominal.uncertainties.clone().ok_or_else(|| {
         Error::InvalidModel(format!(
-            "no uncertainties at the best fit: {}",
-            nominal.warning.clone().unwrap_or_default()
+            "no uncertainties at the best fit ({}): the ranking needs them to shift each parameter",
+            nominal
+                .warning
+                .clone()
+                .unwrap_or_else(|| nominal.termination.describe().to_string())
         ))
     })?;
     let start = FitConfig {
@@ -72,7 +76,7 @@ pub fn ranking(
         for i in 0..set.n_parameters {
             let index = set.offset + i;
             if index != poi && !config.fixed[index] {
-                targets.push((index, set.prefit_width(i), set.auxdata.get(i).copied()));
+                targets.push((index, set.prefit_width(i), set.prefit_center(i)));
             }
         }
     }

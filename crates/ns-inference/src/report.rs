@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::fit::FitResult;
 use crate::gof::GoodnessOfFit;
-use crate::hypotest::{AsymptoticHypotest, Significance, TestStatistic};
+use crate::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestStatistic};
 use crate::limits::UpperLimit;
 use crate::ranking::Ranking;
 use crate::scan::ProfileScan;
@@ -72,10 +72,8 @@ pub fn hypotest(test_stat: &str, h: &AsymptoticHypotest) -> Value {
         &h.free_fit_asimov,
         &h.fixed_fit_asimov,
     ];
-    json!({
+    let mut value = json!({
         "mu": h.mu, "test_stat": test_stat,
-        "CLs_obs": h.cls.cls_obs, "CLs_exp": h.cls.cls_exp, "CLsb": h.cls.clsb_obs, "CLb": h.cls.clb_obs,
-        "CLsb_exp": h.cls.clsb_exp, "CLb_exp": h.cls.clb_exp,
         "sqrt_q": h.sqrt_q, "sqrt_q_asimov": h.sqrt_q_asimov, "asymptotic_teststat": h.asymptotic_teststat,
         "fits_converged": fits.iter().all(|f| f.converged),
         "fitted_pars": {
@@ -83,7 +81,26 @@ pub fn hypotest(test_stat: &str, h: &AsymptoticHypotest) -> Value {
             "asimov_pars": h.asimov_fit.parameters, "free_fit_to_asimov": h.free_fit_asimov.parameters,
             "fixed_poi_fit_to_asimov": h.fixed_fit_asimov.parameters,
         },
-    })
+    });
+    add_pvalues(&mut value, h.test_statistic, &h.cls);
+    value
+}
+
+/// The p-values of a hypothesis test under the keys that say what they are, as pyhf's `hypotest`
+/// returns them: CLs (observed and −2σ…+2σ) for q, q̃, t, t̃; for q0 the discovery p-value p0 =
+/// CL_{s+b} (pyhf's first return value there), and no CLs, which has no meaning for q0.
+fn add_pvalues(value: &mut Value, stat: TestStatistic, cls: &ClsValues) {
+    value["CLsb"] = json!(cls.clsb_obs);
+    value["CLb"] = json!(cls.clb_obs);
+    value["CLsb_exp"] = json!(cls.clsb_exp);
+    value["CLb_exp"] = json!(cls.clb_exp);
+    if stat == TestStatistic::Q0 {
+        value["p0_obs"] = json!(cls.clsb_obs);
+        value["p0_exp"] = json!(cls.clsb_exp);
+    } else {
+        value["CLs_obs"] = json!(cls.cls_obs);
+        value["CLs_exp"] = json!(cls.cls_exp);
+    }
 }
 
 pub fn hypotest_toys(test_stat: &str, h: &ToyHypotest) -> Value {
@@ -97,15 +114,10 @@ pub fn hypotest_toys(test_stat: &str, h: &ToyHypotest) -> Value {
         );
     let mut value = json!({
         "mu": h.mu, "test_stat": test_stat, "teststat_obs": h.teststat_obs,
-        "CLs_obs": h.cls.cls_obs, "CLs_exp": h.cls.cls_exp, "CLsb": h.cls.clsb_obs, "CLb": h.cls.clb_obs,
-        "CLsb_exp": h.cls.clsb_exp, "CLb_exp": h.cls.clb_exp,
+        "sqrt_q": h.teststat_obs.sqrt(),
         "n_toys": h.n_toys, "n_failed": h.signal.n_failed + h.background.n_failed, "failures": failures, "seed": h.seed,
     });
-    if h.test_statistic == TestStatistic::Q0 {
-        // For q0 pyhf reports the p-value of the null (CLsb) in place of CLs.
-        value["p0_obs"] = json!(h.cls.clsb_obs);
-        value["p0_exp"] = json!(h.cls.clsb_exp);
-    }
+    add_pvalues(&mut value, h.test_statistic, &h.cls);
     value
 }
 
@@ -117,7 +129,20 @@ pub fn upper_limit(ul: &UpperLimit, level: f64) -> Value {
 }
 
 pub fn significance(r: &Significance) -> Value {
-    json!({"p0_obs": r.p0_obs, "Z_obs": r.z_obs, "p0_exp": r.p0_exp, "Z_exp": r.z_exp})
+    json!({
+        "p0_obs": r.p0_obs, "Z_obs": number(r.z_obs), "p0_exp": r.p0_exp,
+        "Z_exp": r.z_exp.map(number),
+    })
+}
+
+/// A number for JSON, which has no infinities: ±∞ (a significance whose p0 underflows to 0) is
+/// written as the string "inf" / "-inf", which Python's `float()` reads back; NaN as null.
+fn number(x: f64) -> Value {
+    if x.is_infinite() {
+        json!(if x > 0.0 { "inf" } else { "-inf" })
+    } else {
+        json!(x)
+    }
 }
 
 pub fn scan(scan: &ProfileScan) -> Value {

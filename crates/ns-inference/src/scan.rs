@@ -4,6 +4,7 @@ use ns_compute::PreparedData;
 use ns_core::Result;
 use std::sync::Arc;
 
+use crate::checks;
 use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 
 #[derive(Clone, Debug)]
@@ -29,8 +30,23 @@ pub fn profile_scan(
     config: &FitConfig,
     progress: &mut dyn FnMut(usize),
 ) -> Result<ProfileScan> {
+    let name = &fitter.model().par_names[parameter];
+    if config.fixed[parameter] {
+        return Err(ns_core::Error::InvalidInput(format!(
+            "'{name}' is fixed (in the measurement or by --fix): a profile scan needs it free"
+        )));
+    }
+    if values.is_empty() {
+        return Err(ns_core::Error::InvalidInput(
+            "a profile scan needs at least one value".into(),
+        ));
+    }
+    for &v in values {
+        checks::value_in_bounds(fitter, config, parameter, v, "the scan value")?;
+    }
     let config = &fitter.with_scale(data, config)?;
     let free_fit = fitter.fit(data, config)?;
+    checks::started(fitter, &free_fit, data)?;
     // The cold-started fits are independent: one batch (parallel on the CPU, lockstep on a GPU).
     let cold_jobs: Vec<FitJob> = values
         .iter()

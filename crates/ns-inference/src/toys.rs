@@ -19,9 +19,17 @@ use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::checks;
 use crate::device::BatchData;
 use crate::fit::{Engine, FitConfig, FitJob, FitResult, Fitter, lock_cuda};
 use crate::hypotest::{ClsValues, TestStatistic, statistic_from_fits};
+
+/// Most toys per hypothesis: their test statistics alone take 1.6 GB.
+pub const MAX_TOYS: usize = 100_000_000;
+/// Toys per hypothesis generated and fitted at a time: memory stays bounded whatever `n_toys`.
+const TOY_CHUNK: usize = 8192;
+/// Most values (bins + auxdata over all toys) that `fit_toys` returns: 2 GB.
+const MAX_RETURNED_TOY_VALUES: usize = 250_000_000;
 
 /// Test statistics below this are rounding noise around zero.
 pub const TESTSTAT_ZERO: f64 = 1e-9;
@@ -54,7 +62,7 @@ pub fn generate_toy(
 }
 
 /// One ensemble of toy test statistics.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ToyEnsemble {
     /// Test statistics of the toys whose fits converged, in toy order.
     pub teststats: Vec<f64>,
@@ -110,12 +118,13 @@ pub fn ensemble_rates(fitter: &Fitter, params: &[f64], stream: u32) -> Result<To
     })
 }
 
-/// Toy datasets `0..n_toys` of each `(generating parameters, stream)` ensemble, ensemble after
-/// ensemble: sampled on the GPU for a CUDA fitter (and kept there for the fits), on the CPU
-/// otherwise. Either way toy `i` of stream `s` is the same dataset.
+/// Toy datasets `first..first + n_toys` of each `(generating parameters, stream)` ensemble,
+/// ensemble after ensemble: sampled on the GPU for a CUDA fitter (and kept there for the fits), on
+/// the CPU otherwise. Either way toy `i` of stream `s` is the same dataset.
 fn generate_ensembles(
     fitter: &Fitter,
     ensembles: &[(&[f64], u32)],
+    first: u32,
     n_toys: usize,
     seed: u64,
 ) -> Result<(Vec<PreparedData>, Option<BatchData<'static>>)> {
@@ -124,10 +133,12 @@ fn generate_ensembles(
         Engine::Cpu => {
             let toys = ensembles
                 .iter()
-                .flat_map(|&(params, stream)| (0..n_toys).map(move |i| (params, stream, i)))
+                .flat_map(|&(params, stream)| {
+                    (0..n_toys).map(move |i| (params, stream, first + i as u32))
+                })
                 .collect::<Vec<_>>()
                 .into_par_iter()
-                .map(|(params, stream, i)| generate_toy(fitter, params, seed, stream, i as u32))
+                .map(|(params, stream, i)| generate_toy(fitter, params, seed, stream, i))
                 .collect::<Result<Vec<_>>>()?;
             Ok((toys, None))
         }
@@ -137,7 +148,7 @@ fn generate_ensembles(
                 .map(|&(params, stream)| ensemble_rates(fitter, params, stream))
                 .collect::<Result<Vec<_>>>()?;
             let session = lock_cuda(&fitter.engine);
-            let device = session.sample_toys(compiled, &rates, seed, 0, n_toys)?;
+            let device = session.sample_toys(compiled, &rates, seed, first, n_toys)?;
             let (main, aux) = session.download_datasets(&device)?;
             drop(session);
             let toys = main
@@ -213,16 +224,14 @@ fn fit_toy_pairs(
     Ok(pairs)
 }
 
-/// Test statistics of fitted toys as an ensemble: failed fits are counted by reason.
-fn ensemble_of(
-    fitter: &Fitter,
+/// Add the test statistics of fitted toys to an ensemble: failed fits are counted by reason.
+fn extend_ensemble(
+    ensemble: &mut ToyEnsemble,
     stat: TestStatistic,
     mu: f64,
+    poi: usize,
     pairs: &[Result<ToyFitPair>],
-) -> Result<ToyEnsemble> {
-    let poi = fitter.model().poi()?;
-    let mut teststats = Vec::with_capacity(pairs.len());
-    let mut failures = BTreeMap::new();
+) {
     for pair in pairs {
         let outcome = match pair {
             Ok(p) if p.free_fit.converged && p.fixed_fit.converged => Ok(clip(
@@ -239,15 +248,13 @@ fn ensemble_of(
             Err(e) => Err(e.to_string()),
         };
         match outcome {
-            Ok(t) => teststats.push(t),
-            Err(reason) => *failures.entry(reason).or_insert(0) += 1,
+            Ok(t) => ensemble.teststats.push(t),
+            Err(reason) => {
+                ensemble.n_failed += 1;
+                *ensemble.failures.entry(reason).or_insert(0) += 1;
+            }
         }
     }
-    Ok(ToyEnsemble {
-        n_failed: pairs.len() - teststats.len(),
-        teststats,
-        failures,
-    })
 }
 
 /// Toy datasets drawn at `params` and fitted (free fit only), all in one batch: pyhf's
@@ -260,7 +267,18 @@ pub fn fit_toys(
     config: &FitConfig,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<(Vec<PreparedData>, Vec<Result<FitResult>>)> {
-    let (toys, device) = generate_ensembles(fitter, &[(params, SIGNAL_STREAM)], n_toys, seed)?;
+    // Every dataset is returned: refuse ensembles whose data alone would not fit in memory.
+    let values =
+        n_toys.saturating_mul(fitter.model().compiled.n_main + fitter.model().compiled.n_aux);
+    if values > MAX_RETURNED_TOY_VALUES {
+        return Err(ns_core::Error::InvalidInput(format!(
+            "{n_toys} toys of {} values each would take {:.1} GB to return; draw fewer (hypotest_toys \
+             streams any number of toys in bounded memory)",
+            values / n_toys.max(1),
+            values as f64 * 8e-9
+        )));
+    }
+    let (toys, device) = generate_ensembles(fitter, &[(params, SIGNAL_STREAM)], 0, n_toys, seed)?;
     let shared = Arc::new(config.clone());
     let jobs: Vec<FitJob> = (0..toys.len())
         .map(|t| FitJob {
@@ -273,6 +291,17 @@ pub fn fit_toys(
         None => fitter.fit_batch(&toys, &jobs, progress)?,
     };
     Ok((toys, results))
+}
+
+fn sorted(values: &[f64]) -> Vec<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Fraction of `sorted` values at least `t` ([`ToyEnsemble::pvalue`] on sorted statistics).
+fn tail_fraction(sorted: &[f64], t: f64) -> f64 {
+    (sorted.len() - sorted.partition_point(|&x| x < t)) as f64 / sorted.len() as f64
 }
 
 /// numpy's `percentile(..., interpolation="linear")` of unsorted values at `q` in [0, 100].
@@ -300,17 +329,25 @@ pub fn hypotest_toys(
     seed: u64,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<ToyHypotest> {
-    if n_toys == 0 {
-        return Err(ns_core::Error::InvalidInput(
-            "the number of toys must be positive".into(),
-        ));
+    if n_toys == 0 || n_toys > MAX_TOYS {
+        return Err(ns_core::Error::InvalidInput(format!(
+            "n_toys = {n_toys}: the number of toys per hypothesis must be between 1 and {MAX_TOYS}"
+        )));
     }
-    let config = &fitter.with_scale(data, config)?;
+    let poi = checks::free_poi(fitter, config)?;
     let signal_mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
     let background_mu = if stat == TestStatistic::Q0 { 1.0 } else { 0.0 };
+    checks::value_in_bounds(fitter, config, poi, signal_mu, "mu")?;
+    checks::value_in_bounds(
+        fitter,
+        config,
+        poi,
+        background_mu,
+        "the background-only POI value",
+    )?;
+    let config = &fitter.with_scale(data, config)?;
     // The observed statistic's two fits and the background generating fit, as one batch (the
     // fit at the tested μ is also the signal ensemble's generating fit).
-    let poi = fitter.model().poi()?;
     let baseline = fitter.fit_batch(
         std::slice::from_ref(data),
         &[
@@ -332,28 +369,46 @@ pub fn hypotest_toys(
     let mut baseline = baseline.into_iter();
     let mut next_fit = || baseline.next().expect("three baseline fits");
     let (free_fit, signal_fit, background_fit) = (next_fit()?, next_fit()?, next_fit()?);
+    for fit in [&free_fit, &signal_fit, &background_fit] {
+        checks::started(fitter, fit, data)?;
+    }
     let observed = clip(statistic_from_fits(stat, mu, poi, &signal_fit, &free_fit));
     let (signal_pars, background_pars) = (signal_fit.parameters, background_fit.parameters);
-    let (toys, device) = generate_ensembles(
-        fitter,
-        &[
-            (&signal_pars, SIGNAL_STREAM),
-            (&background_pars, BACKGROUND_STREAM),
-        ],
-        n_toys,
-        seed,
-    )?;
-    let pairs = fit_toy_pairs(fitter, stat, mu, &toys, device.as_ref(), config, progress)?;
-    let signal = ensemble_of(fitter, stat, mu, &pairs[..n_toys])?;
-    let background = ensemble_of(fitter, stat, mu, &pairs[n_toys..])?;
+    // Chunk by chunk: memory is bounded by the chunk, plus one f64 per toy for its statistic.
+    let (mut signal, mut background) = (ToyEnsemble::default(), ToyEnsemble::default());
+    for first in (0..n_toys).step_by(TOY_CHUNK) {
+        let count = TOY_CHUNK.min(n_toys - first);
+        let (toys, device) = generate_ensembles(
+            fitter,
+            &[
+                (&signal_pars, SIGNAL_STREAM),
+                (&background_pars, BACKGROUND_STREAM),
+            ],
+            first as u32,
+            count,
+            seed,
+        )?;
+        let done = 2 * first;
+        let pairs = fit_toy_pairs(fitter, stat, mu, &toys, device.as_ref(), config, &|k| {
+            progress(done + k)
+        })?;
+        extend_ensemble(&mut signal, stat, mu, poi, &pairs[..count]);
+        extend_ensemble(&mut background, stat, mu, poi, &pairs[count..]);
+    }
     if signal.teststats.is_empty() || background.teststats.is_empty() {
         return Err(ns_core::Error::InvalidInput(format!(
             "every toy fit failed ({:?} / {:?}): no p-value can be formed",
             signal.failures, background.failures
         )));
     }
+    // p-values by binary search in the sorted statistics: O(n log n) for the whole band.
+    let (signal_sorted, background_sorted) =
+        (sorted(&signal.teststats), sorted(&background.teststats));
     let pvalues = |t: f64| {
-        let (clsb, clb) = (signal.pvalue(t), background.pvalue(t));
+        let (clsb, clb) = (
+            tail_fraction(&signal_sorted, t),
+            tail_fraction(&background_sorted, t),
+        );
         (clsb, clb, clsb / clb)
     };
     let (clsb_obs, clb_obs, cls_obs) = pvalues(observed);

@@ -28,9 +28,53 @@ pub fn parse_json(text: &str, origin: &str) -> Result<Value> {
 }
 
 /// Read a JSON file.
+///
+/// `-` reads standard input. A UTF-8 byte-order mark is skipped. Input larger than
+/// [`max_input_bytes`] (or endless, like `/dev/zero`) stops with an error instead of exhausting
+/// memory.
 pub fn read_json(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
-    parse_json(&text, &path.display().to_string())
+    let origin = if path.as_os_str() == "-" {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let io = |e| Error::io(&origin, e);
+    let limit = max_input_bytes();
+    let mut bytes = Vec::new();
+    if path.as_os_str() == "-" {
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(std::io::stdin().lock(), limit + 1),
+            &mut bytes,
+        )
+    } else {
+        std::fs::File::open(path).and_then(|f| {
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, limit + 1), &mut bytes)
+        })
+    }
+    .map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::InvalidInput(format!(
+            "{origin}: larger than the input limit of {} MB (set NEXTSTAT_MAX_INPUT_MB to raise it)",
+            limit >> 20
+        )));
+    }
+    let body = bytes
+        .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+        .unwrap_or(&bytes);
+    let text = std::str::from_utf8(body).map_err(|e| Error::Json {
+        path: origin.clone(),
+        message: format!("not UTF-8 text (byte {})", e.valid_up_to()),
+    })?;
+    parse_json(text, &origin)
+}
+
+/// The largest JSON input read: 4096 MB, or `NEXTSTAT_MAX_INPUT_MB`.
+pub fn max_input_bytes() -> u64 {
+    std::env::var("NEXTSTAT_MAX_INPUT_MB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(4096)
+        .saturating_mul(1 << 20)
 }
 
 /// Convert a JSON value into a typed struct, naming the JSON path of the first problem.

@@ -59,6 +59,17 @@ impl ParameterSet {
             Constraint::Poisson => Some(1.0 / self.factors[i].sqrt()),
         }
     }
+
+    /// The value parameter `i`'s constraint is centred on (what pulls are measured from, as in
+    /// cabinetry): the auxiliary datum for Gaussian, aux/τ (1 for a shapesys γ) for Poisson,
+    /// `None` if free.
+    pub fn prefit_center(&self, i: usize) -> Option<f64> {
+        match self.constraint {
+            Constraint::None => None,
+            Constraint::Gaussian => Some(self.auxdata[i]),
+            Constraint::Poisson => Some(self.auxdata[i] / self.factors[i]),
+        }
+    }
 }
 
 /// A channel of the model: its bins occupy `bin_start..bin_start + n_bins` of the main data.
@@ -837,13 +848,20 @@ fn lower(
                     });
                 }
                 ModifierKind::NormSys { hi, lo } => {
+                    let (hi, lo) = (f64_of(hi), f64_of(lo));
+                    if !(hi > 0.0 && lo > 0.0) {
+                        // pyhf's fits fail on these (log of a non-positive factor): say why here.
+                        return Err(Error::InvalidModel(format!(
+                            "{}: hi = {hi} and lo = {lo} must both be positive (they scale the \
+                             yield, and the interpolation takes their logarithms)",
+                            at()
+                        )));
+                    }
                     model.scalar_factors.push(ScalarFactor {
                         param: to_u32(param)?,
                         normsys: to_u32(model.normsys.len())?,
                     });
-                    model
-                        .normsys
-                        .push(NormsysTerm::new(codes.normsys, f64_of(hi), f64_of(lo)));
+                    model.normsys.push(NormsysTerm::new(codes.normsys, hi, lo));
                 }
                 ModifierKind::HistoSys { hi_data, lo_data } => {
                     model.histosys_param.push(to_u32(param)?);

@@ -1,0 +1,52 @@
+//! Writing results: to stdout, or to a file replaced atomically (a temporary file beside it,
+//! renamed into place), so a full disk never leaves a partial `-o` file. A closed pipe
+//! (`nextstat … | head -1`) ends the program quietly, as Unix tools do.
+
+use ns_core::{Error, Result};
+use std::io::Write;
+use std::path::Path;
+
+/// Write `text` to stdout as it is.
+pub fn print(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(Error::io("standard output", e)),
+    }
+}
+
+/// Write `text` to `path` (or stdout when `None`), ending with exactly one newline.
+pub fn emit(text: &str, path: Option<&Path>) -> Result<()> {
+    let text = format!("{}\n", text.trim_end_matches('\n'));
+    match path {
+        None => print(&text),
+        Some(path) => write_file(path, &text),
+    }
+}
+
+/// Replace `path` with `text`: written to a temporary file in the same folder and renamed, so
+/// `path` is either untouched or complete. `-` is stdout.
+pub fn write_file(path: &Path, text: &str) -> Result<()> {
+    if path.as_os_str() == "-" {
+        return print(text);
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(".{name}.nextstat-{}.tmp", std::process::id()));
+    let written = std::fs::File::create(&temporary).and_then(|mut f| {
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&temporary, path)) {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(Error::io(path.display(), e));
+    }
+    Ok(())
+}

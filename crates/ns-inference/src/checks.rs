@@ -1,0 +1,90 @@
+//! Preconditions of the inference verbs: a request without a meaningful answer is an error that
+//! says why, never a plausible number (a pinned POI, a μ outside its bounds, a likelihood that is
+//! undefined where the fit starts).
+
+use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_core::{Error, Result};
+
+use crate::fit::{FitConfig, FitResult, Fitter};
+use crate::optimizer::Termination;
+
+/// The POI's index, if it can be varied: not fixed and with a range to vary in (pyhf raises
+/// `InvalidModel` / `FailedMinimization` for a pinned POI).
+pub fn free_poi(fitter: &Fitter, config: &FitConfig) -> Result<usize> {
+    let model = fitter.model();
+    let poi = model.poi()?;
+    let name = &model.par_names[poi];
+    if config.fixed[poi] {
+        return Err(Error::InvalidModel(format!(
+            "the POI '{name}' is fixed (\"fixed\": true in measurement '{}', or --fix): a \
+             hypothesis test, limit, scan or ranking needs it free",
+            model.measurement
+        )));
+    }
+    let (lo, hi) = config.bounds[poi];
+    if !(lo < hi) {
+        return Err(Error::InvalidModel(format!(
+            "the POI '{name}' has bounds [{lo}, {hi}] (measurement '{}'): it needs a range to vary in",
+            model.measurement
+        )));
+    }
+    Ok(poi)
+}
+
+/// A value `what` (e.g. "mu") for parameter `index`: finite and inside its bounds.
+pub fn value_in_bounds(
+    fitter: &Fitter,
+    config: &FitConfig,
+    index: usize,
+    value: f64,
+    what: &str,
+) -> Result<()> {
+    let (lo, hi) = config.bounds[index];
+    if !(value.is_finite() && lo <= value && value <= hi) {
+        return Err(Error::InvalidInput(format!(
+            "{what} = {value} is outside the bounds of '{}', [{lo}, {hi}]",
+            fitter.model().par_names[index]
+        )));
+    }
+    Ok(())
+}
+
+/// An error if `fit` never started because the likelihood is undefined at its starting point,
+/// naming the first bin (channel and bin index) or constraint where it is.
+pub fn started(fitter: &Fitter, fit: &FitResult, data: &PreparedData) -> Result<()> {
+    if fit.termination != Termination::NonFiniteStart {
+        return Ok(());
+    }
+    let model = fitter.model();
+    let compiled = &model.compiled;
+    let expected = CpuEvaluator::new(compiled)
+        .expected_data(&fit.parameters, &mut Scratch::new(compiled))
+        .map(|(main, _)| main)
+        .unwrap_or_default();
+    let undefined = expected.iter().zip(&data.main).position(|(&lambda, &n)| {
+        !lambda.is_finite() || lambda < 0.0 || (lambda == 0.0 && n > 0.0)
+    });
+    let place = match undefined {
+        Some(bin) => {
+            let channel = model
+                .channels
+                .iter()
+                .find(|c| (c.bin_start..c.bin_start + c.n_bins).contains(&bin));
+            match channel {
+                Some(c) => format!(
+                    "channel '{}' bin {} expects {} events and observes {}",
+                    c.name,
+                    bin - c.bin_start,
+                    expected[bin],
+                    data.main[bin]
+                ),
+                None => format!("main bin {bin} expects {}", expected[bin]),
+            }
+        }
+        None => "a constraint term is not finite".to_string(),
+    };
+    Err(Error::InvalidModel(format!(
+        "the likelihood is undefined where the fit starts ({place}); check the model's yields \
+         and the starting parameters"
+    )))
+}
