@@ -5,7 +5,9 @@
     cargo build --release && python3 bench/corpus_table.py [--bin target/release/nextstat]
 
 Prints a Markdown table: twice_nll at pyhf's init, the fit minimum against pyhf's scipy and minuit
-minima, CLs_obs at μ = 1, the observed upper limit, and wall time of one `hypotest`."""
+minima, CLs_obs at μ = 1, the observed upper limit, and the wall time of one `nextstat hypotest`
+process; with --pyhf (run with the test venv's python), also pyhf's `infer.hypotest` (numpy,
+scipy, default settings) timed in this process, and their ratio."""
 
 import argparse
 import json
@@ -26,9 +28,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default=str(ROOT / "target" / "release" / "nextstat"))
     parser.add_argument("--likelihoods", default=str(ROOT.parent / "shared" / "likelihoods"))
+    parser.add_argument("--pyhf", action="store_true", help="time pyhf's hypotest too")
     args = parser.parse_args()
-    print("| model | pars | twice_nll at init: ours − pyhf | fit min: ours − min(scipy, minuit) | converged | CLs_obs μ=1: ours / pyhf | obs. limit | hypotest time |")
-    print("|---|---|---|---|---|---|---|---|")
+    header = "| model | pars | twice_nll at init: ours − pyhf | fit min: ours − min(scipy, minuit) | converged | CLs_obs μ=1: ours / pyhf | obs. limit | nextstat hypotest |"
+    print(header + (" pyhf hypotest | ratio |" if args.pyhf else ""))
+    print("|---" * (header.count("|") - 1 + (2 if args.pyhf else 0)) + "|")
     for ref_path in sorted(Path(args.likelihoods).glob("*/reference.json")):
         ref = json.loads(ref_path.read_text())
         ws = ref_path.parent / "workspace.json"
@@ -42,7 +46,23 @@ def main():
         print(f"| `{ref['name']}`{'' if digest_ok else ' (digest differs!)'} | {ref['npars']} "
               f"| {init['twice_nll'] - ref['at_init']['twice_nll']:+.1e} | {fit['twice_nll'] - best:+.2e} "
               f"| {fit['converged']} | {hypo['CLs_obs']:.7f} / {ref['hypotest_mu1']['CLs_obs']:.7f} "
-              f"| {limit['obs']:.4g} | {seconds:.2f} s |")
+              f"| {limit['obs']:.4g} | {seconds * 1e3:.0f} ms |", end="")
+        if args.pyhf:
+            theirs = pyhf_hypotest_seconds(ws)
+            print(f" {theirs:.2f} s | {theirs / seconds:.0f}× |", end="")
+        print()
+
+
+def pyhf_hypotest_seconds(path):
+    import pyhf
+
+    pyhf.set_backend("numpy", pyhf.optimize.scipy_optimizer())
+    ws = pyhf.Workspace(json.loads(Path(path).read_text()))
+    model = ws.model()
+    data = ws.data(model)
+    start = time.perf_counter()
+    pyhf.infer.hypotest(1.0, data, model, test_stat="qtilde", return_expected_set=True)
+    return time.perf_counter() - start
 
 
 if __name__ == "__main__":

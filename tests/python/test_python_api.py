@@ -203,6 +203,8 @@ def test_ctrl_c_interrupts_a_long_toy_run_cleanly():
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         nextstat.hypotest_toys(1.0, model, n_toys=100_000, seed=0)   # minutes, were it not stopped
-    assert time.perf_counter() - start < 20
+    # Toys run in chunks and fits check the flag every iteration: ~0.1 s of latency measured on a
+    # 2-core machine; the bound leaves room for a loaded CI machine.
+    assert time.perf_counter() - start < 0.5 + 3.0
     # The package is still usable afterwards.
     assert nextstat.fit(model).converged

@@ -20,14 +20,35 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 create_exception!(
-    _core,
+    nextstat,
     NextStatError,
     PyValueError,
     "An error from the nextstat engine: the message says what is wrong and where."
 );
+create_exception!(
+    nextstat,
+    InvalidInputError,
+    NextStatError,
+    "The request cannot be answered as given: a malformed workspace, patch or argument, or a \
+     model whose likelihood is undefined. Fix the input."
+);
+create_exception!(
+    nextstat,
+    ComputationError,
+    NextStatError,
+    "A valid request whose computation failed: a GPU error, or fits that failed everywhere."
+);
 
 fn to_py(e: ns_core::Error) -> PyErr {
-    NextStatError::new_err(e.to_string())
+    match e {
+        ns_core::Error::Interrupted => {
+            pyo3::exceptions::PyKeyboardInterrupt::new_err(e.to_string())
+        }
+        ns_core::Error::Device(_) | ns_core::Error::Computation(_) => {
+            ComputationError::new_err(e.to_string())
+        }
+        _ => InvalidInputError::new_err(e.to_string()),
+    }
 }
 
 type NsResult<T> = std::result::Result<T, ns_core::Error>;
@@ -44,11 +65,18 @@ struct PyWorkspace {
 
 #[pymethods]
 impl PyWorkspace {
-    /// Parse a workspace from its JSON text.
+    /// Parse a workspace from its JSON text; `origin` (a file name, say) names it in errors.
     #[staticmethod]
-    fn from_json(text: &str) -> PyResult<Self> {
+    #[pyo3(signature = (text, origin="workspace"))]
+    fn from_json(text: &str, origin: &str) -> PyResult<Self> {
+        let value = ns_translate::load::parse_json(text, origin).map_err(to_py)?;
         Ok(PyWorkspace {
-            ws: Workspace::from_json_str(text).map_err(to_py)?,
+            ws: Workspace::from_value(value).map_err(|e| match e {
+                ns_core::Error::InvalidWorkspace(m) if origin != "workspace" => {
+                    to_py(ns_core::Error::InvalidWorkspace(format!("{origin}: {m}")))
+                }
+                other => to_py(other),
+            })?,
         })
     }
 
@@ -70,14 +98,14 @@ impl PyWorkspace {
         let mut codes = InterpCodes::default();
         if let Some(n) = normsys {
             codes.normsys = NormsysCode::from_name(n).ok_or_else(|| {
-                NextStatError::new_err(format!(
+                InvalidInputError::new_err(format!(
                     "normsys interpolation '{n}' is not one pyhf accepts (code1, code4)"
                 ))
             })?;
         }
         if let Some(h) = histosys {
             codes.histosys = HistosysCode::from_name(h).ok_or_else(|| {
-                NextStatError::new_err(format!(
+                InvalidInputError::new_err(format!(
                     "histosys interpolation '{h}' is not one pyhf accepts (code0, code2, code4p)"
                 ))
             })?;
@@ -379,7 +407,7 @@ fn run_interruptible<T: Send>(
         }
         match py.detach(|| worker.join()) {
             Ok(result) => result.map_err(to_py),
-            Err(_) => Err(NextStatError::new_err(
+            Err(_) => Err(ComputationError::new_err(
                 "the nextstat engine panicked (a bug: please report it)",
             )),
         }
@@ -444,7 +472,7 @@ fn infer(
     options: &str,
 ) -> PyResult<String> {
     let o: Options = serde_json::from_str(options)
-        .map_err(|e| NextStatError::new_err(format!("{verb}: bad options: {e}")))?;
+        .map_err(|e| InvalidInputError::new_err(format!("{verb}: bad options: {e}")))?;
     run_interruptible(py, |stop| {
         let m = &model.model;
         let mut config = fit_config(
@@ -660,6 +688,8 @@ fn has_metal() -> bool {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NextStatError", m.py().get_type::<NextStatError>())?;
+    m.add("InvalidInputError", m.py().get_type::<InvalidInputError>())?;
+    m.add("ComputationError", m.py().get_type::<ComputationError>())?;
     m.add_class::<PyWorkspace>()?;
     m.add_class::<PyModel>()?;
     for f in [

@@ -25,6 +25,9 @@ pub enum Error {
     /// that does not compile or launch).
     #[error("GPU device error: {0}")]
     Device(String),
+    /// A valid request whose computation failed (every toy fit failed, say).
+    #[error("computation failed: {0}")]
+    Computation(String),
     /// The caller asked the computation to stop (Ctrl-C in Python, say) before it finished.
     #[error("interrupted before the computation finished")]
     Interrupted,

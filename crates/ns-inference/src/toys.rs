@@ -396,7 +396,7 @@ pub fn hypotest_toys(
         extend_ensemble(&mut background, stat, mu, poi, &pairs[count..]);
     }
     if signal.teststats.is_empty() || background.teststats.is_empty() {
-        return Err(ns_core::Error::InvalidInput(format!(
+        return Err(ns_core::Error::Computation(format!(
             "every toy fit failed ({:?} / {:?}): no p-value can be formed",
             signal.failures, background.failures
         )));

@@ -21,8 +21,10 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from importlib import metadata as _metadata
+
 from . import _core
-from ._core import NextStatError
+from ._core import ComputationError, InvalidInputError, NextStatError
 from ._results import (
     AsymptoticHypotestResult,
     FitResult,
@@ -35,8 +37,13 @@ from ._results import (
     UpperLimitResult,
 )
 
+try:
+    __version__ = _metadata.version("nextstat")
+except _metadata.PackageNotFoundError:  # imported from a source tree
+    __version__ = "0+unknown"
+
 __all__ = [
-    "NextStatError", "Workspace", "Model", "PatchSet", "fit", "fixed_poi_fit", "hypotest",
+    "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "fit", "fixed_poi_fit", "hypotest",
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
     "has_metal", "infer",
@@ -45,28 +52,43 @@ __all__ = [
 Spec = Union[dict, str, os.PathLike]
 
 
-def _json_text(spec: Spec, what: str) -> str:
-    """A dict, a JSON string or a path to a JSON file, as JSON text."""
-    if isinstance(spec, dict) or isinstance(spec, list):
-        return json.dumps(spec)
-    if isinstance(spec, os.PathLike):
-        return Path(spec).read_text()
-    if isinstance(spec, str):
-        if spec.lstrip().startswith(("{", "[")):
-            return spec
+def _json_text(spec: Spec, what: str) -> Tuple[str, str]:
+    """A dict, a JSON string, a path to a JSON file or "-" (standard input), as (JSON text, where
+    it came from: the file name, or `what`)."""
+    if isinstance(spec, (dict, list)):
+        try:
+            return json.dumps(spec, allow_nan=False), what
+        except (TypeError, ValueError) as e:
+            raise InvalidInputError(f"{what}: not representable as JSON ({e})") from None
+    if isinstance(spec, (str, os.PathLike)) and not (isinstance(spec, str) and spec.lstrip().startswith(("{", "["))):
+        if str(spec) == "-":
+            import sys
+
+            return sys.stdin.read().lstrip("\ufeff"), "standard input"
         path = Path(spec)
-        if not path.exists():
-            raise NextStatError(f"{what}: '{spec}' is neither JSON text nor an existing file")
-        return path.read_text()
-    raise NextStatError(f"{what} must be a dict, a JSON string or a path, not {type(spec).__name__}")
+        if not path.is_file():
+            raise InvalidInputError(f"{what}: '{spec}' is neither JSON text nor an existing file")
+        # utf-8-sig: a byte-order mark, as some editors write, is skipped.
+        return path.read_text(encoding="utf-8-sig"), str(path)
+    if isinstance(spec, str):
+        return spec, what
+    raise TypeError(f"{what} must be a dict, a JSON string or a path, not {type(spec).__name__}")
 
 
 class PatchSet:
     """A HEPData patchset; ``apply(workspace, name)`` verifies the digest and patches."""
 
     def __init__(self, spec: Spec):
-        self._text = _json_text(spec, "patchset")
-        self.spec = json.loads(self._text)
+        if isinstance(spec, Workspace):
+            raise TypeError("PatchSet takes a patchset (dict, JSON text or path), not a Workspace")
+        self._text, origin = _json_text(spec, "patchset")
+        try:
+            self.spec = json.loads(self._text)
+        except json.JSONDecodeError as e:
+            raise InvalidInputError(f"invalid JSON at {origin}: {e}") from None
+        if not isinstance(self.spec, dict) or "patches" not in self.spec or "metadata" not in self.spec:
+            looks_like = " (it looks like a workspace)" if isinstance(self.spec, dict) and "channels" in self.spec else ""
+            raise InvalidInputError(f"{origin}: a patchset needs 'metadata' and 'patches'{looks_like}")
 
     @property
     def patches(self) -> List[str]:
@@ -80,7 +102,7 @@ class Workspace:
     """A pyhf workspace from a dict, a JSON string or a path."""
 
     def __init__(self, spec: Spec):
-        self._ws = _core.Workspace.from_json(_json_text(spec, "workspace"))
+        self._ws = _core.Workspace.from_json(*_json_text(spec, "workspace"))
 
     @classmethod
     def _wrap(cls, core_ws: Any) -> "Workspace":
@@ -108,7 +130,7 @@ class Workspace:
         settings = modifier_settings or {}
         unknown = set(settings) - {"normsys", "histosys"}
         if unknown:
-            raise NextStatError(f"modifier_settings: {sorted(unknown)} have no interpolation code (only normsys and histosys do)")
+            raise InvalidInputError(f"modifier_settings: {sorted(unknown)} have no interpolation code (only normsys and histosys do)")
         code = lambda kind: settings.get(kind, {}).get("interpcode")  # noqa: E731
         core_model = ws._ws.model(measurement_name, code("normsys"), code("histosys"))
         return Model(core_model, ws._ws.data(core_model, True))
@@ -164,10 +186,71 @@ class _Config:
 
 
 def _array(values: Any, what: str) -> np.ndarray:
-    try:
-        return np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError) as e:
-        raise NextStatError(f"{what} must be numbers: {e}") from None
+    """A flat float64 array of real numbers, or a TypeError/ValueError saying what is wrong:
+    no silent flattening, complex-to-real casts, strings or None inside."""
+    if values is None or isinstance(values, (str, bytes, dict)):
+        raise TypeError(f"{what} must be a sequence of numbers, not {type(values).__name__}")
+    array = np.asarray(values)
+    kind = array.dtype.kind
+    if kind == "c":
+        raise TypeError(f"{what} holds complex numbers; give real numbers")
+    if kind in "OUSV":
+        for i, v in enumerate(array.reshape(-1)):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise TypeError(f"{what}[{i}] is {v!r}; give numbers")
+    elif kind == "b":
+        raise TypeError(f"{what} holds booleans; give numbers")
+    if array.ndim != 1:
+        raise ValueError(f"{what} has shape {array.shape}; give a flat sequence of numbers")
+    return np.ascontiguousarray(array, dtype=np.float64)
+
+
+def _number(value: Any, what: str) -> float:
+    """A real number (not a string, bool, complex or None)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{what} must be a number, not {value!r}")
+    return float(value)
+
+
+def _integer(value: Any, what: str) -> int:
+    """A whole number: an int, or a float with no fractional part."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be a whole number, not {value!r}")
+    return int(value)
+
+
+def _finite_list(values: Any, what: str) -> List[float]:
+    array = _array(values, what)
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        raise ValueError(f"{what}[{bad[0]}] is {array[bad[0]]}; give finite numbers")
+    return array.tolist()
+
+
+def _bounds(bounds: Any) -> List[Tuple[float, float]]:
+    pairs = []
+    for i, b in enumerate(bounds):
+        if isinstance(b, (str, bytes)) or np.ndim(b) != 1 or len(b) != 2:
+            raise ValueError(f"par_bounds[{i}] is {b!r}; give a (low, high) pair")
+        low, high = (_number(x, f"par_bounds[{i}]") for x in b)
+        if np.isnan(low) or np.isnan(high):
+            raise ValueError(f"par_bounds[{i}] is ({low}, {high}); a bound is not a number")
+        # JSON has no infinities: an unbounded side travels as the largest double.
+        pairs.append(tuple(float(np.clip(x, -np.finfo(float).max, np.finfo(float).max)) for x in (low, high)))
+    return pairs
+
+
+def _flags(flags: Any) -> List[bool]:
+    if isinstance(flags, (str, bytes)):
+        raise TypeError(f"fixed_params must be a sequence of booleans, not {type(flags).__name__}")
+    out = []
+    for i, f in enumerate(flags):
+        if not isinstance(f, (bool, np.bool_)):
+            raise TypeError(f"fixed_params[{i}] is {f!r}; give True or False")
+        out.append(bool(f))
+    return out
 
 
 class Model:
@@ -199,17 +282,31 @@ class Model:
 
 def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra):
     """Run an inference verb in the engine and wrap its JSON report (observed data by default)."""
+    if not isinstance(model, Model):
+        raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()), not {type(model).__name__}")
     data = model.observed if data is None else data
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string ('cpu', 'cuda' or 'auto'), not {device!r}")
     options = dict(
-        init=None if init_pars is None else [float(x) for x in _array(init_pars, "init_pars")],
-        bounds=None if par_bounds is None else [tuple(map(float, b)) for b in par_bounds],
-        fixed=None if fixed_params is None else [bool(f) for f in fixed_params],
-        tolerance=float(tolerance),
-        device=str(device),
+        init=None if init_pars is None else _finite_list(init_pars, "init_pars"),
+        bounds=None if par_bounds is None else _bounds(par_bounds),
+        fixed=None if fixed_params is None else _flags(fixed_params),
+        tolerance=_number(tolerance, "tolerance"),
+        device=device,
         **extra,
     )
-    report = _core.infer(verb, model._model, [float(x) for x in _array(data, "data")], json.dumps(options))
+    try:
+        text = json.dumps(options, allow_nan=False)
+    except ValueError:
+        raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
+    report = _core.infer(verb, model._model, _array(data, "data").tolist(), text)
     return result_type._from_json(report)
+
+
+def _test_stat(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"test_stat must be a string ('qtilde', 'q', 'q0', 't', 'ttilde'), not {name!r}")
+    return name
 
 
 def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> FitResult:
@@ -221,7 +318,7 @@ def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par
     """Fit with the POI fixed at ``poi_value``."""
     poi = model.config.poi_index
     if poi is None:
-        raise NextStatError(f"the model has no POI (measurement POI '{model.config.poi_name}' is not a parameter)")
+        raise InvalidInputError(f"the model has no POI (measurement POI '{model.config.poi_name}' is not a parameter)")
     init = list(model.config.suggested_init() if init_pars is None else _array(init_pars, "init_pars"))
     fixed = list(model.config.suggested_fixed() if fixed_params is None else fixed_params)
     init[poi], fixed[poi] = float(poi_value), True
@@ -230,18 +327,18 @@ def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par
 
 def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> AsymptoticHypotestResult:
     """Asymptotic CLs at ``poi_value``."""
-    return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, mu=float(poi_value), test_stat=test_stat)
+    return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, mu=_number(poi_value, "poi_value"), test_stat=_test_stat(test_stat))
 
 
 def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> ToyHypotestResult:
     """Toy-based CLs at ``poi_value``; the same seed gives the same toys on any device."""
-    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, mu=float(poi_value), n_toys=int(n_toys), seed=int(seed), test_stat=test_stat)
+    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat))
 
 
 def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> UpperLimitResult:
     """Observed and expected CLs upper limits: root finding, or a scan over ``scan``."""
-    grid = None if scan is None else [float(x) for x in _array(scan, "scan")]
-    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, level=float(level), scan=grid)
+    grid = None if scan is None else _array(scan, "scan").tolist()
+    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, level=_number(level, "level"), scan=grid)
 
 
 def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> SignificanceResult:
@@ -251,7 +348,7 @@ def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed
 
 def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> ProfileScanResult:
     """Profile likelihood of the POI (or ``parameter``) at ``mu_values``."""
-    values = [float(x) for x in _array(mu_values, "mu_values")]
+    values = _array(mu_values, "mu_values").tolist()
     return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, values=values, parameter=parameter)
 
 
@@ -267,7 +364,7 @@ def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=N
 
 def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=1e-6, device="cuda") -> ToyFits:
     """Draw ``n_toys`` toys at ``params`` and fit each, all in one batch on the GPU."""
-    data, fits = _core.fit_toys(model._model, [float(x) for x in _array(params, "params")], int(n_toys), int(seed), float(tolerance), device)
+    data, fits = _core.fit_toys(model._model, _finite_list(params, "params"), _integer(n_toys, "n_toys"), _integer(seed, "seed"), _number(tolerance, "tolerance"), device)
     return ToyFits(data, [FitResult._from_json(f) for f in fits])
 
 
@@ -275,7 +372,7 @@ def fit_toys_from_data_gpu(model: Model, data, init=None, bounds=None, *, tolera
     """Fit each row of ``data`` (main then aux) in one batch; ``init``/``bounds`` one per row or one for all."""
     rows = np.ascontiguousarray(data, dtype=np.float64)
     if rows.ndim != 2:
-        raise NextStatError(f"data must be 2-dimensional (one dataset per row), not shape {rows.shape}")
+        raise InvalidInputError(f"data must be 2-dimensional (one dataset per row), not shape {rows.shape}")
     init_rows = None if init is None else [list(map(float, r)) for r in np.atleast_2d(np.asarray(init, dtype=np.float64))]
     bound_rows = None if bounds is None else ([[tuple(map(float, b)) for b in bounds]] if np.ndim(bounds) == 2 else [[tuple(map(float, b)) for b in row] for row in bounds])
     return [FitResult._from_json(f) for f in _core.fit_from_data(model._model, rows, init_rows, bound_rows, float(tolerance), device)]

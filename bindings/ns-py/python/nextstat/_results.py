@@ -76,15 +76,28 @@ class FitResult(_Result):
 
 
 class HypotestResult(_Result):
-    """CLs at one POI value: ``cls_obs``, ``cls_exp`` (−2σ…+2σ), ``clsb``, ``clb``."""
+    """CLs at one POI value: ``cls_obs``, ``cls_exp`` (−2σ…+2σ), ``clsb``, ``clb``; for the
+    discovery statistic q0, ``p0_obs`` and ``p0_exp`` instead of CLs (as pyhf's ``hypotest``)."""
 
-    _arrays = ("CLs_exp", "CLsb_exp", "CLb_exp")
-    _repr_keys = ("mu", "test_stat", "CLs_obs", "CLs_exp")
+    _arrays = ("CLs_exp", "CLsb_exp", "CLb_exp", "p0_exp")
+
+    @property
+    def _repr_keys(self):
+        if self._report.get("test_stat") == "q0":
+            return ("test_stat", "p0_obs", "p0_exp")
+        return ("mu", "test_stat", "CLs_obs", "CLs_exp")
+
+    def _cls(self, key):
+        if key not in self._report:
+            raise AttributeError(f"a {self._report.get('test_stat')} test gives p0 (p0_obs, p0_exp), not CLs")
+        return self._report[key]
 
     mu = property(lambda self: float(self._report["mu"]))
     test_stat = property(lambda self: self._report["test_stat"])
-    cls_obs = property(lambda self: float(self._report["CLs_obs"]))
-    cls_exp = property(lambda self: self._get("CLs_exp"))
+    cls_obs = property(lambda self: float(self._cls("CLs_obs")))
+    cls_exp = property(lambda self: (self._cls("CLs_exp"), self._get("CLs_exp"))[1])
+    p0_obs = property(lambda self: float(self._report["p0_obs"]))
+    p0_exp = property(lambda self: self._get("p0_exp"))
     clsb = property(lambda self: float(self._report["CLsb"]))
     clb = property(lambda self: float(self._report["CLb"]))
     clsb_exp = property(lambda self: self._get("CLsb_exp"))

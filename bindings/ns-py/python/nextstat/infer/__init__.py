@@ -9,7 +9,7 @@ from typing import Any, Tuple, Union
 
 import numpy as np
 
-from .. import NextStatError, hypotest as _hypotest, hypotest_toys as _hypotest_toys
+from .. import InvalidInputError, hypotest as _hypotest, hypotest_toys as _hypotest_toys
 from . import intervals, mle
 
 __all__ = ["hypotest", "mle", "intervals"]
@@ -37,17 +37,20 @@ def hypotest(
     values (−2σ…+2σ order of pyhf) if ``return_expected_set``."""
     unknown = set(kwargs) - _TOY_KWARGS - {"seed"}
     if unknown:
-        raise NextStatError(f"hypotest: unsupported arguments {sorted(unknown)}")
+        raise InvalidInputError(f"hypotest: unsupported arguments {sorted(unknown)}")
     if calctype == "asymptotics":
         r = _hypotest(poi_test, pdf, data, test_stat, init_pars, par_bounds, fixed_params, device=device)
     elif calctype == "toybased":
         r = _hypotest_toys(poi_test, pdf, int(kwargs.get("ntoys", 2000)), int(kwargs.get("seed", 0)), data, test_stat, init_pars, par_bounds, fixed_params, device=device)
     else:
-        raise NextStatError(f"calctype must be 'asymptotics' or 'toybased', not '{calctype}'")
-    returns = [np.asarray(r.cls_obs)]
+        raise InvalidInputError(f"calctype must be 'asymptotics' or 'toybased', not '{calctype}'")
+    # For q0 pyhf returns the discovery p-value p0 (CLsb) where it returns CLs otherwise, and only
+    # CLb as the tail probability.
+    is_q0 = test_stat == "q0"
+    returns = [np.asarray(r.p0_obs if is_q0 else r.cls_obs)]
     if return_tail_probs:
-        returns.append([np.asarray(r.clsb), np.asarray(r.clb)])
-    expected = np.asarray(r.cls_exp)
+        returns.append([np.asarray(r.clb)] if is_q0 else [np.asarray(r.clsb), np.asarray(r.clb)])
+    expected = np.asarray(r.p0_exp if is_q0 else r.cls_exp)
     if return_expected_set:
         if return_expected:
             returns.append(np.asarray(expected[2]))

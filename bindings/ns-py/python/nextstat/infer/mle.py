@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import NextStatError, fit as _fit
+from .. import InvalidInputError, fit as _fit
 
 __all__ = ["fit", "fixed_poi_fit"]
 
@@ -27,7 +27,7 @@ def fit(
     correlation matrix and twice the NLL at the minimum when asked, as pyhf returns them."""
     unknown = set(kwargs) - {"tolerance"}
     if unknown:
-        raise NextStatError(f"fit: unsupported arguments {sorted(unknown)}")
+        raise InvalidInputError(f"fit: unsupported arguments {sorted(unknown)}")
     r = _fit(pdf, data, init_pars, par_bounds, fixed_params, tolerance=kwargs.get("tolerance", 1e-6), device=device)
     pars = r.bestfit
     if return_uncertainties:
@@ -44,7 +44,7 @@ def fixed_poi_fit(poi_val: float, data: Any, pdf: Any, init_pars=None, par_bound
     """``fit`` with the POI fixed at ``poi_val``."""
     poi = pdf.config.poi_index
     if poi is None:
-        raise NextStatError("fixed_poi_fit: the model has no POI")
+        raise InvalidInputError("fixed_poi_fit: the model has no POI")
     init = list(pdf.config.suggested_init() if init_pars is None else init_pars)
     fixed = list(pdf.config.suggested_fixed() if fixed_params is None else fixed_params)
     init[poi], fixed[poi] = float(poi_val), True

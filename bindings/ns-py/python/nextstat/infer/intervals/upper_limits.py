@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import NextStatError, upper_limit as _upper_limit
+from ... import InvalidInputError, upper_limit as _upper_limit
 
 __all__ = ["upper_limit"]
 
@@ -17,7 +17,7 @@ def upper_limit(data: Any, model: Any, scan=None, level: float = 0.05, return_re
     ``(scan points, [CLs_obs, CLs_exp] per point)``."""
     test_stat = hypotest_kwargs.pop("test_stat", "qtilde")
     if test_stat != "qtilde" or set(hypotest_kwargs) - {"init_pars", "par_bounds", "fixed_params"}:
-        raise NextStatError(f"upper_limit: unsupported arguments {sorted(set(hypotest_kwargs) | ({'test_stat'} if test_stat != 'qtilde' else set()))}")
+        raise InvalidInputError(f"upper_limit: unsupported arguments {sorted(set(hypotest_kwargs) | ({'test_stat'} if test_stat != 'qtilde' else set()))}")
     r = _upper_limit(model, data, level, scan, hypotest_kwargs.get("init_pars"), hypotest_kwargs.get("par_bounds"), hypotest_kwargs.get("fixed_params"), device=device)
     obs, exp = np.asarray(r.obs), np.asarray(r.exp)
     if not return_results:

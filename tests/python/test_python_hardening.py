@@ -1,0 +1,106 @@
+"""The Python package as a careless script would use it: wrong types are refused with a TypeError
+or ValueError that says what was expected (never silently coerced), engine errors are
+`nextstat.NextStatError` subclasses that name the file, and the q0 drop-in matches pyhf."""
+
+import json
+
+import numpy as np
+import pyhf
+import pytest
+
+import nextstat
+from conftest import workspace_file
+
+NAME = "nextstat_complex_workspace"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return nextstat.Workspace(workspace_file(NAME)).model()
+
+
+def test_error_classes_are_public_and_say_what_they_are():
+    assert nextstat.NextStatError.__module__ == "nextstat"
+    assert issubclass(nextstat.NextStatError, ValueError)
+    assert issubclass(nextstat.InvalidInputError, nextstat.NextStatError)
+    assert issubclass(nextstat.ComputationError, nextstat.NextStatError)
+    assert "nextstat.InvalidInputError" in repr(nextstat.InvalidInputError)
+    assert isinstance(nextstat.__version__, str) and nextstat.__version__[0].isdigit()
+
+
+def test_json_errors_name_the_file(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"channels": [}')
+    with pytest.raises(nextstat.InvalidInputError, match="broken.json.*line 1 column 15"):
+        nextstat.Workspace(broken)
+    spec = json.loads(workspace_file(NAME).read_text())
+    spec["channels"][0]["samples"][0]["data"] = ["x"] * len(spec["channels"][0]["samples"][0]["data"])
+    bad = tmp_path / "bad_type.json"
+    bad.write_text(json.dumps(spec))
+    with pytest.raises(nextstat.InvalidInputError, match=r"channels\[0\]\.samples\[0\]\.data"):
+        nextstat.Workspace(bad)
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + workspace_file(NAME).read_bytes())
+    assert nextstat.Workspace(bom).digest() == nextstat.Workspace(workspace_file(NAME)).digest()
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda m: nextstat.fit(m, data=np.ones((2, len(m.observed) // 2))), ValueError, "shape"),
+        (lambda m: nextstat.fit(m, data=np.asarray(m.observed) + 0j), TypeError, "complex"),
+        (lambda m: nextstat.fit(m, data=[None] + m.observed[1:]), TypeError, r"data\[0\] is None"),
+        (lambda m: nextstat.fit(m, data=np.array(["3"] + m.observed[1:], dtype=object)), TypeError, r"data\[0\] is '3'"),
+        (lambda m: nextstat.hypotest_toys(1.0, m, n_toys=2.7), TypeError, "n_toys must be a whole number"),
+        (lambda m: nextstat.hypotest("1.0", m), TypeError, "poi_value must be a number"),
+        (lambda m: nextstat.fit(m, fixed_params=["False"] * m.config.npars), TypeError, r"fixed_params\[0\] is 'False'"),
+        (lambda m: nextstat.fit(m, init_pars=[float("nan")] * m.config.npars), ValueError, r"init_pars\[0\] is nan"),
+        (lambda m: nextstat.fit(m, par_bounds=[(0, 1, 2)] * m.config.npars), ValueError, "pair"),
+        (lambda m: nextstat.upper_limit(m, level=float("nan")), ValueError, "level"),
+        (lambda m: nextstat.hypotest(1.0, m, test_stat=0), TypeError, "test_stat"),
+        (lambda m: nextstat.fit("not a model"), TypeError, "nextstat.Model"),
+        (lambda m: m.logpdf([[1.0] * m.config.npars], m.observed), ValueError, "shape"),
+    ],
+)
+def test_wrong_types_are_refused_not_coerced(model, call, error, message):
+    with pytest.raises(error, match=message):
+        call(model)
+
+
+def test_a_workspace_is_not_a_patchset():
+    ws = nextstat.Workspace(workspace_file(NAME))
+    with pytest.raises(TypeError, match="not a Workspace"):
+        nextstat.PatchSet(ws)
+    with pytest.raises(nextstat.InvalidInputError, match="looks like a workspace"):
+        nextstat.PatchSet(json.loads(workspace_file(NAME).read_text()))
+
+
+def test_engine_refusals_are_invalid_input(model):
+    with pytest.raises(nextstat.InvalidInputError, match="outside the bounds of 'mu'"):
+        nextstat.hypotest(-1.0, model)
+    fixed = model.config.suggested_fixed()
+    fixed[model.config.poi_index] = True
+    with pytest.raises(nextstat.InvalidInputError, match="is fixed"):
+        nextstat.hypotest(1.0, model, fixed_params=fixed)
+    with pytest.raises(nextstat.InvalidInputError, match="between 1 and"):
+        nextstat.hypotest_toys(1.0, model, n_toys=10**12)
+
+
+def test_q0_drop_in_returns_p0_as_pyhf():
+    pyhf.set_backend("numpy")
+    spec = json.loads(workspace_file(NAME).read_text())
+    pws = pyhf.Workspace(spec)
+    pmodel = pws.model()
+    pdata = pws.data(pmodel)
+    theirs = pyhf.infer.hypotest(0.0, pdata, pmodel, test_stat="q0", return_tail_probs=True, return_expected_set=True)
+    model = nextstat.Workspace(spec).model()
+    ours = nextstat.infer.hypotest(0.0, pdata, model, test_stat="q0", return_tail_probs=True, return_expected_set=True)
+    assert float(ours[0]) == pytest.approx(float(theirs[0]), rel=1e-4)
+    assert len(ours[1]) == len(theirs[1]) == 1
+    np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-4)
+    native = nextstat.hypotest(0.0, model, test_stat="q0")
+    assert native.p0_obs == float(ours[0])
+    with pytest.raises(AttributeError, match="p0"):
+        native.cls_obs
+    significance = nextstat.significance(model)
+    assert significance.p0_obs == native.p0_obs
