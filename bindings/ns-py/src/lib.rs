@@ -544,9 +544,7 @@ fn infer(
             }
             "profile_scan" => {
                 let index = match &o.parameter {
-                    Some(name) => m.parameter_index(name).ok_or_else(|| {
-                        invalid(format!("unknown parameter '{name}' (see Model.par_names)"))
-                    })?,
+                    Some(name) => m.parameter_index(name).map_err(invalid)?,
                     None => m.poi()?,
                 };
                 let f = fitter(m, device, Workload::Sequential, stop)?;

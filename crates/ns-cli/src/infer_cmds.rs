@@ -191,9 +191,11 @@ impl InferArgs {
             );
             let indices: Vec<usize> = match model.parameter_set(name.trim()) {
                 Some(set) => (set.offset..set.offset + set.n_parameters).collect(),
-                None => vec![model.parameter_index(name.trim()).ok_or_else(|| {
-                    Error::InvalidInput(format!("--bound: unknown parameter '{name}'"))
-                })?],
+                None => vec![
+                    model
+                        .parameter_index(name.trim())
+                        .map_err(|e| Error::InvalidInput(format!("--bound: {e}")))?,
+                ],
             };
             for i in indices {
                 config.bounds[i] = (lo, hi);
@@ -341,11 +343,9 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 let (name, value) = item.split_once('=').ok_or_else(|| {
                     Error::InvalidInput(format!("--fix '{item}' must look like NAME=VALUE"))
                 })?;
-                let index = model.parameter_index(name.trim()).ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "--fix: unknown parameter '{name}' (see parameter_names)"
-                    ))
-                })?;
+                let index = model
+                    .parameter_index(name.trim())
+                    .map_err(|e| Error::InvalidInput(format!("--fix: {e}")))?;
                 let value: f64 = value.trim().parse().map_err(|_| {
                     Error::InvalidInput(format!("--fix {name}: '{value}' is not a number"))
                 })?;
@@ -385,11 +385,9 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                 let fitter = args.fitter(model, Workload::Sequential)?;
                 let mut intervals = serde_json::Map::new();
                 for name in names {
-                    let index = model.parameter_index(&name).ok_or_else(|| {
-                        Error::InvalidInput(format!(
-                            "--minos: unknown parameter '{name}' (see parameter_names)"
-                        ))
-                    })?;
+                    let index = model
+                        .parameter_index(&name)
+                        .map_err(|e| Error::InvalidInput(format!("--minos: {e}")))?;
                     let iv =
                         ns_inference::profile_interval(&fitter, index, &s.data, &s.config, 1.0)?;
                     text.push_str(&format!(
@@ -521,11 +519,9 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             let s = args.session()?;
             let model = &s.loaded.model;
             let index = match &parameter {
-                Some(name) => model.parameter_index(name).ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "--parameter: unknown parameter '{name}' (see parameter_names)"
-                    ))
-                })?,
+                Some(name) => model
+                    .parameter_index(name)
+                    .map_err(|e| Error::InvalidInput(format!("--parameter: {e}")))?,
                 None => model.poi()?,
             };
             let values = linspace("--range", &range)?;

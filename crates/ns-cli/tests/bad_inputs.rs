@@ -103,6 +103,16 @@ fn each_bad_request_is_a_clear_error() {
             w["measurements"][0]["config"]["parameters"] = json!([{"name": "mu", "inits": [20.0]}])
         }),
     );
+    let collision = dir.write(
+        "collision.json",
+        &variant(|w| {
+            // A scalar parameter named like element 0 of the shapesys vector 'bkg_stat'.
+            w["channels"][0]["samples"][0]["modifiers"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "bkg_stat[0]", "type": "normsys", "data": {"hi": 1.1, "lo": 0.9}}));
+        }),
+    );
     let ws = ws.to_str().unwrap();
     let s = |p: &PathBuf| p.to_str().unwrap().to_string();
     let cases: Vec<(Vec<String>, &str)> = [
@@ -222,6 +232,18 @@ fn each_bad_request_is_a_clear_error() {
             vec!["hypotest-toys", &s(&empty_bin), "--n-toys", "10"],
             "undefined where the fit starts",
         ),
+        (
+            vec!["fit", &s(&collision), "--fix", "bkg_stat[0]=1"],
+            "'bkg_stat[0]' names two parameters",
+        ),
+        (
+            vec!["fit", &s(&collision), "--minos", "all"],
+            "names two parameters",
+        ),
+        (
+            vec!["scan", &s(&collision), "--parameter", "bkg_stat[0]"],
+            "names two parameters",
+        ),
     ]
     .into_iter()
     .map(|(args, fragment)| (args.into_iter().map(String::from).collect(), fragment))
@@ -300,6 +322,58 @@ fn legal_inputs_that_used_to_fail_now_work() {
     let (code, _, err) = run(&["inspect", orphan.to_str().unwrap()]);
     assert_eq!(code, Some(0));
     assert!(err.contains("VR_removed"), "{err}");
+}
+
+#[test]
+fn fits_say_when_every_parameter_ends_on_a_bound_and_unbounded_ranges_are_not_bounds() {
+    let dir = Scratch::new("bounds");
+    // Data a million times the expectation: every parameter runs into its upper bound.
+    let absurd = dir.write(
+        "absurd.json",
+        &variant(|w| w["observations"][0]["data"] = json!([52_000_000, 63_000_000])),
+    );
+    let (code, out, err) = run(&["fit", absurd.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let fit: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        fit["warning"]
+            .as_str()
+            .unwrap()
+            .contains("every free parameter ended at a bound")
+    );
+    let (_, out, _) = run(&["hypotest", absurd.to_str().unwrap(), "--mu", "1"]);
+    let hypo: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        hypo["fit_warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("every free parameter"))
+    );
+    // An interior μ̂ with an infinite upper bound is not "at a bound".
+    let ws = dir.write("ws.json", &analysis());
+    let (code, out, err) = run(&["fit", ws.to_str().unwrap(), "--bound", "mu=0,inf"]);
+    assert_eq!(code, Some(0), "{err}");
+    let fit: Value = serde_json::from_str(&out).unwrap();
+    assert!(fit["bestfit"][0].as_f64().unwrap() > 0.1);
+    assert_eq!(fit["at_bound"][0], false);
+}
+
+#[test]
+fn inspect_takes_very_long_names() {
+    let dir = Scratch::new("long-names");
+    let long = "n".repeat(70_000);
+    let ws = dir.write(
+        "long.json",
+        &variant(|w| w["channels"][0]["samples"][1]["modifiers"][0]["name"] = json!(long)),
+    );
+    for extra in [None, Some("--json")] {
+        let mut args = vec!["inspect", ws.to_str().unwrap()];
+        args.extend(extra);
+        let (code, out, err) = run(&args);
+        assert_eq!(code, Some(0), "{err}");
+        assert!(out.contains(&long));
+    }
 }
 
 #[test]

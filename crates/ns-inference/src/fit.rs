@@ -77,7 +77,27 @@ pub struct FitResult {
     pub warning: Option<String>,
 }
 
+/// Said of a fit whose every free parameter ended on a bound.
+pub const ALL_AT_BOUND: &str = "every free parameter ended at a bound: the model cannot describe \
+     these data within its parameter ranges (pyhf's fit fails here)";
+
 impl FitResult {
+    /// Add a warning (several are joined with "; ").
+    pub fn warn(&mut self, message: String) {
+        self.warning = Some(match self.warning.take() {
+            Some(previous) => format!("{previous}; {message}"),
+            None => message,
+        });
+    }
+
+    /// Whether every free parameter ended on a bound (`at_bound` for all of them).
+    pub fn all_at_bound(&self, config: &FitConfig) -> bool {
+        let mut free = (0..self.parameters.len())
+            .filter(|&i| !config.fixed[i])
+            .peekable();
+        free.peek().is_some() && free.all(|i| self.at_bound[i])
+    }
+
     /// Correlation matrix from the covariance.
     pub fn correlation(&self) -> Option<Vec<f64>> {
         let cov = self.covariance.as_ref()?;
@@ -228,12 +248,19 @@ pub(crate) fn projected_gradient(
         .fold(0.0, f64::max)
 }
 
-/// Free parameters within 1e-6 of the bound range of a bound.
+/// Free parameters within 1e-6 of the bound range of a bound (of max(1, |θ|) where the range is
+/// unbounded).
 pub(crate) fn at_bound(parameters: &[f64], config: &FitConfig) -> Vec<bool> {
     (0..parameters.len())
         .map(|i| {
             let (lo, hi) = config.bounds[i];
-            let tol = 1e-6 * (hi - lo).abs().max(1.0);
+            let range = hi - lo;
+            let scale = if range.is_finite() {
+                range
+            } else {
+                parameters[i].abs()
+            };
+            let tol = 1e-6 * scale.max(1.0);
             !config.fixed[i] && (parameters[i] - lo <= tol || hi - parameters[i] <= tol)
         })
         .collect()
@@ -511,6 +538,9 @@ impl<'m> Fitter<'m> {
         } else {
             result
         };
+        if result.all_at_bound(config) {
+            result.warn(ALL_AT_BOUND.into());
+        }
         if config.uncertainties && result.termination != Termination::NonFiniteStart {
             self.add_uncertainties(&mut result, data, free)?;
         }
@@ -830,7 +860,7 @@ impl<'m> Fitter<'m> {
                     .filter(|&i| !(hessian[i * k + i] > 0.0))
                     .map(|i| self.model.par_names[free[i]].as_str())
                     .collect();
-                result.warning = Some(format!(
+                result.warn(format!(
                     "the Hessian is not positive definite (Cholesky fails at '{}'{}); uncertainties come from a general inverse and may be unreliable",
                     self.model.par_names[free[pivot]],
                     if negative.is_empty() {
@@ -843,7 +873,7 @@ impl<'m> Fitter<'m> {
             }
         };
         let Some(inv) = inverse_hessian else {
-            result.warning = Some("the Hessian is singular: no uncertainties".into());
+            result.warn("the Hessian is singular: no uncertainties".into());
             return Ok(());
         };
         let mut covariance = vec![0.0; n * n];

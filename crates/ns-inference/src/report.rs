@@ -76,6 +76,7 @@ pub fn hypotest(test_stat: &str, h: &AsymptoticHypotest) -> Value {
         "mu": h.mu, "test_stat": test_stat,
         "sqrt_q": h.sqrt_q, "sqrt_q_asimov": h.sqrt_q_asimov, "asymptotic_teststat": h.asymptotic_teststat,
         "fits_converged": fits.iter().all(|f| f.converged),
+        "fit_warnings": fit_warnings(&fits),
         "fitted_pars": {
             "free_fit_to_data": h.free_fit.parameters, "fixed_poi_fit_to_data": h.fixed_fit.parameters,
             "asimov_pars": h.asimov_fit.parameters, "free_fit_to_asimov": h.free_fit_asimov.parameters,
@@ -84,6 +85,15 @@ pub fn hypotest(test_stat: &str, h: &AsymptoticHypotest) -> Value {
     });
     add_pvalues(&mut value, h.test_statistic, &h.cls);
     value
+}
+
+/// The distinct warnings of the fits behind a result (parameters all at bounds, a Hessian that is
+/// not positive definite), so that a test statistic built on a doubtful fit says so.
+fn fit_warnings(fits: &[&FitResult]) -> Vec<String> {
+    let mut warnings: Vec<String> = fits.iter().filter_map(|f| f.warning.clone()).collect();
+    warnings.sort();
+    warnings.dedup();
+    warnings
 }
 
 /// The p-values of a hypothesis test under the keys that say what they are, as pyhf's `hypotest`

@@ -456,8 +456,24 @@ impl HistFactoryModel {
     }
 
     /// Index of a parameter by its `par_names` entry (`mu`, `staterror_SR[1]`).
-    pub fn parameter_index(&self, name: &str) -> Option<usize> {
-        self.par_names.iter().position(|n| n == name)
+    /// A name that two parameters share (a scalar parameter named like an element `uncorr[0]` of
+    /// a vector parameter `uncorr`, which pyhf allows) is refused: it would address either.
+    pub fn parameter_index(&self, name: &str) -> std::result::Result<usize, String> {
+        let mut hits = self
+            .par_names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| *n == name)
+            .map(|(i, _)| i);
+        match (hits.next(), hits.next()) {
+            (Some(i), None) => Ok(i),
+            (None, _) => Err(format!("unknown parameter '{name}' (see parameter_names)")),
+            (Some(a), Some(b)) => Err(format!(
+                "'{name}' names two parameters (positions {a} and {b} of parameter_names): a \
+                 parameter is named like an element of a vector parameter; rename one of the \
+                 modifiers (nextstat rename --modifier OLD NEW) to address it"
+            )),
+        }
     }
 
     /// pyhf's `par_order`: the parameter-set names in order.
@@ -530,13 +546,14 @@ impl HistFactoryModel {
                             )));
                         }
                         params[set.offset..set.offset + set.n_parameters].copy_from_slice(&values);
-                    } else if let Some(i) = self.parameter_index(key) {
-                        params[i] = number(v, &format!("parameter '{key}'"))?;
                     } else {
-                        return Err(bad(format!(
-                            "unknown parameter '{key}' (the model has: {})",
-                            self.par_order().join(", ")
-                        )));
+                        let i = self.parameter_index(key).map_err(|e| {
+                            bad(format!(
+                                "{e}; the parameter sets are: {}",
+                                self.par_order().join(", ")
+                            ))
+                        })?;
+                        params[i] = number(v, &format!("parameter '{key}'"))?;
                     }
                 }
             }
@@ -669,8 +686,9 @@ fn configure(
 
 /// A staterror parameter set: which global bins it covers and its per-bin relative widths.
 struct StatErrorSet {
-    /// Global main bins covered, in order; parameter i belongs to `bins[i]`.
-    bins: Vec<usize>,
+    /// Per covered channel (index), where its bins start among the set's parameters (the set's
+    /// parameter i belongs to the i-th covered bin, channels in order).
+    channel_offset: HashMap<usize, usize>,
     requirement: Requirement,
 }
 
@@ -718,43 +736,43 @@ impl StatErrorSets {
                     )));
                 }
             }
-            let bins: Vec<usize> = first_channels
-                .iter()
-                .flat_map(|&c| channels[c].bin_start..channels[c].bin_start + channels[c].n_bins)
-                .collect();
-            let mut nominal_sum = vec![0.0; bins.len()];
+            // Where each covered channel's bins start in the set's parameter vector.
+            let mut set_offset = HashMap::new();
+            let mut bins: Vec<usize> = Vec::new();
+            for &c in first_channels {
+                set_offset.insert(c, bins.len());
+                bins.extend(channels[c].bin_start..channels[c].bin_start + channels[c].n_bins);
+            }
+            // Samples of a carrying name in a covered channel contribute to the nominal sum; those
+            // that carry this staterror contribute their uncertainties too. Linear in bins.
             let mut placed_carriers = Vec::new();
             for p in placed
                 .iter()
                 .filter(|p| by_sample.contains_key(p.sample.name.as_str()))
             {
+                let Some(&offset) = set_offset.get(&p.channel) else {
+                    continue;
+                };
                 let carried = p.modifiers.iter().find_map(|m| match &m.kind {
                     ModifierKind::StatError(d) if m.name == name => Some(f64s(d)),
                     _ => None,
                 });
-                placed_carriers.push((p, carried));
+                placed_carriers.push((p, offset, carried));
             }
-            let local = |p: &PlacedSample, i: usize| {
-                let c = &channels[p.channel];
-                (bins[i] >= c.bin_start && bins[i] < c.bin_start + c.n_bins)
-                    .then(|| bins[i] - c.bin_start)
-            };
-            for (p, _) in &placed_carriers {
-                for (i, sum) in nominal_sum.iter_mut().enumerate() {
-                    if let Some(j) = local(p, i) {
-                        *sum += f64_of(&p.sample.data[j]);
-                    }
+            let mut nominal_sum = vec![0.0; bins.len()];
+            for (p, offset, _) in &placed_carriers {
+                for (j, v) in p.sample.data.iter().enumerate() {
+                    nominal_sum[offset + j] += f64_of(v);
                 }
             }
             let mut rel_sq = vec![0.0; bins.len()];
-            for (p, carried) in &placed_carriers {
+            for (_, offset, carried) in &placed_carriers {
                 let Some(unc) = carried else { continue };
-                for (i, r) in rel_sq.iter_mut().enumerate() {
-                    if let Some(j) = local(p, i)
-                        && nominal_sum[i] > 0.0
-                    {
-                        let rel = unc[j] / nominal_sum[i];
-                        *r += rel * rel;
+                for (j, u) in unc.iter().enumerate() {
+                    let i = offset + j;
+                    if nominal_sum[i] > 0.0 {
+                        let rel = u / nominal_sum[i];
+                        rel_sq[i] += rel * rel;
                     }
                 }
             }
@@ -770,7 +788,13 @@ impl StatErrorSets {
                 fixed,
                 ..Requirement::new("staterror", bins.len())
             };
-            sets.insert(name.to_string(), StatErrorSet { bins, requirement });
+            sets.insert(
+                name.to_string(),
+                StatErrorSet {
+                    channel_offset: set_offset,
+                    requirement,
+                },
+            );
         }
         Ok(StatErrorSets { sets })
     }
@@ -891,20 +915,18 @@ fn lower(
                     }
                 }
                 ModifierKind::StatError(_) => {
-                    let bins = &staterror
+                    let offset = staterror
                         .sets
                         .get(m.name.as_str())
-                        .ok_or_else(|| Error::InvalidModel(format!("internal: {}", at())))?
-                        .bins;
-                    for (j, list) in entry_params.iter_mut().enumerate() {
-                        let global = channel.bin_start + j;
-                        let k = bins.iter().position(|&b| b == global).ok_or_else(|| {
+                        .and_then(|set| set.channel_offset.get(&p.channel))
+                        .ok_or_else(|| {
                             Error::InvalidModel(format!(
-                                "internal: {} does not cover bin {global}",
+                                "internal: {} does not cover its channel",
                                 at()
                             ))
                         })?;
-                        list.push(to_u32(param + k)?);
+                    for (j, list) in entry_params.iter_mut().enumerate() {
+                        list.push(to_u32(param + offset + j)?);
                     }
                 }
             }

@@ -509,13 +509,13 @@ pub fn inspect(ws: &Workspace) -> Result<Inspection> {
         .map(|s| (s.name.as_str(), descr(s.constraint)))
         .collect();
     parameters.sort();
-    let types_of = |name: &str| -> Vec<&str> {
-        pairs
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, t)| *t)
-            .collect()
-    };
+    // Every modifier type of each name, in order of appearance (one pass: linear in modifiers).
+    let mut types_by_name: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (n, t) in &pairs {
+        types_by_name.entry(n.as_str()).or_default().push(*t);
+    }
+    let types_of =
+        |name: &str| -> Vec<&str> { types_by_name.get(name).cloned().unwrap_or_default() };
     let measurements: Vec<(&str, &str, Vec<&str>)> = ws
         .measurements
         .iter()
@@ -550,8 +550,9 @@ pub fn inspect(ws: &Workspace) -> Result<Inspection> {
         .map(|s| s.chars().count())
         .max()
         .unwrap_or(0);
-    let r = |s: &str, w: usize| format!("{s:>w$}");
-    let l = |s: &str, w: usize| format!("{s:<w$}");
+    // Padding by hand: `format!("{s:>w$}")` panics for widths beyond 65,535 (a name can be longer).
+    let r = |s: &str, w: usize| format!("{}{s}", " ".repeat(w.saturating_sub(s.chars().count())));
+    let l = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
     let c = |s: &str, w: usize| {
         let pad = w.saturating_sub(s.chars().count());
         format!("{}{s}{}", " ".repeat(pad / 2), " ".repeat(pad - pad / 2))
