@@ -88,7 +88,7 @@ def test_ranking_matches_cabinetry_given_our_fit():
     try:
         name = "nextstat_multichannel_workspace"
         model, data = model_and_data(name)
-        fit = cli_json("fit", workspace_file(name), "--tolerance", "1e-9")
+        fit = cli_json("fit", workspace_file(name), "--tolerance", "1e-9", "--covariance")
         ours = cli_json("ranking", workspace_file(name), "--tolerance", "1e-9")
         labels = model.config.par_names
         fit_results = cabinetry.fit.FitResults(

@@ -491,7 +491,7 @@ fn infer(
             "fit" => {
                 config.uncertainties = o.uncertainties;
                 let fit = fitter(m, device, Workload::Sequential, stop)?.fit(&prepared, &config)?;
-                report::fit(m, &fit)
+                report::fit(m, &fit, true)
             }
             "hypotest" => {
                 let stat = TestStatistic::from_name(&o.test_stat)?;
@@ -606,7 +606,7 @@ fn fit_toys<'py>(
             .collect();
         let fits = results
             .into_iter()
-            .map(|r| r.map(|fit| json_text(report::fit(m, &fit))))
+            .map(|r| r.map(|fit| json_text(report::fit(m, &fit, true))))
             .collect::<NsResult<Vec<_>>>()?;
         Ok((rows, fits))
     })?;
@@ -666,7 +666,7 @@ fn fit_from_data(
         let f = fitter(m, device, Workload::Batch { fits: jobs.len() }, stop)?;
         f.fit_batch(&datasets, &jobs, &|_| {})?
             .into_iter()
-            .map(|r| r.map(|fit| json_text(report::fit(m, &fit))))
+            .map(|r| r.map(|fit| json_text(report::fit(m, &fit, true))))
             .collect()
     })
 }

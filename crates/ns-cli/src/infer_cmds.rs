@@ -64,6 +64,9 @@ pub enum InferCommand {
         /// Profile-likelihood (MINOS-like) interval for a parameter (repeatable; "all" for every free one)
         #[arg(long = "minos", value_name = "NAME")]
         minos: Vec<String>,
+        /// Also write the covariance and correlation matrices (n×n; large on large models)
+        #[arg(long)]
+        covariance: bool,
     },
     /// Nuisance-parameter ranking: pulls, constraints and pre/post-fit impacts on the POI
     Ranking {
@@ -336,7 +339,12 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             );
             args.finish(value, text)
         }
-        InferCommand::Fit { args, fix, minos } => {
+        InferCommand::Fit {
+            args,
+            fix,
+            minos,
+            covariance,
+        } => {
             let mut s = args.session()?;
             let model = &s.loaded.model;
             for item in &fix {
@@ -372,7 +380,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
             if let Some(w) = &fit.warning {
                 eprintln!("warning: {w}");
             }
-            let mut value = report::fit(model, &fit);
+            let mut value = report::fit(model, &fit, covariance);
             if !minos.is_empty() {
                 let names: Vec<String> = if minos.iter().any(|m| m == "all") {
                     (0..model.n_params())

@@ -108,7 +108,7 @@ fn inference_verbs_print_the_documented_keys() {
     let ws = ws.to_str().unwrap();
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (
-            vec!["fit", ws],
+            vec!["fit", ws, "--covariance"],
             vec![
                 "parameter_names",
                 "bestfit",

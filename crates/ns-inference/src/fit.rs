@@ -15,6 +15,7 @@ use rayon::prelude::*;
 
 use crate::device::{BatchData, Device, Workload};
 
+use crate::hessian::{Structure, arrow_variances};
 use crate::linalg::{cholesky, cholesky_inverse, inverse};
 use crate::optimizer::{Lbfgsb, LbfgsbOptions, Termination};
 
@@ -76,6 +77,11 @@ pub struct FitResult {
     /// Set when the Hessian is not positive definite; names the parameters.
     pub warning: Option<String>,
 }
+
+/// Most free parameters for dense Hessians (k² doubles, 2k gradient evaluations): the Newton polish,
+/// the covariance matrix and one curvature probe per parameter. Larger models use the sparse
+/// structure of the likelihood instead ([`crate::hessian`]).
+pub(crate) const DENSE_PARAMETER_LIMIT: usize = 2000;
 
 /// Said of a fit whose every free parameter ended on a bound.
 pub const ALL_AT_BOUND: &str = "every free parameter ended at a bound: the model cannot describe \
@@ -746,29 +752,78 @@ impl<'m> Fitter<'m> {
         let n = x.len();
         let (mut g0, mut g1) = (vec![0.0; n], vec![0.0; n]);
         self.twice_nll_and_gradient(x, data, scratch, &mut g0)?;
-        let mut probe = x.to_vec();
-        let mut scale = Vec::with_capacity(free.len());
-        for &j in free {
+        // One probe per parameter; on large models the per-bin parameters of different bins share
+        // probes (their gradients do not see each other), so the cost stays a few evaluations.
+        let columns: Vec<Vec<usize>> = if free.len() <= DENSE_PARAMETER_LIMIT {
+            free.iter().map(|&j| vec![j]).collect()
+        } else {
+            Structure::of(&self.model.compiled, free).columns()
+        };
+        let step = |j: usize| {
             let (lo, hi) = bounds[j];
             let h = 1e-4 * x[j].abs().max(1.0);
-            let step = if x[j] + h <= hi || x[j] - h < lo {
-                h
-            } else {
-                -h
-            };
-            probe[j] = x[j] + step;
-            let curvature = match self.twice_nll_and_gradient(&probe, data, scratch, &mut g1) {
-                Ok(f) if f.is_finite() => (g1[j] - g0[j]) / step,
-                _ => f64::NAN,
-            };
-            probe[j] = x[j];
-            scale.push(if curvature.is_finite() && curvature > 0.0 {
-                curvature.sqrt().clamp(1e-3, 1e6)
-            } else {
-                1.0
-            });
+            if x[j] + h <= hi || x[j] - h < lo { h } else { -h }
+        };
+        let mut curvature = vec![f64::NAN; n];
+        let mut probe = x.to_vec();
+        for column in &columns {
+            for &j in column {
+                probe[j] = x[j] + step(j);
+            }
+            let finite = matches!(
+                self.twice_nll_and_gradient(&probe, data, scratch, &mut g1),
+                Ok(f) if f.is_finite()
+            );
+            for &j in column {
+                if finite {
+                    curvature[j] = (g1[j] - g0[j]) / step(j);
+                }
+                probe[j] = x[j];
+            }
         }
-        Ok(scale)
+        Ok(free
+            .iter()
+            .map(|&j| {
+                let c = curvature[j];
+                if c.is_finite() && c > 0.0 {
+                    c.sqrt().clamp(1e-3, 1e6)
+                } else {
+                    1.0
+                }
+            })
+            .collect())
+    }
+
+    /// Uncertainties of a large model from the arrow structure of its Hessian
+    /// ([`crate::hessian`]): no dense n×n matrix, so no covariance either.
+    fn add_structured_uncertainties(
+        &self,
+        result: &mut FitResult,
+        data: &PreparedData,
+        free: &[usize],
+    ) -> Result<()> {
+        let structure = Structure::of(&self.model.compiled, free);
+        if structure.globals.len() > DENSE_PARAMETER_LIMIT {
+            result.warn(format!(
+                "no uncertainties: {} of the {} free parameters act on several bins, and their \
+                 dense Hessian block would need {:.1} GB",
+                structure.globals.len(),
+                free.len(),
+                (structure.globals.len() as f64).powi(2) * 8e-9
+            ));
+            return Ok(());
+        }
+        match arrow_variances(self, &result.parameters, data, free, &structure) {
+            Ok(variances) => {
+                let mut sigma = vec![0.0; self.model.n_params()];
+                for (&p, v) in free.iter().zip(variances) {
+                    sigma[p] = v.max(0.0).sqrt();
+                }
+                result.uncertainties = Some(sigma);
+            }
+            Err(e) => result.warn(e.to_string()),
+        }
+        Ok(())
     }
 
     /// `config` with the optimizer's variable scaling computed once, at `config.init` on `data`.
@@ -852,6 +907,9 @@ impl<'m> Fitter<'m> {
     ) -> Result<()> {
         let n = self.model.n_params();
         let k = free.len();
+        if k > DENSE_PARAMETER_LIMIT {
+            return self.add_structured_uncertainties(result, data, free);
+        }
         let hessian = self.hessian(&result.parameters, data, free)?;
         let inverse_hessian = match cholesky(&hessian, k) {
             Ok(l) => Some(cholesky_inverse(&l, k)),

@@ -13,6 +13,7 @@ pub mod hypotest;
 pub mod intervals;
 pub mod limits;
 pub mod linalg;
+mod hessian;
 mod newton;
 pub mod optimizer;
 pub mod ranking;

@@ -13,13 +13,12 @@ use ns_compute::PreparedData;
 use ns_core::Result;
 
 use crate::device::BatchData;
-use crate::fit::{FitConfig, FitResult, Fitter, at_bound, projected_gradient};
+use crate::fit::{
+    DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter, at_bound, projected_gradient,
+};
 use crate::linalg::{cholesky, cholesky_solve, dot};
 use crate::optimizer::Termination;
 
-/// Largest number of free parameters for which the dense Hessian (k² doubles, 2k gradient
-/// evaluations per Newton step) is worth it.
-const MAX_PARAMETERS: usize = 2000;
 const MAX_NEWTON_STEPS: usize = 20;
 const ARMIJO: f64 = 1e-4;
 const MAX_BACKTRACKS: usize = 40;
@@ -31,7 +30,7 @@ pub(crate) fn applies(result: &FitResult, n_free: usize) -> bool {
         result.termination,
         Termination::MaxIterations | Termination::MaxEvaluations | Termination::LineSearchFailed
     ) && n_free > 0
-        && n_free <= MAX_PARAMETERS
+        && n_free <= DENSE_PARAMETER_LIMIT
         && result.twice_nll.is_finite()
 }
 

@@ -18,8 +18,10 @@ fn matrix(values: Option<&Vec<f64>>, n: usize) -> Option<Vec<Vec<f64>>> {
     values.map(|c| c.chunks(n.max(1)).map(|r| r.to_vec()).collect())
 }
 
-pub fn fit(model: &HistFactoryModel, fit: &FitResult) -> Value {
-    json!({
+/// A fit; `matrices` adds the covariance and correlation (n×n: on large models hundreds of MB of
+/// JSON, so the CLI writes them only when asked).
+pub fn fit(model: &HistFactoryModel, fit: &FitResult, matrices: bool) -> Value {
+    let mut value = json!({
         "parameter_names": model.par_names,
         "bestfit": fit.parameters,
         "uncertainties": fit.uncertainties,
@@ -31,10 +33,13 @@ pub fn fit(model: &HistFactoryModel, fit: &FitResult) -> Value {
         "evaluations": fit.evaluations,
         "projected_gradient": fit.projected_gradient,
         "at_bound": fit.at_bound,
-        "correlation": matrix(fit.correlation().as_ref(), model.n_params()),
-        "covariance": matrix(fit.covariance.as_ref(), model.n_params()),
         "warning": fit.warning,
-    })
+    });
+    if matrices {
+        value["correlation"] = json!(matrix(fit.correlation().as_ref(), model.n_params()));
+        value["covariance"] = json!(matrix(fit.covariance.as_ref(), model.n_params()));
+    }
+    value
 }
 
 pub fn ranking(model: &HistFactoryModel, r: &Ranking) -> Value {
