@@ -14,11 +14,14 @@ python3 -m venv .venv
 # The Python package (builds the abi3 extension with maturin, fetched by pip).
 .venv/bin/pip install --quiet --disable-pip-version-check ./bindings/ns-py
 
-cargo build --quiet --bin nextstat
+# Lints as CI enforces them.
+cargo clippy --quiet --workspace --all-targets -- -D warnings
+# The Python suite runs the CLI hundreds of times on large models: a release binary.
+cargo build --quiet --release --bin nextstat
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
 else
   cargo test --workspace --no-fail-fast
 fi
 
-NEXTSTAT_BIN="$PWD/target/debug/nextstat" .venv/bin/python -m pytest tests/python -q
+NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q

@@ -398,10 +398,14 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                         .map_err(|e| Error::InvalidInput(format!("--minos: {e}")))?;
                     let iv =
                         ns_inference::profile_interval(&fitter, index, &s.data, &s.config, 1.0)?;
+                    // An end the rise does not reach before the parameter's bound has no interval.
+                    let end = |e: Option<f64>| {
+                        e.map_or("none before the bound".to_string(), |v| format!("{v:+.6}"))
+                    };
                     text.push_str(&format!(
-                        "{name:>40}: {:+.6} / {:+.6} (profile likelihood)\n",
-                        iv.error_down.unwrap_or(f64::NAN),
-                        iv.error_up.unwrap_or(f64::NAN)
+                        "{name:>40}: {} / {} (profile likelihood)\n",
+                        end(iv.error_down),
+                        end(iv.error_up)
                     ));
                     intervals.insert(name, json!({"lower": iv.lower, "upper": iv.upper, "error_down": iv.error_down, "error_up": iv.error_up}));
                 }

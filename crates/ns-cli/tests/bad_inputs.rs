@@ -472,3 +472,59 @@ fn endless_input_full_disk_and_closed_pipes_end_cleanly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Peak resident memory (bytes) of the largest child process waited for so far.
+fn children_peak_rss() -> u64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a complete rusage into the pointer it is given, which is valid and
+    // properly aligned for the struct.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) };
+    assert_eq!(rc, 0);
+    // SAFETY: getrusage returned 0, so it initialised the struct.
+    let usage = unsafe { usage.assume_init() };
+    usage.ru_maxrss as u64 * 1024
+}
+
+#[test]
+fn toy_memory_does_not_grow_with_the_number_of_toys() {
+    let dir = Scratch::new("toy-memory");
+    let ws = dir.write(
+        "tiny.json",
+        &json!({
+            "channels": [{"name": "SR", "samples": [
+                {"name": "signal", "data": [5.0], "modifiers": [{"name": "mu", "type": "normfactor", "data": null}]},
+                {"name": "background", "data": [50.0], "modifiers": [
+                    {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.1, "lo": 0.9}}]}]}],
+            "observations": [{"name": "SR", "data": [52]}],
+            "measurements": [{"name": "meas", "config": {"poi": "mu", "parameters": []}}],
+            "version": "1.0.0"
+        }),
+    );
+    let run_toys = |n: u64| {
+        let out = bin()
+            .args([
+                "hypotest-toys",
+                ws.to_str().unwrap(),
+                "--n-toys",
+                &n.to_string(),
+                "--threads",
+                "2",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        children_peak_rss()
+    };
+    let small = run_toys(10_000);
+    let large = run_toys(100_000);
+    // What the result itself holds: two ensembles of f64 statistics and their sorted copies.
+    let stored = 2 * 2 * 8 * (100_000 - 10_000);
+    assert!(
+        large <= small + stored + (4 << 20),
+        "peak RSS grew from {small} to {large} bytes for ten times the toys (allowed: {stored} + 4 MiB)"
+    );
+}

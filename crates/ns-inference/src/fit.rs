@@ -762,7 +762,11 @@ impl<'m> Fitter<'m> {
         let step = |j: usize| {
             let (lo, hi) = bounds[j];
             let h = 1e-4 * x[j].abs().max(1.0);
-            if x[j] + h <= hi || x[j] - h < lo { h } else { -h }
+            if x[j] + h <= hi || x[j] - h < lo {
+                h
+            } else {
+                -h
+            }
         };
         let mut curvature = vec![f64::NAN; n];
         let mut probe = x.to_vec();

@@ -91,7 +91,12 @@ impl Structure {
         self.globals
             .iter()
             .map(|&p| vec![p])
-            .chain((0..width).map(|c| self.blocks.iter().filter_map(|b| b.get(c).copied()).collect()))
+            .chain((0..width).map(|c| {
+                self.blocks
+                    .iter()
+                    .filter_map(|b| b.get(c).copied())
+                    .collect()
+            }))
             .collect()
     }
 }
@@ -189,7 +194,12 @@ pub(crate) fn arrow_variances(
         for (r, &p) in block.iter().enumerate() {
             // (H⁻¹)_pp = (H_LL⁻¹)_pp + w_p S⁻¹ w_pᵀ
             let correction: f64 = (0..g)
-                .map(|a| w[r][a] * (0..g).map(|b| schur_inverse[a * g + b] * w[r][b]).sum::<f64>())
+                .map(|a| {
+                    w[r][a]
+                        * (0..g)
+                            .map(|b| schur_inverse[a * g + b] * w[r][b])
+                            .sum::<f64>()
+                })
                 .sum();
             variance[p] = 2.0 * (inverse[r * m + r] + correction);
         }
@@ -249,9 +259,15 @@ mod tests {
         let config = FitConfig::suggested(&model);
         let fit = fitter.fit(&data, &config).unwrap();
         assert!(fit.converged);
-        let free: Vec<usize> = (0..model.n_params()).filter(|&i| !config.fixed[i]).collect();
+        let free: Vec<usize> = (0..model.n_params())
+            .filter(|&i| !config.fixed[i])
+            .collect();
         let structure = Structure::of(&model.compiled, &free);
-        assert_eq!(structure.globals.len(), 3, "mu, lumi and norm act on several bins");
+        assert_eq!(
+            structure.globals.len(),
+            3,
+            "mu, lumi and norm act on several bins"
+        );
         assert_eq!(structure.blocks.iter().map(Vec::len).max(), Some(2));
         assert_eq!(structure.columns().len(), 5);
         let arrow = arrow_variances(&fitter, &fit.parameters, &data, &free, &structure).unwrap();

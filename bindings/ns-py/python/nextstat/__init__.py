@@ -5,7 +5,7 @@ or, with ``device="cuda"``, on an NVIDIA GPU. ``nextstat.infer`` mirrors ``pyhf.
 existing pyhf script changes one import.
 
 >>> import nextstat
->>> ws = nextstat.Workspace("examples/complex_workspace.json")
+>>> ws = nextstat.Workspace("examples/analysis.json")
 >>> model = ws.model()
 >>> result = nextstat.fit(model)
 >>> result.converged

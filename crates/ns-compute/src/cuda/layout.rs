@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn every_term_has_exactly_one_gradient_slot() {
         let ws = ns_translate::Workspace::from_json_str(include_str!(
-            "../../../../examples/complex_workspace.json"
+            "../../../../examples/analysis.json"
         ))
         .unwrap();
         let model =
