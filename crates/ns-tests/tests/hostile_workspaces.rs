@@ -96,14 +96,14 @@ fn mutate(doc: &mut Value, mutation: &Mutation) {
             let duplicate = matches!(mutation, Mutation::Duplicate(_));
             match doc.pointer_mut(parent) {
                 Some(Value::Array(items)) => {
-                    if let Ok(k) = key.parse::<usize>() {
-                        if k < items.len() {
-                            if duplicate {
-                                let copy = items[k].clone();
-                                items.push(copy);
-                            } else {
-                                items.remove(k);
-                            }
+                    if let Ok(k) = key.parse::<usize>()
+                        && k < items.len()
+                    {
+                        if duplicate {
+                            let copy = items[k].clone();
+                            items.push(copy);
+                        } else {
+                            items.remove(k);
                         }
                     }
                 }
