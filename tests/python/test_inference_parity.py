@@ -182,3 +182,32 @@ def test_gpu_flag_fails_cleanly_without_a_gpu_and_auto_falls_back_to_the_cpu():
     auto = cli_json("fit", ws, "--gpu", "auto")
     cpu = cli_json("fit", ws)
     assert auto["bestfit"] == cpu["bestfit"]
+
+
+def test_pulls_and_constraints_follow_cabinetry_for_every_constraint_type():
+    """Pull (θ̂ − θ₀)/σ₀ and constraint σ̂/σ₀ with cabinetry's pre-fit widths and pyhf's init as θ₀,
+    on the example analysis: normsys, histosys, lumi, staterror and shapesys (whose γ is centred
+    on 1, not on its auxiliary datum τ)."""
+    cabinetry = pytest.importorskip("cabinetry")
+    from conftest import ROOT
+
+    path = ROOT / "examples" / "analysis.json"
+    model = pyhf.Workspace(json.loads(path.read_text())).model()
+    fit = cli_json("fit", path)
+    ours = {e["name"]: e for e in cli_json("ranking", path)["entries"]}
+    init = np.asarray(model.config.suggested_init())
+    prefit = cabinetry.model_utils.prefit_uncertainties(model)
+    types = set()
+    for i, name in enumerate(model.config.par_names):
+        if name not in ours:
+            continue
+        entry = ours[name]
+        if prefit[i] == 0:
+            assert entry["pull"] is None and entry["constraint"] is None, name
+            continue
+        types.add(model.config.param_set(name.split("[")[0]).pdf_type + ":" + name.split("[")[0])
+        assert entry["pull"] == pytest.approx((fit["bestfit"][i] - init[i]) / prefit[i], rel=1e-6, abs=1e-9), name
+        assert entry["constraint"] == pytest.approx(fit["uncertainties"][i] / prefit[i], rel=1e-6), name
+        assert abs(entry["pull"]) < 5, f"{name}: pull {entry['pull']}"
+    assert {t.split(":")[0] for t in types} == {"normal", "poisson"}
+    assert any("fakes_stat" in t for t in types) and any("staterror" in t for t in types) and any("lumi" in t for t in types)

@@ -25,6 +25,15 @@ pub fn emit(text: &str, path: Option<&Path>) -> Result<()> {
     }
 }
 
+/// Write what a `pyhf` command writes: on stdout with a newline (`click.echo`), to a file exactly
+/// as `json.dump` leaves it (no trailing newline), so files compare byte for byte with pyhf's.
+pub fn emit_as_pyhf(text: &str, path: Option<&Path>) -> Result<()> {
+    match path {
+        None => print(&format!("{text}\n")),
+        Some(path) => write_file(path, text),
+    }
+}
+
 /// Replace `path` with `text`: written to a temporary file in the same folder and renamed, so
 /// `path` is either untouched or complete. `-` is stdout.
 pub fn write_file(path: &Path, text: &str) -> Result<()> {

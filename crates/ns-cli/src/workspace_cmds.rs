@@ -134,6 +134,11 @@ fn pairs(flat: &[String]) -> HashMap<String, String> {
         .collect()
 }
 
+/// Output of a command that mirrors `pyhf`: byte-identical files.
+fn emit_pyhf(text: &str, output: Option<&PathBuf>) -> Result<()> {
+    crate::output::emit_as_pyhf(text, output.map(|p| p.as_path()))
+}
+
 fn load(ws: &WorkspaceArg) -> Result<Workspace> {
     Workspace::from_path(&ws.path()?)
 }
@@ -164,7 +169,7 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
                 crate::output::print(&summary.text)?;
             }
             if let Some(path) = output {
-                emit(&json_text, Some(&path))?;
+                emit_pyhf(&json_text, Some(&path))?;
             }
             Ok(())
         }
@@ -184,7 +189,7 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
                 modifier_types,
                 measurements,
             })?;
-            emit(&pyhf_json(&pruned), output.as_ref())
+            emit_pyhf(&pyhf_json(&pruned), output.as_ref())
         }
         WorkspaceCommand::Rename {
             ws,
@@ -200,7 +205,7 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
                 modifiers: pairs(&modifiers),
                 measurements: pairs(&measurements),
             })?;
-            emit(&pyhf_json(&renamed), output.as_ref())
+            emit_pyhf(&pyhf_json(&renamed), output.as_ref())
         }
         WorkspaceCommand::Combine {
             left,
@@ -215,17 +220,17 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
                 Join::from_name(&join)?,
                 merge_channels,
             )?;
-            emit(&pyhf_json(&combined), output.as_ref())
+            emit_pyhf(&pyhf_json(&combined), output.as_ref())
         }
         WorkspaceCommand::Sort { ws, output } => {
-            emit(&pyhf_json(&load(&ws)?.sorted()), output.as_ref())
+            emit_pyhf(&pyhf_json(&load(&ws)?.sorted()), output.as_ref())
         }
         WorkspaceCommand::Digest { ws, json } => {
             // The digest is of the document as read, like pyhf's (validated first).
             let path = ws.path()?;
             let value = read_json(&path)?;
-            Workspace::from_value(value.clone())?;
             let hex = digest(&value);
+            Workspace::from_value(value)?;
             if json {
                 emit(
                     &dumps(&serde_json::json!({"sha256": hex}), DumpOptions::PYHF_CLI),
@@ -249,7 +254,7 @@ fn run_patchset(cmd: PatchsetCommand) -> Result<()> {
             output,
         } => {
             let value = load_ps(&patchset)?.extract(&name, with_metadata)?;
-            emit(&dumps(&value, DumpOptions::PYHF_CLI), output.as_ref())
+            emit_pyhf(&dumps(&value, DumpOptions::PYHF_CLI), output.as_ref())
         }
         PatchsetCommand::Apply {
             background_only,
@@ -260,7 +265,7 @@ fn run_patchset(cmd: PatchsetCommand) -> Result<()> {
             let background = read_json(&background_only)?;
             Workspace::from_value(background.clone())?;
             let patched = Workspace::from_value(load_ps(&patchset)?.apply(&background, &name)?)?;
-            emit(&pyhf_json(&patched), output.as_ref())
+            emit_pyhf(&pyhf_json(&patched), output.as_ref())
         }
         PatchsetCommand::Verify {
             background_only,

@@ -271,6 +271,82 @@ fn each_bad_request_is_a_clear_error() {
 }
 
 #[test]
+fn malformed_documents_get_messages_that_say_what_is_wrong() {
+    let dir = Scratch::new("malformed");
+    let text = serde_json::to_string(&analysis()).unwrap();
+    let write_text = |name: &str, body: &str| {
+        let path = dir.0.join(name);
+        std::fs::write(&path, body).unwrap();
+        path
+    };
+    let cases = [
+        (
+            write_text("bigint.json", &text.replacen("[52,63]", "[52,100000000000000000000000]", 1)),
+            "the integer 100000000000000000000000 at line 1",
+        ),
+        (write_text("array.json", "[1, 2]"), "a workspace is a JSON object"),
+        (
+            write_text("surrogate.json", &text.replacen("\"SR\"", "\"S\\ud800R\"", 2)),
+            "lone UTF-16 surrogate",
+        ),
+        (
+            dir.write("bool.json", &variant(|w| w["observations"][0]["data"] = json!([true, 63]))),
+            "observations",
+        ),
+        (
+            dir.write(
+                "lumi_sigma_zero.json",
+                &variant(|w| {
+                    w["channels"][0]["samples"][0]["modifiers"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!({"name": "lumi", "type": "lumi", "data": null}));
+                    w["measurements"][0]["config"]["parameters"] =
+                        json!([{"name": "lumi", "auxdata": [1.0], "sigmas": [0.0], "bounds": [[0.5, 1.5]], "inits": [1.0]}]);
+                }),
+            ),
+            "sigmas[0] = 0 must be positive",
+        ),
+        (
+            dir.write(
+                "lengths.json",
+                &variant(|w| w["channels"][0]["samples"][1]["data"] = json!([50.0, 60.0, 70.0])),
+            ),
+            "data has 3 bins but sample 'signal' of the same channel has 2",
+        ),
+    ];
+    for (path, fragment) in cases {
+        let (code, stdout, stderr) = run(&["fit", path.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{}: {stderr}", path.display());
+        assert!(stdout.is_empty());
+        assert!(
+            stderr.contains(fragment),
+            "{}: message lacks '{fragment}':\n{stderr}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn an_infinite_significance_is_written_as_the_string_inf() {
+    let dir = Scratch::new("infinite-z");
+    let ws = dir.write(
+        "overwhelming.json",
+        &variant(|w| {
+            w["channels"][0]["samples"][0]["data"] = json!([1000.0, 1000.0]);
+            w["channels"][0]["samples"][1]["data"] = json!([1.0, 1.0]);
+            w["channels"][0]["samples"][1]["modifiers"] = json!([]);
+            w["observations"][0]["data"] = json!([1000, 1000]);
+        }),
+    );
+    let (code, out, err) = run(&["significance", ws.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["p0_obs"], 0.0);
+    assert_eq!(v["Z_obs"], "inf");
+}
+
+#[test]
 fn legal_inputs_that_used_to_fail_now_work() {
     let dir = Scratch::new("legal-inputs");
     let ws = dir.write("ws.json", &analysis());

@@ -11,6 +11,17 @@ use crate::spec::{ModifierKind, Workspace, f64_of};
 /// Parse JSON text, naming the line and column of a syntax error. Python's `json` accepts
 /// `NaN`/`Infinity`; a workspace must be finite, so those are reported as such.
 pub fn parse_json(text: &str, origin: &str) -> Result<Value> {
+    if let Some((line, column, literal)) = integer_beyond_64_bits(text) {
+        // serde_json would read it as a double and change the digest pyhf (arbitrary-precision
+        // Python integers) computes: refuse rather than silently differ.
+        return Err(Error::Json {
+            path: origin.to_string(),
+            message: format!(
+                "the integer {literal} at line {line} column {column} does not fit in 64 bits, so it \
+                 cannot be kept exact; write it as a decimal number (e.g. {literal}.0) if it is a value"
+            ),
+        });
+    }
     serde_json::from_str(text).map_err(|e| {
         let (line, column) = (e.line(), e.column());
         let rest = text.lines().nth(line.saturating_sub(1)).map(|l| l.get(column.saturating_sub(1)..).unwrap_or(""));
@@ -18,13 +29,62 @@ pub fn parse_json(text: &str, origin: &str) -> Result<Value> {
             let r = r.trim_start_matches(['-', '+']);
             r.starts_with("NaN") || r.starts_with("Infinity") || r.starts_with("inf")
         });
+        let text_of_error = e.to_string();
         let message = if non_finite {
             format!("non-finite number (NaN or Infinity) at line {line} column {column}: workspace numbers must be finite")
+        } else if text_of_error.contains("surrogate") || text_of_error.contains("hex escape") {
+            format!(
+                "a \\u escape near line {line} column {column} is a lone UTF-16 surrogate, which is \
+                 not a character; names must be valid Unicode"
+            )
         } else {
-            e.to_string()
+            text_of_error
         };
         Error::Json { path: origin.to_string(), message }
     })
+}
+
+/// The first integer literal outside strings whose value does not fit in i64/u64, as (line,
+/// column, literal).
+fn integer_beyond_64_bits(text: &str) -> Option<(usize, usize, String)> {
+    let bytes = text.as_bytes();
+    let (mut i, mut in_string, mut escaped) = (0, false, false);
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'"' {
+            in_string = true;
+            i += 1;
+            continue;
+        }
+        if b == b'-' || b.is_ascii_digit() {
+            let start = i;
+            i += 1;
+            while i < bytes.len() && (bytes[i].is_ascii_digit() || b".eE+-".contains(&bytes[i])) {
+                i += 1;
+            }
+            let token = &text[start..i];
+            let integral =
+                !token.contains(['.', 'e', 'E']) && token.bytes().any(|b| b.is_ascii_digit());
+            if integral && token.parse::<i64>().is_err() && token.parse::<u64>().is_err() {
+                let line = text[..start].matches('\n').count() + 1;
+                let column = start - text[..start].rfind('\n').map_or(0, |p| p + 1) + 1;
+                return Some((line, column, token.to_string()));
+            }
+            continue;
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Read a JSON file.
@@ -91,6 +151,19 @@ pub fn from_value<T: DeserializeOwned>(value: Value, what: &str) -> Result<T> {
 impl Workspace {
     /// Typed, validated workspace from a JSON value.
     pub fn from_value(value: Value) -> Result<Workspace> {
+        if !value.is_object() {
+            let found = match &value {
+                Value::Array(_) => "an array",
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Bool(_) => "a boolean",
+                _ => "null",
+            };
+            return Err(Error::InvalidWorkspace(format!(
+                "a workspace is a JSON object with 'channels', 'measurements', 'observations' and \
+                 'version'; this is {found}"
+            )));
+        }
         let ws: Workspace = from_value(value, "workspace")?;
         ws.validate()?;
         Ok(ws)
@@ -152,10 +225,17 @@ impl Workspace {
                 if !sample_names.insert(sample.name.as_str()) {
                     return bad(format!("{at}: duplicate sample name in the channel"));
                 }
-                if sample.data.len() != n_bins || n_bins == 0 {
+                if sample.data.is_empty() {
                     return bad(format!(
-                        "{at}: data has {} bins but the channel has {n_bins} (the first sample's length)",
-                        sample.data.len()
+                        "{at}: data is empty; a sample needs at least one bin"
+                    ));
+                }
+                if sample.data.len() != n_bins {
+                    // Name both samples: either may be the wrong one.
+                    return bad(format!(
+                        "{at}: data has {} bins but sample '{}' of the same channel has {n_bins}",
+                        sample.data.len(),
+                        first.name
                     ));
                 }
                 for (mi, modifier) in sample.modifiers.iter().enumerate() {

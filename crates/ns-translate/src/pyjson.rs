@@ -33,6 +33,30 @@ impl DumpOptions {
     };
 }
 
+/// Where serialised text goes: a string, or straight into a hash (a digest of a 200 MB workspace
+/// then never holds its text).
+trait Sink {
+    fn push_str(&mut self, s: &str);
+    fn push(&mut self, c: char) {
+        self.push_str(c.encode_utf8(&mut [0; 4]));
+    }
+}
+
+impl Sink for String {
+    fn push_str(&mut self, s: &str) {
+        String::push_str(self, s);
+    }
+    fn push(&mut self, c: char) {
+        String::push(self, c);
+    }
+}
+
+impl Sink for Sha256 {
+    fn push_str(&mut self, s: &str) {
+        self.update(s.as_bytes());
+    }
+}
+
 /// Serialise `value` as Python's `json.dumps` would.
 pub fn dumps(value: &Value, options: DumpOptions) -> String {
     let mut out = String::new();
@@ -42,21 +66,23 @@ pub fn dumps(value: &Value, options: DumpOptions) -> String {
 
 /// pyhf's digest of a JSON document: hex sha256 of its canonical `json.dumps` text.
 pub fn digest(value: &Value) -> String {
-    let hash = Sha256::digest(dumps(value, DumpOptions::DIGEST).as_bytes());
+    let mut hasher = Sha256::new();
+    write_value(&mut hasher, value, DumpOptions::DIGEST, 0);
+    let hash = hasher.finalize();
     hash.iter().fold(String::with_capacity(64), |mut s, b| {
         let _ = write!(s, "{b:02x}");
         s
     })
 }
 
-fn newline(out: &mut String, options: DumpOptions, level: usize) {
+fn newline(out: &mut impl Sink, options: DumpOptions, level: usize) {
     if let Some(width) = options.indent {
         out.push('\n');
-        out.extend(std::iter::repeat_n(' ', width * level));
+        out.push_str(&" ".repeat(width * level));
     }
 }
 
-fn write_value(out: &mut String, value: &Value, options: DumpOptions, level: usize) {
+fn write_value(out: &mut impl Sink, value: &Value, options: DumpOptions, level: usize) {
     let item_separator = if options.indent.is_some() { "," } else { ", " };
     match value {
         Value::Null => out.push_str("null"),
@@ -104,7 +130,7 @@ fn write_value(out: &mut String, value: &Value, options: DumpOptions, level: usi
     }
 }
 
-fn write_string(out: &mut String, s: &str, ensure_ascii: bool) {
+fn write_string(out: &mut impl Sink, s: &str, ensure_ascii: bool) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -118,7 +144,7 @@ fn write_string(out: &mut String, s: &str, ensure_ascii: bool) {
             c if (c as u32) < 0x20 || (ensure_ascii && !(' '..='~').contains(&c)) => {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
+                    out.push_str(&format!("\\u{unit:04x}"));
                 }
             }
             c => out.push(c),
