@@ -404,6 +404,9 @@ impl<'m> Fitter<'m> {
                     .try_for_each_init(
                         || Scratch::new(&self.model.compiled),
                         |scratch, (((value, g), p), &d)| {
+                            // Hessian probes of large models are thousands of evaluations: stay
+                            // interruptible between them.
+                            self.check_interrupt()?;
                             *value = self.eval.nll_minus_constant(
                                 p,
                                 data.host(d as usize)?,
