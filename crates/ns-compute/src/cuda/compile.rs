@@ -32,6 +32,7 @@ fn nvrtc_error(what: &str, e: result::NvrtcError) -> Error {
 
 fn nvrtc_version() -> Result<(i32, i32)> {
     let (mut major, mut minor): (c_int, c_int) = (0, 0);
+    // SAFETY: nvrtcVersion writes two c_ints through pointers to live locals.
     unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
         .result()
         .map_err(|e| nvrtc_error("version query", e))?;
@@ -50,7 +51,7 @@ pub fn cache_dir() -> Option<PathBuf> {
     Some(base.join("nextstat"))
 }
 
-/// How the module was obtained (reported by `nextstat devices` and the benchmarks).
+/// How the module was obtained (reported by the GPU benchmark).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelOrigin {
     Compiled,
@@ -63,6 +64,7 @@ pub(crate) fn kernel_cubin(
     minor: i32,
     driver_version: i32,
 ) -> Result<(Vec<u8>, KernelOrigin)> {
+    // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
     if !unsafe { sys::is_culib_present() } {
         return Err(Error::Device(
             "the NVRTC library (libnvrtc) was not found: install the CUDA runtime compiler library"
@@ -124,11 +126,14 @@ fn compile(extra: &[String]) -> Result<Vec<u8>> {
         .map_err(|e| nvrtc_error("program creation", e))?;
     let mut options: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
     options.extend(extra.iter().cloned());
+    // SAFETY: `program` was created above and is destroyed only at the end of this function; the options outlive the call.
     let compiled = unsafe { result::compile_program(program, &options) };
     let outcome = compiled
         .map_err(|e| {
+            // SAFETY: the program is still alive; its log is copied out before it is destroyed.
             let log = unsafe { result::get_program_log(program) }
                 .map(|raw| {
+                    // SAFETY: NVRTC's log buffer is sized by nvrtcGetProgramLogSize, which counts the NUL terminator.
                     unsafe { CStr::from_ptr(raw.as_ptr()) }
                         .to_string_lossy()
                         .into_owned()
@@ -140,15 +145,18 @@ fn compile(extra: &[String]) -> Result<Vec<u8>> {
         })
         .and_then(|()| {
             let mut size = 0usize;
+            // SAFETY: the program is alive and compiled; `size` is a valid out-pointer.
             unsafe { sys::nvrtcGetCUBINSize(program, &mut size) }
                 .result()
                 .map_err(|e| nvrtc_error("cubin size query", e))?;
             let mut cubin = vec![0u8; size];
+            // SAFETY: `cubin` holds exactly the `size` bytes NVRTC reported for this program.
             unsafe { sys::nvrtcGetCUBIN(program, cubin.as_mut_ptr() as *mut c_char) }
                 .result()
                 .map_err(|e| nvrtc_error("cubin retrieval", e))?;
             Ok(cubin)
         });
+    // SAFETY: last use of the program: nothing refers to it afterwards.
     let _ = unsafe { result::destroy_program(program) };
     outcome
 }
@@ -161,6 +169,7 @@ mod tests {
     /// (`pip install nvidia-cuda-nvrtc` provides it; point LD_LIBRARY_PATH at its lib folder).
     #[test]
     fn kernels_compile_for_sm90_where_nvrtc_exists() {
+        // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
         if !unsafe { sys::is_culib_present() } {
             eprintln!("SKIPPED kernels_compile_for_sm90_where_nvrtc_exists: libnvrtc not found");
             return;

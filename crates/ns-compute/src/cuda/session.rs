@@ -38,12 +38,14 @@ fn upload<T: DeviceRepr + Copy + Default>(
 /// Whether a CUDA driver and at least one device are present. Never panics: the driver library
 /// is looked for before anything touches it.
 pub fn has_cuda() -> bool {
+    // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
     let present = unsafe { sys::is_culib_present() };
     present && CudaContext::device_count().is_ok_and(|n| n > 0)
 }
 
 /// The error for a CUDA request on a machine without CUDA.
 pub fn cuda_unavailable() -> Error {
+    // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
     if unsafe { sys::is_culib_present() } {
         Error::Device(
             "no CUDA device is visible (the driver is installed but reports no GPU)".into(),
@@ -73,6 +75,7 @@ struct ModelView {
     pointers: [u64; 21],
     sizes: [i32; 12],
 }
+// SAFETY: #[repr(C)] plain data (device pointers and ints) with the layout of the kernels' ModelView; no references, no drop glue.
 unsafe impl DeviceRepr for ModelView {}
 
 /// Datasets resident on the device: `count` rows of main data and of auxiliary data.
@@ -150,6 +153,7 @@ struct FitArgs {
     pg_tol: f64,
     ints: [i32; 4],
 }
+// SAFETY: #[repr(C)] plain data (device pointers, doubles and ints) with the layout of the kernels' FitArgs; no references, no drop glue.
 unsafe impl DeviceRepr for FitArgs {}
 
 /// A growable device buffer.
@@ -207,12 +211,14 @@ impl CudaSession {
         let ctx = CudaContext::new(ordinal)
             .map_err(|e| driver(&format!("opening device {ordinal}"), e))?;
         // One stream does all the work, so cudarc's per-buffer event tracking is not needed.
+        // SAFETY: every buffer of this session is used on its one stream, so the tracking events that order work across streams are never needed.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let (major, minor) = ctx
             .compute_capability()
             .map_err(|e| driver("capability query", e))?;
         let mut driver_version = 0;
+        // SAFETY: writes one int through a pointer to a live local.
         unsafe { sys::cuDriverGetVersion(&mut driver_version) }
             .result()
             .map_err(|e| driver("driver version query", e))?;
@@ -537,6 +543,7 @@ impl CudaSession {
             .arg(&n_ens)
             .arg(&mut main)
             .arg(&mut aux);
+        // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
         unsafe { launch.launch(cfg) }.map_err(|e| driver("toy kernel launch", e))?;
         s.synchronize().map_err(|e| driver("toy kernel", e))?;
         Ok(DeviceDatasets {
@@ -703,6 +710,7 @@ impl CudaSession {
             };
             let mut launch = s.launch_builder(&self.fit_lbfgsb);
             launch.arg(&self.view).arg(&args).arg(&mut self.scratch);
+            // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
             unsafe { launch.launch(cfg) }.map_err(|e| driver("fit kernel launch", e))?;
             let down = |e| driver("fit kernel", e);
             s.memcpy_dtoh(&x, &mut out.x[rows.clone()]).map_err(down)?;
@@ -759,6 +767,7 @@ impl CudaSession {
             .arg(&mut self.scratch)
             .arg(&mut *nll_dev)
             .arg(&mut *grad_dev);
+        // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
         unsafe { launch.launch(cfg) }.map_err(|e| driver("NLL kernel launch", e))?;
         let download = |e| driver("NLL kernel", e);
         s.memcpy_dtoh(&nll_dev.slice(0..n), nll).map_err(download)?;
