@@ -83,6 +83,9 @@ pub struct FitResult {
 /// structure of the likelihood instead ([`crate::hessian`]).
 pub(crate) const DENSE_PARAMETER_LIMIT: usize = 2000;
 
+/// Most memory the structured Hessian of a large model may take (probes and blocks).
+const MAX_HESSIAN_BYTES: usize = 4 << 30;
+
 /// Said of a fit whose every free parameter ended on a bound.
 pub const ALL_AT_BOUND: &str = "every free parameter ended at a bound: the model cannot describe \
      these data within its parameter ranges (pyhf's fit fails here)";
@@ -810,13 +813,15 @@ impl<'m> Fitter<'m> {
         free: &[usize],
     ) -> Result<()> {
         let structure = Structure::of(&self.model.compiled, free);
-        if structure.globals.len() > DENSE_PARAMETER_LIMIT {
+        let bytes = structure.memory_bytes(self.model.n_params());
+        if bytes > MAX_HESSIAN_BYTES {
             result.warn(format!(
                 "no uncertainties: {} of the {} free parameters act on several bins, and their \
-                 dense Hessian block would need {:.1} GB",
+                 Hessian would need {:.1} GB (at most {:.1} GB)",
                 structure.globals.len(),
                 free.len(),
-                (structure.globals.len() as f64).powi(2) * 8e-9
+                bytes as f64 * 1e-9,
+                MAX_HESSIAN_BYTES as f64 * 1e-9
             ));
             return Ok(());
         }

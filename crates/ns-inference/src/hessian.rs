@@ -84,6 +84,15 @@ impl Structure {
         }
     }
 
+    /// Bytes [`arrow_variances`] holds for a model of `n_params`: the probe points and gradients,
+    /// the dense global block and the per-bin coupling rows.
+    pub fn memory_bytes(&self, n_params: usize) -> usize {
+        let g = self.globals.len();
+        let locals: usize = self.blocks.iter().map(Vec::len).sum();
+        let probes = 2 * self.columns().len();
+        8 * (2 * probes * n_params + g * g + locals * g)
+    }
+
     /// Sets of parameters moved together by one probe: each global alone, then colour c = the
     /// c-th parameter of every block (their gradients do not see each other).
     pub fn columns(&self) -> Vec<Vec<usize>> {
