@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::{HistosysCode, InterpCodes, NormsysCode};
-use ns_inference::{Device, FitConfig, FitJob, Fitter, TestStatistic, Workload, report};
+use ns_inference::request::Request;
+use ns_inference::{Device, FitConfig, FitJob, Fitter, Workload, report};
 use ns_translate::ops::{Join, Prune, Rename};
 use ns_translate::patch::{PatchSet, apply_patch};
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
@@ -418,8 +419,8 @@ fn json_text(value: serde_json::Value) -> String {
     value.to_string()
 }
 
-/// Options of an inference call, as the Python layer sends them (JSON): the fit configuration,
-/// the device, and each verb's own arguments.
+/// The fit configuration and device of an inference call, as the Python layer sends them (JSON);
+/// the verb and its own arguments travel separately as an `ns_inference::request::Request`.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Options {
@@ -430,21 +431,6 @@ struct Options {
     tolerance: f64,
     #[serde(default = "default_device")]
     device: String,
-    #[serde(default)]
-    uncertainties: bool,
-    mu: Option<f64>,
-    #[serde(default = "default_test_stat")]
-    test_stat: String,
-    #[serde(default)]
-    n_toys: usize,
-    #[serde(default)]
-    seed: u64,
-    #[serde(default = "default_level")]
-    level: f64,
-    scan: Option<Vec<f64>>,
-    #[serde(default)]
-    values: Vec<f64>,
-    parameter: Option<String>,
 }
 
 fn default_tolerance() -> f64 {
@@ -453,29 +439,24 @@ fn default_tolerance() -> f64 {
 fn default_device() -> String {
     "cpu".into()
 }
-fn default_test_stat() -> String {
-    "qtilde".into()
-}
-fn default_level() -> f64 {
-    0.05
-}
 
-/// Run inference `verb` (fit, hypotest, hypotest_toys, upper_limit, significance, profile_scan,
-/// ranking, gof) on `data` with JSON `options`; returns the verb's report JSON
-/// (`ns_inference::report`).
+/// Run an inference request (JSON, e.g. `{"verb": "hypotest", "mu": 1.0}`) on `data` with the
+/// JSON `options`; returns the result's report JSON (`ns_inference::report`).
 #[pyfunction]
 fn infer(
     py: Python<'_>,
-    verb: &str,
     model: &PyModel,
     data: Vec<f64>,
     options: &str,
+    request: &str,
 ) -> PyResult<String> {
     let o: Options = serde_json::from_str(options)
-        .map_err(|e| InvalidInputError::new_err(format!("{verb}: bad options: {e}")))?;
+        .map_err(|e| InvalidInputError::new_err(format!("bad options: {e}")))?;
+    let request: Request = serde_json::from_str(request)
+        .map_err(|e| InvalidInputError::new_err(format!("bad request: {e}")))?;
     run_interruptible(py, |stop| {
         let m = &model.model;
-        let mut config = fit_config(
+        let config = fit_config(
             m,
             o.init.clone(),
             o.bounds.clone(),
@@ -483,98 +464,9 @@ fn infer(
             o.tolerance,
         )?;
         let prepared = model.prepared(&data)?;
-        let device = o.device.as_str();
-        let mu = || {
-            o.mu.ok_or_else(|| invalid(format!("{verb} needs a POI value")))
-        };
-        let value = match verb {
-            "fit" => {
-                config.uncertainties = o.uncertainties;
-                let fit = fitter(m, device, Workload::Sequential, stop)?.fit(&prepared, &config)?;
-                report::fit(m, &fit, true)
-            }
-            "hypotest" => {
-                let stat = TestStatistic::from_name(&o.test_stat)?;
-                let f = fitter(m, device, Workload::Sequential, stop)?;
-                report::hypotest(
-                    &o.test_stat,
-                    &ns_inference::hypotest_asymptotic(&f, mu()?, &prepared, &config, stat)?,
-                )
-            }
-            "hypotest_toys" => {
-                let stat = TestStatistic::from_name(&o.test_stat)?;
-                let f = fitter(m, device, Workload::Batch { fits: 4 * o.n_toys }, stop)?;
-                let h = ns_inference::hypotest_toys(
-                    &f,
-                    mu()?,
-                    &prepared,
-                    &config,
-                    stat,
-                    o.n_toys,
-                    o.seed,
-                    &|_| {},
-                )?;
-                report::hypotest_toys(&o.test_stat, &h)
-            }
-            "upper_limit" => {
-                let f = fitter(m, device, Workload::Sequential, stop)?;
-                let ul = match &o.scan {
-                    Some(grid) => ns_inference::upper_limit_scan(
-                        &f,
-                        &prepared,
-                        &config,
-                        o.level,
-                        grid,
-                        &mut |_| {},
-                    )?,
-                    None => ns_inference::upper_limit_root(
-                        &f,
-                        &prepared,
-                        &config,
-                        o.level,
-                        1e-6,
-                        &mut |_| {},
-                    )?,
-                };
-                report::upper_limit(&ul, o.level)
-            }
-            "significance" => {
-                let f = fitter(m, device, Workload::Sequential, stop)?;
-                report::significance(&ns_inference::significance(&f, &prepared, &config)?)
-            }
-            "profile_scan" => {
-                let index = match &o.parameter {
-                    Some(name) => m.parameter_index(name).map_err(invalid)?,
-                    None => m.poi()?,
-                };
-                let f = fitter(m, device, Workload::Sequential, stop)?;
-                report::scan(&ns_inference::profile_scan(
-                    &f,
-                    index,
-                    &o.values,
-                    &prepared,
-                    &config,
-                    &mut |_| {},
-                )?)
-            }
-            "ranking" => {
-                let f = fitter(
-                    m,
-                    device,
-                    Workload::Batch {
-                        fits: 4 * m.n_params(),
-                    },
-                    stop,
-                )?;
-                report::ranking(m, &ns_inference::ranking(&f, &prepared, &config, &|_| {})?)
-            }
-            "gof" => {
-                let f = fitter(m, device, Workload::Sequential, stop)?;
-                report::gof(&ns_inference::goodness_of_fit(&f, &prepared, &config)?)
-            }
-            other => return Err(invalid(format!("unknown inference verb '{other}'"))),
-        };
-        Ok(json_text(value))
+        let f = fitter(m, &o.device, request.workload(m), stop)?;
+        let outcome = request.run(&f, &prepared, &config, &|_| {})?;
+        Ok(json_text(outcome.report(m, true)))
     })
 }
 

@@ -5,11 +5,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 use ns_inference::optimizer::LbfgsbOptions;
-use ns_inference::{
-    Device, FitConfig, Fitter, TestStatistic, Workload, hypotest_asymptotic, profile_scan, report,
-    significance, upper_limit_root, upper_limit_scan,
-};
-use serde_json::{Value, json};
+use ns_inference::request::{Outcome, Request};
+use ns_inference::{Device, FitConfig, Fitter, TestStatistic, Workload};
+use serde_json::Value;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -288,26 +286,178 @@ fn linspace(option: &str, spec: &[f64]) -> Result<Vec<f64>> {
         .collect())
 }
 
+/// What `fit` adds to its request: parameters fixed on the command line, MINOS intervals, and
+/// whether to write the matrices.
+struct FitExtras {
+    fix: Vec<String>,
+    minos: Vec<String>,
+    covariance: bool,
+}
+
+/// The engine request of a command (`ns_inference::request`), its shared options, and what a fit adds.
+fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Option<FitExtras>)> {
+    Ok(match cmd {
+        InferCommand::Fit {
+            args,
+            fix,
+            minos,
+            covariance,
+        } => (
+            args,
+            Request::Fit {
+                uncertainties: true,
+            },
+            Some(FitExtras {
+                fix,
+                minos,
+                covariance,
+            }),
+        ),
+        InferCommand::Ranking { args } => (args, Request::Ranking, None),
+        InferCommand::Gof { args } => (args, Request::Gof, None),
+        InferCommand::Hypotest {
+            args,
+            mu,
+            test_stat,
+        } => (args, Request::Hypotest { mu, test_stat }, None),
+        InferCommand::HypotestToys {
+            args,
+            mu,
+            test_stat,
+            n_toys,
+            seed,
+        } => (
+            args,
+            Request::HypotestToys {
+                mu,
+                test_stat,
+                n_toys,
+                seed,
+            },
+            None,
+        ),
+        InferCommand::UpperLimit { args, level, scan } => {
+            let scan = scan.map(|spec| linspace("--scan", &spec)).transpose()?;
+            (args, Request::UpperLimit { level, scan }, None)
+        }
+        InferCommand::Significance { args } => (args, Request::Significance, None),
+        InferCommand::Scan {
+            args,
+            parameter,
+            range,
+        } => {
+            let values = linspace("--range", &range)?;
+            (args, Request::ProfileScan { parameter, values }, None)
+        }
+    })
+}
+
+/// The progress bar's label for a request.
+fn label(request: &Request) -> &'static str {
+    match request {
+        Request::HypotestToys { .. } => "toys",
+        Request::Ranking => "ranking refits",
+        Request::ProfileScan { .. } => "scan",
+        Request::UpperLimit { scan: Some(_), .. } => "CLs scan",
+        Request::UpperLimit { scan: None, .. } => "hypotests",
+        _ => "fits",
+    }
+}
+
 pub fn run(cmd: InferCommand) -> Result<()> {
-    match cmd {
-        InferCommand::Ranking { args } => {
-            let s = args.session()?;
-            let model = &s.loaded.model;
-            let bar = progress(4 * model.n_params() as u64, "ranking refits");
-            let r = ns_inference::ranking(
-                &args.fitter(
-                    model,
-                    Workload::Batch {
-                        fits: 4 * model.n_params(),
-                    },
-                )?,
-                &s.data,
-                &s.config,
-                &|k| bar.set_position(k as u64),
+    let (args, request, extras) = request_of(cmd)?;
+    let mut s = args.session()?;
+    let model = &s.loaded.model;
+    if let Some(extras) = &extras {
+        for item in &extras.fix {
+            let (name, value) = item.split_once('=').ok_or_else(|| {
+                Error::InvalidInput(format!("--fix '{item}' must look like NAME=VALUE"))
+            })?;
+            let index = model
+                .parameter_index(name.trim())
+                .map_err(|e| Error::InvalidInput(format!("--fix: {e}")))?;
+            let value: f64 = value.trim().parse().map_err(|_| {
+                Error::InvalidInput(format!("--fix {name}: '{value}' is not a number"))
+            })?;
+            s.config = s.config.with_fixed(index, value);
+        }
+    }
+    let fitter = args.fitter(model, request.workload(model))?;
+    let bar = progress(request.progress_steps(model), label(&request));
+    let outcome = request.run(&fitter, &s.data, &s.config, &|k| bar.set_position(k as u64));
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    let matrices = extras.as_ref().is_some_and(|e| e.covariance);
+    let mut value = outcome.report(model, matrices);
+    let mut text = text_of(&outcome, model);
+    if let (Outcome::Fit(fit), Some(extras)) = (&outcome, &extras) {
+        if let Some(w) = &fit.warning {
+            eprintln!("warning: {w}");
+        }
+        if !extras.minos.is_empty() {
+            let intervals = minos(&fitter, &s, &extras.minos, &mut text)?;
+            value["minos"] = Value::Object(intervals);
+        }
+    }
+    args.finish(value, text)
+}
+
+/// Profile-likelihood intervals of the named parameters ("all": every free one).
+fn minos(
+    fitter: &Fitter,
+    s: &Session,
+    names: &[String],
+    text: &mut String,
+) -> Result<serde_json::Map<String, Value>> {
+    let model = &s.loaded.model;
+    let names: Vec<String> = if names.iter().any(|m| m == "all") {
+        (0..model.n_params())
+            .filter(|&i| !s.config.fixed[i])
+            .map(|i| model.par_names[i].clone())
+            .collect()
+    } else {
+        names.to_vec()
+    };
+    let mut intervals = serde_json::Map::new();
+    for name in names {
+        let index = model
+            .parameter_index(&name)
+            .map_err(|e| Error::InvalidInput(format!("--minos: {e}")))?;
+        let iv = ns_inference::profile_interval(fitter, index, &s.data, &s.config, 1.0)?;
+        // An end the rise does not reach before the parameter's bound has no interval.
+        let end =
+            |e: Option<f64>| e.map_or("none before the bound".to_string(), |v| format!("{v:+.6}"));
+        text.push_str(&format!(
+            "{name:>40}: {} / {} (profile likelihood)\n",
+            end(iv.error_down),
+            end(iv.error_up)
+        ));
+        intervals.insert(name, ns_inference::report::interval(&iv));
+    }
+    Ok(intervals)
+}
+
+/// The human-readable summary of `--format text`.
+fn text_of(outcome: &Outcome, model: &ns_translate::HistFactoryModel) -> String {
+    match outcome {
+        Outcome::Fit(fit) => {
+            let mut text = format!(
+                "twice_nll = {:.10}  ({})\n",
+                fit.twice_nll,
+                fit.termination.describe()
             );
-            bar.finish_and_clear();
-            let r = r?;
-            let value = report::ranking(model, &r);
+            for (i, name) in model.par_names.iter().enumerate() {
+                let sigma = fit.uncertainties.as_ref().map_or(f64::NAN, |u| u[i]);
+                text.push_str(&format!(
+                    "{name:>40} = {:>12.6} ± {:<10.6}{}\n",
+                    fit.parameters[i],
+                    sigma,
+                    if fit.at_bound[i] { "  (at bound)" } else { "" }
+                ));
+            }
+            text
+        }
+        Outcome::Ranking(r) => {
             let mut text = format!(
                 "{:>40}  {:>9}  {:>9}  {:>10}  {:>10}\n",
                 "parameter", "pull", "constr.", "Δμ post+", "Δμ post−"
@@ -323,237 +473,49 @@ pub fn run(cmd: InferCommand) -> Result<()> {
                     e.impact_postfit_down
                 ));
             }
-            args.finish(value, text)
+            text
         }
-        InferCommand::Gof { args } => {
-            let s = args.session()?;
-            let g = ns_inference::goodness_of_fit(
-                &args.fitter(&s.loaded.model, Workload::Sequential)?,
-                &s.data,
-                &s.config,
-            )?;
-            let value = report::gof(&g);
-            let text = format!(
-                "-2 ln λ = {:.4} for {} degrees of freedom: p = {:.4}\n",
-                g.minus_two_log_lambda, g.ndof, g.p_value
-            );
-            args.finish(value, text)
-        }
-        InferCommand::Fit {
-            args,
-            fix,
-            minos,
-            covariance,
-        } => {
-            let mut s = args.session()?;
-            let model = &s.loaded.model;
-            for item in &fix {
-                let (name, value) = item.split_once('=').ok_or_else(|| {
-                    Error::InvalidInput(format!("--fix '{item}' must look like NAME=VALUE"))
-                })?;
-                let index = model
-                    .parameter_index(name.trim())
-                    .map_err(|e| Error::InvalidInput(format!("--fix: {e}")))?;
-                let value: f64 = value.trim().parse().map_err(|_| {
-                    Error::InvalidInput(format!("--fix {name}: '{value}' is not a number"))
-                })?;
-                s.config = s.config.with_fixed(index, value);
-            }
-            s.config.uncertainties = true;
-            let fit = args
-                .fitter(model, Workload::Sequential)?
-                .fit(&s.data, &s.config)?;
-            let mut text = format!(
-                "twice_nll = {:.10}  ({})\n",
-                fit.twice_nll,
-                fit.termination.describe()
-            );
-            for (i, name) in model.par_names.iter().enumerate() {
-                let sigma = fit.uncertainties.as_ref().map_or(f64::NAN, |u| u[i]);
-                text.push_str(&format!(
-                    "{name:>40} = {:>12.6} ± {:<10.6}{}\n",
-                    fit.parameters[i],
-                    sigma,
-                    if fit.at_bound[i] { "  (at bound)" } else { "" }
-                ));
-            }
-            if let Some(w) = &fit.warning {
-                eprintln!("warning: {w}");
-            }
-            let mut value = report::fit(model, &fit, covariance);
-            if !minos.is_empty() {
-                let names: Vec<String> = if minos.iter().any(|m| m == "all") {
-                    (0..model.n_params())
-                        .filter(|&i| !s.config.fixed[i])
-                        .map(|i| model.par_names[i].clone())
-                        .collect()
-                } else {
-                    minos.clone()
-                };
-                let fitter = args.fitter(model, Workload::Sequential)?;
-                let mut intervals = serde_json::Map::new();
-                for name in names {
-                    let index = model
-                        .parameter_index(&name)
-                        .map_err(|e| Error::InvalidInput(format!("--minos: {e}")))?;
-                    let iv =
-                        ns_inference::profile_interval(&fitter, index, &s.data, &s.config, 1.0)?;
-                    // An end the rise does not reach before the parameter's bound has no interval.
-                    let end = |e: Option<f64>| {
-                        e.map_or("none before the bound".to_string(), |v| format!("{v:+.6}"))
-                    };
-                    text.push_str(&format!(
-                        "{name:>40}: {} / {} (profile likelihood)\n",
-                        end(iv.error_down),
-                        end(iv.error_up)
-                    ));
-                    intervals.insert(name, json!({"lower": iv.lower, "upper": iv.upper, "error_down": iv.error_down, "error_up": iv.error_up}));
-                }
-                value["minos"] = Value::Object(intervals);
-            }
-            args.finish(value, text)
-        }
-        InferCommand::Hypotest {
-            args,
-            mu,
-            test_stat,
-        } => {
-            let s = args.session()?;
-            let stat = TestStatistic::from_name(&test_stat)?;
-            let h = hypotest_asymptotic(
-                &args.fitter(&s.loaded.model, Workload::Sequential)?,
-                mu,
-                &s.data,
-                &s.config,
-                stat,
-            )?;
-            let value = report::hypotest(&test_stat, &h);
-            let text = if stat == TestStatistic::Q0 {
+        Outcome::Gof(g) => format!(
+            "-2 ln λ = {:.4} for {} degrees of freedom: p = {:.4}\n",
+            g.minus_two_log_lambda, g.ndof, g.p_value
+        ),
+        Outcome::Hypotest { result: h, .. } => {
+            if h.test_statistic == TestStatistic::Q0 {
                 format!(
                     "p0 = {:.6e}, expected {:?}\n",
                     h.cls.clsb_obs, h.cls.clsb_exp
                 )
             } else {
                 format!(
-                    "mu = {mu}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",
-                    h.cls.cls_obs, h.cls.cls_exp
+                    "mu = {}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",
+                    h.mu, h.cls.cls_obs, h.cls.cls_exp
                 )
-            };
-            args.finish(value, text)
+            }
         }
-        InferCommand::HypotestToys {
-            args,
-            mu,
-            test_stat,
-            n_toys,
-            seed,
-        } => {
-            let s = args.session()?;
-            let stat = TestStatistic::from_name(&test_stat)?;
-            let bar = progress((n_toys as u64).saturating_mul(2), "toys");
-            let h = ns_inference::hypotest_toys(
-                &args.fitter(
-                    &s.loaded.model,
-                    Workload::Batch {
-                        fits: n_toys.saturating_mul(4),
-                    },
-                )?,
-                mu,
-                &s.data,
-                &s.config,
-                stat,
-                n_toys,
-                seed,
-                &|k| bar.set_position(k as u64),
-            );
-            bar.finish_and_clear();
-            let h = h?;
-            let value = report::hypotest_toys(&test_stat, &h);
-            let text = format!(
-                "mu = {mu}: CLs_obs = {:.6} (CLsb {:.6}, CLb {:.6}), CLs_exp = {:?}; {} toys per hypothesis, {} failed\n",
-                h.cls.cls_obs,
-                h.cls.clsb_obs,
-                h.cls.clb_obs,
-                h.cls.cls_exp,
-                n_toys,
-                h.signal.n_failed + h.background.n_failed
-            );
-            args.finish(value, text)
-        }
-        InferCommand::UpperLimit { args, level, scan } => {
-            let s = args.session()?;
-            let fitter = args.fitter(&s.loaded.model, Workload::Sequential)?;
-            let ul = match scan {
-                Some(spec) => {
-                    let grid = linspace("--scan", &spec)?;
-                    let bar = progress(grid.len() as u64, "CLs scan");
-                    let r = upper_limit_scan(&fitter, &s.data, &s.config, level, &grid, &mut |k| {
-                        bar.set_position(k as u64)
-                    });
-                    bar.finish_and_clear();
-                    r?
-                }
-                None => {
-                    let bar = progress(0, "hypotests");
-                    let r = upper_limit_root(&fitter, &s.data, &s.config, level, 1e-6, &mut |k| {
-                        bar.set_position(k as u64)
-                    });
-                    bar.finish_and_clear();
-                    r?
-                }
-            };
-            let value = report::upper_limit(&ul, level);
-            let text = format!(
-                "observed upper limit: {:.6}\nexpected: {:?}\n",
-                ul.obs, ul.exp
-            );
-            args.finish(value, text)
-        }
-        InferCommand::Significance { args } => {
-            let s = args.session()?;
-            let r = significance(
-                &args.fitter(&s.loaded.model, Workload::Sequential)?,
-                &s.data,
-                &s.config,
-            )?;
-            let value = report::significance(&r);
-            let text = format!(
-                "p0 = {:.6e} (Z = {:.4}); expected median p0 = {:.6e} (Z = {:.4})\n",
-                r.p0_obs, r.z_obs, r.p0_exp[2], r.z_exp[2]
-            );
-            args.finish(value, text)
-        }
-        InferCommand::Scan {
-            args,
-            parameter,
-            range,
-        } => {
-            let s = args.session()?;
-            let model = &s.loaded.model;
-            let index = match &parameter {
-                Some(name) => model
-                    .parameter_index(name)
-                    .map_err(|e| Error::InvalidInput(format!("--parameter: {e}")))?,
-                None => model.poi()?,
-            };
-            let values = linspace("--range", &range)?;
-            let bar = progress(values.len() as u64, "scan");
-            let scan = profile_scan(
-                &args.fitter(model, Workload::Sequential)?,
-                index,
-                &values,
-                &s.data,
-                &s.config,
-                &mut |k| bar.set_position(k as u64),
-            );
-            bar.finish_and_clear();
-            let scan = scan?;
-            let value = report::scan(&scan);
+        Outcome::HypotestToys { result: h, .. } => format!(
+            "mu = {}: CLs_obs = {:.6} (CLsb {:.6}, CLb {:.6}), CLs_exp = {:?}; {} toys per hypothesis, {} failed\n",
+            h.mu,
+            h.cls.cls_obs,
+            h.cls.clsb_obs,
+            h.cls.clb_obs,
+            h.cls.cls_exp,
+            h.n_toys,
+            h.signal.n_failed + h.background.n_failed
+        ),
+        Outcome::UpperLimit { result: ul, .. } => format!(
+            "observed upper limit: {:.6}\nexpected: {:?}\n",
+            ul.obs, ul.exp
+        ),
+        Outcome::Significance(r) => format!(
+            "p0 = {:.6e} (Z = {:.4}); expected median p0 = {:.6e} (Z = {:.4})\n",
+            r.p0_obs, r.z_obs, r.p0_exp[2], r.z_exp[2]
+        ),
+        Outcome::ProfileScan(scan) => {
             let mut text = format!("{:>12}  {:>16}\n", scan.parameter, "Δ twice_nll");
             for (v, d) in scan.values.iter().zip(&scan.delta_twice_nll) {
                 text.push_str(&format!("{v:>12.6}  {d:>16.8}\n"));
             }
-            args.finish(value, text)
+            text
         }
     }
 }

@@ -53,7 +53,7 @@ pub fn to_json(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
-/// One evaluated point as JSON; non-finite numbers are written as the strings "NaN"/"inf".
+/// One evaluated point (its JSON comes from `ns_inference::report`).
 fn eval_point(
     eval: &CpuEvaluator,
     data: &PreparedData,
@@ -63,26 +63,9 @@ fn eval_point(
     let mut gradient = vec![0.0; params.len()];
     let nll = eval.nll_with_gradient(&params, data, scratch, Some(&mut gradient))?;
     let (main, aux) = eval.expected_data(&params, scratch)?;
-    let number = |x: f64| {
-        if x.is_finite() {
-            json!(x)
-        } else {
-            json!(x.to_string())
-        }
-    };
-    let mut out = json!({
-        "parameters": params,
-        "twice_nll": number(2.0 * nll),
-        "nll": number(nll),
-        "gradient": gradient.iter().map(|&g| number(g)).collect::<Vec<_>>(),
-        "expected_data": {"main": main.iter().map(|&x| number(x)).collect::<Vec<_>>(), "aux": aux},
-    });
-    if !nll.is_finite() {
-        out["warning"] = json!(
-            "a non-positive expected count makes the likelihood undefined here (pyhf gives the same NaN/inf)"
-        );
-    }
-    Ok(out)
+    Ok(ns_inference::report::eval_point(
+        &params, nll, &gradient, &main, &aux,
+    ))
 }
 
 fn eval(model_args: &ModelArgs, pars: Option<&PathBuf>, output: Option<&PathBuf>) -> Result<()> {

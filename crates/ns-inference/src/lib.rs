@@ -18,6 +18,7 @@ mod newton;
 pub mod optimizer;
 pub mod ranking;
 pub mod report;
+pub mod request;
 pub mod scan;
 pub mod stats;
 pub mod toys;

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use crate::fit::FitResult;
 use crate::gof::GoodnessOfFit;
 use crate::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestStatistic};
+use crate::intervals::ProfileInterval;
 use crate::limits::UpperLimit;
 use crate::ranking::Ranking;
 use crate::scan::ProfileScan;
@@ -150,14 +151,38 @@ pub fn significance(r: &Significance) -> Value {
     })
 }
 
-/// A number for JSON, which has no infinities: ±∞ (a significance whose p0 underflows to 0) is
-/// written as the string "inf" / "-inf", which Python's `float()` reads back; NaN as null.
+/// A number for JSON, which has neither infinities nor NaN: they are written as the strings
+/// "inf", "-inf" and "NaN" (a significance whose p0 underflows, a likelihood undefined at a
+/// point), which Python's `float()` reads back.
 fn number(x: f64) -> Value {
-    if x.is_infinite() {
-        json!(if x > 0.0 { "inf" } else { "-inf" })
-    } else {
+    if x.is_finite() {
         json!(x)
+    } else {
+        json!(x.to_string())
     }
+}
+
+/// One evaluated point (`nextstat eval`): twice_nll, nll, the gradient and the expected data.
+pub fn eval_point(params: &[f64], nll: f64, gradient: &[f64], main: &[f64], aux: &[f64]) -> Value {
+    let mut out = json!({
+        "parameters": params,
+        "twice_nll": number(2.0 * nll),
+        "nll": number(nll),
+        "gradient": gradient.iter().map(|&g| number(g)).collect::<Vec<_>>(),
+        "expected_data": {"main": main.iter().map(|&x| number(x)).collect::<Vec<_>>(), "aux": aux},
+    });
+    if !nll.is_finite() {
+        out["warning"] = json!(
+            "a non-positive expected count makes the likelihood undefined here (pyhf gives the same NaN/inf)"
+        );
+    }
+    out
+}
+
+/// A profile-likelihood (MINOS-like) interval; `null` ends where the rise is not reached before
+/// the parameter's bound.
+pub fn interval(iv: &ProfileInterval) -> Value {
+    json!({"lower": iv.lower, "upper": iv.upper, "error_down": iv.error_down, "error_up": iv.error_up})
 }
 
 pub fn scan(scan: &ProfileScan) -> Value {

@@ -293,13 +293,13 @@ def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fi
         fixed=None if fixed_params is None else _flags(fixed_params),
         tolerance=_number(tolerance, "tolerance"),
         device=device,
-        **extra,
     )
+    request = dict(verb=verb, **{k: v for k, v in extra.items() if v is not None})
     try:
-        text = json.dumps(options, allow_nan=False)
+        options_text, request_text = json.dumps(options, allow_nan=False), json.dumps(request, allow_nan=False)
     except ValueError:
         raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
-    report = _core.infer(verb, model._model, _array(data, "data").tolist(), text)
+    report = _core.infer(model._model, _array(data, "data").tolist(), options_text, request_text)
     return result_type._from_json(report)
 
 

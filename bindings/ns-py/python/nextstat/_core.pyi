@@ -43,9 +43,10 @@ class Model:
 
 Bounds = Optional[List[Tuple[float, float]]]
 
-def infer(verb: str, model: Model, data: List[float], options: str) -> str:
-    """Run an inference verb (fit, hypotest, hypotest_toys, upper_limit, significance, profile_scan,
-    ranking, gof) with JSON options; returns the report JSON."""
+def infer(model: Model, data: List[float], options: str, request: str) -> str:
+    """Run an inference request (JSON: {"verb": "fit" | "hypotest" | "hypotest_toys" | "upper_limit" |
+    "significance" | "profile_scan" | "ranking" | "gof", plus the verb's arguments}) with the JSON fit
+    options; returns the report JSON."""
     ...
 def fit_toys(model: Model, params: List[float], n_toys: int, seed: int = 0, tolerance: float = 1e-6, device: str = "cuda") -> Tuple[npt.NDArray[np.float64], List[str]]: ...
 def fit_from_data(model: Model, data: npt.NDArray[np.float64], init: Optional[List[List[float]]] = None, bounds: Optional[List[Bounds]] = None, tolerance: float = 1e-6, device: str = "cuda") -> List[str]: ...
