@@ -195,15 +195,23 @@ def test_device_choice_without_a_gpu():
 
 def test_ctrl_c_interrupts_a_long_toy_run_cleanly():
     import _thread
+    import signal
     import threading
     import time
 
     model = nextstat.Workspace(workspace_file("nextstat_tttt_prod")).model()
+    # interrupt_main does nothing while SIGINT is not handled by Python; a library imported by an
+    # earlier test may have changed the handler, so install Python's own for this test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     start = time.perf_counter()
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        nextstat.hypotest_toys(1.0, model, n_toys=100_000, seed=0)   # minutes, were it not stopped
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            nextstat.hypotest_toys(1.0, model, n_toys=100_000, seed=0)   # minutes, were it not stopped
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     # Toys run in chunks and fits check the flag every iteration: ~0.1 s of latency measured on a
     # 2-core machine; the bound leaves room for a loaded CI machine.
     assert time.perf_counter() - start < 0.5 + 3.0
