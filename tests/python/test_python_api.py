@@ -194,16 +194,18 @@ def test_device_choice_without_a_gpu():
 
 
 def test_ctrl_c_interrupts_a_long_toy_run_cleanly():
-    """A real SIGINT, in a fresh interpreter (this one's handlers may have been changed by the
-    libraries earlier tests imported): KeyboardInterrupt soon after the signal, and the package
-    still works afterwards."""
+    """A real SIGINT, in a fresh interpreter: KeyboardInterrupt soon after the signal, and the
+    package still works afterwards. The child installs Python's SIGINT handler itself: a process
+    started in the background by a non-interactive shell (as CI runners do) inherits SIGINT
+    ignored, and Python then leaves it ignored."""
     import signal
     import subprocess
     import sys
     import time
 
     script = f"""
-import sys, time, nextstat
+import signal, sys, time, nextstat
+signal.signal(signal.SIGINT, signal.default_int_handler)
 model = nextstat.Workspace({str(workspace_file("nextstat_tttt_prod"))!r}).model()
 print("ready", flush=True)
 try:
