@@ -59,7 +59,8 @@ pub(crate) fn polish(
     let mut steps_taken = 0;
     let mut converged = false;
     for _ in 0..MAX_NEWTON_STEPS {
-        if projected_gradient(&x, &grad, config, free) <= config.optimizer.pg_tol {
+        let current_pg = projected_gradient(&x, &grad, config, free);
+        if current_pg <= config.optimizer.pg_tol {
             converged = true;
             break;
         }
@@ -94,8 +95,7 @@ pub(crate) fn polish(
             // rounding of f: there a step that keeps f within its rounding and shrinks the
             // projected gradient is progress too.
             let flat = (trial_f - f).abs() <= 64.0 * f64::EPSILON * f.abs().max(1.0)
-                && projected_gradient(&trial, &trial_grad, config, free)
-                    < projected_gradient(&x, &grad, config, free);
+                && projected_gradient(&trial, &trial_grad, config, free) < current_pg;
             if trial_f.is_finite() && (trial_f <= f + ARMIJO * slope.min(0.0) || flat) {
                 accepted = Some((trial, trial_f, trial_grad));
                 break;

@@ -71,13 +71,6 @@ pub struct ToyEnsemble {
     pub failures: BTreeMap<String, usize>,
 }
 
-impl ToyEnsemble {
-    /// Fraction of toys with a test statistic at least `value` (pyhf's `EmpiricalDistribution.pvalue`).
-    pub fn pvalue(&self, value: f64) -> f64 {
-        self.teststats.iter().filter(|&&t| t >= value).count() as f64 / self.teststats.len() as f64
-    }
-}
-
 /// Result of a toy-based hypothesis test.
 #[derive(Clone, Debug)]
 pub struct ToyHypotest {
@@ -299,7 +292,8 @@ fn sorted(values: &[f64]) -> Vec<f64> {
     v
 }
 
-/// Fraction of `sorted` values at least `t` ([`ToyEnsemble::pvalue`] on sorted statistics).
+/// Fraction of `sorted` values at least `t`: pyhf's `EmpiricalDistribution.pvalue`, by binary
+/// search.
 fn tail_fraction(sorted: &[f64], t: f64) -> f64 {
     (sorted.len() - sorted.partition_point(|&x| x < t)) as f64 / sorted.len() as f64
 }
