@@ -16,6 +16,7 @@ python3 -m venv .venv
 
 # Lints as CI enforces them.
 cargo clippy --quiet --workspace --all-targets -- -D warnings
+(cd bindings/ns-py && cargo clippy --quiet --all-targets -- -D warnings)
 # The Python suite runs the CLI hundreds of times on large models: a release binary.
 cargo build --quiet --release --bin nextstat
 if cargo nextest --version >/dev/null 2>&1; then
@@ -23,5 +24,9 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --no-fail-fast
 fi
+# The CUDA kernels compiled by NVRTC (a pip package; no GPU needed) with the header generated from
+# Rust: the struct-layout checks of ns_compute::cuda::abi. Reported as ignored by the runs above.
+nvrtc_lib=$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
+LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --quiet -p ns-compute --lib cuda::compile -- --ignored
 
 NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q

@@ -3,6 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use ns_translate::FromWorkspace;
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::InterpCodes;
 use ns_translate::pyjson::{DumpOptions, digest, dumps};

@@ -3,6 +3,7 @@
 //! `ns_inference::report` (the CLI's key names); `python/nextstat` builds the typed result
 //! objects and the pyhf-compatible `nextstat.infer` on top.
 
+use ns_translate::FromWorkspace;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,7 +12,7 @@ use std::time::Duration;
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::{HistosysCode, InterpCodes, NormsysCode};
 use ns_inference::request::Request;
-use ns_inference::{Device, FitConfig, FitJob, Fitter, Workload, report};
+use ns_inference::{Device, FitConfig, Fitter, Workload, report};
 use ns_translate::ops::{Join, Prune, Rename};
 use ns_translate::patch::{PatchSet, apply_patch};
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
@@ -530,33 +531,15 @@ fn fit_from_data(
         let base = fit_config(m, None, None, None, tolerance)?;
         let init = init.unwrap_or_else(|| vec![base.init.clone()]);
         let bounds = bounds.unwrap_or_else(|| vec![base.bounds.clone()]);
-        let pick = |n: usize, i: usize, what: &str| -> NsResult<usize> {
-            match n {
-                1 => Ok(0),
-                n if n == datasets.len() => Ok(i),
-                n => Err(invalid(format!(
-                    "{n} {what} for {} datasets (give one, or one per dataset)",
-                    datasets.len()
-                ))),
-            }
-        };
-        let jobs = (0..datasets.len())
-            .map(|i| {
-                let config = fit_config(
-                    m,
-                    Some(init[pick(init.len(), i, "init rows")?].clone()),
-                    Some(bounds[pick(bounds.len(), i, "bounds rows")?].clone()),
-                    None,
-                    tolerance,
-                )?;
-                Ok(FitJob {
-                    data: i,
-                    config: Arc::new(config),
-                })
-            })
-            .collect::<NsResult<Vec<_>>>()?;
-        let f = fitter(m, device, Workload::Batch { fits: jobs.len() }, stop)?;
-        f.fit_batch(&datasets, &jobs, &|_| {})?
+        let f = fitter(
+            m,
+            device,
+            Workload::Batch {
+                fits: datasets.len(),
+            },
+            stop,
+        )?;
+        f.fit_datasets(&datasets, &init, &bounds, &base, &|_| {})?
             .into_iter()
             .map(|r| r.map(|fit| json_text(report::fit(m, &fit, true))))
             .collect()

@@ -178,8 +178,11 @@ impl InferArgs {
             ..FitConfig::suggested(model)
         };
         if let Some(path) = &self.init {
-            config.init =
-                model.params_from_json(&ns_translate::load::read_json(path)?, &config.init)?;
+            config.init = ns_inference::params::params_from_json(
+                model,
+                &ns_translate::load::read_json(path)?,
+                &config.init,
+            )?;
         }
         for item in &self.bounds {
             let bad =
@@ -286,11 +289,10 @@ fn linspace(option: &str, spec: &[f64]) -> Result<Vec<f64>> {
         .collect())
 }
 
-/// What `fit` adds to its request: parameters fixed on the command line, MINOS intervals, and
-/// whether to write the matrices.
+/// What `fit` adds to its request: parameters fixed on the command line, and whether to write
+/// the matrices.
 struct FitExtras {
     fix: Vec<String>,
-    minos: Vec<String>,
     covariance: bool,
 }
 
@@ -306,12 +308,9 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Option<FitExtras
             args,
             Request::Fit {
                 uncertainties: true,
-            },
-            Some(FitExtras {
-                fix,
                 minos,
-                covariance,
-            }),
+            },
+            Some(FitExtras { fix, covariance }),
         ),
         InferCommand::Ranking { args } => (args, Request::Ranking, None),
         InferCommand::Gof { args } => (args, Request::Gof, None),
@@ -388,59 +387,19 @@ pub fn run(cmd: InferCommand) -> Result<()> {
     bar.finish_and_clear();
     let outcome = outcome?;
     let matrices = extras.as_ref().is_some_and(|e| e.covariance);
-    let mut value = outcome.report(model, matrices);
-    let mut text = text_of(&outcome, model);
-    if let (Outcome::Fit(fit), Some(extras)) = (&outcome, &extras) {
-        if let Some(w) = &fit.warning {
-            eprintln!("warning: {w}");
-        }
-        if !extras.minos.is_empty() {
-            let intervals = minos(&fitter, &s, &extras.minos, &mut text)?;
-            value["minos"] = Value::Object(intervals);
-        }
+    if let Outcome::Fit { fit, .. } = &outcome
+        && let Some(w) = &fit.warning
+    {
+        eprintln!("warning: {w}");
     }
-    args.finish(value, text)
-}
-
-/// Profile-likelihood intervals of the named parameters ("all": every free one).
-fn minos(
-    fitter: &Fitter,
-    s: &Session,
-    names: &[String],
-    text: &mut String,
-) -> Result<serde_json::Map<String, Value>> {
-    let model = &s.loaded.model;
-    let names: Vec<String> = if names.iter().any(|m| m == "all") {
-        (0..model.n_params())
-            .filter(|&i| !s.config.fixed[i])
-            .map(|i| model.par_names[i].clone())
-            .collect()
-    } else {
-        names.to_vec()
-    };
-    let mut intervals = serde_json::Map::new();
-    for name in names {
-        let index = model
-            .parameter_index(&name)
-            .map_err(|e| Error::InvalidInput(format!("--minos: {e}")))?;
-        let iv = ns_inference::profile_interval(fitter, index, &s.data, &s.config, 1.0)?;
-        // An end the rise does not reach before the parameter's bound has no interval.
-        let end =
-            |e: Option<f64>| e.map_or("none before the bound".to_string(), |v| format!("{v:+.6}"));
-        text.push_str(&format!(
-            "{name:>40}: {} / {} (profile likelihood)\n",
-            end(iv.error_down),
-            end(iv.error_up)
-        ));
-        intervals.insert(name, ns_inference::report::interval(&iv));
-    }
-    Ok(intervals)
+    args.finish(outcome.report(model, matrices), text_of(&outcome, model))
 }
 
 /// The human-readable summary of `--format text`.
 fn text_of(outcome: &Outcome, model: &ns_translate::HistFactoryModel) -> String {
     match outcome {
-        Outcome::Fit(fit) => {
+        Outcome::Eval { .. } => String::new(),
+        Outcome::Fit { fit, minos } => {
             let mut text = format!(
                 "twice_nll = {:.10}  ({})\n",
                 fit.twice_nll,
@@ -453,6 +412,17 @@ fn text_of(outcome: &Outcome, model: &ns_translate::HistFactoryModel) -> String 
                     fit.parameters[i],
                     sigma,
                     if fit.at_bound[i] { "  (at bound)" } else { "" }
+                ));
+            }
+            for (name, iv) in minos {
+                // An end the rise does not reach before the parameter's bound has no interval.
+                let end = |e: Option<f64>| {
+                    e.map_or("none before the bound".to_string(), |v| format!("{v:+.6}"))
+                };
+                text.push_str(&format!(
+                    "{name:>40}: {} / {} (profile likelihood)\n",
+                    end(iv.error_down),
+                    end(iv.error_up)
                 ));
             }
             text

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use ns_core::{Error, HistosysCode, InterpCodes, NormsysCode, Result};
+use ns_translate::FromWorkspace;
 use ns_translate::load::read_json;
 use ns_translate::patch::{PatchSet, apply_patch};
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};

@@ -7,9 +7,11 @@ mod workspace_cmds;
 
 use clap::{Parser, Subcommand};
 use input::ModelArgs;
-use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_compute::PreparedData;
 use ns_core::Result;
-use serde_json::{Value, json};
+use ns_inference::request::Request;
+use ns_inference::{FitConfig, Fitter};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -53,61 +55,21 @@ pub fn to_json(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
-/// One evaluated point (its JSON comes from `ns_inference::report`).
-fn eval_point(
-    eval: &CpuEvaluator,
-    data: &PreparedData,
-    scratch: &mut Scratch,
-    params: Vec<f64>,
-) -> Result<Value> {
-    let mut gradient = vec![0.0; params.len()];
-    let nll = eval.nll_with_gradient(&params, data, scratch, Some(&mut gradient))?;
-    let (main, aux) = eval.expected_data(&params, scratch)?;
-    Ok(ns_inference::report::eval_point(
-        &params, nll, &gradient, &main, &aux,
-    ))
-}
-
+/// `eval`: the engine's eval request at the suggested init or the given points.
 fn eval(model_args: &ModelArgs, pars: Option<&PathBuf>, output: Option<&PathBuf>) -> Result<()> {
     let loaded = model_args.load()?;
     let model = &loaded.model;
-    let init = model.suggested_init();
     let data = PreparedData::from_full(&model.compiled, &loaded.workspace.data(model, true)?)?;
-    let eval = CpuEvaluator::new(&model.compiled);
-    let mut scratch = Scratch::new(&model.compiled);
-    let header = json!({"parameter_names": model.par_names, "interp_codes": model.compiled.codes.to_string()});
-    let mut out = match pars.map(|p| ns_translate::load::read_json(p)).transpose()? {
-        // A list of points (lists or objects) evaluates each; the output has one entry per point.
-        Some(Value::Array(points))
-            if points
-                .first()
-                .is_some_and(|p| p.is_array() || p.is_object()) =>
-        {
-            let results = points
-                .iter()
-                .map(|p| {
-                    eval_point(
-                        &eval,
-                        &data,
-                        &mut scratch,
-                        model.params_from_json(p, &init)?,
-                    )
-                })
-                .collect::<Result<Vec<_>>>()?;
-            json!({"points": results})
-        }
-        Some(point) => eval_point(
-            &eval,
-            &data,
-            &mut scratch,
-            model.params_from_json(&point, &init)?,
-        )?,
-        None => eval_point(&eval, &data, &mut scratch, init.clone())?,
+    let request = Request::Eval {
+        pars: pars.map(|p| ns_translate::load::read_json(p)).transpose()?,
     };
-    if let (Value::Object(out), Value::Object(header)) = (&mut out, header) {
-        out.extend(header);
-    }
-    emit(&to_json(&out), output)
+    let outcome = request.run(
+        &Fitter::new(model),
+        &data,
+        &FitConfig::suggested(model),
+        &|_| {},
+    )?;
+    emit(&to_json(&outcome.report(model, false)), output)
 }
 
 fn run(cli: Cli) -> Result<()> {

@@ -3,6 +3,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_translate::FromWorkspace;
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 use std::hint::black_box;
 use std::path::PathBuf;

@@ -2,6 +2,7 @@
 //! `cargo run --release -p ns-compute --example eval_loop -- WORKSPACE.json [N]`
 
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_translate::FromWorkspace;
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,15 +1,22 @@
-//! Evaluators of a [`CompiledModel`](ns_core::CompiledModel).
+//! Evaluators of a [`CompiledModel`](ns_core::CompiledModel) behind one [`Backend`] interface.
 //!
 //! `cpu` is the f64 reference: NLL, analytic reverse-mode gradient and expected data, single
 //! or batched over many parameter vectors and datasets (rayon, deterministic for any thread
-//! count because every evaluation is serial and in a fixed order).
+//! count because every evaluation is serial and in a fixed order). `cuda` is the f64 GPU backend.
+//! [`device`] chooses between them; [`backend::open`] opens one.
 
+pub mod backend;
 pub mod cpu;
 pub mod cuda;
 pub mod data;
 pub mod detmath;
+pub mod device;
 pub mod poisson;
 pub mod rng;
+pub mod toys;
 
-pub use cpu::{CpuEvaluator, Scratch};
+pub use backend::{Backend, Batching, Datasets, Resident, SampledToys};
+pub use cpu::{CpuBackend, CpuEvaluator, Scratch};
 pub use data::PreparedData;
+pub use device::{Device, Workload};
+pub use toys::ToyEnsembleRates;

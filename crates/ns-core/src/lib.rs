@@ -1,4 +1,6 @@
-//! nextstat core: the error type and the compiled-model layout that every evaluator reads.
+//! nextstat core: the error type, the compiled-model layout that every evaluator reads, the
+//! model's parameter metadata that inference reads, and the optimizer contract shared by the host
+//! and device optimizers.
 //!
 //! This crate has no heavy dependencies; the translation layer (`ns-translate`) lowers a pyhf
 //! workspace into [`CompiledModel`], and every backend in `ns-compute` evaluates that same layout.
@@ -6,7 +8,10 @@
 pub mod error;
 pub mod interp;
 pub mod layout;
+pub mod model;
+pub mod optim;
 
 pub use error::{Error, Result};
 pub use interp::{HistosysCode, InterpCodes, NormsysCode};
 pub use layout::CompiledModel;
+pub use model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};

@@ -4,6 +4,7 @@
 
 use ns_compute::PreparedData;
 use ns_inference::{FitConfig, Fitter, TestStatistic, hypotest_asymptotic, hypotest_toys};
+use ns_translate::FromWorkspace;
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 use std::time::Instant;
 

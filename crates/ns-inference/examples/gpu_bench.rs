@@ -9,6 +9,7 @@ use ns_compute::PreparedData;
 use ns_inference::{
     Device, FitConfig, Fitter, TestStatistic, Workload, hypotest_toys, profile_scan,
 };
+use ns_translate::FromWorkspace;
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 use std::time::Instant;
 
@@ -56,11 +57,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let cpu = Fitter::new(&model);
     let session_open = Instant::now();
-    let cuda = Fitter::cuda(&model, 0)?;
+    let backend = ns_compute::cuda::CudaBackend::new(&model.compiled, 0)?;
     let session_s = session_open.elapsed().as_secs_f64();
-    let device = cuda.cuda_device().expect("a CUDA fitter has a device");
+    let mut session = backend.session();
+    let device = session.info().clone();
     // The evaluation kernel alone: 4000 NLL + gradient evaluations in one launch.
-    let mut session = ns_compute::cuda::CudaSession::new(&model.compiled, 0)?;
     let on_device = session.upload_datasets(&[&data])?;
     let points: Vec<f64> = (0..4000).flat_map(|_| model.suggested_init()).collect();
     let (mut nll, mut grad) = (vec![0.0; 4000], vec![0.0; 4000 * model.n_params()]);
@@ -85,6 +86,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "nll_grad_4000_evals_s": eval_4000,
         "kernels_report": session.kernel_report(),
     });
+    drop(session);
+    let cuda = Fitter::with_backend(&model, Box::new(backend));
     for (name, fitter) in [("cpu", &cpu), ("cuda", &cuda)] {
         let fit = median_seconds(|| drop(fitter.fit(&data, &config).unwrap()), 5);
         let scan = median_seconds(
@@ -133,11 +136,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out["cuda_big"] = serde_json::json!({"toys": big_toys, "toys_s": s, "cls_obs": cls});
     }
     out["auto_for_toys"] = Device::Auto
-        .resolve(&model, Workload::Batch { fits: 4 * n_toys })
+        .resolve(&model.compiled, Workload::Batch { fits: 4 * n_toys })
         .name()
         .into();
     out["auto_for_fit"] = Device::Auto
-        .resolve(&model, Workload::Sequential)
+        .resolve(&model.compiled, Workload::Sequential)
         .name()
         .into();
     println!("{out}");

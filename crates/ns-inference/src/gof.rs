@@ -5,7 +5,7 @@ use ns_core::Result;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 use crate::fit::{FitConfig, FitResult, Fitter};
-use ns_translate::Constraint;
+use ns_core::Constraint;
 
 #[derive(Clone, Debug)]
 pub struct GoodnessOfFit {

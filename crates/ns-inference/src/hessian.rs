@@ -14,9 +14,9 @@
 use ns_compute::PreparedData;
 use ns_core::{CompiledModel, Error, Result};
 
-use crate::device::BatchData;
 use crate::fit::Fitter;
 use crate::linalg::{cholesky, cholesky_inverse};
+use ns_compute::Datasets;
 
 /// How the free parameters couple.
 pub(crate) struct Structure {
@@ -137,8 +137,8 @@ pub(crate) fn arrow_variances(
     }
     let probes = 2 * columns.len();
     let (mut f, mut grads) = (vec![0.0; probes], vec![0.0; probes * n]);
-    let host = BatchData::Host(std::slice::from_ref(data));
-    fitter.objective_batch(&points, &host, &vec![0; probes], &mut f, &mut grads)?;
+    let host = Datasets::Host(std::slice::from_ref(data));
+    fitter.objective_batch(&points, host, &vec![0; probes], &mut f, &mut grads)?;
     // d g_row / d x_j from probe pair `k` (column k moved x_j by ±step(j)).
     let derivative = |k: usize, row: usize, j: usize| {
         (grads[2 * k * n + row] - grads[(2 * k + 1) * n + row]) / (2.0 * step(j))
@@ -216,7 +216,7 @@ pub(crate) fn arrow_variances(
     Ok(free.iter().map(|&p| variance[p]).collect())
 }
 
-fn not_positive(model: &ns_translate::HistFactoryModel, p: usize) -> Error {
+fn not_positive(model: &ns_core::HistFactoryModel, p: usize) -> Error {
     Error::InvalidModel(format!(
         "the Hessian is not positive definite at '{}': no uncertainties",
         model.par_names[p]
@@ -227,7 +227,8 @@ fn not_positive(model: &ns_translate::HistFactoryModel, p: usize) -> Error {
 mod tests {
     use super::*;
     use crate::fit::FitConfig;
-    use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
+    use ns_core::HistFactoryModel;
+    use ns_translate::{FromWorkspace, ModelOptions, Workspace};
 
     /// Per-bin shapesys and staterror on the same bins (blocks of two), a normsys, a normfactor
     /// and a lumi over two channels.

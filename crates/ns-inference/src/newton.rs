@@ -7,17 +7,17 @@
 //! Hessian, a few Newton steps on the free variables (Bertsekas' projected Newton: variables held
 //! at a bound by their gradient stay there, the rest take the Newton step, an Armijo search along
 //! the projected arc) finish the job in 2–4 Hessians — what MINUIT's MIGRAD + HESSE achieve with a
-//! full covariance. Both engines use it: the Hessian probes go through `objective_batch`.
+//! full covariance. Every backend uses it: the Hessian probes go through `objective_batch`.
 
 use ns_compute::PreparedData;
 use ns_core::Result;
 
-use crate::device::BatchData;
 use crate::fit::{
     DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter, at_bound, projected_gradient,
 };
 use crate::linalg::{cholesky, cholesky_solve, dot};
 use crate::optimizer::Termination;
+use ns_compute::Datasets;
 
 const MAX_NEWTON_STEPS: usize = 20;
 const ARMIJO: f64 = 1e-4;
@@ -45,11 +45,11 @@ pub(crate) fn polish(
     free: &[usize],
 ) -> Result<FitResult> {
     let n = fitter.model().n_params();
-    let host = BatchData::Host(std::slice::from_ref(data));
+    let host = Datasets::Host(std::slice::from_ref(data));
     let evaluate = |x: &[f64], grad: &mut Vec<f64>| -> Result<f64> {
         let mut f = [0.0];
         grad.resize(n, 0.0);
-        fitter.objective_batch(x, &host, &[0], &mut f, grad)?;
+        fitter.objective_batch(x, host, &[0], &mut f, grad)?;
         Ok(f[0])
     };
     let mut x = result.parameters.clone();

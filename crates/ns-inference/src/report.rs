@@ -2,7 +2,7 @@
 //! output and from the Python package's `.to_dict()`. One builder per result, shared by all
 //! front doors, so the contract cannot drift between them.
 
-use ns_translate::HistFactoryModel;
+use ns_core::HistFactoryModel;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -12,6 +12,7 @@ use crate::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestStatistic
 use crate::intervals::ProfileInterval;
 use crate::limits::UpperLimit;
 use crate::ranking::Ranking;
+use crate::request::EvalPoint;
 use crate::scan::ProfileScan;
 use crate::toys::ToyHypotest;
 
@@ -176,6 +177,47 @@ pub fn eval_point(params: &[f64], nll: f64, gradient: &[f64], main: &[f64], aux:
             "a non-positive expected count makes the likelihood undefined here (pyhf gives the same NaN/inf)"
         );
     }
+    out
+}
+
+/// A fit with its MINOS-like intervals (under "minos", by parameter name, when any were asked).
+pub fn fit_with_minos(
+    model: &HistFactoryModel,
+    result: &FitResult,
+    minos: &[(String, ProfileInterval)],
+    matrices: bool,
+) -> Value {
+    let mut value = fit(model, result, matrices);
+    if !minos.is_empty() {
+        value["minos"] = Value::Object(
+            minos
+                .iter()
+                .map(|(name, iv)| (name.clone(), interval(iv)))
+                .collect(),
+        );
+    }
+    value
+}
+
+/// Evaluated points: one object, or `{"points": [...]}` for a list; with the parameter names and
+/// interpolation codes.
+pub fn eval(model: &HistFactoryModel, points: &[EvalPoint], list: bool) -> Value {
+    let point = |p: &EvalPoint| {
+        eval_point(
+            &p.parameters,
+            p.nll,
+            &p.gradient,
+            &p.expected_main,
+            &p.expected_aux,
+        )
+    };
+    let mut out = if list {
+        json!({"points": points.iter().map(point).collect::<Vec<_>>()})
+    } else {
+        points.first().map(point).unwrap_or_else(|| json!({}))
+    };
+    out["parameter_names"] = json!(model.par_names);
+    out["interp_codes"] = json!(model.compiled.codes.to_string());
     out
 }
 

@@ -4,23 +4,25 @@
 //! deserialised here), and the HTTP server to come from request bodies; none of them dispatches
 //! verbs itself.
 
-use ns_compute::PreparedData;
-use ns_core::Result;
-use ns_translate::HistFactoryModel;
+use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_core::HistFactoryModel;
+use ns_core::{Error, Result};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::device::Workload;
 use crate::fit::{FitConfig, FitResult, Fitter};
 use crate::gof::{GoodnessOfFit, goodness_of_fit};
 use crate::hypotest::{
     AsymptoticHypotest, Significance, TestStatistic, hypotest_asymptotic, significance,
 };
+use crate::intervals::{ProfileInterval, profile_interval};
 use crate::limits::{UpperLimit, upper_limit_root, upper_limit_scan};
+use crate::params::params_from_json;
 use crate::ranking::{Ranking, ranking};
 use crate::report;
 use crate::scan::{ProfileScan, profile_scan};
 use crate::toys::{ToyHypotest, hypotest_toys};
+use ns_compute::Workload;
 
 fn qtilde() -> String {
     "qtilde".into()
@@ -39,10 +41,20 @@ const LIMIT_RTOL: f64 = 1e-6;
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(tag = "verb", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    /// Maximum-likelihood fit; with uncertainties (Hessian) if asked.
+    /// twice_nll, the NLL gradient and the expected data at parameter points: `pars` is one
+    /// point (a list in pyhf order, or an object by parameter name) or a list of points; the
+    /// suggested init when absent.
+    Eval {
+        #[serde(default)]
+        pars: Option<Value>,
+    },
+    /// Maximum-likelihood fit; with uncertainties (Hessian) if asked, and profile-likelihood
+    /// (MINOS-like) intervals of the parameters named in `minos` ("all": every free one).
     Fit {
         #[serde(default)]
         uncertainties: bool,
+        #[serde(default)]
+        minos: Vec<String>,
     },
     /// Asymptotic CLs (or p0 for q0) at `mu`.
     Hypotest {
@@ -83,7 +95,15 @@ pub enum Request {
 /// The typed result of a [`Request`].
 #[derive(Clone, Debug)]
 pub enum Outcome {
-    Fit(FitResult),
+    /// Evaluated points; `list` when a list of points was asked for.
+    Eval {
+        points: Vec<EvalPoint>,
+        list: bool,
+    },
+    Fit {
+        fit: FitResult,
+        minos: Vec<(String, ProfileInterval)>,
+    },
     Hypotest {
         test_stat: String,
         result: AsymptoticHypotest,
@@ -140,12 +160,41 @@ impl Request {
     ) -> Result<Outcome> {
         let model = fitter.model();
         Ok(match self {
-            Request::Fit { uncertainties } => {
+            Request::Eval { pars } => {
+                let init = model.suggested_init();
+                let (points, list) = match pars {
+                    // A list of points (lists or objects) evaluates each.
+                    Some(Value::Array(points))
+                        if points
+                            .first()
+                            .is_some_and(|p| p.is_array() || p.is_object()) =>
+                    {
+                        (points.iter().collect::<Vec<_>>(), true)
+                    }
+                    Some(point) => (vec![point], false),
+                    None => (Vec::new(), false),
+                };
+                let points = if points.is_empty() {
+                    vec![evaluate(model, data, init)?]
+                } else {
+                    points
+                        .into_iter()
+                        .map(|p| evaluate(model, data, params_from_json(model, p, &init)?))
+                        .collect::<Result<Vec<_>>>()?
+                };
+                Outcome::Eval { points, list }
+            }
+            Request::Fit {
+                uncertainties,
+                minos,
+            } => {
                 let config = FitConfig {
                     uncertainties: *uncertainties,
                     ..config.clone()
                 };
-                Outcome::Fit(fitter.fit(data, &config)?)
+                let fit = fitter.fit(data, &config)?;
+                let minos = minos_intervals(fitter, data, &config, minos)?;
+                Outcome::Fit { fit, minos }
             }
             Request::Hypotest { mu, test_stat } => Outcome::Hypotest {
                 result: hypotest_asymptotic(
@@ -209,11 +258,74 @@ impl Request {
     }
 }
 
+/// One evaluated point of [`Request::Eval`].
+#[derive(Clone, Debug)]
+pub struct EvalPoint {
+    pub parameters: Vec<f64>,
+    pub nll: f64,
+    pub gradient: Vec<f64>,
+    pub expected_main: Vec<f64>,
+    pub expected_aux: Vec<f64>,
+}
+
+/// The NLL, its gradient and the expected data at `parameters`, by the CPU reference evaluator.
+fn evaluate(
+    model: &HistFactoryModel,
+    data: &PreparedData,
+    parameters: Vec<f64>,
+) -> Result<EvalPoint> {
+    let eval = CpuEvaluator::new(&model.compiled);
+    let mut scratch = Scratch::new(&model.compiled);
+    let mut gradient = vec![0.0; parameters.len()];
+    let nll = eval.nll_with_gradient(&parameters, data, &mut scratch, Some(&mut gradient))?;
+    let (expected_main, expected_aux) = eval.expected_data(&parameters, &mut scratch)?;
+    Ok(EvalPoint {
+        parameters,
+        nll,
+        gradient,
+        expected_main,
+        expected_aux,
+    })
+}
+
+/// Profile-likelihood intervals (Δ twice_nll = 1) of the named parameters; "all" names every
+/// free one.
+fn minos_intervals(
+    fitter: &Fitter,
+    data: &PreparedData,
+    config: &FitConfig,
+    names: &[String],
+) -> Result<Vec<(String, ProfileInterval)>> {
+    let model = fitter.model();
+    let names: Vec<String> = if names.iter().any(|m| m == "all") {
+        (0..model.n_params())
+            .filter(|&i| !config.fixed[i])
+            .map(|i| model.par_names[i].clone())
+            .collect()
+    } else {
+        names.to_vec()
+    };
+    let plain = FitConfig {
+        uncertainties: false,
+        ..config.clone()
+    };
+    names
+        .into_iter()
+        .map(|name| {
+            let index = model
+                .parameter_index(&name)
+                .map_err(|e| Error::InvalidInput(format!("minos: {e}")))?;
+            Ok((name, profile_interval(fitter, index, data, &plain, 1.0)?))
+        })
+        .collect()
+}
+
 impl Outcome {
     /// The result's JSON (`report.rs`); `matrices` adds a fit's covariance and correlation.
     pub fn report(&self, model: &HistFactoryModel, matrices: bool) -> Value {
         match self {
-            Outcome::Fit(fit) => report::fit(model, fit, matrices),
+            Outcome::Eval { points, list } => report::eval(model, points, *list),
+            Outcome::Fit { fit, minos } => report::fit_with_minos(model, fit, minos, matrices),
             Outcome::Hypotest { test_stat, result } => report::hypotest(test_stat, result),
             Outcome::HypotestToys { test_stat, result } => report::hypotest_toys(test_stat, result),
             Outcome::UpperLimit { level, result } => report::upper_limit(result, *level),

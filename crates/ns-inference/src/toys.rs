@@ -11,17 +11,13 @@
 //! Both ensembles are fitted as one batch — a free and a fixed-μ fit per toy — through
 //! [`Fitter::fit_batch`]: in parallel on the CPU, in lockstep on a GPU.
 
-use ns_compute::cuda::ToyEnsembleRates;
-use ns_compute::rng::ToyStream;
-use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_compute::{PreparedData, SampledToys, ToyEnsembleRates};
 use ns_core::Result;
-use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::checks;
-use crate::device::BatchData;
-use crate::fit::{Engine, FitConfig, FitJob, FitResult, Fitter, lock_cuda};
+use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 use crate::hypotest::{ClsValues, TestStatistic, statistic_from_fits};
 
 /// Most toys per hypothesis: their test statistics alone take 1.6 GB.
@@ -47,18 +43,7 @@ pub fn generate_toy(
     index: u32,
 ) -> Result<PreparedData> {
     let compiled = &fitter.model().compiled;
-    let (main, _) =
-        CpuEvaluator::new(compiled).expected_data(params, &mut Scratch::new(compiled))?;
-    let mut rng = ToyStream::new(seed, stream, index);
-    let main: Vec<f64> = main.iter().map(|&lambda| rng.poisson(lambda)).collect();
-    let mut aux = vec![0.0; compiled.n_aux];
-    for c in &compiled.gaussian {
-        aux[c.aux_index as usize] = params[c.param as usize] + c.sigma * rng.normal();
-    }
-    for c in &compiled.poisson {
-        aux[c.aux_index as usize] = rng.poisson(params[c.param as usize] * c.tau);
-    }
-    PreparedData::new(compiled, main, aux)
+    ToyEnsembleRates::at(compiled, params, stream)?.sample(compiled, seed, index)
 }
 
 /// One ensemble of toy test statistics.
@@ -89,75 +74,36 @@ fn clip(t: f64) -> f64 {
     if t < TESTSTAT_ZERO { 0.0 } else { t }
 }
 
-/// What toys of one ensemble are drawn from, for the GPU sampler: the same expected data and
-/// constraint means the CPU's [`generate_toy`] uses.
-pub fn ensemble_rates(fitter: &Fitter, params: &[f64], stream: u32) -> Result<ToyEnsembleRates> {
-    let compiled = &fitter.model().compiled;
-    let (main, _) =
-        CpuEvaluator::new(compiled).expected_data(params, &mut Scratch::new(compiled))?;
-    Ok(ToyEnsembleRates {
-        main,
-        gauss_mean: compiled
-            .gaussian
-            .iter()
-            .map(|c| params[c.param as usize])
-            .collect(),
-        pois_rate: compiled
-            .poisson
-            .iter()
-            .map(|c| params[c.param as usize] * c.tau)
-            .collect(),
-        stream,
-    })
-}
-
 /// Toy datasets `first..first + n_toys` of each `(generating parameters, stream)` ensemble,
-/// ensemble after ensemble: sampled on the GPU for a CUDA fitter (and kept there for the fits), on
-/// the CPU otherwise. Either way toy `i` of stream `s` is the same dataset.
+/// ensemble after ensemble, sampled by the fitter's backend (on a device, they stay there for
+/// the fits). On every backend toy `i` of stream `s` is the same dataset.
 fn generate_ensembles(
     fitter: &Fitter,
     ensembles: &[(&[f64], u32)],
     first: u32,
     n_toys: usize,
     seed: u64,
-) -> Result<(Vec<PreparedData>, Option<BatchData<'static>>)> {
+) -> Result<SampledToys> {
     let compiled = &fitter.model().compiled;
-    match &fitter.engine {
-        Engine::Cpu => {
-            let toys = ensembles
-                .iter()
-                .flat_map(|&(params, stream)| {
-                    (0..n_toys).map(move |i| (params, stream, first + i as u32))
-                })
-                .collect::<Vec<_>>()
-                .into_par_iter()
-                .map(|(params, stream, i)| generate_toy(fitter, params, seed, stream, i))
-                .collect::<Result<Vec<_>>>()?;
-            Ok((toys, None))
-        }
-        Engine::Cuda(_) => {
-            let rates = ensembles
-                .iter()
-                .map(|&(params, stream)| ensemble_rates(fitter, params, stream))
-                .collect::<Result<Vec<_>>>()?;
-            let session = lock_cuda(&fitter.engine);
-            let device = session.sample_toys(compiled, &rates, seed, first, n_toys)?;
-            let (main, aux) = session.download_datasets(&device)?;
-            drop(session);
-            let toys = main
-                .par_chunks(compiled.n_main.max(1))
-                .zip(aux.par_chunks(compiled.n_aux.max(1)))
-                .take(device.len())
-                .map(|(m, a)| {
-                    PreparedData::new(
-                        compiled,
-                        m[..compiled.n_main].to_vec(),
-                        a[..compiled.n_aux].to_vec(),
-                    )
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok((toys, Some(BatchData::Device(device))))
-        }
+    let rates = ensembles
+        .iter()
+        .map(|&(params, stream)| ToyEnsembleRates::at(compiled, params, stream))
+        .collect::<Result<Vec<_>>>()?;
+    fitter
+        .backend()
+        .sample_toys(compiled, &rates, seed, first, n_toys)
+}
+
+/// Fit `jobs` against sampled toys: on the backend's copy where it sampled them itself.
+fn fit_sampled(
+    fitter: &Fitter,
+    toys: &SampledToys,
+    jobs: &[FitJob],
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<Result<FitResult>>> {
+    match &toys.resident {
+        Some(resident) => fitter.fit_batch_on(resident, &toys.host, jobs, progress),
+        None => fitter.fit_batch(&toys.host, jobs, progress),
     }
 }
 
@@ -174,8 +120,7 @@ fn fit_toy_pairs(
     fitter: &Fitter,
     stat: TestStatistic,
     mu: f64,
-    toys: &[PreparedData],
-    device: Option<&BatchData>,
+    toys: &SampledToys,
     config: &FitConfig,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<Result<ToyFitPair>>> {
@@ -184,7 +129,7 @@ fn fit_toy_pairs(
     // Two configurations shared by every toy's jobs.
     let free = Arc::new(config.clone());
     let fixed = Arc::new(config.with_fixed(poi, fixed_mu));
-    let jobs: Vec<FitJob> = (0..toys.len())
+    let jobs: Vec<FitJob> = (0..toys.host.len())
         .flat_map(|t| {
             [
                 FitJob {
@@ -200,11 +145,8 @@ fn fit_toy_pairs(
         .collect();
     // Two fits per toy: report toys, not fits.
     let per_toy = |fits: usize| progress(fits / 2);
-    let results = match device {
-        Some(d) => fitter.fit_batch_on(d, toys, &jobs, &per_toy)?,
-        None => fitter.fit_batch(toys, &jobs, &per_toy)?,
-    };
-    let mut pairs = Vec::with_capacity(toys.len());
+    let results = fit_sampled(fitter, toys, &jobs, &per_toy)?;
+    let mut pairs = Vec::with_capacity(toys.host.len());
     let mut it = results.into_iter();
     while let (Some(free), Some(fixed)) = (it.next(), it.next()) {
         pairs.push(free.and_then(|free_fit| {
@@ -251,7 +193,7 @@ fn extend_ensemble(
 }
 
 /// Toy datasets drawn at `params` and fitted (free fit only), all in one batch: pyhf's
-/// toy-fitting loop. On a CUDA fitter the toys are sampled on the GPU and fitted in lockstep.
+/// toy-fitting loop. On a device backend the toys are sampled and fitted there.
 pub fn fit_toys(
     fitter: &Fitter,
     params: &[f64],
@@ -271,19 +213,16 @@ pub fn fit_toys(
             values as f64 * 8e-9
         )));
     }
-    let (toys, device) = generate_ensembles(fitter, &[(params, SIGNAL_STREAM)], 0, n_toys, seed)?;
+    let toys = generate_ensembles(fitter, &[(params, SIGNAL_STREAM)], 0, n_toys, seed)?;
     let shared = Arc::new(config.clone());
-    let jobs: Vec<FitJob> = (0..toys.len())
+    let jobs: Vec<FitJob> = (0..toys.host.len())
         .map(|t| FitJob {
             data: t,
             config: shared.clone(),
         })
         .collect();
-    let results = match &device {
-        Some(d) => fitter.fit_batch_on(d, &toys, &jobs, progress)?,
-        None => fitter.fit_batch(&toys, &jobs, progress)?,
-    };
-    Ok((toys, results))
+    let results = fit_sampled(fitter, &toys, &jobs, progress)?;
+    Ok((toys.host, results))
 }
 
 fn sorted(values: &[f64]) -> Vec<f64> {
@@ -372,7 +311,7 @@ pub fn hypotest_toys(
     let (mut signal, mut background) = (ToyEnsemble::default(), ToyEnsemble::default());
     for first in (0..n_toys).step_by(TOY_CHUNK) {
         let count = TOY_CHUNK.min(n_toys - first);
-        let (toys, device) = generate_ensembles(
+        let toys = generate_ensembles(
             fitter,
             &[
                 (&signal_pars, SIGNAL_STREAM),
@@ -383,9 +322,7 @@ pub fn hypotest_toys(
             seed,
         )?;
         let done = 2 * first;
-        let pairs = fit_toy_pairs(fitter, stat, mu, &toys, device.as_ref(), config, &|k| {
-            progress(done + k)
-        })?;
+        let pairs = fit_toy_pairs(fitter, stat, mu, &toys, config, &|k| progress(done + k))?;
         extend_ensemble(&mut signal, stat, mu, poi, &pairs[..count]);
         extend_ensemble(&mut background, stat, mu, poi, &pairs[count..]);
     }

@@ -1,5 +1,6 @@
 //! Shared helpers of the integration tests: where the reference data lives, the tolerances.
 
+use ns_translate::FromWorkspace;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -203,4 +204,36 @@ pub fn model_and_data(
     )
     .expect("data fits the model");
     (model, data)
+}
+
+/// Whether a CUDA device is present; a CUDA test run without one fails saying so (on a GPU
+/// machine a missing device is an error, not a skip).
+pub fn require_cuda(test: &str) {
+    assert!(
+        ns_compute::cuda::has_cuda(),
+        "{test}: no CUDA device on this machine"
+    );
+}
+
+/// One test per behaviour and backend: `test_device!(body)` turns `fn body(device: Device)`
+/// into `body::cpu` (always run) and `body::cuda`, `#[ignore]`d so that CI, which has no GPU,
+/// reports it as ignored, never as passed; GPU machines run it with `--include-ignored`
+/// (`bench/gpu_run.sh`). A new backend adds one arm here.
+#[macro_export]
+macro_rules! test_device {
+    ($body:ident) => {
+        mod $body {
+            #[test]
+            fn cpu() {
+                super::$body(ns_compute::Device::Cpu)
+            }
+
+            #[test]
+            #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
+            fn cuda() {
+                $crate::require_cuda(concat!(stringify!($body), "::cuda"));
+                super::$body(ns_compute::Device::Cuda)
+            }
+        }
+    };
 }

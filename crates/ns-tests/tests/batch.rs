@@ -1,8 +1,11 @@
-//! The batch entry point: many parameter vectors (and datasets) at once, equal to single
-//! evaluations and bit-identical for any thread count.
+//! The CPU backend's batch entry point: many parameter vectors (and datasets) at once, equal to
+//! single evaluations and bit-identical for any thread count.
 
-use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use std::sync::atomic::AtomicBool;
+
+use ns_compute::{Backend, CpuBackend, CpuEvaluator, Datasets, PreparedData, Scratch};
 use ns_tests::{TestRng, random_point, workspace_path};
+use ns_translate::FromWorkspace;
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 
 #[test]
@@ -23,12 +26,31 @@ fn batch_equals_single_evaluations_for_any_thread_count() {
             PreparedData::new(&model.compiled, main, aux).unwrap()
         })
         .collect();
+    let backend = CpuBackend::new(&model.compiled);
+    let stop = AtomicBool::new(false);
+    let n = model.n_params();
     let run = |threads: usize, sets: &[PreparedData]| {
+        let which: Vec<u32> = (0..points.len())
+            .map(|i| if sets.len() == 1 { 0 } else { i as u32 })
+            .collect();
+        let (mut nll, mut grad) = (vec![0.0; points.len()], vec![0.0; points.len() * n]);
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| eval.nll_grad_batch(&flat, sets).unwrap())
+            .install(|| {
+                backend
+                    .nll_grad_batch(
+                        &flat,
+                        Datasets::Host(sets),
+                        &which,
+                        &mut nll,
+                        &mut grad,
+                        &stop,
+                    )
+                    .unwrap()
+            });
+        (nll, grad)
     };
     for sets in [std::slice::from_ref(&data), &datasets[..]] {
         let (one, two) = (run(1, sets), run(2, sets));
@@ -37,15 +59,54 @@ fn batch_equals_single_evaluations_for_any_thread_count() {
         for (i, p) in points.iter().enumerate() {
             let d = if sets.len() == 1 { &sets[0] } else { &sets[i] };
             let mut g = vec![0.0; model.n_params()];
+            // The backend evaluates the NLL without its data-only constant.
             let nll = eval
-                .nll_with_gradient(p, d, &mut scratch, Some(&mut g))
+                .nll_minus_constant(p, d, &mut scratch, Some(&mut g))
                 .unwrap();
             assert_eq!(nll.to_bits(), one.0[i].to_bits());
             assert_eq!(g, one.1[i * model.n_params()..(i + 1) * model.n_params()]);
         }
     }
+    let (mut nll, mut grad) = (vec![0.0; 1], vec![0.0; n]);
     assert!(
-        eval.nll_grad_batch(&flat[..5], &[data]).is_err(),
+        backend
+            .nll_grad_batch(
+                &flat[..5],
+                Datasets::Host(&[data]),
+                &[0],
+                &mut nll,
+                &mut grad,
+                &stop
+            )
+            .is_err(),
         "a ragged batch is an error"
+    );
+    assert!(
+        backend
+            .nll_grad_batch(
+                &flat[..n],
+                Datasets::Host(&datasets),
+                &[99],
+                &mut nll,
+                &mut grad,
+                &stop
+            )
+            .is_err(),
+        "a dataset index out of range is an error"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        matches!(
+            backend.nll_grad_batch(
+                &flat[..n],
+                Datasets::Host(&datasets),
+                &[0],
+                &mut nll,
+                &mut grad,
+                &stop
+            ),
+            Err(ns_core::Error::Interrupted)
+        ),
+        "a set stop flag interrupts the batch"
     );
 }

@@ -7,6 +7,7 @@
 use ns_compute::PreparedData;
 use ns_inference::{FitConfig, Fitter, TestStatistic, hypotest_asymptotic};
 use ns_tests::{floats, published_likelihoods, read_json};
+use ns_translate::FromWorkspace;
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace, pyjson};
 use serde_json::Value;
 

@@ -32,28 +32,28 @@ fn auto_keeps_sequential_and_small_batch_work_on_the_cpu() {
     let (large, _) = model_and_data(&large, Default::default());
     for model in [&small, &large] {
         assert_eq!(
-            Device::Auto.resolve(model, Workload::Sequential),
+            Device::Auto.resolve(&model.compiled, Workload::Sequential),
             Device::Cpu
         );
         assert_eq!(
-            Device::Auto.resolve(model, Workload::Batch { fits: 8 }),
+            Device::Auto.resolve(&model.compiled, Workload::Batch { fits: 8 }),
             Device::Cpu
         );
         assert_eq!(
-            Device::Cpu.resolve(model, Workload::Batch { fits: 1 << 20 }),
+            Device::Cpu.resolve(&model.compiled, Workload::Batch { fits: 1 << 20 }),
             Device::Cpu
         );
         assert_eq!(
-            Device::Cuda.resolve(model, Workload::Sequential),
+            Device::Cuda.resolve(&model.compiled, Workload::Sequential),
             Device::Cuda
         );
     }
     // 4000 fits of an 8-parameter model: the CPU finishes before a CUDA session would open.
     assert_eq!(
-        Device::Auto.resolve(&small, Workload::Batch { fits: 4000 }),
+        Device::Auto.resolve(&small.compiled, Workload::Batch { fits: 4000 }),
         Device::Cpu
     );
-    let big_batch = Device::Auto.resolve(&large, Workload::Batch { fits: 4000 });
+    let big_batch = Device::Auto.resolve(&large.compiled, Workload::Batch { fits: 4000 });
     assert_eq!(
         big_batch,
         if has_cuda() {
@@ -74,7 +74,7 @@ fn a_cuda_fitter_without_a_gpu_is_a_clear_error_not_a_panic() {
     }
     let ws = Workspace::from_path(&workspace_path("nextstat_simple_workspace.json")).unwrap();
     let (model, _) = model_and_data(&ws, Default::default());
-    match Fitter::cuda(&model, 0) {
+    match Fitter::on_device(&model, Device::Cuda, Workload::Sequential) {
         Err(Error::Device(msg)) => assert!(msg.contains("CUDA"), "{msg}"),
         Err(e) => panic!("expected a device error, got {e}"),
         Ok(_) => panic!("a CUDA fitter opened without a GPU"),

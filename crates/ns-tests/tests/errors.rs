@@ -1,6 +1,8 @@
 //! Bad input: one test per error class. Each must be an error (never a panic) whose message
 //! names the place.
 
+use ns_inference::params::params_from_json;
+use ns_translate::FromWorkspace;
 use ns_translate::patch::{PatchSet, apply_patch};
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 use serde_json::{Value, json};
@@ -233,13 +235,10 @@ fn unknown_measurement_lists_the_known_ones() {
 fn unknown_parameter_in_a_parameter_object_is_named() {
     let ws = Workspace::from_value(base()).unwrap();
     let model = HistFactoryModel::from_workspace(&ws, &ModelOptions::default()).unwrap();
-    let e = model
-        .params_from_json(&json!({"muu": 1.0}), &model.suggested_init())
-        .unwrap_err();
+    let e = params_from_json(&model, &json!({"muu": 1.0}), &model.suggested_init()).unwrap_err();
     assert_mentions(&e.to_string(), &["'muu'", "mu"]);
-    let e = model
-        .params_from_json(&json!({"stat_SR": [1.0]}), &model.suggested_init())
-        .unwrap_err();
+    let e =
+        params_from_json(&model, &json!({"stat_SR": [1.0]}), &model.suggested_init()).unwrap_err();
     assert_mentions(&e.to_string(), &["'stat_SR'", "2 parameters"]);
 }
 

@@ -7,6 +7,7 @@
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::InterpCodes;
 use ns_inference::{FitConfig, Fitter};
+use ns_translate::FromWorkspace;
 use ns_translate::pyjson::{DumpOptions, digest, dumps};
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 use proptest::prelude::*;

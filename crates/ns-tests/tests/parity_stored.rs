@@ -3,6 +3,7 @@
 
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_tests::{close, floats, reference, reference_names, tolerance, workspace_path};
+use ns_translate::FromWorkspace;
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 
 fn load(name: &str) -> (serde_json::Value, Workspace, HistFactoryModel) {

@@ -8,5 +8,6 @@ pub mod patch;
 pub mod pyjson;
 pub mod spec;
 
-pub use model::{Constraint, HistFactoryModel, ModelOptions, ParameterSet};
+pub use model::{FromWorkspace, ModelOptions};
+pub use ns_core::model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};
 pub use spec::Workspace;

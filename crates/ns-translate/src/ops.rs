@@ -4,8 +4,9 @@ use ns_core::{Error, Result};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::model::{Constraint, HistFactoryModel, ModelOptions};
+use crate::model::{FromWorkspace, ModelOptions};
 use crate::spec::{Channel, Measurement, Modifier, Observation, Workspace};
+use ns_core::model::{Constraint, HistFactoryModel};
 
 fn op_error(m: String) -> Error {
     Error::Operation(m)

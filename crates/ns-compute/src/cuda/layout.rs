@@ -6,6 +6,8 @@ use ns_core::CompiledModel;
 use ns_core::interp::{HistosysCode, NormsysCode};
 use ns_core::layout::ScalarFactor;
 
+use super::abi::{BLOCK_WORDS, NORMSYS_WORDS};
+
 /// Host copy of every array the kernels read, in the kernels' layout.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelLayout {
@@ -33,9 +35,6 @@ pub struct KernelLayout {
     pub normsys_code: i32,
     pub histosys_code: i32,
 }
-
-/// Words of one sample block in `blocks`.
-const BLOCK_WORDS: usize = 8;
 
 impl KernelLayout {
     pub fn new(m: &CompiledModel) -> Self {
@@ -93,6 +92,7 @@ impl KernelLayout {
             l.normsys.extend_from_slice(&[t.ln_hi, t.ln_lo]);
             l.normsys.extend_from_slice(&t.poly);
         }
+        debug_assert_eq!(l.normsys.len(), NORMSYS_WORDS * m.normsys.len());
         for c in &m.gaussian {
             l.gauss_param.push(c.param);
             l.gauss_aux.push(c.aux_index);
@@ -157,7 +157,11 @@ mod tests {
         ))
         .unwrap();
         let model =
-            ns_translate::HistFactoryModel::from_workspace(&ws, &Default::default()).unwrap();
+            <ns_translate::HistFactoryModel as ns_translate::FromWorkspace>::from_workspace(
+                &ws,
+                &Default::default(),
+            )
+            .unwrap();
         let m = &model.compiled;
         let l = KernelLayout::new(m);
         let terms = m.scalar_factors.len()

@@ -9,12 +9,14 @@ use cudarc::driver::{
 };
 use ns_core::{CompiledModel, Error, Result};
 
+use super::abi::{BLOCK_THREADS, DEVICE_MAX_MEMORY, FitArgs, ModelView, lbfgsb_workspace_doubles};
 use super::compile::{KernelOrigin, kernel_cubin};
 use super::layout::KernelLayout;
+use crate::backend::{DeviceFitOutput, DeviceFitProblem};
 use crate::data::PreparedData;
+use crate::toys::ToyEnsembleRates;
+use ns_core::optim::LbfgsbOptions;
 
-/// Threads per block of `nll_grad` (`NS_BLOCK` in `nll_grad.cu`).
-const NLL_BLOCK: u32 = 128;
 /// Threads per block of `sample_toys`.
 const TOY_BLOCK: u32 = 64;
 
@@ -67,17 +69,6 @@ pub struct DeviceInfo {
     pub kernels: KernelOrigin,
 }
 
-/// The kernel argument that points the kernels at the uploaded model (`ModelView` in
-/// `nll_grad.cu`): device pointers first, then the sizes and codes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct ModelView {
-    pointers: [u64; 21],
-    sizes: [i32; 12],
-}
-// SAFETY: #[repr(C)] plain data (device pointers and ints) with the layout of the kernels' ModelView; no references, no drop glue.
-unsafe impl DeviceRepr for ModelView {}
-
 /// Datasets resident on the device: `count` rows of main data and of auxiliary data.
 pub struct DeviceDatasets {
     main: CudaSlice<f64>,
@@ -93,68 +84,6 @@ impl DeviceDatasets {
         self.count == 0
     }
 }
-
-/// What one toy ensemble is sampled from: the expected main data, the means of the Gaussian
-/// auxiliary data and the rates of the Poisson ones (in the compiled model's constraint order),
-/// and the ensemble's random stream number.
-#[derive(Clone, Debug)]
-pub struct ToyEnsembleRates {
-    pub main: Vec<f64>,
-    pub gauss_mean: Vec<f64>,
-    pub pois_rate: Vec<f64>,
-    pub stream: u32,
-}
-
-/// Many fits for the device-resident optimizer: per fit (row of `n_params`), the full starting
-/// vector, the indices of the free parameters (first `n_free[f]` entries of the row) and, per
-/// free parameter, the optimizer's scaled bounds and the scale (the optimizer works in
-/// `y = θ·scale`); and the dataset each fit is against.
-pub struct DeviceFitProblem<'a> {
-    pub init: &'a [f64],
-    pub free_index: &'a [u32],
-    pub n_free: &'a [i32],
-    pub lower: &'a [f64],
-    pub upper: &'a [f64],
-    pub scale: &'a [f64],
-    pub dataset: &'a [u32],
-}
-
-/// Options of the device-resident L-BFGS-B (those of the CPU optimizer).
-#[derive(Clone, Copy, Debug)]
-pub struct DeviceFitOptions {
-    pub memory: usize,
-    pub pg_tol: f64,
-    pub max_iterations: usize,
-    pub max_evaluations: usize,
-}
-
-/// Largest L-BFGS-B memory the device optimizer supports (`NS_MAX_MEMORY` in `lbfgsb.cu`).
-pub const DEVICE_MAX_MEMORY: usize = 10;
-
-/// Results of device fits, per fit: the scaled free variables and their gradient (rows of
-/// `n_params`, first `n_free` used), the objective (twice the NLL without the data constant),
-/// iteration and evaluation counts, and the termination code (0 converged, 1 maximum
-/// iterations, 2 maximum evaluations, 3 line search failed, 4 non-finite start).
-#[derive(Clone, Debug, Default)]
-pub struct DeviceFitOutput {
-    pub x: Vec<f64>,
-    pub g: Vec<f64>,
-    pub f: Vec<f64>,
-    pub iterations: Vec<i32>,
-    pub evaluations: Vec<i32>,
-    pub termination: Vec<i32>,
-}
-
-/// The kernel argument of `fit_lbfgsb` (`FitArgs` in `lbfgsb.cu`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct FitArgs {
-    pointers: [u64; 16],
-    pg_tol: f64,
-    ints: [i32; 4],
-}
-// SAFETY: #[repr(C)] plain data (device pointers, doubles and ints) with the layout of the kernels' FitArgs; no references, no drop glue.
-unsafe impl DeviceRepr for FitArgs {}
 
 /// A growable device buffer.
 struct Buffer<T> {
@@ -285,60 +214,40 @@ impl CudaSession {
             .map_err(|e| driver("model upload", e))?;
         let p32 = |i: usize| model_u32[i].device_ptr(&stream).0;
         let p64 = |i: usize| model_f64[i].device_ptr(&stream).0;
-        // The order of ModelView's fields in nll_grad.cu.
-        let pointers = [
-            p32(0),
-            p64(0),
-            p32(1),
-            p32(2),
-            p32(3),
-            p32(4),
-            p32(5),
-            p64(1),
-            p32(6),
-            p32(7),
-            p64(2),
-            p32(8),
-            p32(9),
-            p32(10),
-            p32(11),
-            p64(3),
-            p32(12),
-            p32(13),
-            p64(4),
-            p32(14),
-            p32(15),
-        ];
-        let n_entry_factors = l.entry_factor_param.len();
-        let sizes = [
-            model.n_params,
-            model.n_main,
-            model.n_aux,
-            model.samples.len(),
-            model.n_entries(),
-            l.scalar_param.len(),
-            l.histosys_param.len(),
-            n_entry_factors,
-            l.gauss_param.len(),
-            l.pois_param.len(),
-        ]
-        .map(|n| n as i32);
         let view = ModelView {
-            pointers,
-            sizes: [
-                sizes[0],
-                sizes[1],
-                sizes[2],
-                sizes[3],
-                sizes[4],
-                sizes[5],
-                sizes[6],
-                sizes[7],
-                sizes[8],
-                sizes[9],
-                l.normsys_code,
-                l.histosys_code,
-            ],
+            blocks: p32(0),
+            nominal: p64(0),
+            entry_factor_start: p32(1),
+            entry_factor_param: p32(2),
+            entry_block: p32(3),
+            scalar_param: p32(4),
+            scalar_normsys: p32(5),
+            normsys: p64(1),
+            histosys_param: p32(6),
+            histosys_block: p32(7),
+            histosys_delta: p64(2),
+            bin_entry_start: p32(8),
+            bin_entries: p32(9),
+            gauss_param: p32(10),
+            gauss_aux: p32(11),
+            gauss_sigma: p64(3),
+            pois_param: p32(12),
+            pois_aux: p32(13),
+            pois_tau: p64(4),
+            param_slot_start: p32(14),
+            param_slots: p32(15),
+            n_params: model.n_params as i32,
+            n_main: model.n_main as i32,
+            n_aux: model.n_aux as i32,
+            n_blocks: model.samples.len() as i32,
+            n_entries: model.n_entries() as i32,
+            n_scalar: l.scalar_param.len() as i32,
+            n_histosys: l.histosys_param.len() as i32,
+            n_entry_factors: l.entry_factor_param.len() as i32,
+            n_gauss: l.gauss_param.len() as i32,
+            n_pois: l.pois_param.len() as i32,
+            normsys_code: l.normsys_code,
+            histosys_code: l.histosys_code,
         };
 
         let blocks_per_sm = match std::env::var("NEXTSTAT_CUDA_BLOCKS_PER_SM")
@@ -347,14 +256,14 @@ impl CudaSession {
         {
             Some(n) if n > 0 => n,
             _ => nll_grad
-                .occupancy_max_active_blocks_per_multiprocessor(NLL_BLOCK, 0, None)
+                .occupancy_max_active_blocks_per_multiprocessor(BLOCK_THREADS, 0, None)
                 .map_err(|e| driver("occupancy query", e))?
                 .clamp(1, 8),
         };
         let grid = multiprocessors * blocks_per_sm;
         let fit_grid = multiprocessors
             * fit_lbfgsb
-                .occupancy_max_active_blocks_per_multiprocessor(NLL_BLOCK, 0, None)
+                .occupancy_max_active_blocks_per_multiprocessor(BLOCK_THREADS, 0, None)
                 .map_err(|e| driver("occupancy query", e))?
                 .clamp(1, blocks_per_sm);
         let scratch = stream
@@ -398,7 +307,7 @@ impl CudaSession {
                 "{name}: {} registers, {} B local, {} blocks/SM",
                 f.num_regs().unwrap_or(-1),
                 f.local_size_bytes().unwrap_or(-1),
-                f.occupancy_max_active_blocks_per_multiprocessor(NLL_BLOCK, 0, None)
+                f.occupancy_max_active_blocks_per_multiprocessor(BLOCK_THREADS, 0, None)
                     .map_or(-1, |b| b as i64)
             )
         };
@@ -465,14 +374,7 @@ impl CudaSession {
     ) -> Result<DeviceDatasets> {
         let (mut rate, mut mean, mut prate, mut streams) = (vec![], vec![], vec![], vec![]);
         for e in ensembles {
-            if e.main.len() != self.n_main
-                || e.gauss_mean.len() != model.gaussian.len()
-                || e.pois_rate.len() != model.poisson.len()
-            {
-                return Err(Error::InvalidInput(
-                    "toy rates do not match the model".into(),
-                ));
-            }
+            e.check(model)?;
             rate.extend_from_slice(&e.main);
             mean.extend_from_slice(&e.gauss_mean);
             prate.extend_from_slice(&e.pois_rate);
@@ -601,7 +503,7 @@ impl CudaSession {
         &mut self,
         problem: &DeviceFitProblem,
         datasets: &DeviceDatasets,
-        options: DeviceFitOptions,
+        options: LbfgsbOptions,
     ) -> Result<DeviceFitOutput> {
         let n_fits = problem.dataset.len();
         let np = self.n_params;
@@ -646,7 +548,7 @@ impl CudaSession {
         // Per fit the problem takes 6 rows of n_params values; keep a launch within max_batch's memory.
         let chunk = (self.max_batch / 3).max(1);
         let s = self.stream.clone();
-        let workspace_len = self.fit_grid as usize * (14 + 2 * options.memory) * np.max(1);
+        let workspace_len = self.fit_grid as usize * lbfgsb_workspace_doubles(np, options.memory);
         let workspace = s
             .alloc_zeros::<f64>(workspace_len)
             .map_err(|e| driver("optimizer workspace allocation", e))?;
@@ -675,37 +577,32 @@ impl CudaSession {
             let ptr64 = |b: &CudaSlice<f64>| b.device_ptr(&s).0;
             let ptr32 = |b: &CudaSlice<u32>| b.device_ptr(&s).0;
             let ptri = |b: &CudaSlice<i32>| b.device_ptr(&s).0;
-            // The order of FitArgs' fields in lbfgsb.cu.
             let args = FitArgs {
-                pointers: [
-                    ptr64(&init),
-                    ptr32(&free_index),
-                    ptri(&n_free),
-                    ptr64(&lower),
-                    ptr64(&upper),
-                    ptr64(&scale),
-                    ptr32(&dataset),
-                    ptr64(&datasets.main),
-                    ptr64(&datasets.aux),
-                    ptr64(&x),
-                    ptr64(&g),
-                    ptr64(&f),
-                    ptri(&iterations),
-                    ptri(&evaluations),
-                    ptri(&termination),
-                    ptr64(&workspace),
-                ],
+                init: ptr64(&init),
+                free_index: ptr32(&free_index),
+                n_free: ptri(&n_free),
+                lower: ptr64(&lower),
+                upper: ptr64(&upper),
+                scale: ptr64(&scale),
+                fit_dataset: ptr32(&dataset),
+                main_data: ptr64(&datasets.main),
+                aux_data: ptr64(&datasets.aux),
+                x_out: ptr64(&x),
+                g_out: ptr64(&g),
+                f_out: ptr64(&f),
+                iterations_out: ptri(&iterations),
+                evaluations_out: ptri(&evaluations),
+                termination_out: ptri(&termination),
+                workspace: ptr64(&workspace),
                 pg_tol: options.pg_tol,
-                ints: [
-                    count as i32,
-                    options.memory as i32,
-                    options.max_iterations.min(i32::MAX as usize) as i32,
-                    options.max_evaluations.min(i32::MAX as usize) as i32,
-                ],
+                n_fits: count as i32,
+                memory: options.memory as i32,
+                max_iterations: options.max_iterations.min(i32::MAX as usize) as i32,
+                max_evaluations: options.max_evaluations.min(i32::MAX as usize) as i32,
             };
             let cfg = LaunchConfig {
                 grid_dim: (self.fit_grid.min(count as u32).max(1), 1, 1),
-                block_dim: (NLL_BLOCK, 1, 1),
+                block_dim: (BLOCK_THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
             let mut launch = s.launch_builder(&self.fit_lbfgsb);
@@ -753,7 +650,7 @@ impl CudaSession {
         let n_eval = n as i32;
         let cfg = LaunchConfig {
             grid_dim: (self.grid.min(n as u32).max(1), 1, 1),
-            block_dim: (NLL_BLOCK, 1, 1),
+            block_dim: (BLOCK_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut launch = s.launch_builder(&self.nll_grad);

@@ -10,62 +10,8 @@
 use std::collections::VecDeque;
 
 use crate::linalg::{dot, inverse, solve};
-
-/// Options of the optimizer.
-#[derive(Clone, Copy, Debug)]
-pub struct LbfgsbOptions {
-    /// Number of correction pairs kept (m).
-    pub memory: usize,
-    /// Converged when ‖P(x − g) − x‖∞ ≤ `pg_tol` (projected gradient of the objective).
-    pub pg_tol: f64,
-    pub max_iterations: usize,
-    pub max_evaluations: usize,
-}
-
-impl Default for LbfgsbOptions {
-    fn default() -> Self {
-        LbfgsbOptions {
-            memory: 10,
-            pg_tol: 1e-6,
-            max_iterations: 2000,
-            max_evaluations: 20000,
-        }
-    }
-}
-
-/// Why the optimizer stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Termination {
-    /// The projected gradient is below tolerance.
-    Converged,
-    MaxIterations,
-    MaxEvaluations,
-    /// No step along a descent direction decreases the objective (even with the memory reset):
-    /// the objective is flat to working precision, or not smooth here.
-    LineSearchFailed,
-    /// The objective or gradient is not finite at the starting point.
-    NonFiniteStart,
-}
-
-impl Termination {
-    pub fn describe(self) -> &'static str {
-        match self {
-            Termination::Converged => "converged: projected gradient below tolerance",
-            Termination::MaxIterations => "maximum number of iterations reached",
-            Termination::MaxEvaluations => "maximum number of function evaluations reached",
-            Termination::LineSearchFailed => "line search could not decrease the objective further",
-            Termination::NonFiniteStart => {
-                "objective or gradient is not finite at the starting point"
-            }
-        }
-    }
-}
-
-const C1: f64 = 1e-4;
-const C2: f64 = 0.9;
-/// δ of Hager & Zhang's approximate Wolfe condition.
-const HZ_DELTA: f64 = 0.1;
-const MAX_LINE_SEARCH_EVALUATIONS: usize = 30;
+use ns_core::optim::{HZ_DELTA, MAX_LINE_SEARCH_EVALUATIONS, WOLFE_C1 as C1, WOLFE_C2 as C2};
+pub use ns_core::optim::{LbfgsbOptions, Termination};
 
 #[derive(Clone, Copy, Debug)]
 struct LinePoint {

@@ -1,19 +1,26 @@
-//! CUDA f64 backend against the CPU reference (the parity contract of docs/ARCHITECTURE.md).
-//!
-//! Every test is `#[ignore]`d, so CI (no GPU) reports them as ignored, never as passed; on a GPU
-//! machine `bench/gpu_build.sh` builds this file's binary and `bench/gpu_run.sh` runs it with
-//! `--include-ignored`. Run there without a CUDA device, each test fails saying so.
+//! Every backend against the CPU reference evaluator and fitter (the parity contract of
+//! docs/ARCHITECTURE.md): one body per behaviour, run on each backend by [`test_device!`]. The
+//! CPU arm runs everywhere; the CUDA arm is `#[ignore]`d, so CI (no GPU) reports it as ignored,
+//! never as passed. On a GPU machine `bench/gpu_build.sh` builds this file's binary and
+//! `bench/gpu_run.sh` runs it with `--include-ignored`.
 
-use ns_compute::cuda::{CudaSession, ToyEnsembleRates, has_cuda};
+use ns_compute::backend::open;
 use ns_compute::rng::ToyStream;
-use ns_compute::{CpuEvaluator, PreparedData, Scratch};
-use ns_inference::toys::generate_toy;
+use ns_compute::{
+    CpuEvaluator, Datasets, Device, PreparedData, Scratch, ToyEnsembleRates, Workload,
+};
+use ns_core::HistFactoryModel;
+use ns_inference::toys::{fit_toys, generate_toy};
 use ns_inference::{FitConfig, Fitter, TestStatistic, hypotest_toys};
-use ns_tests::{TestRng, all_code_pairs, model_and_data, random_point, workspace_path};
+use ns_tests::{
+    TestRng, all_code_pairs, model_and_data, random_point, test_device, workspace_path,
+};
 use ns_translate::Workspace;
+use std::sync::atomic::AtomicBool;
 
-fn require_cuda(test: &str) {
-    assert!(has_cuda(), "{test}: no CUDA device on this machine");
+/// A fitter on the backend under test.
+fn fitter_on(model: &HistFactoryModel, device: Device) -> Fitter<'_> {
+    Fitter::on_device(model, device, Workload::Sequential).expect("backend opens")
 }
 
 /// Every shared workspace (file name, workspace); patchsets are not workspaces.
@@ -36,29 +43,31 @@ fn shared_workspaces() -> Vec<(String, Workspace)> {
         .collect()
 }
 
-/// GPU and CPU NLL and gradient at `points` against `data`.
+/// The backend's and the CPU evaluator's NLL and gradient at `points` against `data`.
 fn compare_nll_grad(
+    device: Device,
     name: &str,
-    model: &ns_translate::HistFactoryModel,
+    model: &HistFactoryModel,
     data: &PreparedData,
     points: &[Vec<f64>],
 ) {
     let cpu = CpuEvaluator::new(&model.compiled);
     let mut scratch = Scratch::new(&model.compiled);
-    let mut session = CudaSession::new(&model.compiled, 0).expect("CUDA session opens");
-    let device = session.upload_datasets(&[data]).unwrap();
+    let backend = open(device, &model.compiled).expect("backend opens");
+    let resident = backend.upload(std::slice::from_ref(data)).unwrap();
     let n = model.n_params();
     let (mut nll, mut grad) = (
         vec![f64::NAN; points.len()],
         vec![f64::NAN; points.len() * n],
     );
-    session
-        .nll_grad(
+    backend
+        .nll_grad_batch(
             &points.concat(),
-            &device,
+            Datasets::Resident(&resident),
             &vec![0; points.len()],
             &mut nll,
             &mut grad,
+            &AtomicBool::new(false),
         )
         .unwrap();
     for (k, p) in points.iter().enumerate() {
@@ -86,7 +95,7 @@ fn compare_nll_grad(
     }
 }
 
-fn points_for(model: &ns_translate::HistFactoryModel, seed: u64, count: usize) -> Vec<Vec<f64>> {
+fn points_for(model: &HistFactoryModel, seed: u64, count: usize) -> Vec<Vec<f64>> {
     let mut rng = TestRng::new(seed);
     let mut points = vec![model.suggested_init()];
     // The POI at its lower bound: gradients at μ = 0 must be right too.
@@ -99,20 +108,16 @@ fn points_for(model: &ns_translate::HistFactoryModel, seed: u64, count: usize) -
     points
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
-fn nll_and_gradient_match_cpu_on_every_workspace_at_many_points() {
-    require_cuda("nll_and_gradient_match_cpu_on_every_workspace_at_many_points");
+test_device!(nll_and_gradient_match_cpu_on_every_workspace_at_many_points);
+fn nll_and_gradient_match_cpu_on_every_workspace_at_many_points(device: Device) {
     for (name, ws) in shared_workspaces() {
         let (model, data) = model_and_data(&ws, Default::default());
-        compare_nll_grad(&name, &model, &data, &points_for(&model, 11, 30));
+        compare_nll_grad(device, &name, &model, &data, &points_for(&model, 11, 30));
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
-fn every_interpolation_code_matches_cpu() {
-    require_cuda("every_interpolation_code_matches_cpu");
+test_device!(every_interpolation_code_matches_cpu);
+fn every_interpolation_code_matches_cpu(device: Device) {
     for file in [
         "nextstat_tHu.json",
         "nextstat_complex_workspace.json",
@@ -122,6 +127,7 @@ fn every_interpolation_code_matches_cpu() {
         for codes in all_code_pairs() {
             let (model, data) = model_and_data(&ws, codes);
             compare_nll_grad(
+                device,
                 &format!("{file} {codes}"),
                 &model,
                 &data,
@@ -131,10 +137,8 @@ fn every_interpolation_code_matches_cpu() {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
-fn batches_of_many_datasets_match_cpu() {
-    require_cuda("batches_of_many_datasets_match_cpu");
+test_device!(batches_of_many_datasets_match_cpu);
+fn batches_of_many_datasets_match_cpu(device: Device) {
     let ws = Workspace::from_path(&workspace_path("nextstat_tttt_prod.json")).unwrap();
     let (model, data) = model_and_data(&ws, Default::default());
     let fitter = Fitter::new(&model);
@@ -143,16 +147,25 @@ fn batches_of_many_datasets_match_cpu() {
         .map(|i| generate_toy(&fitter, &init, 9, 0, i).unwrap())
         .collect();
     let points = points_for(&model, 5, 62);
-    let mut session = CudaSession::new(&model.compiled, 0).unwrap();
-    let device = session
-        .upload_datasets(&toys.iter().collect::<Vec<_>>())
-        .unwrap();
+    let backend = open(device, &model.compiled).unwrap();
+    let resident = backend.upload(&toys).unwrap();
     let n = model.n_params();
     let which: Vec<u32> = (0..points.len() as u32).collect();
+    let stop = AtomicBool::new(false);
+    let evaluate = |nll: &mut [f64], grad: &mut [f64]| {
+        backend
+            .nll_grad_batch(
+                &points.concat(),
+                Datasets::Resident(&resident),
+                &which,
+                nll,
+                grad,
+                &stop,
+            )
+            .unwrap()
+    };
     let (mut nll, mut grad) = (vec![0.0; points.len()], vec![0.0; points.len() * n]);
-    session
-        .nll_grad(&points.concat(), &device, &which, &mut nll, &mut grad)
-        .unwrap();
+    evaluate(&mut nll, &mut grad);
     let cpu = CpuEvaluator::new(&model.compiled);
     let mut scratch = Scratch::new(&model.compiled);
     for (k, p) in points.iter().enumerate() {
@@ -167,24 +180,20 @@ fn batches_of_many_datasets_match_cpu() {
     }
     // Deterministic: the same launch again gives the same bits.
     let (mut nll2, mut grad2) = (vec![0.0; points.len()], vec![0.0; points.len() * n]);
-    session
-        .nll_grad(&points.concat(), &device, &which, &mut nll2, &mut grad2)
-        .unwrap();
+    evaluate(&mut nll2, &mut grad2);
     assert_eq!(nll, nll2);
     assert_eq!(grad, grad2);
     drop(data);
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
-fn fits_match_cpu_on_every_workspace_and_sessions_are_reusable() {
-    require_cuda("fits_match_cpu_on_every_workspace_and_sessions_are_reusable");
+test_device!(fits_match_cpu_on_every_workspace_and_sessions_are_reusable);
+fn fits_match_cpu_on_every_workspace_and_sessions_are_reusable(device: Device) {
     for (name, ws) in shared_workspaces() {
         let (model, data) = model_and_data(&ws, Default::default());
         let mut config = FitConfig::suggested(&model);
         config.uncertainties = true;
         let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
-        let gpu_fitter = Fitter::cuda(&model, 0).unwrap();
+        let gpu_fitter = fitter_on(&model, device);
         let gpu = gpu_fitter.fit(&data, &config).unwrap();
         assert_eq!(cpu.converged, gpu.converged, "{name}: convergence differs");
         assert!(
@@ -225,10 +234,8 @@ fn fits_match_cpu_on_every_workspace_and_sessions_are_reusable() {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
-fn gpu_toys_are_the_cpu_toys_bit_for_bit() {
-    require_cuda("gpu_toys_are_the_cpu_toys_bit_for_bit");
+test_device!(backend_toys_are_the_cpu_toys_bit_for_bit);
+fn backend_toys_are_the_cpu_toys_bit_for_bit(device: Device) {
     // Real models: datasets as generate_toy draws them.
     for file in [
         "nextstat_tHu.json",
@@ -242,19 +249,16 @@ fn gpu_toys_are_the_cpu_toys_bit_for_bit() {
         let mut rng = TestRng::new(17);
         let params = random_point(&model, &mut rng);
         let compiled = &model.compiled;
-        let rates = ns_inference::toys::ensemble_rates(&fitter, &params, 1).unwrap();
-        let session = CudaSession::new(compiled, 0).unwrap();
+        let rates = ToyEnsembleRates::at(compiled, &params, 1).unwrap();
+        let backend = open(device, compiled).unwrap();
         let n_toys = 300;
-        let device = session
+        let sampled = backend
             .sample_toys(compiled, &[rates], 2024, 0, n_toys)
             .unwrap();
-        let (gmain, gaux) = session.download_datasets(&device).unwrap();
+        assert_eq!(sampled.host.len(), n_toys);
         for t in 0..n_toys {
             let cpu = generate_toy(&fitter, &params, 2024, 1, t as u32).unwrap();
-            let (m, a) = (
-                &gmain[t * compiled.n_main..(t + 1) * compiled.n_main],
-                &gaux[t * compiled.n_aux..(t + 1) * compiled.n_aux],
-            );
+            let (m, a) = (&sampled.host[t].main, &sampled.host[t].aux);
             assert!(
                 cpu.main
                     .iter()
@@ -290,18 +294,18 @@ fn gpu_toys_are_the_cpu_toys_bit_for_bit() {
         pois_rate: vec![37.5; compiled.poisson.len()],
         stream: 7,
     };
-    let session = CudaSession::new(compiled, 0).unwrap();
-    let device = session
+    let backend = open(device, compiled).unwrap();
+    let sampled = backend
         .sample_toys(compiled, &[rates], 99, 1000, 64)
         .unwrap();
-    let (gmain, gaux) = session.download_datasets(&device).unwrap();
     for t in 0..64 {
+        let (gmain, gaux) = (&sampled.host[t].main, &sampled.host[t].aux);
         let mut s = ToyStream::new(99, 7, 1000 + t as u32);
         for (b, &lambda) in main.iter().enumerate() {
             let want = s.poisson(lambda);
             assert_eq!(
                 want.to_bits(),
-                gmain[t * compiled.n_main + b].to_bits(),
+                gmain[b].to_bits(),
                 "toy {t} bin {b} λ={lambda}"
             );
         }
@@ -309,7 +313,7 @@ fn gpu_toys_are_the_cpu_toys_bit_for_bit() {
             let want = 0.25 + c.sigma * s.normal();
             assert_eq!(
                 want.to_bits(),
-                gaux[t * compiled.n_aux + c.aux_index as usize].to_bits(),
+                gaux[c.aux_index as usize].to_bits(),
                 "toy {t} gaussian aux"
             );
         }
@@ -317,17 +321,15 @@ fn gpu_toys_are_the_cpu_toys_bit_for_bit() {
             let want = s.poisson(37.5);
             assert_eq!(
                 want.to_bits(),
-                gaux[t * compiled.n_aux + c.aux_index as usize].to_bits(),
+                gaux[c.aux_index as usize].to_bits(),
                 "toy {t} poisson aux"
             );
         }
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
-fn toy_hypotest_matches_cpu_toy_by_toy() {
-    require_cuda("toy_hypotest_matches_cpu_toy_by_toy");
+test_device!(toy_hypotest_matches_cpu_toy_by_toy);
+fn toy_hypotest_matches_cpu_toy_by_toy(device: Device) {
     for (file, mu, n_toys) in [
         ("nextstat_complex_workspace.json", 1.0, 500),
         ("nextstat_tttt_prod.json", 1.5, 200),
@@ -348,10 +350,7 @@ fn toy_hypotest_matches_cpu_toy_by_toy() {
             )
             .unwrap()
         };
-        let (cpu, gpu) = (
-            run(&Fitter::new(&model)),
-            run(&Fitter::cuda(&model, 0).unwrap()),
-        );
+        let (cpu, gpu) = (run(&Fitter::new(&model)), run(&fitter_on(&model, device)));
         assert!(
             (cpu.teststat_obs - gpu.teststat_obs).abs() <= 1e-6,
             "{file}: observed q"
@@ -388,10 +387,8 @@ fn toy_hypotest_matches_cpu_toy_by_toy() {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
-fn device_optimizer_fits_match_cpu_fits_on_toys() {
-    require_cuda("device_optimizer_fits_match_cpu_fits_on_toys");
+test_device!(toy_fits_match_cpu_fits);
+fn toy_fits_match_cpu_fits(device: Device) {
     for (file, n_toys) in [
         ("nextstat_complex_workspace.json", 200),
         ("nextstat_tHu.json", 100),
@@ -403,8 +400,8 @@ fn device_optimizer_fits_match_cpu_fits_on_toys() {
             .with_scale(&data, &FitConfig::suggested(&model))
             .unwrap();
         let init = model.suggested_init();
-        let (toys, gpu_fits) =
-            ns_inference::fit_toys_batch_gpu(&model, &init, n_toys, 3, &config, &|_| {}).unwrap();
+        let gpu = fitter_on(&model, device);
+        let (toys, gpu_fits) = fit_toys(&gpu, &init, n_toys, 3, &config, &|_| {}).unwrap();
         let (mut worst_nll, mut iterations_cpu, mut iterations_gpu) = (0.0f64, 0, 0);
         for (t, (toy, gpu)) in toys.iter().zip(gpu_fits).enumerate() {
             let gpu = gpu.unwrap();
@@ -428,10 +425,8 @@ fn device_optimizer_fits_match_cpu_fits_on_toys() {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
-fn published_likelihoods_and_huge_counts_match_cpu() {
-    require_cuda("published_likelihoods_and_huge_counts_match_cpu");
+test_device!(published_likelihoods_and_huge_counts_match_cpu);
+fn published_likelihoods_and_huge_counts_match_cpu(device: Device) {
     let mut models: Vec<(String, Workspace)> = ns_tests::published_likelihoods()
         .into_iter()
         .map(|(name, dir)| {
@@ -452,13 +447,10 @@ fn published_likelihoods_and_huge_counts_match_cpu() {
     models.push(("huge_tau".into(), Workspace::from_value(huge_tau).unwrap()));
     for (name, ws) in models {
         let (model, data) = model_and_data(&ws, Default::default());
-        compare_nll_grad(&name, &model, &data, &points_for(&model, 13, 10));
+        compare_nll_grad(device, &name, &model, &data, &points_for(&model, 13, 10));
         let config = FitConfig::suggested(&model);
         let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
-        let gpu = Fitter::cuda(&model, 0)
-            .unwrap()
-            .fit(&data, &config)
-            .unwrap();
+        let gpu = fitter_on(&model, device).fit(&data, &config).unwrap();
         assert!(
             cpu.converged && gpu.converged,
             "{name}: CPU {:?}, GPU {:?}",

@@ -3,7 +3,6 @@
 use ns_core::interp::HistosysWeights;
 use ns_core::layout::ScalarFactor;
 use ns_core::{CompiledModel, Error, Result};
-use rayon::prelude::*;
 
 use crate::data::PreparedData;
 use crate::poisson::poisson_deviance;
@@ -373,50 +372,5 @@ impl<'m> CpuEvaluator<'m> {
             aux[c.aux_index as usize] = params[c.param as usize] * c.tau;
         }
         Ok((s.expected.clone(), aux))
-    }
-
-    /// NLL and gradient for many parameter vectors (rows of `params`, each `n_params` long),
-    /// each against `datasets[i]`, or against `datasets[0]` when one dataset is given.
-    /// Runs in parallel; each evaluation is serial, so results do not depend on the thread count.
-    pub fn nll_grad_batch(
-        &self,
-        params: &[f64],
-        datasets: &[PreparedData],
-    ) -> Result<(Vec<f64>, Vec<f64>)> {
-        let n_params = self.model.n_params;
-        if n_params == 0 || !params.len().is_multiple_of(n_params) {
-            return Err(Error::InvalidInput(format!(
-                "batch of parameters has length {} which is not a multiple of {} parameters",
-                params.len(),
-                n_params
-            )));
-        }
-        let n = params.len() / n_params;
-        if datasets.len() != 1 && datasets.len() != n {
-            return Err(Error::InvalidInput(format!(
-                "{} datasets given for {} parameter vectors (give one, or one per vector)",
-                datasets.len(),
-                n
-            )));
-        }
-        let mut nll = vec![0.0; n];
-        let mut grad = vec![0.0; n * n_params];
-        nll.par_iter_mut()
-            .zip(grad.par_chunks_mut(n_params))
-            .zip(params.par_chunks(n_params))
-            .enumerate()
-            .try_for_each_init(
-                || Scratch::new(self.model),
-                |scratch, (i, ((value, g), p))| {
-                    let data = if datasets.len() == 1 {
-                        &datasets[0]
-                    } else {
-                        &datasets[i]
-                    };
-                    *value = self.nll_with_gradient(p, data, scratch, Some(g))?;
-                    Ok::<(), Error>(())
-                },
-            )?;
-        Ok((nll, grad))
     }
 }

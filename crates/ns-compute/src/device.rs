@@ -1,10 +1,9 @@
 //! Which device runs the work: the CPU, a CUDA GPU, or `auto` — the faster of the two for the
 //! workload, from the crossover measured in `docs/benchmarks.md`.
 
-use ns_compute::PreparedData;
-use ns_compute::cuda::{DeviceDatasets, has_cuda};
-use ns_core::{Error, Result};
-use ns_translate::HistFactoryModel;
+use ns_core::{CompiledModel, Error, Result};
+
+use crate::cuda::has_cuda;
 
 /// A compute device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,13 +58,13 @@ impl Device {
     /// The concrete device for `workload` on `model`: `Auto` picks CUDA only for batches large
     /// enough to repay opening a session, and only where a GPU exists. Sequential work (single
     /// fits, scans, limits) stays on the CPU, which is faster for it on every model measured.
-    pub fn resolve(self, model: &HistFactoryModel, workload: Workload) -> Device {
+    pub fn resolve(self, model: &CompiledModel, workload: Workload) -> Device {
         match self {
             Device::Auto => match workload {
                 Workload::Batch { fits }
                     if fits
-                        .saturating_mul(model.compiled.n_main)
-                        .saturating_mul(model.n_params())
+                        .saturating_mul(model.n_main)
+                        .saturating_mul(model.n_params)
                         >= AUTO_MIN_BATCH_WORK
                         && has_cuda() =>
                 {
@@ -74,25 +73,6 @@ impl Device {
                 _ => Device::Cpu,
             },
             d => d,
-        }
-    }
-}
-
-/// The datasets of a batch: on the host, or already on the device.
-pub(crate) enum BatchData<'a> {
-    Host(&'a [PreparedData]),
-    Device(DeviceDatasets),
-}
-
-impl BatchData<'_> {
-    pub(crate) fn host(&self, index: usize) -> Result<&PreparedData> {
-        match self {
-            BatchData::Host(h) => h.get(index).ok_or_else(|| {
-                Error::InvalidInput(format!("dataset {index} of {} requested", h.len()))
-            }),
-            BatchData::Device(_) => Err(Error::InvalidInput(
-                "device datasets cannot be evaluated on the CPU".into(),
-            )),
         }
     }
 }

@@ -1,0 +1,201 @@
+//! The backend interface: what every compute device offers inference. A backend holds one
+//! compiled model (uploaded once where it lives on a device), keeps datasets where it evaluates
+//! them, and evaluates the NLL and its gradient at a batch of points. It may also sample toys and
+//! run whole batches of fits where it lives; where it does not, inference does it on the host
+//! with the same generator and the same optimizer.
+//!
+//! What a new backend implements (see docs/ARCHITECTURE.md): [`Backend`] in its own module, plus
+//! one arm in [`open`].
+
+use std::any::Any;
+use std::sync::atomic::AtomicBool;
+
+use ns_core::optim::LbfgsbOptions;
+use ns_core::{CompiledModel, Error, Result};
+use rayon::prelude::*;
+
+use crate::data::PreparedData;
+use crate::device::Device;
+use crate::toys::ToyEnsembleRates;
+
+/// How a backend runs many fits at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batching {
+    /// One fit per CPU thread, each evaluating point after point.
+    Parallel,
+    /// Every fit advances together: one batched evaluation per optimizer step.
+    Lockstep,
+}
+
+/// Datasets held where a backend evaluates them (on a GPU: device memory). Made by
+/// [`Backend::upload`] or [`Backend::sample_toys`], read only by the backend that made them.
+pub struct Resident {
+    count: usize,
+    storage: Box<dyn Any + Send + Sync>,
+}
+
+impl Resident {
+    pub fn new<T: Any + Send + Sync>(count: usize, storage: T) -> Self {
+        Resident {
+            count,
+            storage: Box::new(storage),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The backend's own storage; an error for datasets another backend made.
+    pub fn storage<T: Any>(&self) -> Result<&T> {
+        self.storage.downcast_ref().ok_or_else(|| {
+            Error::InvalidInput("datasets were uploaded by a different backend".into())
+        })
+    }
+}
+
+/// The datasets of a batched evaluation: on the host, or already resident on the backend.
+#[derive(Clone, Copy)]
+pub enum Datasets<'a> {
+    Host(&'a [PreparedData]),
+    Resident(&'a Resident),
+}
+
+impl Datasets<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Datasets::Host(h) => h.len(),
+            Datasets::Resident(r) => r.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Toy datasets: host copies (for the host-side steps of each fit: scaling, polish,
+/// uncertainties), and where the backend sampled them itself, the same data resident on it.
+pub struct SampledToys {
+    pub host: Vec<PreparedData>,
+    pub resident: Option<Resident>,
+}
+
+/// Many fits for a device-resident optimizer: per fit (row of `n_params`), the full starting
+/// vector, the indices of the free parameters (first `n_free[f]` entries of the row) and, per
+/// free parameter, the optimizer's scaled bounds and the scale (the optimizer works in
+/// `y = θ·scale`); and the dataset each fit is against.
+pub struct DeviceFitProblem<'a> {
+    pub init: &'a [f64],
+    pub free_index: &'a [u32],
+    pub n_free: &'a [i32],
+    pub lower: &'a [f64],
+    pub upper: &'a [f64],
+    pub scale: &'a [f64],
+    pub dataset: &'a [u32],
+}
+
+/// Results of device fits, per fit: the scaled free variables and their gradient (rows of
+/// `n_params`, first `n_free` used), the objective (twice the NLL without the data constant),
+/// iteration and evaluation counts, and the termination code ([`ns_core::optim::Termination`]).
+#[derive(Clone, Debug, Default)]
+pub struct DeviceFitOutput {
+    pub x: Vec<f64>,
+    pub g: Vec<f64>,
+    pub f: Vec<f64>,
+    pub iterations: Vec<i32>,
+    pub evaluations: Vec<i32>,
+    pub termination: Vec<i32>,
+}
+
+/// A compute device holding one compiled model.
+pub trait Backend: Send + Sync {
+    /// The device this backend runs on (never [`Device::Auto`]).
+    fn device(&self) -> Device;
+
+    /// The hardware, in words (for reports and benchmarks).
+    fn description(&self) -> String;
+
+    /// How many fits at once are best run.
+    fn batching(&self) -> Batching;
+
+    /// Copy datasets to where this backend evaluates them.
+    fn upload(&self, datasets: &[PreparedData]) -> Result<Resident>;
+
+    /// The NLL without its data-only constant (the deviance form) and its gradient at each row
+    /// of `points` (`n_params` long) against dataset `which[row]` of `datasets`; fills `nll` (one
+    /// per row) and `grad` (row-major). Long batches stop early with `Error::Interrupted` once
+    /// `stop` is set.
+    fn nll_grad_batch(
+        &self,
+        points: &[f64],
+        datasets: Datasets,
+        which: &[u32],
+        nll: &mut [f64],
+        grad: &mut [f64],
+        stop: &AtomicBool,
+    ) -> Result<()>;
+
+    /// Toys `first..first + n_toys` of each ensemble, ensemble after ensemble. By default
+    /// sampled on the host; a device backend may sample them where it lives, bit for bit the same.
+    fn sample_toys(
+        &self,
+        model: &CompiledModel,
+        ensembles: &[ToyEnsembleRates],
+        seed: u64,
+        first: u32,
+        n_toys: usize,
+    ) -> Result<SampledToys> {
+        let host = ensembles
+            .iter()
+            .flat_map(|rates| (0..n_toys).map(move |i| (rates, first + i as u32)))
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|(rates, index)| rates.sample(model, seed, index))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(SampledToys {
+            host,
+            resident: None,
+        })
+    }
+
+    /// The most L-BFGS-B correction pairs the backend's own optimizer keeps; `None` where it
+    /// has none (fits are then driven from the host).
+    fn device_optimizer_memory(&self) -> Option<usize> {
+        None
+    }
+
+    /// Run many fits to completion on the backend (optimizer and evaluations where it lives).
+    /// Only called where [`device_optimizer_memory`](Self::device_optimizer_memory) allows
+    /// `options.memory`.
+    fn fit_lbfgsb(
+        &self,
+        problem: &DeviceFitProblem,
+        datasets: &Resident,
+        options: LbfgsbOptions,
+    ) -> Result<DeviceFitOutput> {
+        let _ = (problem, datasets, options);
+        Err(Error::Device(format!(
+            "the {} backend has no device optimizer",
+            self.device().name()
+        )))
+    }
+}
+
+/// The backend of `device` for `model` (`Auto` must have been resolved first:
+/// [`Device::resolve`]). Adding a backend adds one arm here.
+pub fn open<'m>(device: Device, model: &'m CompiledModel) -> Result<Box<dyn Backend + 'm>> {
+    Ok(match device {
+        Device::Cpu => Box::new(crate::cpu::CpuBackend::new(model)),
+        Device::Cuda => Box::new(crate::cuda::CudaBackend::new(model, 0)?),
+        Device::Auto => {
+            return Err(Error::InvalidInput(
+                "device 'auto' must be resolved for a workload before a backend opens".into(),
+            ));
+        }
+    })
+}

@@ -1,0 +1,214 @@
+//! Everything the kernels share with Rust, defined once here: the kernel-argument structs
+//! (`ModelView`, `FitArgs`), the launch and layout constants, the optimizer's line-search
+//! constants and termination codes. [`header`] writes them as the C++ that is prepended to the
+//! kernel sources before NVRTC compiles them, with a `static_assert` on every struct's size, so
+//! a field added on one side only cannot compile.
+
+use cudarc::driver::DeviceRepr;
+use ns_core::layout::ScalarFactor;
+use ns_core::optim::{HZ_DELTA, MAX_LINE_SEARCH_EVALUATIONS, Termination, WOLFE_C1, WOLFE_C2};
+
+/// Threads per block of `nll_grad` and `fit_lbfgsb`.
+pub(crate) const BLOCK_THREADS: u32 = 128;
+/// Words of one sample block in `ModelView::blocks` (the fields of `ns_core::layout::SampleBlock`).
+pub(crate) const BLOCK_WORDS: usize = 8;
+/// Values of one normsys term in `ModelView::normsys`: ln_hi, ln_lo, poly[6].
+pub(crate) const NORMSYS_WORDS: usize = 8;
+/// Largest L-BFGS-B memory the device optimizer supports (its per-block shared arrays).
+pub const DEVICE_MAX_MEMORY: usize = 10;
+/// Vectors of `n_params` doubles in one fit's optimizer workspace, besides the S and Y
+/// histories (13 vectors, plus one vector's room for two int arrays).
+pub(crate) const LBFGSB_VECTORS: usize = 14;
+
+/// Doubles of optimizer workspace one block of `fit_lbfgsb` needs.
+pub(crate) fn lbfgsb_workspace_doubles(n_params: usize, memory: usize) -> usize {
+    (LBFGSB_VECTORS + 2 * memory) * n_params.max(1)
+}
+
+/// A `#[repr(C)]` kernel-argument struct and its C++ definition from one field list.
+macro_rules! kernel_struct {
+    ($(#[$meta:meta])* struct $name:ident { $($(#[$fmeta:meta])* $field:ident: $rust:ty => $c:literal,)* }) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default)]
+        pub(crate) struct $name {
+            $($(#[$fmeta])* pub(crate) $field: $rust,)*
+        }
+
+        impl $name {
+            /// The C++ definition, fields in the same order, with its size checked at compile time.
+            pub(crate) fn c_definition() -> String {
+                let mut c = format!("struct {} {{\n", stringify!($name));
+                $(c.push_str(&format!("    {} {};\n", $c, stringify!($field)));)*
+                c.push_str("};\n");
+                c.push_str(&format!(
+                    "static_assert(sizeof({0}) == {1}, \"{0} differs from its Rust twin in ns_compute::cuda::abi\");\n",
+                    stringify!($name),
+                    std::mem::size_of::<$name>()
+                ));
+                c
+            }
+        }
+    };
+}
+
+kernel_struct! {
+    /// The uploaded model as the kernels see it: device pointers to the arrays of
+    /// [`super::KernelLayout`], then the sizes and interpolation codes.
+    struct ModelView {
+        /// Per sample block, `BLOCK_WORDS` words: bin_start, n_bins, entry_start, scalar_start,
+        /// scalar_end, histosys_start, histosys_end, histosys_delta_start.
+        blocks: u64 => "const unsigned*",
+        nominal: u64 => "const double*",
+        entry_factor_start: u64 => "const unsigned*",
+        entry_factor_param: u64 => "const unsigned*",
+        entry_block: u64 => "const unsigned*",
+        scalar_param: u64 => "const unsigned*",
+        scalar_normsys: u64 => "const unsigned*",
+        /// Per normsys term, `NORMSYS_WORDS` values.
+        normsys: u64 => "const double*",
+        histosys_param: u64 => "const unsigned*",
+        histosys_block: u64 => "const unsigned*",
+        histosys_delta: u64 => "const double*",
+        bin_entry_start: u64 => "const unsigned*",
+        bin_entries: u64 => "const unsigned*",
+        gauss_param: u64 => "const unsigned*",
+        gauss_aux: u64 => "const unsigned*",
+        gauss_sigma: u64 => "const double*",
+        pois_param: u64 => "const unsigned*",
+        pois_aux: u64 => "const unsigned*",
+        pois_tau: u64 => "const double*",
+        param_slot_start: u64 => "const unsigned*",
+        param_slots: u64 => "const unsigned*",
+        n_params: i32 => "int",
+        n_main: i32 => "int",
+        n_aux: i32 => "int",
+        n_blocks: i32 => "int",
+        n_entries: i32 => "int",
+        n_scalar: i32 => "int",
+        n_histosys: i32 => "int",
+        n_entry_factors: i32 => "int",
+        n_gauss: i32 => "int",
+        n_pois: i32 => "int",
+        /// 1 or 4.
+        normsys_code: i32 => "int",
+        /// 0, 2 or 4 (code4p).
+        histosys_code: i32 => "int",
+    }
+}
+
+kernel_struct! {
+    /// One launch of the device optimizer: per fit (row f of n_params) the full starting vector,
+    /// the free parameters' indices (first n_free[f] entries), per free parameter the scaled
+    /// bounds and the scale; the datasets; the outputs (scaled free variables and their gradient
+    /// at the result, the objective there, counts and termination codes); the workspace.
+    struct FitArgs {
+        init: u64 => "const double*",
+        free_index: u64 => "const unsigned*",
+        n_free: u64 => "const int*",
+        lower: u64 => "const double*",
+        upper: u64 => "const double*",
+        scale: u64 => "const double*",
+        fit_dataset: u64 => "const unsigned*",
+        main_data: u64 => "const double*",
+        aux_data: u64 => "const double*",
+        x_out: u64 => "double*",
+        g_out: u64 => "double*",
+        f_out: u64 => "double*",
+        iterations_out: u64 => "int*",
+        evaluations_out: u64 => "int*",
+        termination_out: u64 => "int*",
+        workspace: u64 => "double*",
+        pg_tol: f64 => "double",
+        n_fits: i32 => "int",
+        memory: i32 => "int",
+        max_iterations: i32 => "int",
+        max_evaluations: i32 => "int",
+    }
+}
+
+// SAFETY: #[repr(C)] plain data (device pointers as u64 and ints) whose layout the generated C++
+// definition mirrors, checked by its static_assert; no references, no drop glue.
+unsafe impl DeviceRepr for ModelView {}
+// SAFETY: #[repr(C)] plain data (device pointers as u64, a double and ints) whose layout the
+// generated C++ definition mirrors, checked by its static_assert; no references, no drop glue.
+unsafe impl DeviceRepr for FitArgs {}
+
+/// A double as a C literal that reads back to the same value.
+fn c_double(v: f64) -> String {
+    format!("{v:e}")
+}
+
+/// The C++ prepended to the kernel sources: constants, termination codes, struct definitions.
+pub(crate) fn header() -> String {
+    let mut h =
+        String::from("// Generated by ns_compute::cuda::abi: do not edit in the kernels.\n");
+    let defines: [(&str, String); 10] = [
+        ("NS_BLOCK", BLOCK_THREADS.to_string()),
+        ("NS_BLOCK_WORDS", BLOCK_WORDS.to_string()),
+        ("NS_NORMSYS_WORDS", NORMSYS_WORDS.to_string()),
+        ("NS_LINEAR", format!("{:#x}u", ScalarFactor::LINEAR)),
+        ("NS_MAX_MEMORY", DEVICE_MAX_MEMORY.to_string()),
+        ("NS_LBFGSB_VECTORS", LBFGSB_VECTORS.to_string()),
+        ("NS_C1", c_double(WOLFE_C1)),
+        ("NS_C2", c_double(WOLFE_C2)),
+        ("NS_HZ_DELTA", c_double(HZ_DELTA)),
+        ("NS_MAX_LS_EVALS", MAX_LINE_SEARCH_EVALUATIONS.to_string()),
+    ];
+    for (name, value) in defines {
+        h.push_str(&format!("#define {name} {value}\n"));
+    }
+    h.push_str("#define NS_RUNNING -1\n");
+    for t in Termination::ALL {
+        h.push_str(&format!("#define NS_{} {}\n", t.constant_name(), t.code()));
+    }
+    h.push_str(&ModelView::c_definition());
+    h.push_str(&FitArgs::c_definition());
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::compile::KERNEL_FILES;
+
+    #[test]
+    fn c_definitions_mirror_the_rust_structs() {
+        let view = ModelView::c_definition();
+        assert!(view.starts_with("struct ModelView {\n    const unsigned* blocks;\n"));
+        assert!(
+            view.contains("    int histosys_code;\n};\nstatic_assert(sizeof(ModelView) == 216,")
+        );
+        let args = FitArgs::c_definition();
+        assert!(args.contains("    double* workspace;\n    double pg_tol;\n    int n_fits;\n"));
+        assert!(args.contains("static_assert(sizeof(FitArgs) == 152,"));
+    }
+
+    #[test]
+    fn header_defines_every_termination_code_and_constant_once() {
+        let h = header();
+        for t in Termination::ALL {
+            let line = format!("#define NS_{} {}\n", t.constant_name(), t.code());
+            assert_eq!(h.matches(&line).count(), 1, "{line}");
+        }
+        assert!(h.contains("#define NS_LINEAR 0xffffffffu\n"));
+        assert!(h.contains("#define NS_C1 1e-4\n"));
+        assert!(h.contains("#define NS_C2 9e-1\n"));
+        // The kernels define none of the shared names themselves: one source of truth.
+        for (file, source) in KERNEL_FILES {
+            for line in h.lines().filter(|l| l.starts_with("#define ")) {
+                let name = line.split_whitespace().nth(1).expect("a name");
+                assert!(
+                    !source.contains(&format!("#define {name} ")),
+                    "{file} redefines {name}"
+                );
+            }
+            for name in ["ModelView", "FitArgs"] {
+                assert!(
+                    !source.contains(&format!("struct {name} {{")),
+                    "{file} defines {name}"
+                );
+            }
+        }
+    }
+}

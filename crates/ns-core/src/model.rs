@@ -1,0 +1,204 @@
+//! The HistFactory model as inference sees it: pyhf's parameter layout (names, parameter sets,
+//! suggested init, bounds and fixed flags, the POI) beside the [`CompiledModel`] the evaluators
+//! read. `ns-translate` builds it from a workspace; everything above it only reads it.
+
+use crate::{CompiledModel, Error, Result};
+
+/// How a parameter set is constrained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Constraint {
+    None,
+    Gaussian,
+    Poisson,
+}
+
+/// One named set of parameters (a scalar like `mu`, or one per bin like `staterror_SR`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParameterSet {
+    pub name: String,
+    /// The modifier type that declared it first in pyhf's order.
+    pub modifier_type: &'static str,
+    /// Index of its first parameter in the model's parameter vector.
+    pub offset: usize,
+    pub n_parameters: usize,
+    pub is_scalar: bool,
+    pub constraint: Constraint,
+    pub inits: Vec<f64>,
+    pub bounds: Vec<(f64, f64)>,
+    pub fixed: Vec<bool>,
+    /// Auxiliary data of constrained sets.
+    pub auxdata: Vec<f64>,
+    /// Gaussian widths (1 unless configured; staterror: the relative MC uncertainty).
+    pub sigmas: Vec<f64>,
+    /// Poisson τ factors (shapesys).
+    pub factors: Vec<f64>,
+}
+
+impl ParameterSet {
+    /// The constraint width of parameter `i`: σ for Gaussian, 1/√τ for Poisson, `None` if free.
+    pub fn prefit_width(&self, i: usize) -> Option<f64> {
+        match self.constraint {
+            Constraint::None => None,
+            Constraint::Gaussian => Some(self.sigmas[i]),
+            Constraint::Poisson => Some(1.0 / self.factors[i].sqrt()),
+        }
+    }
+
+    /// The value parameter `i`'s constraint is centred on (what pulls are measured from, as in
+    /// cabinetry): the auxiliary datum for Gaussian, aux/τ (1 for a shapesys γ) for Poisson,
+    /// `None` if free.
+    pub fn prefit_center(&self, i: usize) -> Option<f64> {
+        match self.constraint {
+            Constraint::None => None,
+            Constraint::Gaussian => Some(self.auxdata[i]),
+            Constraint::Poisson => Some(self.auxdata[i] / self.factors[i]),
+        }
+    }
+}
+
+/// A channel of the model: its bins occupy `bin_start..bin_start + n_bins` of the main data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelInfo {
+    pub name: String,
+    pub n_bins: usize,
+    pub bin_start: usize,
+}
+
+/// A HistFactory model with pyhf's parameter layout, lowered into a [`CompiledModel`].
+#[derive(Clone, Debug)]
+pub struct HistFactoryModel {
+    pub measurement: String,
+    pub channels: Vec<ChannelInfo>,
+    pub samples: Vec<String>,
+    pub parameter_sets: Vec<ParameterSet>,
+    pub par_names: Vec<String>,
+    /// The measurement's POI name (it may not exist in a background-only workspace).
+    pub poi_name: String,
+    poi_index: Option<usize>,
+    pub auxdata: Vec<f64>,
+    pub compiled: CompiledModel,
+}
+
+impl HistFactoryModel {
+    /// A model from its parts; parameter names, the POI index and the auxdata follow from the
+    /// parameter sets (in order, each at its `offset`).
+    pub fn new(
+        measurement: String,
+        channels: Vec<ChannelInfo>,
+        samples: Vec<String>,
+        parameter_sets: Vec<ParameterSet>,
+        poi_name: String,
+        compiled: CompiledModel,
+    ) -> Self {
+        let par_names = parameter_sets
+            .iter()
+            .flat_map(|s| {
+                (0..s.n_parameters).map(move |i| {
+                    if s.is_scalar {
+                        s.name.clone()
+                    } else {
+                        format!("{}[{i}]", s.name)
+                    }
+                })
+            })
+            .collect();
+        let poi_index = parameter_sets
+            .iter()
+            .find(|s| s.name == poi_name && s.n_parameters == 1)
+            .map(|s| s.offset);
+        let auxdata = parameter_sets
+            .iter()
+            .flat_map(|s| s.auxdata.iter().copied())
+            .collect();
+        HistFactoryModel {
+            measurement,
+            channels,
+            samples,
+            parameter_sets,
+            par_names,
+            poi_name,
+            poi_index,
+            auxdata,
+            compiled,
+        }
+    }
+
+    pub fn n_params(&self) -> usize {
+        self.compiled.n_params
+    }
+
+    /// Index of the POI, or an error naming why there is none (e.g. a background-only workspace).
+    pub fn poi(&self) -> Result<usize> {
+        self.poi_index
+            .ok_or_else(|| match self.parameter_set(&self.poi_name) {
+                Some(set) => Error::InvalidModel(format!(
+                    "the POI '{}' has {} components; only a single parameter can be the POI",
+                    self.poi_name, set.n_parameters
+                )),
+                None => Error::InvalidModel(format!(
+                    "measurement '{}' names the POI '{}', which is not a parameter of the model \
+                 (a background-only workspace? apply a signal patch with -p or --patchset)",
+                    self.measurement, self.poi_name
+                )),
+            })
+    }
+
+    /// The POI index if the model has one.
+    pub fn poi_index(&self) -> Option<usize> {
+        self.poi_index
+    }
+
+    pub fn parameter_set(&self, name: &str) -> Option<&ParameterSet> {
+        self.parameter_sets.iter().find(|s| s.name == name)
+    }
+
+    /// Index of a parameter by its `par_names` entry (`mu`, `staterror_SR[1]`).
+    /// A name that two parameters share (a scalar parameter named like an element `uncorr[0]` of
+    /// a vector parameter `uncorr`, which pyhf allows) is refused: it would address either.
+    pub fn parameter_index(&self, name: &str) -> std::result::Result<usize, String> {
+        let mut hits = self
+            .par_names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| *n == name)
+            .map(|(i, _)| i);
+        match (hits.next(), hits.next()) {
+            (Some(i), None) => Ok(i),
+            (None, _) => Err(format!("unknown parameter '{name}' (see parameter_names)")),
+            (Some(a), Some(b)) => Err(format!(
+                "'{name}' names two parameters (positions {a} and {b} of parameter_names): a \
+                 parameter is named like an element of a vector parameter; rename one of the \
+                 modifiers (nextstat rename --modifier OLD NEW) to address it"
+            )),
+        }
+    }
+
+    /// pyhf's `par_order`: the parameter-set names in order.
+    pub fn par_order(&self) -> Vec<&str> {
+        self.parameter_sets
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
+    pub fn suggested_init(&self) -> Vec<f64> {
+        self.parameter_sets
+            .iter()
+            .flat_map(|s| s.inits.iter().copied())
+            .collect()
+    }
+
+    pub fn suggested_bounds(&self) -> Vec<(f64, f64)> {
+        self.parameter_sets
+            .iter()
+            .flat_map(|s| s.bounds.iter().copied())
+            .collect()
+    }
+
+    pub fn suggested_fixed(&self) -> Vec<bool> {
+        self.parameter_sets
+            .iter()
+            .flat_map(|s| s.fixed.iter().copied())
+            .collect()
+    }
+}

@@ -1,0 +1,108 @@
+//! What the host optimizer (`ns-inference`'s L-BFGS-B) and the device optimizer (the CUDA
+//! `fit_lbfgsb` kernel) share: the options, the line-search constants and the termination
+//! reasons with their integer codes. The kernels' `#define`s are generated from these
+//! (`ns_compute::cuda::abi`), so the two cannot drift.
+
+/// Options of the L-BFGS-B optimizer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LbfgsbOptions {
+    /// Number of correction pairs kept (m).
+    pub memory: usize,
+    /// Converged when ‖P(x − g) − x‖∞ ≤ `pg_tol` (projected gradient of the objective).
+    pub pg_tol: f64,
+    pub max_iterations: usize,
+    pub max_evaluations: usize,
+}
+
+impl Default for LbfgsbOptions {
+    fn default() -> Self {
+        LbfgsbOptions {
+            memory: 10,
+            pg_tol: 1e-6,
+            max_iterations: 2000,
+            max_evaluations: 20000,
+        }
+    }
+}
+
+/// Sufficient-decrease constant c₁ of the strong Wolfe conditions.
+pub const WOLFE_C1: f64 = 1e-4;
+/// Curvature constant c₂ of the strong Wolfe conditions.
+pub const WOLFE_C2: f64 = 0.9;
+/// δ of Hager & Zhang's approximate Wolfe condition.
+pub const HZ_DELTA: f64 = 0.1;
+/// Most evaluations one line search may take.
+pub const MAX_LINE_SEARCH_EVALUATIONS: usize = 30;
+
+/// Why the optimizer stopped. The discriminants are the codes the device optimizer writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Termination {
+    /// The projected gradient is below tolerance.
+    Converged = 0,
+    MaxIterations = 1,
+    MaxEvaluations = 2,
+    /// No step along a descent direction decreases the objective (even with the memory reset):
+    /// the objective is flat to working precision, or not smooth here.
+    LineSearchFailed = 3,
+    /// The objective or gradient is not finite at the starting point.
+    NonFiniteStart = 4,
+}
+
+impl Termination {
+    /// Every reason, in code order.
+    pub const ALL: [Termination; 5] = [
+        Termination::Converged,
+        Termination::MaxIterations,
+        Termination::MaxEvaluations,
+        Termination::LineSearchFailed,
+        Termination::NonFiniteStart,
+    ];
+
+    /// The integer code the device optimizer writes.
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// The reason of a device code; `None` for a code no reason has.
+    pub fn from_code(code: i32) -> Option<Self> {
+        Termination::ALL.into_iter().find(|t| t.code() == code)
+    }
+
+    /// The name of the code's `#define` in the kernels (`NS_` + this).
+    pub fn constant_name(self) -> &'static str {
+        match self {
+            Termination::Converged => "CONVERGED",
+            Termination::MaxIterations => "MAX_ITERATIONS",
+            Termination::MaxEvaluations => "MAX_EVALUATIONS",
+            Termination::LineSearchFailed => "LINE_SEARCH_FAILED",
+            Termination::NonFiniteStart => "NON_FINITE_START",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Termination::Converged => "converged: projected gradient below tolerance",
+            Termination::MaxIterations => "maximum number of iterations reached",
+            Termination::MaxEvaluations => "maximum number of function evaluations reached",
+            Termination::LineSearchFailed => "line search could not decrease the objective further",
+            Termination::NonFiniteStart => {
+                "objective or gradient is not finite at the starting point"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_are_distinct() {
+        for t in Termination::ALL {
+            assert_eq!(Termination::from_code(t.code()), Some(t));
+        }
+        assert_eq!(Termination::from_code(-1), None);
+        assert_eq!(Termination::from_code(5), None);
+    }
+}

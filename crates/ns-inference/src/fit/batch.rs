@@ -1,0 +1,325 @@
+//! Many fits at once: one per CPU thread, or all together in lockstep on a device (one batched
+//! evaluation per optimizer step), or entirely on the device where the backend has its own
+//! optimizer.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ns_compute::backend::{DeviceFitOutput, DeviceFitProblem};
+use ns_compute::{Batching, Datasets, PreparedData, Resident};
+use ns_core::optim::Termination;
+use ns_core::{Error, Result};
+use rayon::prelude::*;
+
+use super::result::{OptimizerEnd, assemble_result};
+use super::{FitConfig, FitJob, FitResult, FitRun, Fitter};
+
+/// Fits per launch of the device optimizer (and per chunk of a device batch): several waves of
+/// resident blocks (throughput), a fraction of a second on large models (how long an interrupt
+/// may wait), and bounded host memory for the fits' state.
+const DEVICE_LAUNCH_FITS: usize = 4096;
+
+impl Fitter<'_> {
+    /// Many fits at once, results in job order; each job's error, if any, is its own. On a
+    /// parallel backend (CPU) one fit per thread; on a lockstep backend (GPU) the datasets are
+    /// uploaded once and the fits advance together.
+    pub fn fit_batch(
+        &self,
+        datasets: &[PreparedData],
+        jobs: &[FitJob],
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Result<FitResult>>> {
+        if let Some(job) = jobs.iter().find(|j| j.data >= datasets.len()) {
+            return Err(Error::InvalidInput(format!(
+                "fit job refers to dataset {} of {}",
+                job.data,
+                datasets.len()
+            )));
+        }
+        match self.backend.batching() {
+            Batching::Parallel => {
+                let done = AtomicUsize::new(0);
+                let results = jobs
+                    .par_iter()
+                    .map(|job| {
+                        let r = self.fit(&datasets[job.data], &job.config);
+                        progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+                        r
+                    })
+                    .collect();
+                // An interrupt fails the batch, not only the fits that saw it.
+                self.check_interrupt()?;
+                Ok(results)
+            }
+            Batching::Lockstep => {
+                let resident = self.backend.upload(datasets)?;
+                self.fit_batch_on(&resident, datasets, jobs, progress)
+            }
+        }
+    }
+
+    /// Fit caller-supplied datasets, each with its own starting point and bounds (`init[i]`,
+    /// `bounds[i]`; one entry is shared by all), in one batch.
+    pub fn fit_datasets(
+        &self,
+        datasets: &[PreparedData],
+        init: &[Vec<f64>],
+        bounds: &[Vec<(f64, f64)>],
+        config: &FitConfig,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Result<FitResult>>> {
+        let pick = |n: usize, what: &str, i: usize| -> Result<usize> {
+            match n {
+                1 => Ok(0),
+                n if n == datasets.len() => Ok(i),
+                n => Err(Error::InvalidInput(format!(
+                    "{n} {what} given for {} datasets (give one, or one per dataset)",
+                    datasets.len()
+                ))),
+            }
+        };
+        let jobs = (0..datasets.len())
+            .map(|i| {
+                Ok(FitJob {
+                    data: i,
+                    config: Arc::new(FitConfig {
+                        init: init[pick(init.len(), "starting points", i)?].clone(),
+                        bounds: bounds[pick(bounds.len(), "sets of bounds", i)?].clone(),
+                        ..config.clone()
+                    }),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.fit_batch(datasets, &jobs, progress)
+    }
+
+    /// Lockstep (or device-optimizer) fits against datasets resident on the backend; `host`
+    /// holds the same data, for scaling, polish and uncertainties.
+    pub(crate) fn fit_batch_on(
+        &self,
+        resident: &Resident,
+        host: &[PreparedData],
+        jobs: &[FitJob],
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Result<FitResult>>> {
+        // The device optimizer takes the jobs launch by launch (bounded host memory, an interrupt
+        // seen between launches); the host lockstep advances them all together.
+        let on_device = self.device_optimizer_applies(jobs).then_some(resident);
+        let chunk = if on_device.is_some() {
+            DEVICE_LAUNCH_FITS
+        } else {
+            jobs.len().max(1)
+        };
+        let mut results = Vec::with_capacity(jobs.len());
+        for job_chunk in jobs.chunks(chunk) {
+            self.check_interrupt()?;
+            results.extend(self.fit_chunk(
+                Datasets::Resident(resident),
+                on_device,
+                host,
+                job_chunk,
+                progress,
+            )?);
+            progress(results.len());
+        }
+        Ok(results)
+    }
+
+    /// Start the jobs, run them to the end (on the device optimizer, or in lockstep from the
+    /// host), and complete each fit (polish, uncertainties) in parallel.
+    fn fit_chunk(
+        &self,
+        datasets: Datasets,
+        on_device: Option<&Resident>,
+        host: &[PreparedData],
+        jobs: &[FitJob],
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Result<FitResult>>> {
+        let started: Vec<Result<FitRun>> = jobs
+            .par_iter()
+            .map(|job| self.start(&host[job.data], &job.config))
+            .collect();
+        let mut runs = Vec::with_capacity(jobs.len());
+        let mut which = Vec::with_capacity(jobs.len());
+        let mut slots = Vec::with_capacity(jobs.len());
+        for (k, r) in started.into_iter().enumerate() {
+            match r {
+                Ok(run) => {
+                    slots.push(Ok(runs.len()));
+                    runs.push(run);
+                    which.push(jobs[k].data as u32);
+                }
+                Err(e) => slots.push(Err(e)),
+            }
+        }
+        let device_ends = match on_device {
+            Some(datasets) if !runs.is_empty() => {
+                Some(self.run_on_device(&runs, &which, datasets, &jobs[0].config)?)
+            }
+            _ => {
+                self.drive_lockstep(&mut runs, &which, datasets, progress)?;
+                None
+            }
+        };
+        let run_jobs: Vec<usize> = (0..jobs.len()).collect();
+        slots
+            .into_par_iter()
+            .zip(run_jobs.into_par_iter())
+            .map(|(slot, j)| {
+                let (job, r) = (&jobs[j], slot?);
+                let data = &host[job.data];
+                match &device_ends {
+                    None => self.finish(&runs[r], data, &job.config),
+                    Some(ends) => {
+                        let run = &runs[r];
+                        let result = assemble_result(
+                            &run.free,
+                            &run.scale,
+                            &job.config,
+                            ends.end(r),
+                            data.constant,
+                        );
+                        self.complete(result, data, &job.config, &run.free)
+                    }
+                }
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(Ok)
+            .collect::<Result<Vec<_>>>()
+    }
+
+    /// Advance every run until all have finished, evaluating the points of all active runs
+    /// together (one batch per step); finished runs drop out of the batch. Run `i` evaluates
+    /// against `datasets[which[i]]`. `progress` gets the number of finished runs.
+    pub(crate) fn drive_lockstep(
+        &self,
+        runs: &mut [FitRun],
+        which: &[u32],
+        datasets: Datasets,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<()> {
+        let n = self.model.n_params();
+        let mut active: Vec<usize> = (0..runs.len()).collect();
+        let (mut points, mut f, mut grad, mut batch_which) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        while !active.is_empty() {
+            self.check_interrupt()?;
+            points.clear();
+            batch_which.clear();
+            let mut still = Vec::with_capacity(active.len());
+            for &r in &active {
+                if let Some(x) = runs[r].ask() {
+                    points.extend_from_slice(x);
+                    batch_which.push(which[r]);
+                    still.push(r);
+                }
+            }
+            if still.len() < active.len() {
+                progress(runs.len() - still.len());
+            }
+            active = still;
+            if active.is_empty() {
+                break;
+            }
+            f.resize(active.len(), 0.0);
+            grad.resize(active.len() * n, 0.0);
+            self.objective_batch(&points, datasets, &batch_which, &mut f, &mut grad)?;
+            // The optimizer steps of many fits are independent: run them in parallel.
+            let mut chosen: Vec<&mut FitRun> = Vec::with_capacity(active.len());
+            let mut next = active.iter().peekable();
+            for (i, run) in runs.iter_mut().enumerate() {
+                if next.peek() == Some(&&i) {
+                    next.next();
+                    chosen.push(run);
+                }
+            }
+            chosen
+                .into_par_iter()
+                .zip(f.par_iter())
+                .zip(grad.par_chunks(n))
+                .for_each(|((run, &value), g)| run.tell(value, g));
+        }
+        Ok(())
+    }
+
+    /// Whether the backend's own optimizer runs these jobs: it runs every fit of a batch with one
+    /// set of options and at most its memory of correction pairs; `NEXTSTAT_GPU_OPTIMIZER=host`
+    /// keeps the optimizer on the host (lockstep, one launch per step) for comparison.
+    fn device_optimizer_applies(&self, jobs: &[FitJob]) -> bool {
+        let host_requested = std::env::var("NEXTSTAT_GPU_OPTIMIZER").is_ok_and(|v| v == "host");
+        let (Some(max_memory), Some(first)) =
+            (self.backend.device_optimizer_memory(), jobs.first())
+        else {
+            return false;
+        };
+        let o = first.config.optimizer;
+        !host_requested
+            && o.memory >= 1
+            && o.memory <= max_memory
+            && jobs.iter().all(|j| j.config.optimizer == o)
+    }
+
+    /// Run prepared fits to completion on the backend's optimizer.
+    fn run_on_device(
+        &self,
+        runs: &[FitRun],
+        which: &[u32],
+        datasets: &Resident,
+        config: &FitConfig,
+    ) -> Result<DeviceEnds> {
+        let n = self.model.n_params();
+        let rows = runs.len() * n;
+        let (mut init, mut free_index) = (vec![0.0; rows], vec![0u32; rows]);
+        let (mut lower, mut upper, mut scale) = (vec![0.0; rows], vec![0.0; rows], vec![1.0; rows]);
+        let mut n_free = Vec::with_capacity(runs.len());
+        for (r, run) in runs.iter().enumerate() {
+            let base = r * n;
+            // The device starts from init·scale projected into the box, as the host optimizer.
+            init[base..base + n].copy_from_slice(&run.full);
+            for (k, &i) in run.free.iter().enumerate() {
+                free_index[base + k] = i as u32;
+                lower[base + k] = run.lower[k];
+                upper[base + k] = run.upper[k];
+                scale[base + k] = run.scale[k];
+            }
+            n_free.push(run.free.len() as i32);
+        }
+        let problem = DeviceFitProblem {
+            init: &init,
+            free_index: &free_index,
+            n_free: &n_free,
+            lower: &lower,
+            upper: &upper,
+            scale: &scale,
+            dataset: which,
+        };
+        let out = self
+            .backend
+            .fit_lbfgsb(&problem, datasets, config.optimizer)?;
+        Ok(DeviceEnds { out, n_params: n })
+    }
+}
+
+/// End points of fits run by the device optimizer.
+struct DeviceEnds {
+    out: DeviceFitOutput,
+    n_params: usize,
+}
+
+impl DeviceEnds {
+    fn end(&self, run: usize) -> OptimizerEnd<'_> {
+        let row = run * self.n_params..(run + 1) * self.n_params;
+        OptimizerEnd {
+            x: &self.out.x[row.clone()],
+            g: &self.out.g[row],
+            f: self.out.f[run],
+            iterations: self.out.iterations[run].max(0) as usize,
+            evaluations: self.out.evaluations[run].max(0) as usize,
+            // A code no reason has would be a kernel bug: report it as a failed start, never
+            // as converged.
+            termination: Termination::from_code(self.out.termination[run])
+                .unwrap_or(Termination::NonFiniteStart),
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! What a fit is asked to do: its starting point, box, fixed parameters and optimizer options,
+//! and a fit's place in a batch.
+
+use std::sync::Arc;
+
+use ns_core::HistFactoryModel;
+use ns_core::optim::LbfgsbOptions;
+
+/// Starting point, box and fixed parameters of a fit (pyhf's `init_pars`, `par_bounds`,
+/// `fixed_params`). Fixed parameters are removed from the problem, not clamped.
+#[derive(Clone, Debug)]
+pub struct FitConfig {
+    pub init: Vec<f64>,
+    pub bounds: Vec<(f64, f64)>,
+    pub fixed: Vec<bool>,
+    pub optimizer: LbfgsbOptions,
+    /// Compute the Hessian, covariance and uncertainties at the minimum.
+    pub uncertainties: bool,
+    /// Per-parameter variable scaling of the optimizer (√curvature of twice_nll); computed at
+    /// the start of each fit when `None`. Set it once (`Fitter::with_scale`) for many similar
+    /// fits — toys, scans, refits — to save one gradient evaluation per parameter each.
+    pub scale: Option<Vec<f64>>,
+}
+
+impl FitConfig {
+    /// The model's suggested init, bounds and fixed parameters.
+    pub fn suggested(model: &HistFactoryModel) -> Self {
+        FitConfig {
+            init: model.suggested_init(),
+            bounds: model.suggested_bounds(),
+            fixed: model.suggested_fixed(),
+            optimizer: LbfgsbOptions::default(),
+            uncertainties: false,
+            scale: None,
+        }
+    }
+
+    /// The same configuration with parameter `index` fixed at `value`.
+    pub fn with_fixed(&self, index: usize, value: f64) -> Self {
+        let mut c = self.clone();
+        c.init[index] = value;
+        c.fixed[index] = true;
+        c
+    }
+}
+
+/// One fit of a batch: dataset `data` (an index into the batch's datasets) with `config`
+/// (shared: thousands of toy fits use one configuration).
+#[derive(Clone, Debug)]
+pub struct FitJob {
+    pub data: usize,
+    pub config: Arc<FitConfig>,
+}

@@ -1,0 +1,307 @@
+//! Maximum-likelihood fits of a HistFactory model: free, with the POI fixed, or with any set of
+//! fixed parameters; uncertainties, covariance and correlations from the Hessian.
+//!
+//! A [`Fitter`] holds a model and a compute backend ([`ns_compute::Backend`]): the CPU, or a
+//! device. Single fits, batches of fits and every procedure built on them (scans, limits,
+//! ranking, toys) go through it and never name a device.
+//!
+//! - `config`: what a fit is asked (starting point, box, fixed parameters, optimizer options);
+//! - `run`: one fit in progress, as the optimizer's ask/tell machine;
+//! - `result`: the result, assembled from where an optimizer (host or device) ended;
+//! - `batch`: many fits at once, in parallel, in lockstep or on the device optimizer;
+//! - `uncertainty`: variable scaling, Hessian, uncertainties and covariance.
+
+mod batch;
+mod config;
+mod result;
+mod run;
+mod uncertainty;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ns_compute::{
+    Backend, Batching, CpuBackend, CpuEvaluator, Datasets, Device, PreparedData, Scratch, Workload,
+};
+use ns_core::optim::Termination;
+use ns_core::{Error, HistFactoryModel, Result};
+
+pub use config::{FitConfig, FitJob};
+pub use result::{ALL_AT_BOUND, FitResult};
+pub(crate) use result::{at_bound, projected_gradient};
+pub use run::FitRun;
+
+use crate::optimizer::Lbfgsb;
+
+/// Most free parameters for dense Hessians (k² doubles, 2k gradient evaluations): the Newton polish,
+/// the covariance matrix and one curvature probe per parameter. Larger models use the sparse
+/// structure of the likelihood instead ([`crate::hessian`]).
+pub(crate) const DENSE_PARAMETER_LIMIT: usize = 2000;
+
+/// Fits one model against datasets on one backend.
+pub struct Fitter<'m> {
+    model: &'m HistFactoryModel,
+    /// Host-side evaluations (the optimizer's scaling probes) stay on the CPU whatever the backend.
+    eval: CpuEvaluator<'m>,
+    backend: Box<dyn Backend + 'm>,
+    /// Set by the caller to stop: fits check it every iteration, batches between fits (CPU) or
+    /// between launches (device), and return `Error::Interrupted`.
+    interrupt: Arc<AtomicBool>,
+}
+
+impl<'m> Fitter<'m> {
+    /// A fitter that evaluates on the CPU.
+    pub fn new(model: &'m HistFactoryModel) -> Self {
+        Fitter::with_backend(model, Box::new(CpuBackend::new(&model.compiled)))
+    }
+
+    /// A fitter on an opened backend (of this model's compiled layout).
+    pub fn with_backend(model: &'m HistFactoryModel, backend: Box<dyn Backend + 'm>) -> Self {
+        Fitter {
+            model,
+            eval: CpuEvaluator::new(&model.compiled),
+            backend,
+            interrupt: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A fitter on `device`; `Auto` resolves by the workload (see [`Device::resolve`]).
+    pub fn on_device(
+        model: &'m HistFactoryModel,
+        device: Device,
+        workload: Workload,
+    ) -> Result<Self> {
+        let device = device.resolve(&model.compiled, workload);
+        Ok(Fitter::with_backend(
+            model,
+            ns_compute::backend::open(device, &model.compiled)?,
+        ))
+    }
+
+    /// The same fitter, stopping with `Error::Interrupted` once `flag` is set.
+    pub fn with_interrupt(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.interrupt = flag;
+        self
+    }
+
+    fn check_interrupt(&self) -> Result<()> {
+        if self.interrupt.load(Ordering::Relaxed) {
+            Err(Error::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The device this fitter evaluates on (never `Auto`).
+    pub fn device(&self) -> Device {
+        self.backend.device()
+    }
+
+    /// The backend's hardware, in words.
+    pub fn backend_description(&self) -> String {
+        self.backend.description()
+    }
+
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    pub fn model(&self) -> &'m HistFactoryModel {
+        self.model
+    }
+
+    /// twice_nll and its gradient at a full parameter vector.
+    pub fn twice_nll_and_gradient(
+        &self,
+        params: &[f64],
+        data: &PreparedData,
+        scratch: &mut Scratch,
+        grad: &mut [f64],
+    ) -> Result<f64> {
+        Ok(2.0 * data.constant + self.objective(params, data, scratch, grad)?)
+    }
+
+    /// twice_nll minus its data-only constant, with its gradient: the optimizer's objective
+    /// (same minimizer, far finer resolution near the minimum on large models).
+    fn objective(
+        &self,
+        params: &[f64],
+        data: &PreparedData,
+        scratch: &mut Scratch,
+        grad: &mut [f64],
+    ) -> Result<f64> {
+        let nll = self
+            .eval
+            .nll_minus_constant(params, data, scratch, Some(grad))?;
+        for g in grad.iter_mut() {
+            *g *= 2.0;
+        }
+        Ok(2.0 * nll)
+    }
+
+    /// The objective and gradient at many points (rows of `points`), point `i` against
+    /// `datasets[which[i]]`, on the backend.
+    pub(crate) fn objective_batch(
+        &self,
+        points: &[f64],
+        datasets: Datasets,
+        which: &[u32],
+        f: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        self.backend
+            .nll_grad_batch(points, datasets, which, f, grad, &self.interrupt)?;
+        for v in f.iter_mut().chain(grad.iter_mut()) {
+            *v *= 2.0;
+        }
+        Ok(())
+    }
+
+    pub fn twice_nll(&self, params: &[f64], data: &PreparedData) -> Result<f64> {
+        Ok(2.0
+            * self
+                .eval
+                .nll(params, data, &mut Scratch::new(&self.model.compiled))?)
+    }
+
+    fn check(&self, config: &FitConfig) -> Result<()> {
+        let n = self.model.n_params();
+        if config.init.len() != n || config.bounds.len() != n || config.fixed.len() != n {
+            return Err(Error::InvalidInput(format!(
+                "fit configuration has {} init values, {} bounds and {} fixed flags for a model of {n} parameters",
+                config.init.len(),
+                config.bounds.len(),
+                config.fixed.len()
+            )));
+        }
+        for i in 0..n {
+            let (lo, hi) = config.bounds[i];
+            let name = &self.model.par_names[i];
+            if lo.is_nan() || hi.is_nan() {
+                return Err(Error::InvalidInput(format!(
+                    "bounds of '{name}' are [{lo}, {hi}]: a bound is not a number"
+                )));
+            }
+            if lo > hi {
+                return Err(Error::InvalidInput(format!(
+                    "bounds of '{name}' are [{lo}, {hi}]: low must not exceed high"
+                )));
+            }
+            let x = config.init[i];
+            if !(x.is_finite() && lo <= x && x <= hi) {
+                let how = if config.fixed[i] {
+                    "is fixed at"
+                } else {
+                    "starts at"
+                };
+                return Err(Error::InvalidInput(format!(
+                    "'{name}' {how} {x}, outside its bounds [{lo}, {hi}]"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Set up a fit: free parameters, variable scaling, the optimizer in scaled coordinates.
+    pub fn start(&self, data: &PreparedData, config: &FitConfig) -> Result<FitRun> {
+        self.check(config)?;
+        let n = self.model.n_params();
+        let free: Vec<usize> = (0..n).filter(|&i| !config.fixed[i]).collect();
+        // Diagonal preconditioning: optimize y = x·s with s² the curvature of twice_nll along each
+        // free parameter at the start, so that normfactors (curvature ~ Σν) and nuisance
+        // parameters (~1) look alike to the quasi-Newton model.
+        let scale = match &config.scale {
+            Some(all) if all.len() == n => free.iter().map(|&i| all[i]).collect(),
+            _ => self.curvature_scale(
+                &config.init,
+                &free,
+                &config.bounds,
+                data,
+                &mut Scratch::new(&self.model.compiled),
+            )?,
+        };
+        let scaled = |v: &dyn Fn(usize) -> f64| -> Vec<f64> {
+            free.iter().zip(&scale).map(|(&i, s)| v(i) * s).collect()
+        };
+        let lower = scaled(&|i| config.bounds[i].0);
+        let upper = scaled(&|i| config.bounds[i].1);
+        let y0 = scaled(&|i| config.init[i]);
+        let state =
+            Lbfgsb::new(&y0, &lower, &upper, config.optimizer).with_gradient_scale(scale.clone());
+        Ok(FitRun {
+            free_grad: vec![0.0; free.len()],
+            full: config.init.clone(),
+            free,
+            scale,
+            lower,
+            upper,
+            state,
+        })
+    }
+
+    /// Minimize twice_nll over the free parameters.
+    pub fn fit(&self, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
+        let mut run = self.start(data, config)?;
+        match self.backend.batching() {
+            Batching::Parallel => {
+                let mut scratch = Scratch::new(&self.model.compiled);
+                let mut grad = vec![0.0; self.model.n_params()];
+                while let Some(x) = run.ask() {
+                    self.check_interrupt()?;
+                    let x = x.to_vec();
+                    let f = self.objective(&x, data, &mut scratch, &mut grad)?;
+                    run.tell(f, &grad);
+                }
+            }
+            Batching::Lockstep => {
+                // One batched evaluation per iteration, the dataset uploaded once.
+                let resident = self.backend.upload(std::slice::from_ref(data))?;
+                self.drive_lockstep(
+                    std::slice::from_mut(&mut run),
+                    &[0],
+                    Datasets::Resident(&resident),
+                    &|_| {},
+                )?;
+            }
+        }
+        self.finish(&run, data, config)
+    }
+
+    fn finish(&self, run: &FitRun, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
+        self.complete(run.result(config, data.constant), data, config, &run.free)
+    }
+
+    /// What every fit does after its optimizer stops (host or device): a Newton polish where
+    /// L-BFGS-B stopped short of the tolerance, then the uncertainties if asked for.
+    fn complete(
+        &self,
+        result: FitResult,
+        data: &PreparedData,
+        config: &FitConfig,
+        free: &[usize],
+    ) -> Result<FitResult> {
+        let mut result = if crate::newton::applies(&result, free.len()) {
+            crate::newton::polish(self, result, data, config, free)?
+        } else {
+            result
+        };
+        if result.all_at_bound(config) {
+            result.warn(ALL_AT_BOUND.into());
+        }
+        if config.uncertainties && result.termination != Termination::NonFiniteStart {
+            self.add_uncertainties(&mut result, data, free)?;
+        }
+        Ok(result)
+    }
+
+    /// Fit with the POI fixed at `mu` (pyhf's `fixed_poi_fit`).
+    pub fn fixed_poi_fit(
+        &self,
+        mu: f64,
+        data: &PreparedData,
+        config: &FitConfig,
+    ) -> Result<FitResult> {
+        let poi = self.model.poi()?;
+        self.fit(data, &config.with_fixed(poi, mu))
+    }
+}

@@ -1,0 +1,225 @@
+//! Curvature: the optimizer's variable scaling, the Hessian by differences of the analytic
+//! gradient, and the uncertainties and covariance from it (dense, or from the arrow structure of
+//! large models).
+
+use ns_compute::{Datasets, PreparedData, Scratch};
+use ns_core::Result;
+
+use super::{DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter};
+use crate::hessian::{Structure, arrow_variances};
+use crate::linalg::{cholesky, cholesky_inverse, inverse};
+
+/// Most memory the structured Hessian of a large model may take (probes and blocks).
+const MAX_HESSIAN_BYTES: usize = 4 << 30;
+
+impl Fitter<'_> {
+    /// √(∂²twice_nll/∂x_j²) at `x` for each free parameter, by a one-sided difference of the
+    /// analytic gradient (stepping away from the nearer bound); 1 where it is not positive.
+    pub(crate) fn curvature_scale(
+        &self,
+        x: &[f64],
+        free: &[usize],
+        bounds: &[(f64, f64)],
+        data: &PreparedData,
+        scratch: &mut Scratch,
+    ) -> Result<Vec<f64>> {
+        let n = x.len();
+        let (mut g0, mut g1) = (vec![0.0; n], vec![0.0; n]);
+        self.twice_nll_and_gradient(x, data, scratch, &mut g0)?;
+        // One probe per parameter; on large models the per-bin parameters of different bins share
+        // probes (their gradients do not see each other), so the cost stays a few evaluations.
+        let columns: Vec<Vec<usize>> = if free.len() <= DENSE_PARAMETER_LIMIT {
+            free.iter().map(|&j| vec![j]).collect()
+        } else {
+            Structure::of(&self.model.compiled, free).columns()
+        };
+        let step = |j: usize| {
+            let (lo, hi) = bounds[j];
+            let h = 1e-4 * x[j].abs().max(1.0);
+            if x[j] + h <= hi || x[j] - h < lo {
+                h
+            } else {
+                -h
+            }
+        };
+        let mut curvature = vec![f64::NAN; n];
+        let mut probe = x.to_vec();
+        for column in &columns {
+            for &j in column {
+                probe[j] = x[j] + step(j);
+            }
+            let finite = matches!(
+                self.twice_nll_and_gradient(&probe, data, scratch, &mut g1),
+                Ok(f) if f.is_finite()
+            );
+            for &j in column {
+                if finite {
+                    curvature[j] = (g1[j] - g0[j]) / step(j);
+                }
+                probe[j] = x[j];
+            }
+        }
+        Ok(free
+            .iter()
+            .map(|&j| {
+                let c = curvature[j];
+                if c.is_finite() && c > 0.0 {
+                    c.sqrt().clamp(1e-3, 1e6)
+                } else {
+                    1.0
+                }
+            })
+            .collect())
+    }
+
+    /// Uncertainties of a large model from the arrow structure of its Hessian
+    /// ([`crate::hessian`]): no dense n×n matrix, so no covariance either.
+    fn add_structured_uncertainties(
+        &self,
+        result: &mut FitResult,
+        data: &PreparedData,
+        free: &[usize],
+    ) -> Result<()> {
+        let structure = Structure::of(&self.model.compiled, free);
+        let bytes = structure.memory_bytes(self.model.n_params());
+        if bytes > MAX_HESSIAN_BYTES {
+            result.warn(format!(
+                "no uncertainties: {} of the {} free parameters act on several bins, and their \
+                 Hessian would need {:.1} GB (at most {:.1} GB)",
+                structure.globals.len(),
+                free.len(),
+                bytes as f64 * 1e-9,
+                MAX_HESSIAN_BYTES as f64 * 1e-9
+            ));
+            return Ok(());
+        }
+        match arrow_variances(self, &result.parameters, data, free, &structure) {
+            Ok(variances) => {
+                let mut sigma = vec![0.0; self.model.n_params()];
+                for (&p, v) in free.iter().zip(variances) {
+                    sigma[p] = v.max(0.0).sqrt();
+                }
+                result.uncertainties = Some(sigma);
+            }
+            Err(e) => result.warn(e.to_string()),
+        }
+        Ok(())
+    }
+
+    /// `config` with the optimizer's variable scaling computed once, at `config.init` on `data`.
+    pub fn with_scale(&self, data: &PreparedData, config: &FitConfig) -> Result<FitConfig> {
+        let n = self.model.n_params();
+        let all: Vec<usize> = (0..n).collect();
+        let scale = self.curvature_scale(
+            &config.init,
+            &all,
+            &config.bounds,
+            data,
+            &mut Scratch::new(&self.model.compiled),
+        )?;
+        Ok(FitConfig {
+            scale: Some(scale),
+            ..config.clone()
+        })
+    }
+
+    /// Hessian of twice_nll over the `free` parameters at `point` (k×k, row-major, symmetrised)
+    /// by central differences of the analytic gradient, all 2k probes in one batch: one launch
+    /// on CUDA, parallel on the CPU.
+    pub(crate) fn hessian(
+        &self,
+        point: &[f64],
+        data: &PreparedData,
+        free: &[usize],
+    ) -> Result<Vec<f64>> {
+        let n = self.model.n_params();
+        let k = free.len();
+        let steps: Vec<f64> = free
+            .iter()
+            .map(|&j| 1e-5 * point[j].abs().max(1.0))
+            .collect();
+        let mut points = Vec::with_capacity(2 * k * n);
+        for (col, &j) in free.iter().enumerate() {
+            for sign in [1.0, -1.0] {
+                let mut x = point.to_vec();
+                x[j] += sign * steps[col];
+                points.extend_from_slice(&x);
+            }
+        }
+        let (mut f, mut grads) = (vec![0.0; 2 * k], vec![0.0; 2 * k * n]);
+        self.objective_batch(
+            &points,
+            Datasets::Host(std::slice::from_ref(data)),
+            &vec![0; 2 * k],
+            &mut f,
+            &mut grads,
+        )?;
+        let mut hessian = vec![0.0; k * k];
+        for col in 0..k {
+            let (gp, gm) = (&grads[2 * col * n..], &grads[(2 * col + 1) * n..]);
+            for (row, &i) in free.iter().enumerate() {
+                hessian[row * k + col] = (gp[i] - gm[i]) / (2.0 * steps[col]);
+            }
+        }
+        for r in 0..k {
+            for c in 0..r {
+                let avg = 0.5 * (hessian[r * k + c] + hessian[c * k + r]);
+                hessian[r * k + c] = avg;
+                hessian[c * k + r] = avg;
+            }
+        }
+        Ok(hessian)
+    }
+
+    /// Uncertainties from the Hessian of twice_nll at the minimum: C = 2·H⁻¹ (the inverse
+    /// Hessian of the NLL).
+    pub(crate) fn add_uncertainties(
+        &self,
+        result: &mut FitResult,
+        data: &PreparedData,
+        free: &[usize],
+    ) -> Result<()> {
+        let n = self.model.n_params();
+        let k = free.len();
+        if k > DENSE_PARAMETER_LIMIT {
+            return self.add_structured_uncertainties(result, data, free);
+        }
+        let hessian = self.hessian(&result.parameters, data, free)?;
+        let inverse_hessian = match cholesky(&hessian, k) {
+            Ok(l) => Some(cholesky_inverse(&l, k)),
+            Err(pivot) => {
+                let negative: Vec<&str> = (0..k)
+                    .filter(|&i| !(hessian[i * k + i] > 0.0))
+                    .map(|i| self.model.par_names[free[i]].as_str())
+                    .collect();
+                result.warn(format!(
+                    "the Hessian is not positive definite (Cholesky fails at '{}'{}); uncertainties come from a general inverse and may be unreliable",
+                    self.model.par_names[free[pivot]],
+                    if negative.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; non-positive curvature for {}", negative.join(", "))
+                    }
+                ));
+                inverse(&hessian, k)
+            }
+        };
+        let Some(inv) = inverse_hessian else {
+            result.warn("the Hessian is singular: no uncertainties".into());
+            return Ok(());
+        };
+        let mut covariance = vec![0.0; n * n];
+        for (r, &i) in free.iter().enumerate() {
+            for (c, &j) in free.iter().enumerate() {
+                covariance[i * n + j] = 2.0 * inv[r * k + c];
+            }
+        }
+        result.uncertainties = Some(
+            (0..n)
+                .map(|i| covariance[i * n + i].max(0.0).sqrt())
+                .collect(),
+        );
+        result.covariance = Some(covariance);
+        Ok(())
+    }
+}

@@ -1,0 +1,480 @@
+//! Building a HistFactory model from a workspace with pyhf 0.7.6's semantics, lowered into the
+//! flat [`CompiledModel`].
+//!
+//! pyhf's rules reproduced here (see `docs/pyhf-semantics.md`):
+//! - channels and samples are sorted by name; main data follows the sorted channels;
+//! - parameter sets are grouped by modifier type (histosys, lumi, normfactor, normsys,
+//!   shapefactor, shapesys, staterror); within a type they come in order of first appearance over
+//!   sorted channels × sorted samples × sorted modifier names, except staterror, sorted by name;
+//! - modifiers of different types may share a name only where their parameter requirements agree
+//!   (pyhf's `InvalidNameReuse`); a measurement's parameter configuration overrides the defaults;
+//! - auxdata follows the parameter order over constrained parameter sets.
+
+use ns_core::interp::NormsysTerm;
+use ns_core::layout::{GaussianConstraint, PoissonConstraint, SampleBlock, ScalarFactor};
+use ns_core::model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};
+use ns_core::{CompiledModel, Error, InterpCodes, Result};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+mod lower;
+
+use crate::spec::{
+    MODIFIER_TYPES, Modifier, ModifierKind, ParameterConfig, Sample, Workspace, f64_of, f64s,
+};
+use lower::{StatErrorSets, lower};
+
+/// Options for building a model from a workspace.
+#[derive(Clone, Debug, Default)]
+pub struct ModelOptions {
+    /// Measurement name; the first measurement when `None`.
+    pub measurement: Option<String>,
+    pub codes: InterpCodes,
+}
+
+/// What one modifier type asks of a parameter set, before the measurement's configuration.
+#[derive(Clone, Debug, PartialEq)]
+struct Requirement {
+    modifier_type: &'static str,
+    constraint: Constraint,
+    n: usize,
+    is_scalar: bool,
+    inits: Option<Vec<f64>>,
+    bounds: Option<Vec<(f64, f64)>>,
+    auxdata: Option<Vec<f64>>,
+    sigmas: Option<Vec<f64>>,
+    factors: Option<Vec<f64>>,
+    fixed: Vec<bool>,
+    /// Which of auxdata / sigmas / factors the type lets a measurement configure.
+    uses: [bool; 3],
+}
+
+impl Requirement {
+    fn new(modifier_type: &'static str, n: usize) -> Self {
+        let scalar =
+            |constraint, init: f64, bounds: (f64, f64), aux: Option<f64>, uses| Requirement {
+                modifier_type,
+                constraint,
+                n: 1,
+                is_scalar: true,
+                inits: Some(vec![init]),
+                bounds: Some(vec![bounds]),
+                auxdata: aux.map(|a| vec![a]),
+                sigmas: None,
+                factors: None,
+                fixed: vec![false],
+                uses,
+            };
+        match modifier_type {
+            "normfactor" => scalar(Constraint::None, 1.0, (0.0, 10.0), None, [false; 3]),
+            "normsys" | "histosys" => scalar(
+                Constraint::Gaussian,
+                0.0,
+                (-5.0, 5.0),
+                Some(0.0),
+                [true, false, false],
+            ),
+            // pyhf requires inits, bounds, auxdata and sigmas of lumi from the measurement.
+            "lumi" => Requirement {
+                inits: None,
+                bounds: None,
+                ..scalar(
+                    Constraint::Gaussian,
+                    1.0,
+                    (0.0, 10.0),
+                    None,
+                    [true, true, false],
+                )
+            },
+            "shapefactor" => Requirement {
+                modifier_type,
+                constraint: Constraint::None,
+                n,
+                is_scalar: false,
+                inits: Some(vec![1.0; n]),
+                bounds: Some(vec![(0.0, 10.0); n]),
+                auxdata: None,
+                sigmas: None,
+                factors: None,
+                fixed: vec![false; n],
+                uses: [false; 3],
+            },
+            // staterror and shapesys are filled in by their builders.
+            other => Requirement {
+                modifier_type: other_static(other),
+                constraint: if other == "shapesys" {
+                    Constraint::Poisson
+                } else {
+                    Constraint::Gaussian
+                },
+                n,
+                is_scalar: false,
+                inits: Some(vec![1.0; n]),
+                bounds: Some(vec![(1e-10, 10.0); n]),
+                auxdata: None,
+                sigmas: None,
+                factors: None,
+                fixed: vec![false; n],
+                uses: if other == "shapesys" {
+                    [true, false, true]
+                } else {
+                    [true, true, false]
+                },
+            },
+        }
+    }
+
+    /// pyhf's `InvalidNameReuse`: requirements of modifiers sharing a name must agree.
+    fn agrees_with(&self, other: &Requirement) -> Option<&'static str> {
+        if self.constraint != other.constraint {
+            Some("paramset_type")
+        } else if self.n != other.n {
+            Some("n_parameters")
+        } else if self.is_scalar != other.is_scalar {
+            Some("is_scalar")
+        } else if self.inits != other.inits {
+            Some("inits")
+        } else if self.bounds != other.bounds {
+            Some("bounds")
+        } else if self.auxdata != other.auxdata {
+            Some("auxdata")
+        } else if self.factors != other.factors {
+            Some("factors")
+        } else if self.sigmas != other.sigmas {
+            Some("sigmas")
+        } else if self.fixed != other.fixed {
+            Some("fixed")
+        } else {
+            None
+        }
+    }
+}
+
+fn other_static(name: &str) -> &'static str {
+    MODIFIER_TYPES
+        .iter()
+        .find(|t| **t == name)
+        .copied()
+        .unwrap_or("staterror")
+}
+
+/// One sample of one channel, with its modifiers deduplicated as pyhf does (the last of a
+/// repeated type/name pair wins) and sorted by (name, type).
+struct PlacedSample<'w> {
+    channel: usize,
+    sample: &'w Sample,
+    modifiers: Vec<&'w Modifier>,
+}
+
+/// Builds a [`HistFactoryModel`] from a workspace (pyhf-exact).
+pub trait FromWorkspace: Sized {
+    /// Build the model of `workspace` for a measurement, pyhf-exact.
+    fn from_workspace(workspace: &Workspace, options: &ModelOptions) -> Result<Self>;
+}
+
+impl FromWorkspace for HistFactoryModel {
+    /// Build the model of `workspace` for a measurement, pyhf-exact.
+    fn from_workspace(workspace: &Workspace, options: &ModelOptions) -> Result<Self> {
+        let measurement = workspace.measurement(options.measurement.as_deref())?;
+        let invalid = |m: String| Error::InvalidModel(m);
+
+        // Sorted channels and the global sample list.
+        let mut channel_order: Vec<usize> = (0..workspace.channels.len()).collect();
+        channel_order.sort_by(|&a, &b| workspace.channels[a].name.cmp(&workspace.channels[b].name));
+        let mut channels = Vec::new();
+        let mut bin_start = 0;
+        for &ci in &channel_order {
+            let c = &workspace.channels[ci];
+            let n_bins = c.samples[0].data.len();
+            channels.push(ChannelInfo {
+                name: c.name.clone(),
+                n_bins,
+                bin_start,
+            });
+            bin_start += n_bins;
+        }
+        let n_main = bin_start;
+        let samples: Vec<String> = workspace
+            .channels
+            .iter()
+            .flat_map(|c| c.samples.iter().map(|s| s.name.clone()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+
+        let mut placed = Vec::new();
+        for (channel, &ci) in channel_order.iter().enumerate() {
+            let mut in_channel: Vec<&Sample> = workspace.channels[ci].samples.iter().collect();
+            in_channel.sort_by(|a, b| a.name.cmp(&b.name));
+            for sample in in_channel {
+                let mut by_key: BTreeMap<(&str, &str), &Modifier> = BTreeMap::new();
+                for m in &sample.modifiers {
+                    let key = (m.name.as_str(), m.kind.type_name());
+                    if matches!(m.kind, ModifierKind::ShapeSys(_)) && by_key.contains_key(&key) {
+                        return Err(invalid(format!(
+                            "shapesys '{}' appears twice on sample '{}' in channel '{}'",
+                            m.name, sample.name, channels[channel].name
+                        )));
+                    }
+                    by_key.insert(key, m);
+                }
+                placed.push(PlacedSample {
+                    channel,
+                    sample,
+                    modifiers: by_key.into_values().collect(),
+                });
+            }
+        }
+
+        let staterror = StatErrorSets::collect(&placed, &channels)?;
+
+        // Requirements per name, in pyhf's order: by type, then first appearance.
+        let mut order: Vec<String> = Vec::new();
+        let mut requirements: HashMap<String, Requirement> = HashMap::new();
+        let mut shapesys_owner: HashMap<&str, (usize, &str)> = HashMap::new();
+        for modifier_type in MODIFIER_TYPES {
+            let mut add = |name: &str, req: Requirement| -> Result<()> {
+                match requirements.get(name) {
+                    None => {
+                        order.push(name.to_string());
+                        requirements.insert(name.to_string(), req);
+                    }
+                    Some(existing) if existing.modifier_type == req.modifier_type => {}
+                    Some(existing) => {
+                        if let Some(key) = existing.agrees_with(&req) {
+                            return Err(invalid(format!(
+                                "modifier name '{name}' is used by a {} and a {} modifier whose '{key}' differ \
+                                 (pyhf InvalidNameReuse): use unique modifier names",
+                                existing.modifier_type, req.modifier_type
+                            )));
+                        }
+                    }
+                }
+                Ok(())
+            };
+            if modifier_type == "staterror" {
+                for (name, set) in &staterror.sets {
+                    add(name, set.requirement.clone())?;
+                }
+                continue;
+            }
+            for p in &placed {
+                for m in p
+                    .modifiers
+                    .iter()
+                    .filter(|m| m.kind.type_name() == modifier_type)
+                {
+                    let n_bins = p.sample.data.len();
+                    let req = match &m.kind {
+                        ModifierKind::ShapeSys(unc) => {
+                            if let Some((channel, sample)) =
+                                shapesys_owner.insert(&m.name, (p.channel, &p.sample.name))
+                            {
+                                return Err(invalid(format!(
+                                    "shapesys '{}' is used by sample '{sample}' in channel '{}' and by sample '{}' in channel '{}': \
+                                     a shapesys name must belong to one sample of one channel",
+                                    m.name,
+                                    channels[channel].name,
+                                    p.sample.name,
+                                    channels[p.channel].name
+                                )));
+                            }
+                            shapesys_requirement(&f64s(&p.sample.data), &f64s(unc))
+                        }
+                        _ => Requirement::new(modifier_type, n_bins),
+                    };
+                    add(&m.name, req)?;
+                }
+            }
+        }
+        if order.is_empty() {
+            return Err(invalid(
+                "no parameters: the workspace declares no modifiers".into(),
+            ));
+        }
+
+        // Apply the measurement's configuration and lay out the parameter vector.
+        let configs: HashMap<&str, &ParameterConfig> = measurement
+            .config
+            .parameters
+            .iter()
+            .map(|p| (p.name.as_str(), p))
+            .collect();
+        let mut parameter_sets = Vec::with_capacity(order.len());
+        let mut offset = 0;
+        for name in &order {
+            let req = requirements
+                .remove(name)
+                .ok_or_else(|| invalid(format!("internal: no requirement for '{name}'")))?;
+            let set = configure(
+                name,
+                req,
+                configs.get(name.as_str()).copied(),
+                &measurement.name,
+                offset,
+            )?;
+            offset += set.n_parameters;
+            parameter_sets.push(set);
+        }
+        let n_params = offset;
+        let poi_name = measurement.config.poi.clone();
+
+        let compiled = lower(
+            &placed,
+            &channels,
+            &parameter_sets,
+            &staterror,
+            n_main,
+            n_params,
+            options.codes,
+        )?;
+        Ok(HistFactoryModel::new(
+            measurement.name.clone(),
+            channels,
+            samples,
+            parameter_sets,
+            poi_name,
+            compiled,
+        ))
+    }
+}
+
+/// pyhf's shapesys requirement: τ = (ν/δ)² where both are positive, otherwise fixed with τ = 1.
+fn shapesys_requirement(nominal: &[f64], uncertainty: &[f64]) -> Requirement {
+    let valid: Vec<bool> = nominal
+        .iter()
+        .zip(uncertainty)
+        .map(|(&n, &u)| n > 0.0 && u > 0.0)
+        .collect();
+    let factors: Vec<f64> = valid
+        .iter()
+        .zip(nominal.iter().zip(uncertainty))
+        .map(|(&ok, (&n, &u))| if ok { n * n / (u * u) } else { 1.0 })
+        .collect();
+    Requirement {
+        auxdata: Some(factors.clone()),
+        factors: Some(factors),
+        fixed: valid.iter().map(|v| !v).collect(),
+        ..Requirement::new("shapesys", nominal.len())
+    }
+}
+
+/// Apply a measurement's parameter configuration to a requirement, with pyhf's checks.
+fn configure(
+    name: &str,
+    req: Requirement,
+    config: Option<&ParameterConfig>,
+    measurement: &str,
+    offset: usize,
+) -> Result<ParameterSet> {
+    let at = format!("measurement '{measurement}', parameter '{name}'");
+    let bad = |m: String| Error::InvalidModel(format!("{at}: {m}"));
+    let n = req.n;
+    let check_len = |key: &str, len: usize| {
+        if len != n {
+            Err(bad(format!(
+                "{key} has {len} values but the parameter set has {n} (pyhf: incorrect number of values)"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    let [uses_aux, uses_sigmas, uses_factors] = req.uses;
+    let mut set = ParameterSet {
+        name: name.to_string(),
+        modifier_type: req.modifier_type,
+        offset,
+        n_parameters: n,
+        is_scalar: req.is_scalar,
+        constraint: req.constraint,
+        inits: req.inits.unwrap_or_default(),
+        bounds: req.bounds.unwrap_or_default(),
+        fixed: req.fixed,
+        auxdata: req.auxdata.unwrap_or_default(),
+        sigmas: req.sigmas.unwrap_or_else(|| {
+            if req.constraint == Constraint::Gaussian {
+                vec![1.0; n]
+            } else {
+                vec![]
+            }
+        }),
+        factors: req.factors.unwrap_or_default(),
+    };
+    if let Some(c) = config {
+        if let Some(v) = &c.inits {
+            check_len("inits", v.len())?;
+            set.inits = f64s(v);
+        }
+        if let Some(v) = &c.bounds {
+            check_len("bounds", v.len())?;
+            set.bounds = v.iter().map(|b| (f64_of(&b[0]), f64_of(&b[1]))).collect();
+        }
+        if let Some(fixed) = c.fixed {
+            set.fixed = vec![fixed; n];
+        }
+        for (key, given, uses, target) in [
+            ("auxdata", &c.auxdata, uses_aux, &mut set.auxdata),
+            ("sigmas", &c.sigmas, uses_sigmas, &mut set.sigmas),
+            ("factors", &c.factors, uses_factors, &mut set.factors),
+        ] {
+            if let Some(v) = given {
+                if !uses {
+                    return Err(bad(format!(
+                        "a {} parameter does not use the '{key}' attribute (pyhf rejects it too)",
+                        req.modifier_type
+                    )));
+                }
+                check_len(key, v.len())?;
+                *target = f64s(v);
+            }
+        }
+    }
+    if req.modifier_type == "lumi" {
+        if set.auxdata.is_empty() {
+            return Err(bad(
+                "a lumi modifier needs a parameter configuration named 'lumi' with 'auxdata' (and 'sigmas') in the measurement".into(),
+            ));
+        }
+        // pyhf crashes without inits and bounds; we take the nominal luminosity and (0, 10·lumi),
+        // the defaults pyhf's lumi modifier documents. Without sigmas pyhf uses a width of 1, as here.
+        if set.inits.is_empty() {
+            set.inits = set.auxdata.clone();
+        }
+        if set.bounds.is_empty() {
+            set.bounds = set.auxdata.iter().map(|&a| (0.0, 10.0 * a)).collect();
+        }
+    }
+    if let Some(i) = set.bounds.iter().position(|(lo, hi)| lo > hi) {
+        return Err(bad(format!("bounds[{i}] has low > high")));
+    }
+    if let Some(i) = set.sigmas.iter().position(|s| !(*s > 0.0)) {
+        return Err(bad(format!(
+            "sigmas[{i}] = {} must be positive",
+            set.sigmas[i]
+        )));
+    }
+    Ok(set)
+}
+
+impl Workspace {
+    /// Observed main data in the model's channel order, followed by the auxdata if asked (pyhf's `Workspace.data`).
+    pub fn data(&self, model: &HistFactoryModel, include_auxdata: bool) -> Result<Vec<f64>> {
+        let mut data = Vec::with_capacity(model.compiled.n_main + model.auxdata.len());
+        for channel in &model.channels {
+            let obs = self
+                .observations
+                .iter()
+                .find(|o| o.name == channel.name)
+                .ok_or_else(|| {
+                    Error::InvalidWorkspace(format!(
+                        "channel '{}' has no observation",
+                        channel.name
+                    ))
+                })?;
+            data.extend(f64s(&obs.data));
+        }
+        if include_auxdata {
+            data.extend_from_slice(&model.auxdata);
+        }
+        Ok(data)
+    }
+}
