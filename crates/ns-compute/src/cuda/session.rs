@@ -104,17 +104,129 @@ impl<T: DeviceRepr + cudarc::driver::ValidAsZeroBits> Buffer<T> {
     }
 }
 
-/// One compiled model on one CUDA device.
-pub struct CudaSession {
-    stream: Arc<CudaStream>,
+/// The kernels of the module.
+struct Kernels {
     nll_grad: CudaFunction,
     sample_toys: CudaFunction,
     fit_lbfgsb: CudaFunction,
+}
+
+/// Load (compiling with NVRTC, or from the disk cache) the kernels for the device of `ctx`.
+fn load_kernels(ctx: &Arc<CudaContext>) -> Result<(Kernels, DeviceInfo)> {
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(|e| driver("capability query", e))?;
+    let mut driver_version = 0;
+    // SAFETY: writes one int through a pointer to a live local.
+    unsafe { sys::cuDriverGetVersion(&mut driver_version) }
+        .result()
+        .map_err(|e| driver("driver version query", e))?;
+    let (cubin, origin) = kernel_cubin(major, minor, driver_version)?;
+    let module = ctx
+        .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+        .map_err(|e| driver("kernel module load", e))?;
+    let function = |name: &str| {
+        module
+            .load_function(name)
+            .map_err(|e| driver(&format!("kernel lookup of {name}"), e))
+    };
+    let kernels = Kernels {
+        nll_grad: function("nll_grad")?,
+        sample_toys: function("sample_toys")?,
+        fit_lbfgsb: function("fit_lbfgsb")?,
+    };
+    let info = DeviceInfo {
+        name: ctx.name().map_err(|e| driver("name query", e))?,
+        compute_capability: (major, minor),
+        multiprocessors: ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| driver("attribute query", e))? as u32,
+        memory_bytes: ctx.total_mem().map_err(|e| driver("memory query", e))?,
+        kernels: origin,
+    };
+    Ok((kernels, info))
+}
+
+/// The model's arrays on the device (kept alive for the pointers in `ModelView`).
+struct ModelBuffers {
+    stream: Arc<CudaStream>,
+    u32s: Vec<CudaSlice<u32>>,
+    f64s: Vec<CudaSlice<f64>>,
+}
+
+impl ModelBuffers {
+    fn u32(&mut self, values: &[u32]) -> Result<u64> {
+        let slice = upload(&self.stream, values).map_err(|e| driver("model upload", e))?;
+        let pointer = slice.device_ptr(&self.stream).0;
+        self.u32s.push(slice);
+        Ok(pointer)
+    }
+
+    fn f64(&mut self, values: &[f64]) -> Result<u64> {
+        let slice = upload(&self.stream, values).map_err(|e| driver("model upload", e))?;
+        let pointer = slice.device_ptr(&self.stream).0;
+        self.f64s.push(slice);
+        Ok(pointer)
+    }
+}
+
+/// Upload every array of `layout`; the view points the kernels at them, field by field.
+fn upload_model(
+    stream: &Arc<CudaStream>,
+    model: &CompiledModel,
+    l: &KernelLayout,
+) -> Result<(ModelView, ModelBuffers)> {
+    let mut up = ModelBuffers {
+        stream: stream.clone(),
+        u32s: Vec::new(),
+        f64s: Vec::new(),
+    };
+    let view = ModelView {
+        blocks: up.u32(&l.blocks)?,
+        nominal: up.f64(&l.nominal)?,
+        entry_factor_start: up.u32(&l.entry_factor_start)?,
+        entry_factor_param: up.u32(&l.entry_factor_param)?,
+        entry_block: up.u32(&l.entry_block)?,
+        scalar_param: up.u32(&l.scalar_param)?,
+        scalar_normsys: up.u32(&l.scalar_normsys)?,
+        normsys: up.f64(&l.normsys)?,
+        histosys_param: up.u32(&l.histosys_param)?,
+        histosys_block: up.u32(&l.histosys_block)?,
+        histosys_delta: up.f64(&l.histosys_delta)?,
+        bin_entry_start: up.u32(&l.bin_entry_start)?,
+        bin_entries: up.u32(&l.bin_entries)?,
+        gauss_param: up.u32(&l.gauss_param)?,
+        gauss_aux: up.u32(&l.gauss_aux)?,
+        gauss_sigma: up.f64(&l.gauss_sigma)?,
+        pois_param: up.u32(&l.pois_param)?,
+        pois_aux: up.u32(&l.pois_aux)?,
+        pois_tau: up.f64(&l.pois_tau)?,
+        param_slot_start: up.u32(&l.param_slot_start)?,
+        param_slots: up.u32(&l.param_slots)?,
+        n_params: model.n_params as i32,
+        n_main: model.n_main as i32,
+        n_aux: model.n_aux as i32,
+        n_blocks: model.samples.len() as i32,
+        n_entries: model.n_entries() as i32,
+        n_scalar: l.scalar_param.len() as i32,
+        n_histosys: l.histosys_param.len() as i32,
+        n_entry_factors: l.entry_factor_param.len() as i32,
+        n_gauss: l.gauss_param.len() as i32,
+        n_pois: l.pois_param.len() as i32,
+        normsys_code: l.normsys_code,
+        histosys_code: l.histosys_code,
+    };
+    Ok((view, up))
+}
+
+/// One compiled model on one CUDA device.
+pub struct CudaSession {
+    stream: Arc<CudaStream>,
+    kernels: Kernels,
     info: DeviceInfo,
     view: ModelView,
     /// The uploaded model arrays; `view` points into them.
-    _model_u32: Vec<CudaSlice<u32>>,
-    _model_f64: Vec<CudaSlice<f64>>,
+    _model_buffers: ModelBuffers,
     scratch: CudaSlice<f64>,
     grid: u32,
     /// Blocks of the fit kernel: as many as are resident at once, so that each block's
@@ -143,126 +255,25 @@ impl CudaSession {
         // SAFETY: every buffer of this session is used on its one stream, so the tracking events that order work across streams are never needed.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
-        let (major, minor) = ctx
-            .compute_capability()
-            .map_err(|e| driver("capability query", e))?;
-        let mut driver_version = 0;
-        // SAFETY: writes one int through a pointer to a live local.
-        unsafe { sys::cuDriverGetVersion(&mut driver_version) }
-            .result()
-            .map_err(|e| driver("driver version query", e))?;
-        let (cubin, origin) = kernel_cubin(major, minor, driver_version)?;
-        let module = ctx
-            .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
-            .map_err(|e| driver("kernel module load", e))?;
-        let nll_grad = module
-            .load_function("nll_grad")
-            .map_err(|e| driver("kernel lookup", e))?;
-        let sample_toys = module
-            .load_function("sample_toys")
-            .map_err(|e| driver("kernel lookup", e))?;
-        let fit_lbfgsb = module
-            .load_function("fit_lbfgsb")
-            .map_err(|e| driver("kernel lookup", e))?;
-        let multiprocessors = ctx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(|e| driver("attribute query", e))? as u32;
-        let info = DeviceInfo {
-            name: ctx.name().map_err(|e| driver("name query", e))?,
-            compute_capability: (major, minor),
-            multiprocessors,
-            memory_bytes: ctx.total_mem().map_err(|e| driver("memory query", e))?,
-            kernels: origin,
-        };
-
+        let (kernels, info) = load_kernels(&ctx)?;
         let layout = KernelLayout::new(model);
-        let l = &layout;
-        let u32_arrays = [
-            &l.blocks,
-            &l.entry_factor_start,
-            &l.entry_factor_param,
-            &l.entry_block,
-            &l.scalar_param,
-            &l.scalar_normsys,
-            &l.histosys_param,
-            &l.histosys_block,
-            &l.bin_entry_start,
-            &l.bin_entries,
-            &l.gauss_param,
-            &l.gauss_aux,
-            &l.pois_param,
-            &l.pois_aux,
-            &l.param_slot_start,
-            &l.param_slots,
-        ];
-        let f64_arrays = [
-            &l.nominal,
-            &l.normsys,
-            &l.histosys_delta,
-            &l.gauss_sigma,
-            &l.pois_tau,
-        ];
-        let model_u32 = u32_arrays
-            .iter()
-            .map(|v| upload(&stream, v))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| driver("model upload", e))?;
-        let model_f64 = f64_arrays
-            .iter()
-            .map(|v| upload(&stream, v))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| driver("model upload", e))?;
-        let p32 = |i: usize| model_u32[i].device_ptr(&stream).0;
-        let p64 = |i: usize| model_f64[i].device_ptr(&stream).0;
-        let view = ModelView {
-            blocks: p32(0),
-            nominal: p64(0),
-            entry_factor_start: p32(1),
-            entry_factor_param: p32(2),
-            entry_block: p32(3),
-            scalar_param: p32(4),
-            scalar_normsys: p32(5),
-            normsys: p64(1),
-            histosys_param: p32(6),
-            histosys_block: p32(7),
-            histosys_delta: p64(2),
-            bin_entry_start: p32(8),
-            bin_entries: p32(9),
-            gauss_param: p32(10),
-            gauss_aux: p32(11),
-            gauss_sigma: p64(3),
-            pois_param: p32(12),
-            pois_aux: p32(13),
-            pois_tau: p64(4),
-            param_slot_start: p32(14),
-            param_slots: p32(15),
-            n_params: model.n_params as i32,
-            n_main: model.n_main as i32,
-            n_aux: model.n_aux as i32,
-            n_blocks: model.samples.len() as i32,
-            n_entries: model.n_entries() as i32,
-            n_scalar: l.scalar_param.len() as i32,
-            n_histosys: l.histosys_param.len() as i32,
-            n_entry_factors: l.entry_factor_param.len() as i32,
-            n_gauss: l.gauss_param.len() as i32,
-            n_pois: l.pois_param.len() as i32,
-            normsys_code: l.normsys_code,
-            histosys_code: l.histosys_code,
-        };
+        let (view, model_buffers) = upload_model(&stream, model, &layout)?;
 
         let blocks_per_sm = match std::env::var("NEXTSTAT_CUDA_BLOCKS_PER_SM")
             .ok()
             .and_then(|v| v.parse().ok())
         {
             Some(n) if n > 0 => n,
-            _ => nll_grad
+            _ => kernels
+                .nll_grad
                 .occupancy_max_active_blocks_per_multiprocessor(BLOCK_THREADS, 0, None)
                 .map_err(|e| driver("occupancy query", e))?
                 .clamp(1, 8),
         };
-        let grid = multiprocessors * blocks_per_sm;
-        let fit_grid = multiprocessors
-            * fit_lbfgsb
+        let grid = info.multiprocessors * blocks_per_sm;
+        let fit_grid = info.multiprocessors
+            * kernels
+                .fit_lbfgsb
                 .occupancy_max_active_blocks_per_multiprocessor(BLOCK_THREADS, 0, None)
                 .map_err(|e| driver("occupancy query", e))?
                 .clamp(1, blocks_per_sm);
@@ -274,13 +285,10 @@ impl CudaSession {
         let max_batch = (free / 4 / bytes_per_eval).max(1);
         Ok(CudaSession {
             stream,
-            nll_grad,
-            sample_toys,
-            fit_lbfgsb,
+            kernels,
             info,
             view,
-            _model_u32: model_u32,
-            _model_f64: model_f64,
+            _model_buffers: model_buffers,
             scratch,
             grid,
             fit_grid,
@@ -313,8 +321,8 @@ impl CudaSession {
         };
         format!(
             "{}; {}; grids {} and {} blocks",
-            describe("nll_grad", &self.nll_grad),
-            describe("fit_lbfgsb", &self.fit_lbfgsb),
+            describe("nll_grad", &self.kernels.nll_grad),
+            describe("fit_lbfgsb", &self.kernels.fit_lbfgsb),
             self.grid,
             self.fit_grid
         )
@@ -426,7 +434,7 @@ impl CudaSession {
             block_dim: (TOY_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut launch = s.launch_builder(&self.sample_toys);
+        let mut launch = s.launch_builder(&self.kernels.sample_toys);
         launch
             .arg(&rate)
             .arg(&n_main)
@@ -505,6 +513,38 @@ impl CudaSession {
         datasets: &DeviceDatasets,
         options: LbfgsbOptions,
     ) -> Result<DeviceFitOutput> {
+        self.check_fit_problem(problem, datasets, options)?;
+        let (n_fits, np) = (problem.dataset.len(), self.n_params);
+        let mut out = DeviceFitOutput {
+            x: vec![0.0; n_fits * np],
+            g: vec![0.0; n_fits * np],
+            f: vec![0.0; n_fits],
+            iterations: vec![0; n_fits],
+            evaluations: vec![0; n_fits],
+            termination: vec![0; n_fits],
+        };
+        // Per fit the problem takes 6 rows of n_params values; keep a launch within max_batch's memory.
+        let chunk = (self.max_batch / 3).max(1);
+        let workspace_len = self.fit_grid as usize * lbfgsb_workspace_doubles(np, options.memory);
+        let workspace = self
+            .stream
+            .alloc_zeros::<f64>(workspace_len)
+            .map_err(|e| driver("optimizer workspace allocation", e))?;
+        let mut start = 0;
+        while start < n_fits {
+            let end = (start + chunk).min(n_fits);
+            self.launch_fits(problem, datasets, options, start..end, &workspace, &mut out)?;
+            start = end;
+        }
+        Ok(out)
+    }
+
+    fn check_fit_problem(
+        &self,
+        problem: &DeviceFitProblem,
+        datasets: &DeviceDatasets,
+        options: LbfgsbOptions,
+    ) -> Result<()> {
         let n_fits = problem.dataset.len();
         let np = self.n_params;
         if options.memory == 0 || options.memory > DEVICE_MAX_MEMORY {
@@ -537,91 +577,86 @@ impl CudaSession {
                 datasets.count
             )));
         }
-        let mut out = DeviceFitOutput {
-            x: vec![0.0; n_fits * np],
-            g: vec![0.0; n_fits * np],
-            f: vec![0.0; n_fits],
-            iterations: vec![0; n_fits],
-            evaluations: vec![0; n_fits],
-            termination: vec![0; n_fits],
-        };
-        // Per fit the problem takes 6 rows of n_params values; keep a launch within max_batch's memory.
-        let chunk = (self.max_batch / 3).max(1);
+        Ok(())
+    }
+
+    /// One launch of the fit kernel over fits `fits` of the problem; results into `out`.
+    fn launch_fits(
+        &mut self,
+        problem: &DeviceFitProblem,
+        datasets: &DeviceDatasets,
+        options: LbfgsbOptions,
+        fits: std::ops::Range<usize>,
+        workspace: &CudaSlice<f64>,
+        out: &mut DeviceFitOutput,
+    ) -> Result<()> {
+        let (start, end, np) = (fits.start, fits.end, self.n_params);
+        let rows = start * np..end * np;
         let s = self.stream.clone();
-        let workspace_len = self.fit_grid as usize * lbfgsb_workspace_doubles(np, options.memory);
-        let workspace = s
-            .alloc_zeros::<f64>(workspace_len)
-            .map_err(|e| driver("optimizer workspace allocation", e))?;
-        let mut start = 0;
-        while start < n_fits {
-            let end = (start + chunk).min(n_fits);
-            let rows = start * np..end * np;
-            let up = |e| driver("fit upload", e);
-            let init = s.clone_htod(&problem.init[rows.clone()]).map_err(up)?;
-            let free_index = s
-                .clone_htod(&problem.free_index[rows.clone()])
-                .map_err(up)?;
-            let n_free = s.clone_htod(&problem.n_free[start..end]).map_err(up)?;
-            let lower = s.clone_htod(&problem.lower[rows.clone()]).map_err(up)?;
-            let upper = s.clone_htod(&problem.upper[rows.clone()]).map_err(up)?;
-            let scale = s.clone_htod(&problem.scale[rows.clone()]).map_err(up)?;
-            let dataset = s.clone_htod(&problem.dataset[start..end]).map_err(up)?;
-            let alloc = |e| driver("fit output allocation", e);
-            let count = end - start;
-            let x = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;
-            let g = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;
-            let f = s.alloc_zeros::<f64>(count).map_err(alloc)?;
-            let iterations = s.alloc_zeros::<i32>(count).map_err(alloc)?;
-            let evaluations = s.alloc_zeros::<i32>(count).map_err(alloc)?;
-            let termination = s.alloc_zeros::<i32>(count).map_err(alloc)?;
-            let ptr64 = |b: &CudaSlice<f64>| b.device_ptr(&s).0;
-            let ptr32 = |b: &CudaSlice<u32>| b.device_ptr(&s).0;
-            let ptri = |b: &CudaSlice<i32>| b.device_ptr(&s).0;
-            let args = FitArgs {
-                init: ptr64(&init),
-                free_index: ptr32(&free_index),
-                n_free: ptri(&n_free),
-                lower: ptr64(&lower),
-                upper: ptr64(&upper),
-                scale: ptr64(&scale),
-                fit_dataset: ptr32(&dataset),
-                main_data: ptr64(&datasets.main),
-                aux_data: ptr64(&datasets.aux),
-                x_out: ptr64(&x),
-                g_out: ptr64(&g),
-                f_out: ptr64(&f),
-                iterations_out: ptri(&iterations),
-                evaluations_out: ptri(&evaluations),
-                termination_out: ptri(&termination),
-                workspace: ptr64(&workspace),
-                pg_tol: options.pg_tol,
-                n_fits: count as i32,
-                memory: options.memory as i32,
-                max_iterations: options.max_iterations.min(i32::MAX as usize) as i32,
-                max_evaluations: options.max_evaluations.min(i32::MAX as usize) as i32,
-            };
-            let cfg = LaunchConfig {
-                grid_dim: (self.fit_grid.min(count as u32).max(1), 1, 1),
-                block_dim: (BLOCK_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut launch = s.launch_builder(&self.fit_lbfgsb);
-            launch.arg(&self.view).arg(&args).arg(&mut self.scratch);
-            // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
-            unsafe { launch.launch(cfg) }.map_err(|e| driver("fit kernel launch", e))?;
-            let down = |e| driver("fit kernel", e);
-            s.memcpy_dtoh(&x, &mut out.x[rows.clone()]).map_err(down)?;
-            s.memcpy_dtoh(&g, &mut out.g[rows]).map_err(down)?;
-            s.memcpy_dtoh(&f, &mut out.f[start..end]).map_err(down)?;
-            s.memcpy_dtoh(&iterations, &mut out.iterations[start..end])
-                .map_err(down)?;
-            s.memcpy_dtoh(&evaluations, &mut out.evaluations[start..end])
-                .map_err(down)?;
-            s.memcpy_dtoh(&termination, &mut out.termination[start..end])
-                .map_err(down)?;
-            start = end;
-        }
-        Ok(out)
+        let up = |e| driver("fit upload", e);
+        let init = s.clone_htod(&problem.init[rows.clone()]).map_err(up)?;
+        let free_index = s
+            .clone_htod(&problem.free_index[rows.clone()])
+            .map_err(up)?;
+        let n_free = s.clone_htod(&problem.n_free[start..end]).map_err(up)?;
+        let lower = s.clone_htod(&problem.lower[rows.clone()]).map_err(up)?;
+        let upper = s.clone_htod(&problem.upper[rows.clone()]).map_err(up)?;
+        let scale = s.clone_htod(&problem.scale[rows.clone()]).map_err(up)?;
+        let dataset = s.clone_htod(&problem.dataset[start..end]).map_err(up)?;
+        let alloc = |e| driver("fit output allocation", e);
+        let count = end - start;
+        let x = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;
+        let g = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;
+        let f = s.alloc_zeros::<f64>(count).map_err(alloc)?;
+        let iterations = s.alloc_zeros::<i32>(count).map_err(alloc)?;
+        let evaluations = s.alloc_zeros::<i32>(count).map_err(alloc)?;
+        let termination = s.alloc_zeros::<i32>(count).map_err(alloc)?;
+        let ptr64 = |b: &CudaSlice<f64>| b.device_ptr(&s).0;
+        let ptr32 = |b: &CudaSlice<u32>| b.device_ptr(&s).0;
+        let ptri = |b: &CudaSlice<i32>| b.device_ptr(&s).0;
+        let args = FitArgs {
+            init: ptr64(&init),
+            free_index: ptr32(&free_index),
+            n_free: ptri(&n_free),
+            lower: ptr64(&lower),
+            upper: ptr64(&upper),
+            scale: ptr64(&scale),
+            fit_dataset: ptr32(&dataset),
+            main_data: ptr64(&datasets.main),
+            aux_data: ptr64(&datasets.aux),
+            x_out: ptr64(&x),
+            g_out: ptr64(&g),
+            f_out: ptr64(&f),
+            iterations_out: ptri(&iterations),
+            evaluations_out: ptri(&evaluations),
+            termination_out: ptri(&termination),
+            workspace: ptr64(workspace),
+            pg_tol: options.pg_tol,
+            n_fits: count as i32,
+            memory: options.memory as i32,
+            max_iterations: options.max_iterations.min(i32::MAX as usize) as i32,
+            max_evaluations: options.max_evaluations.min(i32::MAX as usize) as i32,
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (self.fit_grid.min(count as u32).max(1), 1, 1),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = s.launch_builder(&self.kernels.fit_lbfgsb);
+        launch.arg(&self.view).arg(&args).arg(&mut self.scratch);
+        // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
+        unsafe { launch.launch(cfg) }.map_err(|e| driver("fit kernel launch", e))?;
+        let down = |e| driver("fit kernel", e);
+        s.memcpy_dtoh(&x, &mut out.x[rows.clone()]).map_err(down)?;
+        s.memcpy_dtoh(&g, &mut out.g[rows]).map_err(down)?;
+        s.memcpy_dtoh(&f, &mut out.f[start..end]).map_err(down)?;
+        s.memcpy_dtoh(&iterations, &mut out.iterations[start..end])
+            .map_err(down)?;
+        s.memcpy_dtoh(&evaluations, &mut out.evaluations[start..end])
+            .map_err(down)?;
+        s.memcpy_dtoh(&termination, &mut out.termination[start..end])
+            .map_err(down)?;
+        Ok(())
     }
 
     fn launch_chunk(
@@ -653,7 +688,7 @@ impl CudaSession {
             block_dim: (BLOCK_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut launch = s.launch_builder(&self.nll_grad);
+        let mut launch = s.launch_builder(&self.kernels.nll_grad);
         launch
             .arg(&self.view)
             .arg(params_dev)
