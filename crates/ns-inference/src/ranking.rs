@@ -70,37 +70,8 @@ pub fn ranking(
     let start = fitter.with_scale(data, &start)?;
     let mu_hat = nominal.parameters[poi];
 
-    // (parameter, prefit width if constrained)
-    let mut targets = Vec::new();
-    for set in &model.parameter_sets {
-        for i in 0..set.n_parameters {
-            let index = set.offset + i;
-            if index != poi && !config.fixed[index] {
-                targets.push((index, set.prefit_width(i), set.prefit_center(i)));
-            }
-        }
-    }
-    // Every refit of every parameter (±1σ postfit, ±prefit width) as one batch: parallel on the
-    // CPU, lockstep on a GPU.
-    let mut jobs = Vec::new();
-    let mut refit_values = Vec::new();
-    for &(index, prefit, _) in &targets {
-        let theta = nominal.parameters[index];
-        let sigma = sigmas[index];
-        let mut shifts = vec![sigma, -sigma];
-        if let Some(w) = prefit {
-            shifts.extend([w, -w]);
-        }
-        for shift in shifts {
-            let (lo, hi) = config.bounds[index];
-            let value = (theta + shift).clamp(lo, hi);
-            refit_values.push((index, value));
-            jobs.push(FitJob {
-                data: 0,
-                config: Arc::new(start.with_fixed(index, value)),
-            });
-        }
-    }
+    let targets = targets(model, poi, config);
+    let (jobs, refit_values) = refit_jobs(&targets, &nominal.parameters, &sigmas, &start, config);
     let results = fitter.fit_batch(std::slice::from_ref(data), &jobs, progress)?;
     let mut failures = Vec::new();
     let mut impacts = results
@@ -156,4 +127,54 @@ pub fn ranking(
         entries,
         failed_refits: failures,
     })
+}
+
+/// The parameters ranked: every free one but the POI, as (index, prefit width and centre where
+/// constrained).
+fn targets(
+    model: &ns_core::HistFactoryModel,
+    poi: usize,
+    config: &FitConfig,
+) -> Vec<(usize, Option<f64>, Option<f64>)> {
+    let mut targets = Vec::new();
+    for set in &model.parameter_sets {
+        for i in 0..set.n_parameters {
+            let index = set.offset + i;
+            if index != poi && !config.fixed[index] {
+                targets.push((index, set.prefit_width(i), set.prefit_center(i)));
+            }
+        }
+    }
+    targets
+}
+
+/// Every refit of every target (±1σ postfit, then ±prefit width where constrained) as one batch
+/// of jobs — parallel on the CPU, lockstep on a device — with the (parameter, value) each fixes.
+fn refit_jobs(
+    targets: &[(usize, Option<f64>, Option<f64>)],
+    bestfit: &[f64],
+    sigmas: &[f64],
+    start: &FitConfig,
+    config: &FitConfig,
+) -> (Vec<FitJob>, Vec<(usize, f64)>) {
+    let mut jobs = Vec::new();
+    let mut refit_values = Vec::new();
+    for &(index, prefit, _) in targets {
+        let theta = bestfit[index];
+        let sigma = sigmas[index];
+        let mut shifts = vec![sigma, -sigma];
+        if let Some(w) = prefit {
+            shifts.extend([w, -w]);
+        }
+        for shift in shifts {
+            let (lo, hi) = config.bounds[index];
+            let value = (theta + shift).clamp(lo, hi);
+            refit_values.push((index, value));
+            jobs.push(FitJob {
+                data: 0,
+                config: Arc::new(start.with_fixed(index, value)),
+            });
+        }
+    }
+    (jobs, refit_values)
 }

@@ -160,30 +160,7 @@ impl Request {
     ) -> Result<Outcome> {
         let model = fitter.model();
         Ok(match self {
-            Request::Eval { pars } => {
-                let init = model.suggested_init();
-                let (points, list) = match pars {
-                    // A list of points (lists or objects) evaluates each.
-                    Some(Value::Array(points))
-                        if points
-                            .first()
-                            .is_some_and(|p| p.is_array() || p.is_object()) =>
-                    {
-                        (points.iter().collect::<Vec<_>>(), true)
-                    }
-                    Some(point) => (vec![point], false),
-                    None => (Vec::new(), false),
-                };
-                let points = if points.is_empty() {
-                    vec![evaluate(model, data, init)?]
-                } else {
-                    points
-                        .into_iter()
-                        .map(|p| evaluate(model, data, params_from_json(model, p, &init)?))
-                        .collect::<Result<Vec<_>>>()?
-                };
-                Outcome::Eval { points, list }
-            }
+            Request::Eval { pars } => eval_points(model, data, pars.as_ref())?,
             Request::Fit {
                 uncertainties,
                 minos,
@@ -266,6 +243,36 @@ pub struct EvalPoint {
     pub gradient: Vec<f64>,
     pub expected_main: Vec<f64>,
     pub expected_aux: Vec<f64>,
+}
+
+/// [`Request::Eval`]: the suggested init, one point, or each point of a list.
+fn eval_points(
+    model: &HistFactoryModel,
+    data: &PreparedData,
+    pars: Option<&Value>,
+) -> Result<Outcome> {
+    let init = model.suggested_init();
+    let (points, list) = match pars {
+        // A list of points (lists or objects) evaluates each.
+        Some(Value::Array(points))
+            if points
+                .first()
+                .is_some_and(|p| p.is_array() || p.is_object()) =>
+        {
+            (points.iter().collect::<Vec<_>>(), true)
+        }
+        Some(point) => (vec![point], false),
+        None => (Vec::new(), false),
+    };
+    let points = if points.is_empty() {
+        vec![evaluate(model, data, init)?]
+    } else {
+        points
+            .into_iter()
+            .map(|p| evaluate(model, data, params_from_json(model, p, &init)?))
+            .collect::<Result<Vec<_>>>()?
+    };
+    Ok(Outcome::Eval { points, list })
 }
 
 /// The NLL, its gradient and the expected data at `parameters`, by the CPU reference evaluator.

@@ -279,29 +279,8 @@ pub fn hypotest_toys(
         "the background-only POI value",
     )?;
     let config = &fitter.with_scale(data, config)?;
-    // The observed statistic's two fits and the background generating fit, as one batch (the
-    // fit at the tested μ is also the signal ensemble's generating fit).
-    let baseline = fitter.fit_batch(
-        std::slice::from_ref(data),
-        &[
-            FitJob {
-                data: 0,
-                config: Arc::new(config.clone()),
-            },
-            FitJob {
-                data: 0,
-                config: Arc::new(config.with_fixed(poi, signal_mu)),
-            },
-            FitJob {
-                data: 0,
-                config: Arc::new(config.with_fixed(poi, background_mu)),
-            },
-        ],
-        &|_| {},
-    )?;
-    let mut baseline = baseline.into_iter();
-    let mut next_fit = || baseline.next().expect("three baseline fits");
-    let (free_fit, signal_fit, background_fit) = (next_fit()?, next_fit()?, next_fit()?);
+    let (free_fit, signal_fit, background_fit) =
+        baseline_fits(fitter, data, config, poi, signal_mu, background_mu)?;
     for fit in [&free_fit, &signal_fit, &background_fit] {
         checks::started(fitter, fit, data)?;
     }
@@ -332,9 +311,50 @@ pub fn hypotest_toys(
             signal.failures, background.failures
         )));
     }
+    let cls = cls_from_ensembles(observed, &signal.teststats, &background.teststats);
+    Ok(ToyHypotest {
+        mu,
+        test_statistic: stat,
+        teststat_obs: observed,
+        cls,
+        n_toys,
+        seed,
+        signal,
+        background,
+    })
+}
+
+/// The observed statistic's two fits (free, and at the tested μ — also the signal ensemble's
+/// generating fit) and the background generating fit, as one batch.
+fn baseline_fits(
+    fitter: &Fitter,
+    data: &PreparedData,
+    config: &FitConfig,
+    poi: usize,
+    signal_mu: f64,
+    background_mu: f64,
+) -> Result<(FitResult, FitResult, FitResult)> {
+    let jobs = [
+        config.clone(),
+        config.with_fixed(poi, signal_mu),
+        config.with_fixed(poi, background_mu),
+    ]
+    .map(|c| FitJob {
+        data: 0,
+        config: Arc::new(c),
+    });
+    let mut fits = fitter
+        .fit_batch(std::slice::from_ref(data), &jobs, &|_| {})?
+        .into_iter();
+    let mut next = || fits.next().expect("three baseline fits");
+    Ok((next()?, next()?, next()?))
+}
+
+/// CLs, CLsb and CLb at the observed statistic, and their expected bands (percentiles −2σ…+2σ
+/// over the background-only toys), from the two ensembles' statistics.
+fn cls_from_ensembles(observed: f64, signal: &[f64], background: &[f64]) -> ClsValues {
     // p-values by binary search in the sorted statistics: O(n log n) for the whole band.
-    let (signal_sorted, background_sorted) =
-        (sorted(&signal.teststats), sorted(&background.teststats));
+    let (signal_sorted, background_sorted) = (sorted(signal), sorted(background));
     let pvalues = |t: f64| {
         let (clsb, clb) = (
             tail_fraction(&signal_sorted, t),
@@ -343,28 +363,19 @@ pub fn hypotest_toys(
         (clsb, clb, clsb / clb)
     };
     let (clsb_obs, clb_obs, cls_obs) = pvalues(observed);
-    let per_toy: Vec<(f64, f64, f64)> = background.teststats.iter().map(|&t| pvalues(t)).collect();
+    let per_toy: Vec<(f64, f64, f64)> = background.iter().map(|&t| pvalues(t)).collect();
     let band = |pick: fn(&(f64, f64, f64)) -> f64| {
         let values: Vec<f64> = per_toy.iter().map(pick).collect();
         [2.27501319, 15.86552539, 50.0, 84.13447461, 97.72498681].map(|q| percentile(&values, q))
     };
-    Ok(ToyHypotest {
-        mu,
-        test_statistic: stat,
-        teststat_obs: observed,
-        cls: ClsValues {
-            cls_obs,
-            clsb_obs,
-            clb_obs,
-            cls_exp: band(|p| p.2),
-            clsb_exp: band(|p| p.0),
-            clb_exp: band(|p| p.1),
-        },
-        n_toys,
-        seed,
-        signal,
-        background,
-    })
+    ClsValues {
+        cls_obs,
+        clsb_obs,
+        clb_obs,
+        cls_exp: band(|p| p.2),
+        clsb_exp: band(|p| p.0),
+        clb_exp: band(|p| p.1),
+    }
 }
 
 #[cfg(test)]

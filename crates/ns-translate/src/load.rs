@@ -208,6 +208,15 @@ impl Workspace {
                 return bad(format!("'{name}' must contain at least one entry"));
             }
         }
+        let channel_bins = self.validate_channels()?;
+        self.validate_observations(&channel_bins)?;
+        self.validate_measurements()
+    }
+
+    /// Unique channel and sample names, equal bin counts within a channel, modifier data of the
+    /// sample's length. Returns each channel's bin count.
+    fn validate_channels(&self) -> Result<HashMap<&str, usize>> {
+        let bad = |m: String| Err(Error::InvalidWorkspace(m));
         let mut channel_bins = HashMap::new();
         for (ci, channel) in self.channels.iter().enumerate() {
             let at = format!("channels[{ci}] '{}'", channel.name);
@@ -263,6 +272,12 @@ impl Workspace {
                 }
             }
         }
+        Ok(channel_bins)
+    }
+
+    /// One observation per channel, of the channel's length.
+    fn validate_observations(&self, channel_bins: &HashMap<&str, usize>) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidWorkspace(m));
         let mut observed = HashSet::new();
         for (oi, obs) in self.observations.iter().enumerate() {
             let at = format!("observations[{oi}] '{}'", obs.name);
@@ -288,6 +303,12 @@ impl Workspace {
         {
             return bad(format!("channel '{}' has no observation", channel.name));
         }
+        Ok(())
+    }
+
+    /// Unique measurement names, one configuration per parameter, well-formed bounds.
+    fn validate_measurements(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidWorkspace(m));
         let mut measurement_names = HashSet::new();
         for (mi, m) in self.measurements.iter().enumerate() {
             if !measurement_names.insert(m.name.as_str()) {

@@ -490,150 +490,207 @@ pub struct Inspection {
 
 /// Summarise a workspace as `pyhf inspect` does (the model is built from the first measurement).
 pub fn inspect(ws: &Workspace) -> Result<Inspection> {
-    let model = HistFactoryModel::from_workspace(ws, &ModelOptions::default())?;
-    let pairs = ws.modifier_pairs();
-    let last_type: BTreeMap<String, &str> = pairs.iter().cloned().collect();
-    let samples: Vec<&str> = ws.sample_names().into_iter().collect();
-    let channels: Vec<(&str, usize)> = model
-        .channels
-        .iter()
-        .map(|c| (c.name.as_str(), c.n_bins))
-        .collect();
-    let descr = |c: Constraint| match c {
-        Constraint::None => "unconstrained",
-        Constraint::Gaussian => "constrained_by_normal",
-        Constraint::Poisson => "constrained_by_poisson",
-    };
-    let mut parameters: Vec<(&str, &str)> = model
-        .parameter_sets
-        .iter()
-        .map(|s| (s.name.as_str(), descr(s.constraint)))
-        .collect();
-    parameters.sort();
-    // Every modifier type of each name, in order of appearance (one pass: linear in modifiers).
-    let mut types_by_name: HashMap<&str, Vec<&str>> = HashMap::new();
-    for (n, t) in &pairs {
-        types_by_name.entry(n.as_str()).or_default().push(*t);
-    }
-    let types_of =
-        |name: &str| -> Vec<&str> { types_by_name.get(name).cloned().unwrap_or_default() };
-    let measurements: Vec<(&str, &str, Vec<&str>)> = ws
-        .measurements
-        .iter()
-        .map(|m| {
-            (
-                m.name.as_str(),
-                m.config.poi.as_str(),
-                m.config
-                    .parameters
-                    .iter()
-                    .map(|p| p.name.as_str())
-                    .collect(),
-            )
+    let summary = Summary::of(ws)?;
+    Ok(Inspection {
+        json: summary.json(),
+        text: summary.text(ws.measurements.first().map(|m| m.name.as_str())),
+    })
+}
+
+/// What `inspect` reports, gathered once for its JSON and its text.
+struct Summary<'w> {
+    /// The last modifier type of each name (pyhf's `modifiers`).
+    last_type: BTreeMap<String, &'w str>,
+    samples: Vec<&'w str>,
+    channels: Vec<(String, usize)>,
+    /// (parameter set, constraint description), sorted.
+    parameters: Vec<(String, &'static str)>,
+    /// Every modifier type of each name, in order of appearance.
+    types_by_name: HashMap<String, Vec<&'w str>>,
+    /// (name, POI, configured parameters).
+    measurements: Vec<(&'w str, &'w str, Vec<&'w str>)>,
+}
+
+impl<'w> Summary<'w> {
+    fn of(ws: &'w Workspace) -> Result<Self> {
+        let model = HistFactoryModel::from_workspace(ws, &ModelOptions::default())?;
+        let pairs = ws.modifier_pairs();
+        let last_type: BTreeMap<String, &str> = pairs.iter().cloned().collect();
+        let samples: Vec<&str> = ws.sample_names().into_iter().collect();
+        let channels: Vec<(String, usize)> = model
+            .channels
+            .iter()
+            .map(|c| (c.name.clone(), c.n_bins))
+            .collect();
+        let descr = |c: Constraint| match c {
+            Constraint::None => "unconstrained",
+            Constraint::Gaussian => "constrained_by_normal",
+            Constraint::Poisson => "constrained_by_poisson",
+        };
+        let mut parameters: Vec<(String, &'static str)> = model
+            .parameter_sets
+            .iter()
+            .map(|s| (s.name.clone(), descr(s.constraint)))
+            .collect();
+        parameters.sort();
+        // One pass: linear in modifiers.
+        let mut types_by_name: HashMap<String, Vec<&str>> = HashMap::new();
+        for (n, t) in &pairs {
+            types_by_name.entry(n.clone()).or_default().push(*t);
+        }
+        let measurements = ws
+            .measurements
+            .iter()
+            .map(|m| {
+                (
+                    m.name.as_str(),
+                    m.config.poi.as_str(),
+                    m.config
+                        .parameters
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect(),
+                )
+            })
+            .collect();
+        Ok(Summary {
+            last_type,
+            samples,
+            channels,
+            parameters,
+            types_by_name,
+            measurements,
         })
-        .collect();
+    }
 
-    let json = serde_json::json!({
-        "samples": samples,
-        "channels": channels.iter().map(|(c, n)| serde_json::json!([c, n])).collect::<Vec<_>>(),
-        "modifiers": last_type.iter().map(|(n, t)| (n.clone(), Value::from(*t))).collect::<Map<String, Value>>(),
-        "parameters": parameters.iter().map(|(n, d)| serde_json::json!([n, d])).collect::<Vec<_>>(),
-        "systematics": parameters.iter().map(|(n, d)| serde_json::json!([n, d, types_of(n)])).collect::<Vec<_>>(),
-        "measurements": measurements.iter().map(|(n, p, ps)| serde_json::json!([n, p, ps])).collect::<Vec<_>>(),
-    });
+    fn types_of(&self, name: &str) -> Vec<&'w str> {
+        self.types_by_name.get(name).cloned().unwrap_or_default()
+    }
 
-    let width = channels
-        .iter()
-        .map(|c| c.0)
-        .chain(samples.iter().copied())
-        .chain(parameters.iter().map(|p| p.0))
-        .chain(measurements.iter().map(|m| m.0))
-        .map(|s| s.chars().count())
-        .max()
-        .unwrap_or(0);
-    // Padding by hand: `format!("{s:>w$}")` panics for widths beyond 65,535 (a name can be longer).
-    let r = |s: &str, w: usize| format!("{}{s}", " ".repeat(w.saturating_sub(s.chars().count())));
-    let l = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
-    let c = |s: &str, w: usize| {
-        let pad = w.saturating_sub(s.chars().count());
-        format!("{}{s}{}", " ".repeat(pad / 2), " ".repeat(pad - pad / 2))
-    };
-    let mut out = String::new();
-    let mut line = |s: String| {
-        out.push_str(&s);
-        out.push('\n');
-    };
-    line(r("     Summary     ", width + 7) + "  ");
-    line(r(&"-".repeat(18), width + 7) + "  ");
-    for (k, n) in [
-        ("channels", channels.len()),
-        ("samples", samples.len()),
-        ("parameters", parameters.len()),
-        ("modifiers", last_type.len()),
-    ] {
-        line(format!("{}  {n}", r(k, width)));
+    /// pyhf's `inspect` JSON.
+    fn json(&self) -> Value {
+        let (samples, channels, parameters, measurements, last_type) = (
+            &self.samples,
+            &self.channels,
+            &self.parameters,
+            &self.measurements,
+            &self.last_type,
+        );
+        let types_of = |n: &str| self.types_of(n);
+        serde_json::json!({
+            "samples": samples,
+            "channels": channels.iter().map(|(c, n)| serde_json::json!([c, n])).collect::<Vec<_>>(),
+            "modifiers": last_type.iter().map(|(n, t)| (n.clone(), Value::from(*t))).collect::<Map<String, Value>>(),
+            "parameters": parameters.iter().map(|(n, d)| serde_json::json!([n, d])).collect::<Vec<_>>(),
+            "systematics": parameters.iter().map(|(n, d)| serde_json::json!([n, d, types_of(n)])).collect::<Vec<_>>(),
+            "measurements": measurements.iter().map(|(n, p, ps)| serde_json::json!([n, p, ps])).collect::<Vec<_>>(),
+        })
     }
-    line(String::new());
-    line(format!("{}  {}", r("channels", width), c("nbins", 5)));
-    line(format!("{}  -----", r(&"-".repeat(10), width)));
-    for (name, n) in &channels {
-        line(format!("{}  {}", r(name, width), c(&n.to_string(), 5)));
-    }
-    line(String::new());
-    line(r("samples", width));
-    line(r(&"-".repeat(10), width));
-    for s in &samples {
-        line(r(s, width));
-    }
-    line(String::new());
-    line(format!(
-        "{}  {}  modifiers",
-        r("parameters", width),
-        l("constraint", 22)
-    ));
-    line(format!(
-        "{}  {}  {}",
-        r(&"-".repeat(10), width),
-        l(&"-".repeat(10), 22),
-        "-".repeat(10)
-    ));
-    for (name, d) in &parameters {
-        let mut types = types_of(name);
-        types.sort();
-        types.dedup();
+
+    /// pyhf's `inspect` table; `default` is the measurement marked `(*)`. Long, but one linear
+    /// run of five small tables in pyhf's layout.
+    fn text(&self, default: Option<&str>) -> String {
+        let (samples, channels, parameters, measurements, last_type) = (
+            &self.samples,
+            &self.channels,
+            &self.parameters,
+            &self.measurements,
+            &self.last_type,
+        );
+        let width = channels
+            .iter()
+            .map(|c| c.0.as_str())
+            .chain(samples.iter().copied())
+            .chain(parameters.iter().map(|p| p.0.as_str()))
+            .chain(measurements.iter().map(|m| m.0))
+            .map(|s| s.chars().count())
+            .max()
+            .unwrap_or(0);
+        // Padding by hand: `format!("{s:>w$}")` panics for widths beyond 65,535 (a name can be longer).
+        let r =
+            |s: &str, w: usize| format!("{}{s}", " ".repeat(w.saturating_sub(s.chars().count())));
+        let l =
+            |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
+        let c = |s: &str, w: usize| {
+            let pad = w.saturating_sub(s.chars().count());
+            format!("{}{s}{}", " ".repeat(pad / 2), " ".repeat(pad - pad / 2))
+        };
+        let mut out = String::new();
+        let mut line = |s: String| {
+            out.push_str(&s);
+            out.push('\n');
+        };
+        line(r("     Summary     ", width + 7) + "  ");
+        line(r(&"-".repeat(18), width + 7) + "  ");
+        for (k, n) in [
+            ("channels", channels.len()),
+            ("samples", samples.len()),
+            ("parameters", parameters.len()),
+            ("modifiers", last_type.len()),
+        ] {
+            line(format!("{}  {n}", r(k, width)));
+        }
+        line(String::new());
+        line(format!("{}  {}", r("channels", width), c("nbins", 5)));
+        line(format!("{}  -----", r(&"-".repeat(10), width)));
+        for (name, n) in channels.iter() {
+            line(format!("{}  {}", r(name, width), c(&n.to_string(), 5)));
+        }
+        line(String::new());
+        line(r("samples", width));
+        line(r(&"-".repeat(10), width));
+        for s in samples.iter() {
+            line(r(s, width));
+        }
+        line(String::new());
+        line(format!(
+            "{}  {}  modifiers",
+            r("parameters", width),
+            l("constraint", 22)
+        ));
         line(format!(
             "{}  {}  {}",
-            r(name, width),
-            l(d, 22),
-            types.join(",")
+            r(&"-".repeat(10), width),
+            l(&"-".repeat(10), 22),
+            "-".repeat(10)
         ));
+        for (name, d) in parameters.iter() {
+            let mut types = self.types_of(name);
+            types.sort();
+            types.dedup();
+            line(format!(
+                "{}  {}  {}",
+                r(name, width),
+                l(d, 22),
+                types.join(",")
+            ));
+        }
+        line(String::new());
+        line(format!(
+            "{}  {}  parameters",
+            r("measurement", width),
+            c("poi", 22)
+        ));
+        line(format!(
+            "{}  {}  {}",
+            r(&"-".repeat(10), width),
+            c(&"-".repeat(10), 22),
+            "-".repeat(10)
+        ));
+        for (name, poi, params) in measurements.iter() {
+            let label = if Some(*name) == default {
+                format!("(*) {name}")
+            } else {
+                name.to_string()
+            };
+            let params = if params.is_empty() {
+                "(none)".to_string()
+            } else {
+                params.join(",")
+            };
+            line(format!("{}  {}  {params}", r(&label, width), c(poi, 22)));
+        }
+        line(String::new());
+        out
     }
-    line(String::new());
-    line(format!(
-        "{}  {}  parameters",
-        r("measurement", width),
-        c("poi", 22)
-    ));
-    line(format!(
-        "{}  {}  {}",
-        r(&"-".repeat(10), width),
-        c(&"-".repeat(10), 22),
-        "-".repeat(10)
-    ));
-    let default = ws.measurements.first().map(|m| m.name.as_str());
-    for (name, poi, params) in &measurements {
-        let label = if Some(*name) == default {
-            format!("(*) {name}")
-        } else {
-            name.to_string()
-        };
-        let params = if params.is_empty() {
-            "(none)".to_string()
-        } else {
-            params.join(",")
-        };
-        line(format!("{}  {}  {params}", r(&label, width), c(poi, 22)));
-    }
-    line(String::new());
-    Ok(Inspection { json, text: out })
 }

@@ -211,8 +211,7 @@ mod tests {
         let e = compile(&drifted, &["--gpu-architecture=sm_90".into()])
             .expect_err("a drifted struct must not compile");
         assert!(
-            e.to_string()
-                .contains("FitArgs differs from its Rust twin"),
+            e.to_string().contains("FitArgs differs from its Rust twin"),
             "{e}"
         );
     }

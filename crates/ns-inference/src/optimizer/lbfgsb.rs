@@ -418,10 +418,13 @@ impl Lbfgsb {
     }
 
     /// Generalized Cauchy point, then subspace minimization: returns the direction `x̄ − x`.
+    /// The search direction of one iteration: the generalized Cauchy point of the
+    /// limited-memory quadratic model along the projected steepest-descent path, then the
+    /// model's minimum over the variables free there (direct primal method), minus x.
     fn direction(&mut self) -> Vec<f64> {
-        let n = self.x.len();
-        let k = self.s_history.len();
-        let m = if k > 0 {
+        let m = if self.s_history.is_empty() {
+            Vec::new()
+        } else {
             match self.middle_matrix() {
                 Some(m) => m,
                 None => {
@@ -429,15 +432,24 @@ impl Lbfgsb {
                     Vec::new()
                 }
             }
-        } else {
-            Vec::new()
         };
-        let k = self.s_history.len();
-        let n2 = 2 * k;
-        let theta = self.theta;
-        let mv =
-            |v: &[f64]| -> Vec<f64> { (0..n2).map(|r| dot(&m[r * n2..(r + 1) * n2], v)).collect() };
+        let (xcp, c) = self.cauchy_point(&m);
+        let xbar = self.subspace_minimum(&m, xcp, &c);
+        xbar.iter().zip(&self.x).map(|(a, b)| a - b).collect()
+    }
 
+    /// M·v for the 2k×2k middle matrix `m`.
+    fn middle_times(m: &[f64], v: &[f64]) -> Vec<f64> {
+        let n2 = v.len();
+        (0..n2).map(|r| dot(&m[r * n2..(r + 1) * n2], v)).collect()
+    }
+
+    /// The generalized Cauchy point and c = Wᵀ(xcp − x), walking the breakpoints in order.
+    fn cauchy_point(&self, m: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let n = self.x.len();
+        let n2 = 2 * self.s_history.len();
+        let theta = self.theta;
+        let mv = |v: &[f64]| Self::middle_times(m, v);
         // Breakpoints along the projected steepest-descent path.
         let (x, g) = (&self.x, &self.g);
         let mut t = vec![f64::INFINITY; n];
@@ -517,13 +529,25 @@ impl Lbfgsb {
             c[r] += dt_min * p[r];
         }
 
+        (xcp, c)
+    }
+
+    /// The minimum of the quadratic model over the variables free at the Cauchy point `xcp`,
+    /// kept in the box by the largest step ≤ 1 along the Newton direction.
+    fn subspace_minimum(&self, m: &[f64], xcp: Vec<f64>, c: &[f64]) -> Vec<f64> {
+        let n = self.x.len();
+        let k = self.s_history.len();
+        let n2 = 2 * k;
+        let theta = self.theta;
+        let (x, g) = (&self.x, &self.g);
+        let mv = |v: &[f64]| Self::middle_times(m, v);
         // Subspace minimization over the variables free at the Cauchy point.
         let free: Vec<usize> = (0..n)
             .filter(|&i| xcp[i] > self.lower[i] && xcp[i] < self.upper[i])
             .collect();
         let mut xbar = xcp.clone();
         if !free.is_empty() {
-            let mc = mv(&c);
+            let mc = mv(c);
             let mut r_hat = vec![0.0; free.len()];
             let mut wz: Vec<Vec<f64>> = Vec::with_capacity(free.len());
             for (j, &i) in free.iter().enumerate() {
@@ -587,7 +611,7 @@ impl Lbfgsb {
                 xbar[i] = project(xcp[i] + step * du[j], self.lower[i], self.upper[i]);
             }
         }
-        xbar.iter().zip(x).map(|(a, b)| a - b).collect()
+        xbar
     }
 }
 

@@ -152,129 +152,189 @@ pub(super) fn lower(
         gaussian: vec![],
         poisson: vec![],
     };
-    let to_u32 = |x: usize| {
-        u32::try_from(x)
-            .map_err(|_| Error::InvalidModel("model too large for 32-bit indices".into()))
-    };
     for p in placed {
-        let channel = &channels[p.channel];
-        let nominal = f64s(&p.sample.data);
-        let n_bins = nominal.len();
-        let entry_start = model.nominal.len();
-        let (scalar_start, histosys_start) =
-            (model.scalar_factors.len(), model.histosys_param.len());
-        let histosys_delta_start = model.histosys_delta.len();
-        // (up, down) per histosys term of this block, term-major; written bin-major below.
-        let mut histosys_terms: Vec<(Vec<f64>, Vec<f64>)> = vec![];
-        let mut entry_params: Vec<Vec<u32>> = vec![vec![]; n_bins];
-        for m in &p.modifiers {
-            let set = offset_of.get(m.name.as_str()).copied().ok_or_else(|| {
-                Error::InvalidModel(format!(
-                    "internal: modifier '{}' has no parameter set",
-                    m.name
-                ))
-            })?;
-            let param = set.offset;
-            let at = || {
-                format!(
-                    "sample '{}' in channel '{}', {} '{}'",
-                    p.sample.name,
-                    channel.name,
-                    m.kind.type_name(),
-                    m.name
-                )
-            };
-            match &m.kind {
-                ModifierKind::NormFactor | ModifierKind::Lumi => {
-                    model.scalar_factors.push(ScalarFactor {
-                        param: to_u32(param)?,
-                        normsys: ScalarFactor::LINEAR,
-                    });
-                }
-                ModifierKind::NormSys { hi, lo } => {
-                    let (hi, lo) = (f64_of(hi), f64_of(lo));
-                    if !(hi > 0.0 && lo > 0.0) {
-                        // pyhf's fits fail on these (log of a non-positive factor): say why here.
-                        return Err(Error::InvalidModel(format!(
-                            "{}: hi = {hi} and lo = {lo} must both be positive (they scale the \
-                             yield, and the interpolation takes their logarithms)",
-                            at()
-                        )));
-                    }
-                    model.scalar_factors.push(ScalarFactor {
-                        param: to_u32(param)?,
-                        normsys: to_u32(model.normsys.len())?,
-                    });
-                    model.normsys.push(NormsysTerm::new(codes.normsys, hi, lo));
-                }
-                ModifierKind::HistoSys { hi_data, lo_data } => {
-                    model.histosys_param.push(to_u32(param)?);
-                    let up = nominal
-                        .iter()
-                        .zip(f64s(hi_data))
-                        .map(|(nom, hi)| hi - nom)
-                        .collect();
-                    let down = nominal
-                        .iter()
-                        .zip(f64s(lo_data))
-                        .map(|(nom, lo)| nom - lo)
-                        .collect();
-                    histosys_terms.push((up, down));
-                }
-                ModifierKind::ShapeFactor | ModifierKind::ShapeSys(_) => {
-                    if n_bins > set.n_parameters {
-                        return Err(Error::InvalidModel(format!(
-                            "{}: the channel has {n_bins} bins but the parameter set '{}' has {} (it was declared on a channel with fewer bins)",
-                            at(),
-                            set.name,
-                            set.n_parameters
-                        )));
-                    }
-                    for (j, list) in entry_params.iter_mut().enumerate() {
-                        list.push(to_u32(param + j)?);
-                    }
-                }
-                ModifierKind::StatError(_) => {
-                    let offset = staterror
-                        .sets
-                        .get(m.name.as_str())
-                        .and_then(|set| set.channel_offset.get(&p.channel))
-                        .ok_or_else(|| {
-                            Error::InvalidModel(format!(
-                                "internal: {} does not cover its channel",
-                                at()
-                            ))
-                        })?;
-                    for (j, list) in entry_params.iter_mut().enumerate() {
-                        list.push(to_u32(param + offset + j)?);
-                    }
-                }
-            }
-        }
-        for i in 0..n_bins {
-            for (up, down) in &histosys_terms {
-                model.histosys_delta.push(up[i]);
-                model.histosys_delta.push(down[i]);
-            }
-        }
-        model.nominal.extend_from_slice(&nominal);
-        for list in entry_params {
-            model.entry_factor_param.extend(list);
-            model
-                .entry_factor_start
-                .push(to_u32(model.entry_factor_param.len())?);
-        }
-        model.samples.push(SampleBlock {
-            bin_start: to_u32(channel.bin_start)?,
-            n_bins: to_u32(n_bins)?,
-            entry_start: to_u32(entry_start)?,
-            scalar_start: to_u32(scalar_start)?,
-            scalar_end: to_u32(model.scalar_factors.len())?,
-            histosys_start: to_u32(histosys_start)?,
-            histosys_end: to_u32(model.histosys_param.len())?,
-            histosys_delta_start: to_u32(histosys_delta_start)?,
-        });
+        lower_sample(&mut model, p, &channels[p.channel], &offset_of, staterror)?;
     }
+    add_constraints(&mut model, sets)?;
+    Ok(model)
+}
+
+/// An index as the layout's u32.
+fn to_u32(x: usize) -> Result<u32> {
+    u32::try_from(x).map_err(|_| Error::InvalidModel("model too large for 32-bit indices".into()))
+}
+
+/// Append one placed sample's block: nominal yields, scalar factors (normfactor, lumi, normsys),
+/// histosys terms and per-bin factors (shapefactor, shapesys, staterror).
+fn lower_sample(
+    model: &mut CompiledModel,
+    p: &PlacedSample,
+    channel: &ChannelInfo,
+    offset_of: &HashMap<&str, &ParameterSet>,
+    staterror: &StatErrorSets,
+) -> Result<()> {
+    let nominal = f64s(&p.sample.data);
+    let n_bins = nominal.len();
+    let entry_start = model.nominal.len();
+    let (scalar_start, histosys_start) = (model.scalar_factors.len(), model.histosys_param.len());
+    let histosys_delta_start = model.histosys_delta.len();
+    let mut terms = BlockTerms {
+        histosys: vec![],
+        entry_params: vec![vec![]; n_bins],
+    };
+    for m in &p.modifiers {
+        let set = offset_of.get(m.name.as_str()).copied().ok_or_else(|| {
+            Error::InvalidModel(format!(
+                "internal: modifier '{}' has no parameter set",
+                m.name
+            ))
+        })?;
+        add_modifier(
+            model,
+            &mut terms,
+            Place {
+                sample: p,
+                channel,
+                modifier: m,
+                set,
+            },
+            &nominal,
+            staterror,
+        )?;
+    }
+    for i in 0..n_bins {
+        for (up, down) in &terms.histosys {
+            model.histosys_delta.push(up[i]);
+            model.histosys_delta.push(down[i]);
+        }
+    }
+    model.nominal.extend_from_slice(&nominal);
+    for list in terms.entry_params {
+        model.entry_factor_param.extend(list);
+        model
+            .entry_factor_start
+            .push(to_u32(model.entry_factor_param.len())?);
+    }
+    model.samples.push(SampleBlock {
+        bin_start: to_u32(channel.bin_start)?,
+        n_bins: to_u32(n_bins)?,
+        entry_start: to_u32(entry_start)?,
+        scalar_start: to_u32(scalar_start)?,
+        scalar_end: to_u32(model.scalar_factors.len())?,
+        histosys_start: to_u32(histosys_start)?,
+        histosys_end: to_u32(model.histosys_param.len())?,
+        histosys_delta_start: to_u32(histosys_delta_start)?,
+    });
+    Ok(())
+}
+
+/// What a sample block collects besides scalar factors: (up, down) per histosys term,
+/// term-major (written bin-major afterwards), and the per-bin factor parameters of each bin.
+struct BlockTerms {
+    histosys: Vec<(Vec<f64>, Vec<f64>)>,
+    entry_params: Vec<Vec<u32>>,
+}
+
+/// Where a modifier sits: its sample, channel and parameter set.
+struct Place<'a, 'w> {
+    sample: &'a PlacedSample<'w>,
+    channel: &'a ChannelInfo,
+    modifier: &'w Modifier,
+    set: &'a ParameterSet,
+}
+
+/// Lower one modifier of a sample block.
+fn add_modifier(
+    model: &mut CompiledModel,
+    terms: &mut BlockTerms,
+    place: Place,
+    nominal: &[f64],
+    staterror: &StatErrorSets,
+) -> Result<()> {
+    let Place {
+        sample: p,
+        channel,
+        modifier: m,
+        set,
+    } = place;
+    let (param, n_bins, codes) = (set.offset, nominal.len(), model.codes);
+    let at = || {
+        format!(
+            "sample '{}' in channel '{}', {} '{}'",
+            p.sample.name,
+            channel.name,
+            m.kind.type_name(),
+            m.name
+        )
+    };
+    match &m.kind {
+        ModifierKind::NormFactor | ModifierKind::Lumi => {
+            model.scalar_factors.push(ScalarFactor {
+                param: to_u32(param)?,
+                normsys: ScalarFactor::LINEAR,
+            });
+        }
+        ModifierKind::NormSys { hi, lo } => {
+            let (hi, lo) = (f64_of(hi), f64_of(lo));
+            if !(hi > 0.0 && lo > 0.0) {
+                // pyhf's fits fail on these (log of a non-positive factor): say why here.
+                return Err(Error::InvalidModel(format!(
+                    "{}: hi = {hi} and lo = {lo} must both be positive (they scale the \
+                     yield, and the interpolation takes their logarithms)",
+                    at()
+                )));
+            }
+            model.scalar_factors.push(ScalarFactor {
+                param: to_u32(param)?,
+                normsys: to_u32(model.normsys.len())?,
+            });
+            model.normsys.push(NormsysTerm::new(codes.normsys, hi, lo));
+        }
+        ModifierKind::HistoSys { hi_data, lo_data } => {
+            model.histosys_param.push(to_u32(param)?);
+            let up = nominal
+                .iter()
+                .zip(f64s(hi_data))
+                .map(|(nom, hi)| hi - nom)
+                .collect();
+            let down = nominal
+                .iter()
+                .zip(f64s(lo_data))
+                .map(|(nom, lo)| nom - lo)
+                .collect();
+            terms.histosys.push((up, down));
+        }
+        ModifierKind::ShapeFactor | ModifierKind::ShapeSys(_) => {
+            if n_bins > set.n_parameters {
+                return Err(Error::InvalidModel(format!(
+                    "{}: the channel has {n_bins} bins but the parameter set '{}' has {} (it was declared on a channel with fewer bins)",
+                    at(),
+                    set.name,
+                    set.n_parameters
+                )));
+            }
+            for (j, list) in terms.entry_params.iter_mut().enumerate() {
+                list.push(to_u32(param + j)?);
+            }
+        }
+        ModifierKind::StatError(_) => {
+            let offset = staterror
+                .sets
+                .get(m.name.as_str())
+                .and_then(|set| set.channel_offset.get(&p.channel))
+                .ok_or_else(|| {
+                    Error::InvalidModel(format!("internal: {} does not cover its channel", at()))
+                })?;
+            for (j, list) in terms.entry_params.iter_mut().enumerate() {
+                list.push(to_u32(param + offset + j)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The Gaussian and Poisson constraint terms, auxdata in parameter order.
+fn add_constraints(model: &mut CompiledModel, sets: &[ParameterSet]) -> Result<()> {
     let mut aux_index = 0;
     for set in sets {
         for i in 0..set.n_parameters {
@@ -295,5 +355,5 @@ pub(super) fn lower(
             aux_index += 1;
         }
     }
-    Ok(model)
+    Ok(())
 }

@@ -175,149 +175,12 @@ impl FromWorkspace for HistFactoryModel {
     /// Build the model of `workspace` for a measurement, pyhf-exact.
     fn from_workspace(workspace: &Workspace, options: &ModelOptions) -> Result<Self> {
         let measurement = workspace.measurement(options.measurement.as_deref())?;
-        let invalid = |m: String| Error::InvalidModel(m);
-
-        // Sorted channels and the global sample list.
-        let mut channel_order: Vec<usize> = (0..workspace.channels.len()).collect();
-        channel_order.sort_by(|&a, &b| workspace.channels[a].name.cmp(&workspace.channels[b].name));
-        let mut channels = Vec::new();
-        let mut bin_start = 0;
-        for &ci in &channel_order {
-            let c = &workspace.channels[ci];
-            let n_bins = c.samples[0].data.len();
-            channels.push(ChannelInfo {
-                name: c.name.clone(),
-                n_bins,
-                bin_start,
-            });
-            bin_start += n_bins;
-        }
-        let n_main = bin_start;
-        let samples: Vec<String> = workspace
-            .channels
-            .iter()
-            .flat_map(|c| c.samples.iter().map(|s| s.name.clone()))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-
-        let mut placed = Vec::new();
-        for (channel, &ci) in channel_order.iter().enumerate() {
-            let mut in_channel: Vec<&Sample> = workspace.channels[ci].samples.iter().collect();
-            in_channel.sort_by(|a, b| a.name.cmp(&b.name));
-            for sample in in_channel {
-                let mut by_key: BTreeMap<(&str, &str), &Modifier> = BTreeMap::new();
-                for m in &sample.modifiers {
-                    let key = (m.name.as_str(), m.kind.type_name());
-                    if matches!(m.kind, ModifierKind::ShapeSys(_)) && by_key.contains_key(&key) {
-                        return Err(invalid(format!(
-                            "shapesys '{}' appears twice on sample '{}' in channel '{}'",
-                            m.name, sample.name, channels[channel].name
-                        )));
-                    }
-                    by_key.insert(key, m);
-                }
-                placed.push(PlacedSample {
-                    channel,
-                    sample,
-                    modifiers: by_key.into_values().collect(),
-                });
-            }
-        }
-
+        let (channels, samples, placed) = place_samples(workspace)?;
+        let n_main = channels.iter().map(|c| c.n_bins).sum();
         let staterror = StatErrorSets::collect(&placed, &channels)?;
-
-        // Requirements per name, in pyhf's order: by type, then first appearance.
-        let mut order: Vec<String> = Vec::new();
-        let mut requirements: HashMap<String, Requirement> = HashMap::new();
-        let mut shapesys_owner: HashMap<&str, (usize, &str)> = HashMap::new();
-        for modifier_type in MODIFIER_TYPES {
-            let mut add = |name: &str, req: Requirement| -> Result<()> {
-                match requirements.get(name) {
-                    None => {
-                        order.push(name.to_string());
-                        requirements.insert(name.to_string(), req);
-                    }
-                    Some(existing) if existing.modifier_type == req.modifier_type => {}
-                    Some(existing) => {
-                        if let Some(key) = existing.agrees_with(&req) {
-                            return Err(invalid(format!(
-                                "modifier name '{name}' is used by a {} and a {} modifier whose '{key}' differ \
-                                 (pyhf InvalidNameReuse): use unique modifier names",
-                                existing.modifier_type, req.modifier_type
-                            )));
-                        }
-                    }
-                }
-                Ok(())
-            };
-            if modifier_type == "staterror" {
-                for (name, set) in &staterror.sets {
-                    add(name, set.requirement.clone())?;
-                }
-                continue;
-            }
-            for p in &placed {
-                for m in p
-                    .modifiers
-                    .iter()
-                    .filter(|m| m.kind.type_name() == modifier_type)
-                {
-                    let n_bins = p.sample.data.len();
-                    let req = match &m.kind {
-                        ModifierKind::ShapeSys(unc) => {
-                            if let Some((channel, sample)) =
-                                shapesys_owner.insert(&m.name, (p.channel, &p.sample.name))
-                            {
-                                return Err(invalid(format!(
-                                    "shapesys '{}' is used by sample '{sample}' in channel '{}' and by sample '{}' in channel '{}': \
-                                     a shapesys name must belong to one sample of one channel",
-                                    m.name,
-                                    channels[channel].name,
-                                    p.sample.name,
-                                    channels[p.channel].name
-                                )));
-                            }
-                            shapesys_requirement(&f64s(&p.sample.data), &f64s(unc))
-                        }
-                        _ => Requirement::new(modifier_type, n_bins),
-                    };
-                    add(&m.name, req)?;
-                }
-            }
-        }
-        if order.is_empty() {
-            return Err(invalid(
-                "no parameters: the workspace declares no modifiers".into(),
-            ));
-        }
-
-        // Apply the measurement's configuration and lay out the parameter vector.
-        let configs: HashMap<&str, &ParameterConfig> = measurement
-            .config
-            .parameters
-            .iter()
-            .map(|p| (p.name.as_str(), p))
-            .collect();
-        let mut parameter_sets = Vec::with_capacity(order.len());
-        let mut offset = 0;
-        for name in &order {
-            let req = requirements
-                .remove(name)
-                .ok_or_else(|| invalid(format!("internal: no requirement for '{name}'")))?;
-            let set = configure(
-                name,
-                req,
-                configs.get(name.as_str()).copied(),
-                &measurement.name,
-                offset,
-            )?;
-            offset += set.n_parameters;
-            parameter_sets.push(set);
-        }
-        let n_params = offset;
-        let poi_name = measurement.config.poi.clone();
-
+        let (order, requirements) = requirements_in_order(&placed, &channels, &staterror)?;
+        let parameter_sets = lay_out_parameters(&order, requirements, measurement)?;
+        let n_params = parameter_sets.iter().map(|s| s.n_parameters).sum();
         let compiled = lower(
             &placed,
             &channels,
@@ -332,10 +195,175 @@ impl FromWorkspace for HistFactoryModel {
             channels,
             samples,
             parameter_sets,
-            poi_name,
+            measurement.config.poi.clone(),
             compiled,
         ))
     }
+}
+
+/// Channels sorted by name (with their bin ranges), the global sorted sample list, and each
+/// channel's samples sorted by name with their modifiers deduplicated as pyhf does.
+fn place_samples(
+    workspace: &Workspace,
+) -> Result<(Vec<ChannelInfo>, Vec<String>, Vec<PlacedSample<'_>>)> {
+    let invalid = |m: String| Error::InvalidModel(m);
+    // Sorted channels and the global sample list.
+    let mut channel_order: Vec<usize> = (0..workspace.channels.len()).collect();
+    channel_order.sort_by(|&a, &b| workspace.channels[a].name.cmp(&workspace.channels[b].name));
+    let mut channels = Vec::new();
+    let mut bin_start = 0;
+    for &ci in &channel_order {
+        let c = &workspace.channels[ci];
+        let n_bins = c.samples[0].data.len();
+        channels.push(ChannelInfo {
+            name: c.name.clone(),
+            n_bins,
+            bin_start,
+        });
+        bin_start += n_bins;
+    }
+    let samples: Vec<String> = workspace
+        .channels
+        .iter()
+        .flat_map(|c| c.samples.iter().map(|s| s.name.clone()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+
+    let mut placed = Vec::new();
+    for (channel, &ci) in channel_order.iter().enumerate() {
+        let mut in_channel: Vec<&Sample> = workspace.channels[ci].samples.iter().collect();
+        in_channel.sort_by(|a, b| a.name.cmp(&b.name));
+        for sample in in_channel {
+            let mut by_key: BTreeMap<(&str, &str), &Modifier> = BTreeMap::new();
+            for m in &sample.modifiers {
+                let key = (m.name.as_str(), m.kind.type_name());
+                if matches!(m.kind, ModifierKind::ShapeSys(_)) && by_key.contains_key(&key) {
+                    return Err(invalid(format!(
+                        "shapesys '{}' appears twice on sample '{}' in channel '{}'",
+                        m.name, sample.name, channels[channel].name
+                    )));
+                }
+                by_key.insert(key, m);
+            }
+            placed.push(PlacedSample {
+                channel,
+                sample,
+                modifiers: by_key.into_values().collect(),
+            });
+        }
+    }
+
+    Ok((channels, samples, placed))
+}
+
+/// The parameter-set names in pyhf's order (by modifier type, then first appearance) and what
+/// each modifier type asks of them, with pyhf's name-reuse rules.
+fn requirements_in_order(
+    placed: &[PlacedSample],
+    channels: &[ChannelInfo],
+    staterror: &StatErrorSets,
+) -> Result<(Vec<String>, HashMap<String, Requirement>)> {
+    let invalid = |m: String| Error::InvalidModel(m);
+    // Requirements per name, in pyhf's order: by type, then first appearance.
+    let mut order: Vec<String> = Vec::new();
+    let mut requirements: HashMap<String, Requirement> = HashMap::new();
+    let mut shapesys_owner: HashMap<&str, (usize, &str)> = HashMap::new();
+    for modifier_type in MODIFIER_TYPES {
+        let mut add = |name: &str, req: Requirement| -> Result<()> {
+            match requirements.get(name) {
+                None => {
+                    order.push(name.to_string());
+                    requirements.insert(name.to_string(), req);
+                }
+                Some(existing) if existing.modifier_type == req.modifier_type => {}
+                Some(existing) => {
+                    if let Some(key) = existing.agrees_with(&req) {
+                        return Err(invalid(format!(
+                            "modifier name '{name}' is used by a {} and a {} modifier whose '{key}' differ \
+                                 (pyhf InvalidNameReuse): use unique modifier names",
+                            existing.modifier_type, req.modifier_type
+                        )));
+                    }
+                }
+            }
+            Ok(())
+        };
+        if modifier_type == "staterror" {
+            for (name, set) in &staterror.sets {
+                add(name, set.requirement.clone())?;
+            }
+            continue;
+        }
+        for p in placed {
+            for m in p
+                .modifiers
+                .iter()
+                .filter(|m| m.kind.type_name() == modifier_type)
+            {
+                let n_bins = p.sample.data.len();
+                let req = match &m.kind {
+                    ModifierKind::ShapeSys(unc) => {
+                        if let Some((channel, sample)) =
+                            shapesys_owner.insert(&m.name, (p.channel, &p.sample.name))
+                        {
+                            return Err(invalid(format!(
+                                "shapesys '{}' is used by sample '{sample}' in channel '{}' and by sample '{}' in channel '{}': \
+                                     a shapesys name must belong to one sample of one channel",
+                                m.name,
+                                channels[channel].name,
+                                p.sample.name,
+                                channels[p.channel].name
+                            )));
+                        }
+                        shapesys_requirement(&f64s(&p.sample.data), &f64s(unc))
+                    }
+                    _ => Requirement::new(modifier_type, n_bins),
+                };
+                add(&m.name, req)?;
+            }
+        }
+    }
+    if order.is_empty() {
+        return Err(invalid(
+            "no parameters: the workspace declares no modifiers".into(),
+        ));
+    }
+
+    Ok((order, requirements))
+}
+
+/// Apply the measurement's configuration to each requirement and lay out the parameter vector.
+fn lay_out_parameters(
+    order: &[String],
+    mut requirements: HashMap<String, Requirement>,
+    measurement: &crate::spec::Measurement,
+) -> Result<Vec<ParameterSet>> {
+    let invalid = |m: String| Error::InvalidModel(m);
+    // Apply the measurement's configuration and lay out the parameter vector.
+    let configs: HashMap<&str, &ParameterConfig> = measurement
+        .config
+        .parameters
+        .iter()
+        .map(|p| (p.name.as_str(), p))
+        .collect();
+    let mut parameter_sets = Vec::with_capacity(order.len());
+    let mut offset = 0;
+    for name in order {
+        let req = requirements
+            .remove(name)
+            .ok_or_else(|| invalid(format!("internal: no requirement for '{name}'")))?;
+        let set = configure(
+            name,
+            req,
+            configs.get(name.as_str()).copied(),
+            &measurement.name,
+            offset,
+        )?;
+        offset += set.n_parameters;
+        parameter_sets.push(set);
+    }
+    Ok(parameter_sets)
 }
 
 /// pyhf's shapesys requirement: τ = (ν/δ)² where both are positive, otherwise fixed with τ = 1.
