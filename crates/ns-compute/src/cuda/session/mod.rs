@@ -1,5 +1,8 @@
-//! A CUDA session: one model uploaded once, serving many batched NLL + gradient evaluations and
-//! toy generation on the device.
+//! A CUDA session: one model uploaded once, serving many batched NLL + gradient evaluations
+//! (here), toy generation (`toys.rs`) and whole fits (`fits.rs`) on the device.
+
+mod fits;
+mod toys;
 
 use std::sync::Arc;
 
@@ -9,13 +12,10 @@ use cudarc::driver::{
 };
 use ns_core::{CompiledModel, Error, Result};
 
-use super::abi::{BLOCK_THREADS, DEVICE_MAX_MEMORY, FitArgs, ModelView, lbfgsb_workspace_doubles};
-use super::compile::{KernelOrigin, kernel_cubin};
-use super::layout::KernelLayout;
-use crate::backend::{DeviceFitOutput, DeviceFitProblem};
+use crate::cuda::abi::{BLOCK_THREADS, ModelView};
+use crate::cuda::compile::{KernelOrigin, kernel_cubin};
+use crate::cuda::layout::KernelLayout;
 use crate::data::PreparedData;
-use crate::toys::ToyEnsembleRates;
-use ns_core::optim::LbfgsbOptions;
 
 /// Threads per block of `sample_toys`.
 const TOY_BLOCK: u32 = 64;
@@ -369,100 +369,6 @@ impl CudaSession {
         Ok((main, aux))
     }
 
-    /// Generate toys `first_toy .. first_toy + n_toys` of each ensemble on the device, all in
-    /// one launch; the result holds ensemble after ensemble. Bit-identical to
-    /// `rng::ToyStream` on the CPU.
-    pub fn sample_toys(
-        &self,
-        model: &CompiledModel,
-        ensembles: &[ToyEnsembleRates],
-        seed: u64,
-        first_toy: u32,
-        n_toys: usize,
-    ) -> Result<DeviceDatasets> {
-        let (mut rate, mut mean, mut prate, mut streams) = (vec![], vec![], vec![], vec![]);
-        for e in ensembles {
-            e.check(model)?;
-            rate.extend_from_slice(&e.main);
-            mean.extend_from_slice(&e.gauss_mean);
-            prate.extend_from_slice(&e.pois_rate);
-            streams.push(e.stream);
-        }
-        let total = n_toys * ensembles.len();
-        let s = &self.stream;
-        let up = |v: &[f64]| upload(s, v);
-        let up32 = |v: &[u32]| upload(s, v);
-        let err = |e| driver("toy upload", e);
-        let rate = up(&rate).map_err(err)?;
-        let mean = up(&mean).map_err(err)?;
-        let sigma = up(&model.gaussian.iter().map(|c| c.sigma).collect::<Vec<_>>()).map_err(err)?;
-        let gauss_aux = up32(
-            &model
-                .gaussian
-                .iter()
-                .map(|c| c.aux_index)
-                .collect::<Vec<_>>(),
-        )
-        .map_err(err)?;
-        let prate = up(&prate).map_err(err)?;
-        let pois_aux = up32(
-            &model
-                .poisson
-                .iter()
-                .map(|c| c.aux_index)
-                .collect::<Vec<_>>(),
-        )
-        .map_err(err)?;
-        let streams = up32(&streams).map_err(err)?;
-        let alloc = |e| driver("toy allocation", e);
-        let mut main = s
-            .alloc_zeros::<f64>(total * self.n_main + 1)
-            .map_err(alloc)?;
-        let mut aux = s
-            .alloc_zeros::<f64>(total * self.n_aux + 1)
-            .map_err(alloc)?;
-        let (n_main, n_gauss, n_pois, n_aux, n, n_ens) = (
-            self.n_main as i32,
-            model.gaussian.len() as i32,
-            model.poisson.len() as i32,
-            self.n_aux as i32,
-            n_toys as i32,
-            ensembles.len() as i32,
-        );
-        let cfg = LaunchConfig {
-            grid_dim: ((total as u32).div_ceil(TOY_BLOCK).max(1), 1, 1),
-            block_dim: (TOY_BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut launch = s.launch_builder(&self.kernels.sample_toys);
-        launch
-            .arg(&rate)
-            .arg(&n_main)
-            .arg(&mean)
-            .arg(&sigma)
-            .arg(&gauss_aux)
-            .arg(&n_gauss)
-            .arg(&prate)
-            .arg(&pois_aux)
-            .arg(&n_pois)
-            .arg(&n_aux)
-            .arg(&seed)
-            .arg(&streams)
-            .arg(&first_toy)
-            .arg(&n)
-            .arg(&n_ens)
-            .arg(&mut main)
-            .arg(&mut aux);
-        // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
-        unsafe { launch.launch(cfg) }.map_err(|e| driver("toy kernel launch", e))?;
-        s.synchronize().map_err(|e| driver("toy kernel", e))?;
-        Ok(DeviceDatasets {
-            main,
-            aux,
-            count: total,
-        })
-    }
-
     /// NLL without its data-only constant (the deviance form of
     /// `CpuEvaluator::nll_minus_constant`) and its gradient, for each row of `params`
     /// (`n_params` long) against dataset `eval_dataset[row]` of `datasets`. Fills `nll` (one per
@@ -502,160 +408,6 @@ impl CudaSession {
             )?;
             start = end;
         }
-        Ok(())
-    }
-
-    /// Run many fits to completion on the device, one thread block per fit, the optimizer and
-    /// the evaluations on the GPU (no host round trip per iteration). Large batches are split.
-    pub fn fit_lbfgsb(
-        &mut self,
-        problem: &DeviceFitProblem,
-        datasets: &DeviceDatasets,
-        options: LbfgsbOptions,
-    ) -> Result<DeviceFitOutput> {
-        self.check_fit_problem(problem, datasets, options)?;
-        let (n_fits, np) = (problem.dataset.len(), self.n_params);
-        let mut out = DeviceFitOutput {
-            x: vec![0.0; n_fits * np],
-            g: vec![0.0; n_fits * np],
-            f: vec![0.0; n_fits],
-            iterations: vec![0; n_fits],
-            evaluations: vec![0; n_fits],
-            termination: vec![0; n_fits],
-        };
-        // Per fit the problem takes 6 rows of n_params values; keep a launch within max_batch's memory.
-        let chunk = (self.max_batch / 3).max(1);
-        let workspace_len = self.fit_grid as usize * lbfgsb_workspace_doubles(np, options.memory);
-        let workspace = self
-            .stream
-            .alloc_zeros::<f64>(workspace_len)
-            .map_err(|e| driver("optimizer workspace allocation", e))?;
-        let mut start = 0;
-        while start < n_fits {
-            let end = (start + chunk).min(n_fits);
-            self.launch_fits(problem, datasets, options, start..end, &workspace, &mut out)?;
-            start = end;
-        }
-        Ok(out)
-    }
-
-    fn check_fit_problem(
-        &self,
-        problem: &DeviceFitProblem,
-        datasets: &DeviceDatasets,
-        options: LbfgsbOptions,
-    ) -> Result<()> {
-        let n_fits = problem.dataset.len();
-        let np = self.n_params;
-        if options.memory == 0 || options.memory > DEVICE_MAX_MEMORY {
-            return Err(Error::InvalidInput(format!(
-                "the device optimizer keeps 1 to {DEVICE_MAX_MEMORY} correction pairs, not {}",
-                options.memory
-            )));
-        }
-        let rows_ok = [
-            problem.init.len(),
-            problem.free_index.len(),
-            problem.lower.len(),
-            problem.upper.len(),
-            problem.scale.len(),
-        ]
-        .iter()
-        .all(|&l| l == n_fits * np);
-        if !rows_ok || problem.n_free.len() != n_fits {
-            return Err(Error::InvalidInput(format!(
-                "device fit problem rows do not match {n_fits} fits of {np} parameters"
-            )));
-        }
-        if let Some(&bad) = problem
-            .dataset
-            .iter()
-            .find(|&&d| d as usize >= datasets.count)
-        {
-            return Err(Error::InvalidInput(format!(
-                "dataset index {bad} out of range: {} datasets are on the device",
-                datasets.count
-            )));
-        }
-        Ok(())
-    }
-
-    /// One launch of the fit kernel over fits `fits` of the problem; results into `out`.
-    fn launch_fits(
-        &mut self,
-        problem: &DeviceFitProblem,
-        datasets: &DeviceDatasets,
-        options: LbfgsbOptions,
-        fits: std::ops::Range<usize>,
-        workspace: &CudaSlice<f64>,
-        out: &mut DeviceFitOutput,
-    ) -> Result<()> {
-        let (start, end, np) = (fits.start, fits.end, self.n_params);
-        let rows = start * np..end * np;
-        let s = self.stream.clone();
-        let up = |e| driver("fit upload", e);
-        let init = s.clone_htod(&problem.init[rows.clone()]).map_err(up)?;
-        let free_index = s
-            .clone_htod(&problem.free_index[rows.clone()])
-            .map_err(up)?;
-        let n_free = s.clone_htod(&problem.n_free[start..end]).map_err(up)?;
-        let lower = s.clone_htod(&problem.lower[rows.clone()]).map_err(up)?;
-        let upper = s.clone_htod(&problem.upper[rows.clone()]).map_err(up)?;
-        let scale = s.clone_htod(&problem.scale[rows.clone()]).map_err(up)?;
-        let dataset = s.clone_htod(&problem.dataset[start..end]).map_err(up)?;
-        let alloc = |e| driver("fit output allocation", e);
-        let count = end - start;
-        let x = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;
-        let g = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;
-        let f = s.alloc_zeros::<f64>(count).map_err(alloc)?;
-        let iterations = s.alloc_zeros::<i32>(count).map_err(alloc)?;
-        let evaluations = s.alloc_zeros::<i32>(count).map_err(alloc)?;
-        let termination = s.alloc_zeros::<i32>(count).map_err(alloc)?;
-        let ptr64 = |b: &CudaSlice<f64>| b.device_ptr(&s).0;
-        let ptr32 = |b: &CudaSlice<u32>| b.device_ptr(&s).0;
-        let ptri = |b: &CudaSlice<i32>| b.device_ptr(&s).0;
-        let args = FitArgs {
-            init: ptr64(&init),
-            free_index: ptr32(&free_index),
-            n_free: ptri(&n_free),
-            lower: ptr64(&lower),
-            upper: ptr64(&upper),
-            scale: ptr64(&scale),
-            fit_dataset: ptr32(&dataset),
-            main_data: ptr64(&datasets.main),
-            aux_data: ptr64(&datasets.aux),
-            x_out: ptr64(&x),
-            g_out: ptr64(&g),
-            f_out: ptr64(&f),
-            iterations_out: ptri(&iterations),
-            evaluations_out: ptri(&evaluations),
-            termination_out: ptri(&termination),
-            workspace: ptr64(workspace),
-            pg_tol: options.pg_tol,
-            n_fits: count as i32,
-            memory: options.memory as i32,
-            max_iterations: options.max_iterations.min(i32::MAX as usize) as i32,
-            max_evaluations: options.max_evaluations.min(i32::MAX as usize) as i32,
-        };
-        let cfg = LaunchConfig {
-            grid_dim: (self.fit_grid.min(count as u32).max(1), 1, 1),
-            block_dim: (BLOCK_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut launch = s.launch_builder(&self.kernels.fit_lbfgsb);
-        launch.arg(&self.view).arg(&args).arg(&mut self.scratch);
-        // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
-        unsafe { launch.launch(cfg) }.map_err(|e| driver("fit kernel launch", e))?;
-        let down = |e| driver("fit kernel", e);
-        s.memcpy_dtoh(&x, &mut out.x[rows.clone()]).map_err(down)?;
-        s.memcpy_dtoh(&g, &mut out.g[rows]).map_err(down)?;
-        s.memcpy_dtoh(&f, &mut out.f[start..end]).map_err(down)?;
-        s.memcpy_dtoh(&iterations, &mut out.iterations[start..end])
-            .map_err(down)?;
-        s.memcpy_dtoh(&evaluations, &mut out.evaluations[start..end])
-            .map_err(down)?;
-        s.memcpy_dtoh(&termination, &mut out.termination[start..end])
-            .map_err(down)?;
         Ok(())
     }
 

@@ -1,0 +1,103 @@
+//! Toy datasets sampled on the device: the CPU's generator and samplers, bit for bit.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use ns_core::{CompiledModel, Result};
+
+use super::{CudaSession, DeviceDatasets, TOY_BLOCK, driver, upload};
+use crate::toys::ToyEnsembleRates;
+
+impl CudaSession {
+    /// Generate toys `first_toy .. first_toy + n_toys` of each ensemble on the device, all in
+    /// one launch; the result holds ensemble after ensemble. Bit-identical to
+    /// `rng::ToyStream` on the CPU.
+    pub fn sample_toys(
+        &self,
+        model: &CompiledModel,
+        ensembles: &[ToyEnsembleRates],
+        seed: u64,
+        first_toy: u32,
+        n_toys: usize,
+    ) -> Result<DeviceDatasets> {
+        let (mut rate, mut mean, mut prate, mut streams) = (vec![], vec![], vec![], vec![]);
+        for e in ensembles {
+            e.check(model)?;
+            rate.extend_from_slice(&e.main);
+            mean.extend_from_slice(&e.gauss_mean);
+            prate.extend_from_slice(&e.pois_rate);
+            streams.push(e.stream);
+        }
+        let total = n_toys * ensembles.len();
+        let s = &self.stream;
+        let up = |v: &[f64]| upload(s, v);
+        let up32 = |v: &[u32]| upload(s, v);
+        let err = |e| driver("toy upload", e);
+        let rate = up(&rate).map_err(err)?;
+        let mean = up(&mean).map_err(err)?;
+        let sigma = up(&model.gaussian.iter().map(|c| c.sigma).collect::<Vec<_>>()).map_err(err)?;
+        let gauss_aux = up32(
+            &model
+                .gaussian
+                .iter()
+                .map(|c| c.aux_index)
+                .collect::<Vec<_>>(),
+        )
+        .map_err(err)?;
+        let prate = up(&prate).map_err(err)?;
+        let pois_aux = up32(
+            &model
+                .poisson
+                .iter()
+                .map(|c| c.aux_index)
+                .collect::<Vec<_>>(),
+        )
+        .map_err(err)?;
+        let streams = up32(&streams).map_err(err)?;
+        let alloc = |e| driver("toy allocation", e);
+        let mut main = s
+            .alloc_zeros::<f64>(total * self.n_main + 1)
+            .map_err(alloc)?;
+        let mut aux = s
+            .alloc_zeros::<f64>(total * self.n_aux + 1)
+            .map_err(alloc)?;
+        let (n_main, n_gauss, n_pois, n_aux, n, n_ens) = (
+            self.n_main as i32,
+            model.gaussian.len() as i32,
+            model.poisson.len() as i32,
+            self.n_aux as i32,
+            n_toys as i32,
+            ensembles.len() as i32,
+        );
+        let cfg = LaunchConfig {
+            grid_dim: ((total as u32).div_ceil(TOY_BLOCK).max(1), 1, 1),
+            block_dim: (TOY_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = s.launch_builder(&self.kernels.sample_toys);
+        launch
+            .arg(&rate)
+            .arg(&n_main)
+            .arg(&mean)
+            .arg(&sigma)
+            .arg(&gauss_aux)
+            .arg(&n_gauss)
+            .arg(&prate)
+            .arg(&pois_aux)
+            .arg(&n_pois)
+            .arg(&n_aux)
+            .arg(&seed)
+            .arg(&streams)
+            .arg(&first_toy)
+            .arg(&n)
+            .arg(&n_ens)
+            .arg(&mut main)
+            .arg(&mut aux);
+        // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
+        unsafe { launch.launch(cfg) }.map_err(|e| driver("toy kernel launch", e))?;
+        s.synchronize().map_err(|e| driver("toy kernel", e))?;
+        Ok(DeviceDatasets {
+            main,
+            aux,
+            count: total,
+        })
+    }
+}
