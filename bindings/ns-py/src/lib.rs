@@ -99,18 +99,10 @@ impl PyWorkspace {
     ) -> PyResult<PyModel> {
         let mut codes = InterpCodes::default();
         if let Some(n) = normsys {
-            codes.normsys = NormsysCode::from_name(n).ok_or_else(|| {
-                InvalidInputError::new_err(format!(
-                    "normsys interpolation '{n}' is not one pyhf accepts (code1, code4)"
-                ))
-            })?;
+            codes.normsys = NormsysCode::from_name(n).map_err(to_py)?;
         }
         if let Some(h) = histosys {
-            codes.histosys = HistosysCode::from_name(h).ok_or_else(|| {
-                InvalidInputError::new_err(format!(
-                    "histosys interpolation '{h}' is not one pyhf accepts (code0, code2, code4p)"
-                ))
-            })?;
+            codes.histosys = HistosysCode::from_name(h).map_err(to_py)?;
         }
         let options = ModelOptions {
             measurement: measurement_name,

@@ -93,14 +93,10 @@ pub fn interp_codes(defaults: &str, overrides: Option<&str>) -> Result<InterpCod
         })?;
         match kind.trim() {
             "normsys" => {
-                codes.normsys = NormsysCode::from_name(code.trim()).ok_or_else(|| {
-                    Error::InvalidInput(format!("normsys interpolation '{code}' is not one pyhf accepts (code1, code4)"))
-                })?
+                codes.normsys = NormsysCode::from_name(code)?
             }
             "histosys" => {
-                codes.histosys = HistosysCode::from_name(code.trim()).ok_or_else(|| {
-                    Error::InvalidInput(format!("histosys interpolation '{code}' is not one pyhf accepts (code0, code2, code4p)"))
-                })?
+                codes.histosys = HistosysCode::from_name(code)?
             }
             other => {
                 return Err(Error::InvalidInput(format!(

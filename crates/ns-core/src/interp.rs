@@ -55,12 +55,15 @@ impl InterpCodes {
 }
 
 impl NormsysCode {
-    /// Parse the pyhf spelling (`code1`, `code4`); `None` for codes pyhf does not accept for normsys.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "code1" => Some(NormsysCode::Code1),
-            "code4" => Some(NormsysCode::Code4),
-            _ => None,
+    /// Parse the pyhf spelling (`code1`, `code4`); an error names the codes pyhf accepts for
+    /// normsys.
+    pub fn from_name(name: &str) -> crate::Result<Self> {
+        match name.trim() {
+            "code1" => Ok(NormsysCode::Code1),
+            "code4" => Ok(NormsysCode::Code4),
+            _ => Err(crate::Error::InvalidInput(format!(
+                "normsys interpolation '{name}' is not one pyhf accepts (code1, code4)"
+            ))),
         }
     }
     pub fn name(self) -> &'static str {
@@ -72,13 +75,16 @@ impl NormsysCode {
 }
 
 impl HistosysCode {
-    /// Parse the pyhf spelling (`code0`, `code2`, `code4p`); `None` for codes pyhf does not accept for histosys.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "code0" => Some(HistosysCode::Code0),
-            "code2" => Some(HistosysCode::Code2),
-            "code4p" => Some(HistosysCode::Code4p),
-            _ => None,
+    /// Parse the pyhf spelling (`code0`, `code2`, `code4p`); an error names the codes pyhf accepts
+    /// for histosys.
+    pub fn from_name(name: &str) -> crate::Result<Self> {
+        match name.trim() {
+            "code0" => Ok(HistosysCode::Code0),
+            "code2" => Ok(HistosysCode::Code2),
+            "code4p" => Ok(HistosysCode::Code4p),
+            _ => Err(crate::Error::InvalidInput(format!(
+                "histosys interpolation '{name}' is not one pyhf accepts (code0, code2, code4p)"
+            ))),
         }
     }
     pub fn name(self) -> &'static str {
