@@ -92,12 +92,8 @@ pub fn interp_codes(defaults: &str, overrides: Option<&str>) -> Result<InterpCod
             ))
         })?;
         match kind.trim() {
-            "normsys" => {
-                codes.normsys = NormsysCode::from_name(code)?
-            }
-            "histosys" => {
-                codes.histosys = HistosysCode::from_name(code)?
-            }
+            "normsys" => codes.normsys = NormsysCode::from_name(code)?,
+            "histosys" => codes.histosys = HistosysCode::from_name(code)?,
             other => {
                 return Err(Error::InvalidInput(format!(
                     "--interp-codes: '{other}' has no interpolation code (only normsys and histosys do)"

@@ -77,6 +77,8 @@ pub struct HistFactoryModel {
     poi_index: Option<usize>,
     pub auxdata: Vec<f64>,
     pub compiled: CompiledModel,
+    /// The sample of each block of `compiled.samples` (its channel follows from the block's bins).
+    pub block_samples: Vec<String>,
 }
 
 impl HistFactoryModel {
@@ -89,6 +91,7 @@ impl HistFactoryModel {
         parameter_sets: Vec<ParameterSet>,
         poi_name: String,
         compiled: CompiledModel,
+        block_samples: Vec<String>,
     ) -> Self {
         let par_names = parameter_sets
             .iter()
@@ -120,7 +123,18 @@ impl HistFactoryModel {
             poi_index,
             auxdata,
             compiled,
+            block_samples,
         }
+    }
+
+    /// The compiled sample block of `sample` in `channel`, if that channel has that sample.
+    pub fn block_of(&self, channel: &str, sample: &str) -> Option<usize> {
+        let c = self.channels.iter().find(|c| c.name == channel)?;
+        self.compiled
+            .samples
+            .iter()
+            .zip(&self.block_samples)
+            .position(|(b, name)| b.bin_start as usize == c.bin_start && name == sample)
     }
 
     pub fn n_params(&self) -> usize {

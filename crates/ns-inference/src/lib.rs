@@ -5,6 +5,7 @@
 //! through a callback.
 
 pub mod checks;
+pub mod differentiable;
 pub mod fit;
 pub mod gof;
 mod hessian;

@@ -259,6 +259,50 @@ impl<'m> CpuEvaluator<'m> {
         Ok(nll)
     }
 
+    /// d ν / d ν₀ for each bin of sample block `block` at the point of the last forward pass on
+    /// `s` (any evaluation, or `expected_data`): how the expected yield of the bin moves with a
+    /// nominal yield that replaces the block's (a differentiable signal). The block's histosys
+    /// templates stay fixed, so its deltas move with the nominal (Δup = hi − ν₀, Δdown = ν₀ − lo)
+    /// and d base / d ν₀ = 1 − Σ w_up + Σ w_down over its histosys terms.
+    pub fn nominal_slope(&self, s: &Scratch, block: usize, out: &mut [f64]) -> Result<()> {
+        let m = self.model;
+        let b = m.samples.get(block).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "sample block {block} of {} requested",
+                m.samples.len()
+            ))
+        })?;
+        let (e0, n) = (b.entry_start as usize, b.n_bins as usize);
+        if out.len() != n {
+            return Err(Error::InvalidInput(format!(
+                "nominal gradient buffer has length {} but the block has {n} bins",
+                out.len()
+            )));
+        }
+        let mut histosys_slope = 1.0;
+        for &p in &m.histosys_param[b.histosys_start as usize..b.histosys_end as usize] {
+            let w = s.histosys_weights[p as usize];
+            histosys_slope += w.w_down - w.w_up;
+        }
+        let scale = s.block_scale[block];
+        for i in 0..n {
+            out[i] = scale * s.entry_product[e0 + i] * histosys_slope;
+        }
+        Ok(())
+    }
+
+    /// d NLL / d ν₀ for each bin of sample block `block` at the point of the last
+    /// [`nll_minus_constant`](Self::nll_minus_constant) on `s`: [`nominal_slope`](Self::nominal_slope)
+    /// times d NLL / d ν of the bin.
+    pub fn nominal_gradient(&self, s: &Scratch, block: usize, out: &mut [f64]) -> Result<()> {
+        self.nominal_slope(s, block, out)?;
+        let bin0 = self.model.samples[block].bin_start as usize;
+        for (i, d) in out.iter_mut().enumerate() {
+            *d *= s.bin_weight[bin0 + i];
+        }
+        Ok(())
+    }
+
     fn backward(&self, params: &[f64], data: &PreparedData, s: &mut Scratch, grad: &mut [f64]) {
         let m = self.model;
         for (block_index, block) in m.samples.iter().enumerate() {

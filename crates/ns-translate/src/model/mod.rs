@@ -197,6 +197,7 @@ impl FromWorkspace for HistFactoryModel {
             parameter_sets,
             measurement.config.poi.clone(),
             compiled,
+            placed.iter().map(|p| p.sample.name.clone()).collect(),
         ))
     }
 }

@@ -1,0 +1,395 @@
+//! The likelihood as a differentiable function of signal yields: what analysis optimisation
+//! (neos, INFERNO-style training) needs. A neural network produces the yields of one or more
+//! samples ("external" samples, named by channel and sample); they replace those samples' nominal
+//! yields, and the session returns the NLL or a profiled test statistic with its exact gradient
+//! with respect to the yields.
+//!
+//! - NLL: ∂NLL/∂s from the reverse pass ([`CpuEvaluator::nominal_gradient`]), ∂NLL/∂θ as usual.
+//! - Profiled q0, qμ, q̃μ: both fits run (warm-started from the previous call), and by the
+//!   envelope theorem dq/ds = 2(∂NLL/∂s at the conditional fit − ∂NLL/∂s at the free fit): the
+//!   fitted parameters move with s, but the NLL is stationary in them (or held at a bound whose
+//!   position does not depend on s). Where q is clipped to 0 (μ̂ on the other side of the tested
+//!   value) q and its gradient are 0.
+//! - On Asimov data the data move with s as well: the expected main data at the Asimov
+//!   parameters, so dq/ds gains Σ_b ∂q/∂n_b · ∂n_b/∂s with ∂q/∂n_b = 2(ln λ̂_b − ln λ̂̂_b).
+//!
+//! External samples keep their histosys templates (hi/lo data) fixed, so the deltas move with the
+//! yields. A staterror or shapesys on an external sample is refused: its constraint width is
+//! computed from the nominal yields the session replaces.
+
+use std::sync::Mutex;
+
+use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_core::{Error, HistFactoryModel, Result};
+use rayon::prelude::*;
+
+use crate::checks;
+use crate::fit::{FitConfig, FitResult, Fitter};
+use crate::hypotest::{TestStatistic, statistic_from_fits};
+
+/// One external sample: its compiled block and where its bins sit in the signal vector; the
+/// histosys templates of the block, per bin and term (hi, lo).
+#[derive(Clone, Debug)]
+struct ExternalBlock {
+    block: usize,
+    offset: usize,
+    n_bins: usize,
+    templates: Vec<(f64, f64)>,
+}
+
+/// NLL with its gradients.
+#[derive(Clone, Debug)]
+pub struct NllGradient {
+    pub nll: f64,
+    /// ∂NLL/∂s over the signal vector.
+    pub d_signal: Vec<f64>,
+    /// ∂NLL/∂θ over the parameters.
+    pub d_pars: Vec<f64>,
+}
+
+/// A profiled test statistic with its gradient with respect to the signal yields.
+#[derive(Clone, Debug)]
+pub struct ProfiledStatistic {
+    pub q: f64,
+    pub d_signal: Vec<f64>,
+    pub free_fit: FitResult,
+    pub fixed_fit: FitResult,
+}
+
+/// The data a profiled statistic is computed on.
+#[derive(Clone, Debug)]
+pub enum StatisticData<'a> {
+    /// Fixed data (e.g. the observed data).
+    Fixed(&'a PreparedData),
+    /// The expected data (main and auxiliary) of the model with the current signal at
+    /// `parameters` (e.g. the suggested init with the POI at 1: the nominal Asimov dataset of
+    /// the expected discovery significance); they move with the signal.
+    Asimov { parameters: &'a [f64] },
+}
+
+/// The best-fit parameters of the last free and conditional fits.
+type WarmStart = (Option<Vec<f64>>, Option<Vec<f64>>);
+
+/// A model whose external samples' yields are inputs.
+pub struct DifferentiableSession {
+    model: HistFactoryModel,
+    external: Vec<ExternalBlock>,
+    n_signal: usize,
+    /// Best-fit parameters of the last free and conditional fits: the next call starts there.
+    warm: Mutex<WarmStart>,
+}
+
+impl DifferentiableSession {
+    /// A session over `model` with `samples` ((channel, sample) pairs) external, their bins
+    /// concatenated in the order given.
+    pub fn new(model: &HistFactoryModel, samples: &[(String, String)]) -> Result<Self> {
+        if samples.is_empty() {
+            return Err(Error::InvalidInput(
+                "name at least one (channel, sample) whose yields are the signal".into(),
+            ));
+        }
+        let compiled = &model.compiled;
+        let mut external = Vec::with_capacity(samples.len());
+        let mut offset = 0;
+        for (channel, sample) in samples {
+            let block = model.block_of(channel, sample).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "channel '{channel}' has no sample '{sample}' (channels: {})",
+                    model
+                        .channels
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
+            if external.iter().any(|e: &ExternalBlock| e.block == block) {
+                return Err(Error::InvalidInput(format!(
+                    "sample '{sample}' of channel '{channel}' is named twice"
+                )));
+            }
+            let b = &compiled.samples[block];
+            let (e0, n) = (b.entry_start as usize, b.n_bins as usize);
+            for e in e0..e0 + n {
+                let factors = compiled.entry_factor_start[e] as usize
+                    ..compiled.entry_factor_start[e + 1] as usize;
+                for &p in &compiled.entry_factor_param[factors] {
+                    let set = model
+                        .parameter_sets
+                        .iter()
+                        .find(|s| (s.offset..s.offset + s.n_parameters).contains(&(p as usize)));
+                    if let Some(set) = set
+                        && (set.modifier_type == "staterror" || set.modifier_type == "shapesys")
+                    {
+                        return Err(Error::InvalidInput(format!(
+                            "sample '{sample}' of channel '{channel}' carries the {} '{}': its \
+                             constraint width is computed from the nominal yields, which a \
+                             differentiable signal replaces; remove it from that sample",
+                            set.modifier_type, set.name
+                        )));
+                    }
+                }
+            }
+            let terms = (b.histosys_end - b.histosys_start) as usize;
+            let d0 = b.histosys_delta_start as usize;
+            let mut templates = Vec::with_capacity(n * terms);
+            for i in 0..n {
+                let nominal = compiled.nominal[e0 + i];
+                for t in 0..terms {
+                    let row = d0 + i * 2 * terms + 2 * t;
+                    let (up, down) = (
+                        compiled.histosys_delta[row],
+                        compiled.histosys_delta[row + 1],
+                    );
+                    templates.push((nominal + up, nominal - down));
+                }
+            }
+            external.push(ExternalBlock {
+                block,
+                offset,
+                n_bins: n,
+                templates,
+            });
+            offset += n;
+        }
+        Ok(DifferentiableSession {
+            model: model.clone(),
+            external,
+            n_signal: offset,
+            warm: Mutex::new((None, None)),
+        })
+    }
+
+    /// Length of the signal vector.
+    pub fn n_signal(&self) -> usize {
+        self.n_signal
+    }
+
+    pub fn model(&self) -> &HistFactoryModel {
+        &self.model
+    }
+
+    /// The workspace's own yields of the external samples (the signal vector they replace).
+    pub fn nominal_signal(&self) -> Vec<f64> {
+        let c = &self.model.compiled;
+        self.external
+            .iter()
+            .flat_map(|x| {
+                let e0 = c.samples[x.block].entry_start as usize;
+                c.nominal[e0..e0 + x.n_bins].iter().copied()
+            })
+            .collect()
+    }
+
+    /// The model with `signal` as the external samples' yields (histosys deltas against their
+    /// fixed templates).
+    pub fn model_with(&self, signal: &[f64]) -> Result<HistFactoryModel> {
+        let mut model = self.model.clone();
+        self.apply(&mut model, signal)?;
+        Ok(model)
+    }
+
+    fn apply(&self, model: &mut HistFactoryModel, signal: &[f64]) -> Result<()> {
+        if signal.len() != self.n_signal {
+            return Err(Error::InvalidInput(format!(
+                "the signal has {} yields but the external samples have {} bins",
+                signal.len(),
+                self.n_signal
+            )));
+        }
+        if let Some(i) = signal.iter().position(|v| !v.is_finite()) {
+            return Err(Error::InvalidInput(format!(
+                "signal yield {i} is {}: yields must be finite",
+                signal[i]
+            )));
+        }
+        let c = &mut model.compiled;
+        for x in &self.external {
+            let b = c.samples[x.block];
+            let (e0, d0) = (b.entry_start as usize, b.histosys_delta_start as usize);
+            let terms = (b.histosys_end - b.histosys_start) as usize;
+            for i in 0..x.n_bins {
+                let s = signal[x.offset + i];
+                c.nominal[e0 + i] = s;
+                for t in 0..terms {
+                    let (hi, lo) = x.templates[i * terms + t];
+                    let row = d0 + i * 2 * terms + 2 * t;
+                    c.histosys_delta[row] = hi - s;
+                    c.histosys_delta[row + 1] = s - lo;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// ∂NLL/∂s of the last evaluation on `scratch`, over the signal vector.
+    fn signal_gradient(&self, eval: &CpuEvaluator, scratch: &Scratch) -> Result<Vec<f64>> {
+        let mut d = vec![0.0; self.n_signal];
+        for x in &self.external {
+            eval.nominal_gradient(scratch, x.block, &mut d[x.offset..x.offset + x.n_bins])?;
+        }
+        Ok(d)
+    }
+
+    /// NLL and its gradients at `pars` on `data` with `signal` as the external yields.
+    pub fn nll(&self, signal: &[f64], pars: &[f64], data: &PreparedData) -> Result<NllGradient> {
+        let model = self.model_with(signal)?;
+        let eval = CpuEvaluator::new(&model.compiled);
+        let mut scratch = Scratch::new(&model.compiled);
+        let mut d_pars = vec![0.0; model.n_params()];
+        let nll = eval.nll_with_gradient(pars, data, &mut scratch, Some(&mut d_pars))?;
+        Ok(NllGradient {
+            nll,
+            d_signal: self.signal_gradient(&eval, &scratch)?,
+            d_pars,
+        })
+    }
+
+    /// [`nll`](Self::nll) for many signal vectors (rows of `signals`) at once, in parallel;
+    /// `pars` holds one row for all or one per signal.
+    pub fn nll_batch(
+        &self,
+        signals: &[f64],
+        pars: &[f64],
+        data: &PreparedData,
+    ) -> Result<Vec<NllGradient>> {
+        let (n, p) = (self.n_signal, self.model.n_params());
+        if signals.is_empty() || !signals.len().is_multiple_of(n) {
+            return Err(Error::InvalidInput(format!(
+                "signal batch has {} values, not a positive multiple of {n} bins",
+                signals.len()
+            )));
+        }
+        let rows = signals.len() / n;
+        if pars.len() != p && pars.len() != rows * p {
+            return Err(Error::InvalidInput(format!(
+                "parameters have {} values for {rows} signals of a {p}-parameter model (give {p} or {})",
+                pars.len(),
+                rows * p
+            )));
+        }
+        signals
+            .par_chunks(n)
+            .enumerate()
+            .map(|(r, s)| {
+                let row = if pars.len() == p {
+                    pars
+                } else {
+                    &pars[r * p..(r + 1) * p]
+                };
+                self.nll(s, row, data)
+            })
+            .collect()
+    }
+
+    /// d(expected main data)/ds after a forward pass on `scratch`: per signal yield, its bin and
+    /// the slope.
+    fn expected_jacobian(
+        &self,
+        eval: &CpuEvaluator,
+        scratch: &Scratch,
+    ) -> Result<Vec<(usize, f64)>> {
+        let c = &self.model.compiled;
+        let mut jacobian = Vec::with_capacity(self.n_signal);
+        for x in &self.external {
+            let mut slope = vec![0.0; x.n_bins];
+            eval.nominal_slope(scratch, x.block, &mut slope)?;
+            let bin0 = c.samples[x.block].bin_start as usize;
+            jacobian.extend(slope.into_iter().enumerate().map(|(i, d)| (bin0 + i, d)));
+        }
+        Ok(jacobian)
+    }
+
+    /// A profiled test statistic at `mu` (ignored for q0) and its gradient with respect to the
+    /// signal yields. `config` holds the fits' bounds and fixed parameters; each fit starts from
+    /// the previous call's solution where that lies within the bounds (training moves the
+    /// signal a little per step), else from `config.init`.
+    pub fn profiled(
+        &self,
+        signal: &[f64],
+        stat: TestStatistic,
+        mu: f64,
+        data: StatisticData,
+        config: &FitConfig,
+    ) -> Result<ProfiledStatistic> {
+        let model = self.model_with(signal)?;
+        let fitter = Fitter::new(&model);
+        let poi = checks::free_poi(&fitter, config)?;
+        let mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
+        checks::value_in_bounds(&fitter, config, poi, mu, "mu")?;
+        let eval = CpuEvaluator::new(&model.compiled);
+        let mut scratch = Scratch::new(&model.compiled);
+        let asimov;
+        let (data, jacobian) = match data {
+            StatisticData::Fixed(d) => (d, None),
+            StatisticData::Asimov { parameters } => {
+                let (main, aux) = eval.expected_data(parameters, &mut scratch)?;
+                let jacobian = self.expected_jacobian(&eval, &scratch)?;
+                asimov = PreparedData::new(&model.compiled, main, aux)?;
+                (&asimov, Some(jacobian))
+            }
+        };
+        let (warm_free, warm_fixed) = self
+            .warm
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        let free_fit = fitter.fit(data, &warm_start(config, warm_free))?;
+        checks::started(&fitter, &free_fit, data)?;
+        let fixed_fit = fitter.fit(data, &warm_start(&config.with_fixed(poi, mu), warm_fixed))?;
+        checks::started(&fitter, &fixed_fit, data)?;
+        *self
+            .warm
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = (
+            Some(free_fit.parameters.clone()),
+            Some(fixed_fit.parameters.clone()),
+        );
+        let q = statistic_from_fits(stat, mu, poi, &fixed_fit, &free_fit);
+        let mut d_signal = vec![0.0; self.n_signal];
+        if q > 0.0 {
+            let mut at = |pars: &[f64]| -> Result<(Vec<f64>, Vec<f64>)> {
+                eval.nll_minus_constant(pars, data, &mut scratch, None)?;
+                Ok((
+                    self.signal_gradient(&eval, &scratch)?,
+                    scratch.expected_main().to_vec(),
+                ))
+            };
+            let (g_fixed, expected_fixed) = at(&fixed_fit.parameters)?;
+            let (g_free, expected_free) = at(&free_fit.parameters)?;
+            for (k, d) in d_signal.iter_mut().enumerate() {
+                *d = 2.0 * (g_fixed[k] - g_free[k]);
+            }
+            // Asimov data move with the signal: ∂q/∂n_b = 2(ln λ̂_b − ln λ̂̂_b).
+            if let Some(jacobian) = jacobian {
+                for (d, (bin, slope)) in d_signal.iter_mut().zip(jacobian) {
+                    *d += 2.0 * (expected_free[bin].ln() - expected_fixed[bin].ln()) * slope;
+                }
+            }
+        }
+        Ok(ProfiledStatistic {
+            q,
+            d_signal,
+            free_fit,
+            fixed_fit,
+        })
+    }
+}
+
+/// `config` starting from `previous` where every free parameter of it lies within the bounds.
+fn warm_start(config: &FitConfig, previous: Option<Vec<f64>>) -> FitConfig {
+    let mut c = config.clone();
+    if let Some(p) = previous
+        && p.len() == c.init.len()
+        && (0..p.len()).all(|i| c.fixed[i] || (c.bounds[i].0 <= p[i] && p[i] <= c.bounds[i].1))
+    {
+        for i in 0..p.len() {
+            if !c.fixed[i] {
+                c.init[i] = p[i];
+            }
+        }
+        // The variable scaling of the previous start is stale: recompute it.
+        c.scale = None;
+    }
+    c
+}

@@ -1,0 +1,283 @@
+//! The differentiable likelihood: ∂NLL/∂s and the profiled statistics' gradients against central
+//! finite differences, on a model whose signal carries normfactor, lumi, normsys and histosys
+//! and whose background carries staterror, shapesys, normsys and histosys, in two channels.
+
+use ns_compute::PreparedData;
+use ns_inference::differentiable::{DifferentiableSession, StatisticData};
+use ns_inference::{FitConfig, TestStatistic};
+use ns_translate::{FromWorkspace, HistFactoryModel, ModelOptions, Workspace};
+use serde_json::json;
+
+fn workspace(signal_modifiers: serde_json::Value) -> Workspace {
+    let spec = json!({
+        "channels": [
+            {"name": "SR", "samples": [
+                {"name": "signal", "data": [6.0, 9.0, 4.0], "modifiers": signal_modifiers},
+                {"name": "bkg", "data": [30.0, 22.0, 11.0], "modifiers": [
+                    {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.1, "lo": 0.92}},
+                    {"name": "shape", "type": "histosys", "data": {"hi_data": [33.0, 23.0, 11.5], "lo_data": [28.0, 21.5, 10.2]}},
+                    {"name": "staterror_SR", "type": "staterror", "data": [2.0, 1.5, 1.2]},
+                    {"name": "lumi", "type": "lumi", "data": null}]}]},
+            {"name": "CR", "samples": [
+                {"name": "signal", "data": [1.0, 0.5], "modifiers": [
+                    {"name": "mu", "type": "normfactor", "data": null},
+                    {"name": "lumi", "type": "lumi", "data": null}]},
+                {"name": "bkg", "data": [80.0, 60.0], "modifiers": [
+                    {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.1, "lo": 0.92}},
+                    {"name": "cr_stat", "type": "shapesys", "data": [5.0, 4.0]},
+                    {"name": "lumi", "type": "lumi", "data": null}]}]}
+        ],
+        "observations": [{"name": "SR", "data": [40, 33, 15]}, {"name": "CR", "data": [82, 58]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
+            {"name": "lumi", "auxdata": [1.0], "sigmas": [0.02], "bounds": [[0.9, 1.1]], "inits": [1.0]}]}}],
+        "version": "1.0.0"
+    });
+    Workspace::from_value(spec).unwrap()
+}
+
+fn signal_modifiers() -> serde_json::Value {
+    json!([
+        {"name": "mu", "type": "normfactor", "data": null},
+        {"name": "lumi", "type": "lumi", "data": null},
+        {"name": "sig_xsec", "type": "normsys", "data": {"hi": 1.05, "lo": 0.94}},
+        {"name": "sig_shape", "type": "histosys", "data": {"hi_data": [6.6, 9.5, 4.1], "lo_data": [5.5, 8.4, 3.9]}}
+    ])
+}
+
+fn setup() -> (HistFactoryModel, PreparedData, Vec<(String, String)>) {
+    let ws = workspace(signal_modifiers());
+    let model = HistFactoryModel::from_workspace(&ws, &ModelOptions::default()).unwrap();
+    let data = PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap()).unwrap();
+    let samples = vec![
+        ("SR".to_string(), "signal".to_string()),
+        ("CR".to_string(), "signal".to_string()),
+    ];
+    (model, data, samples)
+}
+
+/// Central differences of `f` at `x`, one coordinate at a time.
+fn finite_differences(x: &[f64], h: f64, f: &dyn Fn(&[f64]) -> f64) -> Vec<f64> {
+    (0..x.len())
+        .map(|k| {
+            let (mut up, mut down) = (x.to_vec(), x.to_vec());
+            up[k] += h;
+            down[k] -= h;
+            (f(&up) - f(&down)) / (2.0 * h)
+        })
+        .collect()
+}
+
+fn assert_close(got: &[f64], want: &[f64], rtol: f64, atol: f64, what: &str) {
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= rtol * w.abs() + atol,
+            "{what}[{k}]: analytic {g} vs finite differences {w}"
+        );
+    }
+}
+
+#[test]
+fn nll_gradient_with_respect_to_the_signal_matches_finite_differences() {
+    let (model, data, samples) = setup();
+    let session = DifferentiableSession::new(&model, &samples).unwrap();
+    assert_eq!(session.n_signal(), 5);
+    assert_eq!(session.nominal_signal(), vec![6.0, 9.0, 4.0, 1.0, 0.5]);
+    let signal = vec![5.0, 10.0, 3.5, 1.3, 0.7];
+    // Away from the nominal point, histosys and normsys pulled: every factor is exercised.
+    let mut pars = model.suggested_init();
+    for (name, value) in [
+        ("mu", 1.4),
+        ("sig_shape", 0.6),
+        ("sig_xsec", -0.8),
+        ("shape", -1.3),
+        ("lumi", 1.03),
+    ] {
+        pars[model.parameter_index(name).unwrap()] = value;
+    }
+    let g = session.nll(&signal, &pars, &data).unwrap();
+    let fd = finite_differences(&signal, 1e-6, &|s| {
+        session.nll(s, &pars, &data).unwrap().nll
+    });
+    assert_close(&g.d_signal, &fd, 1e-6, 1e-8, "dNLL/ds");
+    // The parameters' gradient is the evaluator's, at the model with this signal.
+    let fd_pars = finite_differences(&pars, 1e-6, &|p| {
+        session.nll(&signal, p, &data).unwrap().nll
+    });
+    assert_close(&g.d_pars, &fd_pars, 1e-6, 1e-8, "dNLL/dθ");
+    // The nominal signal reproduces the workspace's own NLL.
+    let own = session
+        .nll(&session.nominal_signal(), &pars, &data)
+        .unwrap()
+        .nll;
+    let fitter = ns_inference::Fitter::new(&model);
+    assert!((2.0 * own - fitter.twice_nll(&pars, &data).unwrap()).abs() < 1e-10);
+    // A batch is the single evaluations, row by row.
+    let batch = session
+        .nll_batch(
+            &[signal.clone(), session.nominal_signal()].concat(),
+            &pars,
+            &data,
+        )
+        .unwrap();
+    assert_eq!(batch[0].nll, g.nll);
+    assert_eq!(batch[0].d_signal, g.d_signal);
+    assert_eq!(batch[1].nll, own);
+}
+
+/// Tight fits, so that finite differences of q resolve its derivative.
+fn tight(model: &HistFactoryModel) -> FitConfig {
+    let mut config = FitConfig::suggested(model);
+    config.optimizer.pg_tol = 1e-10;
+    config
+}
+
+#[test]
+fn profiled_statistics_gradients_match_finite_differences_of_refits() {
+    let (model, data, samples) = setup();
+    let config = tight(&model);
+    let signal = session_signal();
+    for (stat, mu) in [
+        (TestStatistic::Q0, 0.0),
+        (TestStatistic::QTilde, 1.0),
+        (TestStatistic::Q, 2.0),
+    ] {
+        let session = DifferentiableSession::new(&model, &samples).unwrap();
+        let p = session
+            .profiled(&signal, stat, mu, StatisticData::Fixed(&data), &config)
+            .unwrap();
+        assert!(p.q > 0.0, "{stat:?}: q = {}", p.q);
+        let fresh = |s: &[f64]| {
+            DifferentiableSession::new(&model, &samples)
+                .unwrap()
+                .profiled(s, stat, mu, StatisticData::Fixed(&data), &config)
+                .unwrap()
+                .q
+        };
+        let fd = finite_differences(&signal, 1e-4, &fresh);
+        assert_close(&p.d_signal, &fd, 1e-4, 1e-6, &format!("{stat:?} dq/ds"));
+    }
+}
+
+fn session_signal() -> Vec<f64> {
+    vec![8.0, 12.0, 5.0, 1.5, 0.8]
+}
+
+#[test]
+fn asimov_significance_gradient_includes_the_moving_data() {
+    let (model, _, samples) = setup();
+    let config = tight(&model);
+    let mut asimov = model.suggested_init();
+    asimov[model.poi().unwrap()] = 1.0;
+    let q = |s: &[f64]| {
+        DifferentiableSession::new(&model, &samples)
+            .unwrap()
+            .profiled(
+                s,
+                TestStatistic::Q0,
+                0.0,
+                StatisticData::Asimov {
+                    parameters: &asimov,
+                },
+                &config,
+            )
+            .unwrap()
+    };
+    let signal = session_signal();
+    let p = q(&signal);
+    assert!(p.q > 1.0, "q0 on Asimov data = {}", p.q);
+    let fd = finite_differences(&signal, 1e-4, &|s| q(s).q);
+    assert_close(&p.d_signal, &fd, 1e-4, 1e-6, "Asimov dq0/ds");
+    // More signal everywhere, more significance (signal in the control region alone lowers it).
+    let along: f64 = p.d_signal.iter().zip(&signal).map(|(d, s)| d * s).sum();
+    assert!(along > 0.0, "{:?}", p.d_signal);
+}
+
+#[test]
+fn clipped_statistics_have_zero_gradient_and_warm_starts_reuse_the_fits() {
+    let (model, data, samples) = setup();
+    let config = tight(&model);
+    let session = DifferentiableSession::new(&model, &samples).unwrap();
+    // A signal so large that μ̂ < 0.1: q̃μ at μ = 0.05 is clipped (μ̂ > μ is impossible here, so
+    // use qμ at a μ below μ̂ instead).
+    let signal = session_signal();
+    let free = session
+        .profiled(
+            &signal,
+            TestStatistic::Q,
+            0.0,
+            StatisticData::Fixed(&data),
+            &config,
+        )
+        .unwrap();
+    let muhat = free.free_fit.parameters[model.poi().unwrap()];
+    let below = session
+        .profiled(
+            &signal,
+            TestStatistic::Q,
+            0.5 * muhat,
+            StatisticData::Fixed(&data),
+            &config,
+        )
+        .unwrap();
+    assert_eq!(below.q, 0.0, "μ̂ = {muhat} above the tested μ: qμ is 0");
+    assert!(below.d_signal.iter().all(|&d| d == 0.0));
+    // The second call started from the first's solution: far fewer iterations than cold.
+    let again = session
+        .profiled(
+            &signal,
+            TestStatistic::Q,
+            0.0,
+            StatisticData::Fixed(&data),
+            &config,
+        )
+        .unwrap();
+    assert!(
+        again.free_fit.iterations < free.free_fit.iterations.max(2),
+        "warm start took {} iterations, cold {}",
+        again.free_fit.iterations,
+        free.free_fit.iterations
+    );
+}
+
+#[test]
+fn bad_requests_are_named() {
+    let (model, data, samples) = setup();
+    let err = |r: ns_core::Result<DifferentiableSession>| r.err().expect("an error").to_string();
+    assert!(
+        err(DifferentiableSession::new(
+            &model,
+            &[("SR".into(), "nope".into())]
+        ))
+        .contains("no sample 'nope'")
+    );
+    assert!(err(DifferentiableSession::new(&model, &[])).contains("at least one"));
+    let twice = vec![samples[0].clone(), samples[0].clone()];
+    assert!(err(DifferentiableSession::new(&model, &twice)).contains("named twice"));
+    // A staterror on the signal: its width depends on the yields the session replaces.
+    assert!(
+        err(DifferentiableSession::new(
+            &model,
+            &[("SR".into(), "bkg".into())]
+        ))
+        .contains("staterror")
+    );
+    assert!(
+        err(DifferentiableSession::new(
+            &model,
+            &[("CR".into(), "bkg".into())]
+        ))
+        .contains("shapesys")
+    );
+    let session = DifferentiableSession::new(&model, &samples).unwrap();
+    let pars = model.suggested_init();
+    let e = session
+        .nll(&[1.0, 2.0], &pars, &data)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2 yields") && e.contains("5 bins"), "{e}");
+    let e = session
+        .nll(&[1.0, f64::NAN, 1.0, 1.0, 1.0], &pars, &data)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("yield 1 is NaN"), "{e}");
+}
