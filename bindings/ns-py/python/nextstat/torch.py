@@ -1,0 +1,176 @@
+"""The HistFactory likelihood as PyTorch autograd functions of signal yields.
+
+A network produces the yields of one or more samples (named ``(channel, sample)``); they replace
+those samples' nominal yields, and these functions return the NLL or a profiled test statistic
+(every nuisance parameter fitted) with its exact gradient with respect to the yields:
+
+    model = nextstat.Workspace(spec).model()
+    z = nextstat.torch.z0(model, signal, samples=[("SR", "signal")], asimov=True)
+    (-z).backward()
+
+``signal`` holds the named samples' bins concatenated in the order given, with any leading batch
+dimensions; float32 or float64, on any device. The engine computes in float64 on the CPU (a CUDA
+tensor is copied to the host and the gradient back). Gradients of profiled statistics come from the
+envelope theorem (``docs/differentiable.md``); where a statistic is clipped to 0 its gradient is 0.
+"""
+
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from . import InvalidInputError, Model, _core
+
+__all__ = ["nll", "q0", "qmu", "z0", "SignificanceLoss", "SoftHistogram"]
+
+Samples = Sequence[Tuple[str, str]]
+
+
+def _session(model: Model, samples: Samples) -> Any:
+    """One engine session per (model, samples): its fits warm-start from the previous call."""
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a nextstat.Model (Workspace(...).model()), not {type(model).__name__}")
+    key = tuple((str(c), str(s)) for c, s in samples)
+    cache: Dict[Tuple[Tuple[str, str], ...], Any] = model.__dict__.setdefault("_differentiable", {})
+    if key not in cache:
+        cache[key] = _core.DifferentiableSession(model._model, list(key))
+    return cache[key]
+
+
+def _tensor(signal: Any) -> torch.Tensor:
+    if not isinstance(signal, torch.Tensor):
+        raise TypeError(f"signal must be a torch.Tensor, not {type(signal).__name__}")
+    return signal
+
+
+def _rows(signal: torch.Tensor, n: int) -> np.ndarray:
+    if signal.shape[-1:] != (n,):
+        raise InvalidInputError(f"signal has shape {tuple(signal.shape)}; its last dimension must be the {n} bins of the named samples")
+    return signal.detach().to("cpu", torch.float64).reshape(-1, n).numpy()
+
+
+def _like(values: np.ndarray, signal: torch.Tensor, shape) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(values)).to(device=signal.device, dtype=signal.dtype).reshape(shape)
+
+
+def _data(model: Model, data) -> list:
+    return list(map(float, model.observed if data is None else np.asarray(data, dtype=np.float64).ravel()))
+
+
+class _NLL(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, signal, pars, session, data):
+        n, batch = session.n_signal, signal.shape[:-1]
+        p = pars.detach().to("cpu", torch.float64).reshape(-1, pars.shape[-1]).numpy()
+        value, d_signal, d_pars = session.nll(_rows(signal, n), p, data)
+        ctx.pars_shape = pars.shape
+        ctx.save_for_backward(_like(d_signal, signal, signal.shape), _like(d_pars, pars, (*batch, pars.shape[-1])))
+        return _like(value, signal, batch)
+
+    @staticmethod
+    def backward(ctx, grad):
+        d_signal, d_pars = ctx.saved_tensors
+        g = grad.unsqueeze(-1)
+        grad_pars = (g * d_pars).reshape(-1, d_pars.shape[-1]).sum(0).reshape(ctx.pars_shape) if len(ctx.pars_shape) == 1 else g * d_pars
+        return g * d_signal, grad_pars, None, None
+
+
+def nll(model: Model, signal: torch.Tensor, samples: Samples, pars: Optional[torch.Tensor] = None, data=None) -> torch.Tensor:
+    """NLL (−log L, pyhf's ``-logpdf``) with ``signal`` as the named samples' yields, at ``pars``
+    (the suggested init when None; a tensor that may require grad, shared or one row per signal)
+    on ``data`` (full data, main then aux; the workspace's observations when None)."""
+    session = _session(model, samples)
+    signal = _tensor(signal)
+    if pars is None:
+        pars = torch.tensor(model.config.suggested_init(), dtype=signal.dtype, device=signal.device)
+    return _NLL.apply(signal, pars, session, _data(model, data))
+
+
+class _Profiled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, signal, session, stat, mu, data, asimov_pars, sqrt):
+        q, dq = session.profiled(_rows(signal, session.n_signal), stat, float(mu), data, asimov_pars)
+        if sqrt:
+            # Z = √q, dZ = dq / (2Z); 0 where q is 0 (a clipped statistic has no gradient).
+            z = np.sqrt(np.maximum(q, 0.0))
+            dq = np.where(z[:, None] > 0, dq / (2 * np.where(z > 0, z, 1.0))[:, None], 0.0)
+            q = z
+        ctx.save_for_backward(_like(dq, signal, signal.shape))
+        return _like(q, signal, signal.shape[:-1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (dq,) = ctx.saved_tensors
+        return grad.unsqueeze(-1) * dq, None, None, None, None, None, None
+
+
+def _asimov_pars(model: Model, mu: float) -> list:
+    pars = list(model.config.suggested_init())
+    pars[model.config.poi_index] = float(mu)
+    return pars
+
+
+def _profiled(model, signal, samples, stat, mu, data, asimov, sqrt):
+    session = _session(model, samples)
+    signal = _tensor(signal)
+    if asimov:
+        return _Profiled.apply(signal, session, stat, mu, None, _asimov_pars(model, 1.0 if stat == "q0" else 0.0), sqrt)
+    return _Profiled.apply(signal, session, stat, mu, _data(model, data), None, sqrt)
+
+
+def q0(model: Model, signal: torch.Tensor, samples: Samples, data=None, asimov: bool = False) -> torch.Tensor:
+    """The discovery statistic q0 (pyhf's ``test_statistics.q0``), all nuisance parameters
+    profiled, on the observed ``data`` — or, with ``asimov=True``, on the Asimov data of the model
+    with this signal at the suggested parameters and μ = 1 (they move with the signal)."""
+    return _profiled(model, signal, samples, "q0", 0.0, data, asimov, False)
+
+
+def qmu(model: Model, signal: torch.Tensor, samples: Samples, mu: float = 1.0, data=None, tilde: bool = True, asimov: bool = False) -> torch.Tensor:
+    """The upper-limit statistic q̃μ (``tilde=True``, pyhf's ``qmu_tilde``) or qμ at ``mu``;
+    ``asimov=True`` uses the background-only Asimov data (μ = 0) of the model with this signal."""
+    return _profiled(model, signal, samples, "qtilde" if tilde else "q", mu, data, asimov, False)
+
+
+def z0(model: Model, signal: torch.Tensor, samples: Samples, data=None, asimov: bool = True) -> torch.Tensor:
+    """The discovery significance Z0 = √q0: by default the expected one (Z_A, on the Asimov data
+    at μ = 1 that move with the signal), with ``asimov=False`` on the observed ``data``."""
+    return _profiled(model, signal, samples, "q0", 0.0, data, asimov, True)
+
+
+class SignificanceLoss(torch.nn.Module):
+    """−Z (the expected discovery significance by default) as a loss of signal yields."""
+
+    def __init__(self, model: Model, samples: Samples, asimov: bool = True, data=None):
+        super().__init__()
+        self.model, self.samples, self.asimov, self.data = model, list(samples), asimov, data
+
+    def forward(self, signal: torch.Tensor) -> torch.Tensor:
+        return -z0(self.model, signal, self.samples, data=self.data, asimov=self.asimov)
+
+
+class SoftHistogram(torch.nn.Module):
+    """Differentiable binning of per-event values (e.g. a network's output) into ``edges``:
+    each event adds ``weight · (K((x − lo)/h) − K((x − hi)/h))`` to bin [lo, hi), with K the
+    logistic function (``kernel="sigmoid"``) or the normal CDF (``kernel="kde"``) and h the
+    ``bandwidth``. As h → 0 it is the ordinary histogram."""
+
+    def __init__(self, edges: Sequence[float], bandwidth: float = 0.05, kernel: str = "sigmoid"):
+        super().__init__()
+        edges_t = torch.as_tensor(edges, dtype=torch.float64)
+        if edges_t.ndim != 1 or len(edges_t) < 2 or not bool(torch.all(edges_t[1:] > edges_t[:-1])):
+            raise InvalidInputError("edges must be at least two increasing numbers")
+        if not bandwidth > 0:
+            raise InvalidInputError(f"bandwidth must be positive, not {bandwidth}")
+        if kernel not in ("sigmoid", "kde"):
+            raise InvalidInputError(f"kernel must be 'sigmoid' or 'kde', not {kernel!r}")
+        self.register_buffer("edges", edges_t)
+        self.bandwidth, self.kernel = float(bandwidth), kernel
+
+    def forward(self, values: torch.Tensor, weights: Optional[torch.Tensor] = None) -> torch.Tensor:
+        edges = self.edges.to(device=values.device, dtype=values.dtype)
+        u = (values.unsqueeze(-1) - edges) / self.bandwidth
+        cdf = torch.sigmoid(u) if self.kernel == "sigmoid" else 0.5 * (1 + torch.erf(u / 2**0.5))
+        per_bin = cdf[..., :-1] - cdf[..., 1:]
+        if weights is not None:
+            per_bin = per_bin * weights.unsqueeze(-1)
+        return per_bin.sum(-2)

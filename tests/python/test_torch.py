@@ -1,0 +1,171 @@
+"""nextstat.torch: gradchecks of every autograd function in float64, parity with pyhf (values, and
+gradients against finite differences of pyhf's own NLL and q0), batching, dtypes and refusals."""
+
+import copy
+
+import numpy as np
+import pyhf
+import pytest
+import torch
+
+import nextstat
+import nextstat.torch as nt
+
+SAMPLES = [("SR", "signal"), ("CR", "signal")]
+
+
+def spec():
+    """Two channels; the signal carries normfactor, lumi, normsys and histosys, the background
+    staterror, shapesys, normsys, histosys and lumi."""
+    return {
+        "channels": [
+            {"name": "SR", "samples": [
+                {"name": "signal", "data": [6.0, 9.0, 4.0], "modifiers": [
+                    {"name": "mu", "type": "normfactor", "data": None},
+                    {"name": "lumi", "type": "lumi", "data": None},
+                    {"name": "sig_xsec", "type": "normsys", "data": {"hi": 1.05, "lo": 0.94}},
+                    {"name": "sig_shape", "type": "histosys", "data": {"hi_data": [6.6, 9.5, 4.1], "lo_data": [5.5, 8.4, 3.9]}}]},
+                {"name": "bkg", "data": [30.0, 22.0, 11.0], "modifiers": [
+                    {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.1, "lo": 0.92}},
+                    {"name": "shape", "type": "histosys", "data": {"hi_data": [33.0, 23.0, 11.5], "lo_data": [28.0, 21.5, 10.2]}},
+                    {"name": "staterror_SR", "type": "staterror", "data": [2.0, 1.5, 1.2]},
+                    {"name": "lumi", "type": "lumi", "data": None}]}]},
+            {"name": "CR", "samples": [
+                {"name": "signal", "data": [1.0, 0.5], "modifiers": [
+                    {"name": "mu", "type": "normfactor", "data": None},
+                    {"name": "lumi", "type": "lumi", "data": None}]},
+                {"name": "bkg", "data": [80.0, 60.0], "modifiers": [
+                    {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.1, "lo": 0.92}},
+                    {"name": "cr_stat", "type": "shapesys", "data": [5.0, 4.0]},
+                    {"name": "lumi", "type": "lumi", "data": None}]}]},
+        ],
+        "observations": [{"name": "SR", "data": [40, 33, 15]}, {"name": "CR", "data": [82, 58]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
+            {"name": "lumi", "auxdata": [1.0], "sigmas": [0.02], "bounds": [[0.9, 1.1]], "inits": [1.0]}]}}],
+        "version": "1.0.0",
+    }
+
+
+@pytest.fixture(scope="module")
+def model():
+    return nextstat.Workspace(spec()).model()
+
+
+def signal_tensor(values=(8.0, 12.0, 5.0, 1.5, 0.8), dtype=torch.float64):
+    return torch.tensor(values, dtype=dtype, requires_grad=True)
+
+
+def pyhf_with_signal(s):
+    """pyhf's model and data of the workspace with the signal samples' data replaced by `s`."""
+    w = copy.deepcopy(spec())
+    w["channels"][0]["samples"][0]["data"] = list(map(float, s[:3]))
+    w["channels"][1]["samples"][0]["data"] = list(map(float, s[3:]))
+    ws = pyhf.Workspace(w)
+    m = ws.model()
+    return m, ws.data(m)
+
+
+def test_gradcheck_nll_in_signal_and_parameters(model):
+    pars = torch.tensor(model.config.suggested_init(), dtype=torch.float64)
+    for name, value in [("mu", 1.4), ("sig_shape", 0.6), ("sig_xsec", -0.8), ("shape", -1.3), ("lumi", 1.03)]:
+        pars[model.config.par_names.index(name)] = value
+    pars.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda s, p: nt.nll(model, s, SAMPLES, pars=p), (signal_tensor(), pars))
+
+
+@pytest.mark.parametrize("function", [
+    lambda m, s: nt.q0(m, s, SAMPLES),
+    lambda m, s: nt.qmu(m, s, SAMPLES, mu=1.0),
+    lambda m, s: nt.qmu(m, s, SAMPLES, mu=2.0, tilde=False),
+    lambda m, s: nt.z0(m, s, SAMPLES, asimov=True),
+    lambda m, s: nt.z0(m, s, SAMPLES, asimov=False),
+], ids=["q0", "qmu_tilde", "qmu", "z0_asimov", "z0_observed"])
+def test_gradcheck_profiled_statistics(model, function):
+    s = signal_tensor()
+    assert function(model, s).item() > 0
+    # Finite differences of refitted statistics: a step large enough for the fits' precision.
+    assert torch.autograd.gradcheck(lambda x: function(model, x), (s,), eps=1e-4, atol=1e-5, rtol=1e-3)
+
+
+def test_nll_and_its_signal_gradient_match_pyhf(model):
+    s = np.array([8.0, 12.0, 5.0, 1.5, 0.8])
+    pars_list = model.config.suggested_init()
+    pars_list[model.config.poi_index] = 1.3
+    pm, data = pyhf_with_signal(s)
+    # pyhf's parameter order is ours (par_order): compare NLL values directly.
+    assert pm.config.par_order == model.config.par_order
+    want = -float(pm.logpdf(np.array(pars_list), data)[0])
+    x = torch.tensor(s, requires_grad=True)
+    got = nt.nll(model, x, SAMPLES, pars=torch.tensor(pars_list, dtype=torch.float64), data=data)
+    assert got.item() == pytest.approx(want, rel=1e-10)
+    got.backward()
+    h = 1e-5
+    fd = []
+    for k in range(len(s)):
+        up, down = s.copy(), s.copy()
+        up[k] += h
+        down[k] -= h
+        m_up, d_up = pyhf_with_signal(up)
+        m_down, d_down = pyhf_with_signal(down)
+        fd.append((-float(m_up.logpdf(np.array(pars_list), d_up)[0]) + float(m_down.logpdf(np.array(pars_list), d_down)[0])) / (2 * h))
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-5, atol=1e-7)
+
+
+def test_q0_matches_pyhf_with_tight_fits(model):
+    s = np.array([8.0, 12.0, 5.0, 1.5, 0.8])
+    pm, data = pyhf_with_signal(s)
+    pyhf.set_backend("numpy", pyhf.optimize.scipy_optimizer(tolerance=1e-12))
+    try:
+        want = float(pyhf.infer.test_statistics.q0(0.0, data, pm, pm.config.suggested_init(), pm.config.suggested_bounds(), pm.config.suggested_fixed()))
+    finally:
+        pyhf.set_backend("numpy", pyhf.optimize.scipy_optimizer())
+    got = nt.q0(model, torch.tensor(s), SAMPLES, data=data).item()
+    assert got == pytest.approx(want, rel=1e-5)
+
+
+def test_batches_dtypes_and_devices_follow_the_input(model):
+    rows = torch.tensor([[8.0, 12.0, 5.0, 1.5, 0.8], [6.0, 9.0, 4.0, 1.0, 0.5]], dtype=torch.float64, requires_grad=True)
+    z = nt.z0(model, rows, SAMPLES)
+    assert z.shape == (2,)
+    z.sum().backward()
+    for i in range(2):
+        single = signal_tensor(rows[i].detach().tolist())
+        z_i = nt.z0(model, single, SAMPLES)
+        z_i.backward()
+        assert z_i.item() == pytest.approx(z[i].item(), rel=1e-9)
+        np.testing.assert_allclose(single.grad.numpy(), rows.grad[i].numpy(), rtol=1e-6, atol=1e-9)
+    f32 = signal_tensor(dtype=torch.float32)
+    value = nt.nll(model, f32, SAMPLES)
+    assert value.dtype == torch.float32 and value.shape == ()
+    value.backward()
+    assert f32.grad.dtype == torch.float32 and torch.isfinite(f32.grad).all()
+
+
+def test_bad_inputs_are_named(model):
+    with pytest.raises(nextstat.InvalidInputError, match="last dimension must be the 5 bins"):
+        nt.nll(model, torch.ones(4, dtype=torch.float64), SAMPLES)
+    with pytest.raises(nextstat.InvalidInputError, match="no sample 'nope'"):
+        nt.nll(model, torch.ones(3, dtype=torch.float64), [("SR", "nope")])
+    with pytest.raises(nextstat.InvalidInputError, match="staterror"):
+        nt.nll(model, torch.ones(3, dtype=torch.float64), [("SR", "bkg")])
+    with pytest.raises(nextstat.InvalidInputError, match="is NaN"):
+        nt.nll(model, torch.tensor([1.0, float("nan"), 1.0, 1.0, 1.0], dtype=torch.float64), SAMPLES)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        nt.nll(model, [1.0] * 5, SAMPLES)
+
+
+def test_soft_histogram_tends_to_the_histogram():
+    x = torch.tensor([0.05, 0.3, 0.31, 0.62, 0.9, 0.97], dtype=torch.float64)
+    w = torch.tensor([1.0, 2.0, 1.0, 1.0, 3.0, 1.0], dtype=torch.float64)
+    edges = [0.0, 0.25, 0.5, 0.75, 1.0]
+    hard = torch.tensor([1.0, 3.0, 1.0, 4.0], dtype=torch.float64)
+    for kernel in ("sigmoid", "kde"):
+        sharp = nt.SoftHistogram(edges, bandwidth=1e-4, kernel=kernel)(x, w)
+        torch.testing.assert_close(sharp, hard, rtol=0, atol=1e-6)
+        soft = nt.SoftHistogram(edges, bandwidth=0.05, kernel=kernel)
+        values = x.clone().requires_grad_(True)
+        assert torch.autograd.gradcheck(lambda v: soft(v, w), (values,))
+    with pytest.raises(nextstat.InvalidInputError, match="increasing"):
+        nt.SoftHistogram([0.0, 0.0])
+    with pytest.raises(nextstat.InvalidInputError, match="bandwidth"):
+        nt.SoftHistogram(edges, bandwidth=0.0)
