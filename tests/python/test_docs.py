@@ -10,8 +10,8 @@ import nextstat
 from conftest import ROOT
 
 
-def blocks():
-    text = (ROOT / "docs" / "python.md").read_text()
+def blocks(doc="python.md"):
+    text = (ROOT / "docs" / doc).read_text()
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
@@ -30,3 +30,13 @@ def test_python_doc_snippets_run(capsys):
         os.chdir(cwd)
     out = capsys.readouterr().out
     assert "95% CL upper limit" in out
+
+
+def test_differentiable_doc_snippets_run(capsys):
+    found = blocks("differentiable.md")
+    assert len(found) == 2
+    namespace = {}
+    for code in found:
+        exec(compile(code, "docs/differentiable.md", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "Z_A = " in out and "torch.Size([2, 3])" in out

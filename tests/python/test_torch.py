@@ -169,3 +169,14 @@ def test_soft_histogram_tends_to_the_histogram():
         nt.SoftHistogram([0.0, 0.0])
     with pytest.raises(nextstat.InvalidInputError, match="bandwidth"):
         nt.SoftHistogram(edges, bandwidth=0.0)
+
+
+def test_the_training_example_raises_the_significance():
+    import subprocess
+    import sys
+    from conftest import ROOT
+
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "train_significance.py"), "--epochs", "15"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    z = [float(line.split("Z_A = ")[1].split()[0]) for line in run.stdout.splitlines() if line.startswith("epoch")]
+    assert len(z) == 15 and z[-1] > 2 * z[0], z
