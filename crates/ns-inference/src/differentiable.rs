@@ -14,8 +14,10 @@
 //!   parameters, so dq/ds gains Σ_b ∂q/∂n_b · ∂n_b/∂s with ∂q/∂n_b = 2(ln λ̂_b − ln λ̂̂_b).
 //!
 //! External samples keep their histosys templates (hi/lo data) fixed, so the deltas move with the
-//! yields. A staterror or shapesys on an external sample is refused: its constraint width is
-//! computed from the nominal yields the session replaces.
+//! yields. A staterror on an external sample follows pyhf: its relative width is
+//! √(Σδ²)/Σν₀ over the samples it covers in the bin, with the absolute uncertainties δ fixed, so
+//! the width moves with the yields too (and ∂NLL/∂s has its term). A shapesys on an external sample
+//! is refused: its τ and auxiliary data would move with the yields.
 
 use std::sync::Mutex;
 
@@ -35,6 +37,17 @@ struct ExternalBlock {
     offset: usize,
     n_bins: usize,
     templates: Vec<(f64, f64)>,
+}
+
+/// A staterror parameter that covers external yields: its Gaussian constraint, √(Σδ²) of its
+/// bin, the nominal yield of the samples it covers that are not external, and the signal indices
+/// it covers.
+#[derive(Clone, Debug)]
+struct StatErrorLink {
+    constraint: usize,
+    absolute: f64,
+    fixed_nominal: f64,
+    members: Vec<usize>,
 }
 
 /// NLL with its gradients.
@@ -74,6 +87,7 @@ type WarmStart = (Option<Vec<f64>>, Option<Vec<f64>>);
 pub struct DifferentiableSession {
     model: HistFactoryModel,
     external: Vec<ExternalBlock>,
+    staterror: Vec<StatErrorLink>,
     n_signal: usize,
     /// Best-fit parameters of the last free and conditional fits: the next call starts there.
     warm: Mutex<WarmStart>,
@@ -119,13 +133,13 @@ impl DifferentiableSession {
                         .iter()
                         .find(|s| (s.offset..s.offset + s.n_parameters).contains(&(p as usize)));
                     if let Some(set) = set
-                        && (set.modifier_type == "staterror" || set.modifier_type == "shapesys")
+                        && set.modifier_type == "shapesys"
                     {
                         return Err(Error::InvalidInput(format!(
-                            "sample '{sample}' of channel '{channel}' carries the {} '{}': its \
-                             constraint width is computed from the nominal yields, which a \
-                             differentiable signal replaces; remove it from that sample",
-                            set.modifier_type, set.name
+                            "sample '{sample}' of channel '{channel}' carries the shapesys '{}': \
+                             its τ and auxiliary data are computed from the nominal yields, which \
+                             a differentiable signal replaces; remove it from that sample",
+                            set.name
                         )));
                     }
                 }
@@ -152,9 +166,11 @@ impl DifferentiableSession {
             });
             offset += n;
         }
+        let staterror = staterror_links(model, &external)?;
         Ok(DifferentiableSession {
             model: model.clone(),
             external,
+            staterror,
             n_signal: offset,
             warm: Mutex::new((None, None)),
         })
@@ -203,6 +219,16 @@ impl DifferentiableSession {
                 signal[i]
             )));
         }
+        for link in &self.staterror {
+            let total = link.fixed_nominal + link.members.iter().map(|&i| signal[i]).sum::<f64>();
+            if !(total > 0.0) {
+                return Err(Error::InvalidInput(format!(
+                    "the yields a staterror covers sum to {total} in one bin: its relative width \
+                     √(Σδ²)/Σν is undefined"
+                )));
+            }
+            model.compiled.gaussian[link.constraint].sigma = link.absolute / total;
+        }
         let c = &mut model.compiled;
         for x in &self.external {
             let b = c.samples[x.block];
@@ -222,11 +248,30 @@ impl DifferentiableSession {
         Ok(())
     }
 
-    /// ∂NLL/∂s of the last evaluation on `scratch`, over the signal vector.
-    fn signal_gradient(&self, eval: &CpuEvaluator, scratch: &Scratch) -> Result<Vec<f64>> {
+    /// ∂NLL/∂s of the last evaluation on `scratch` (at `pars` on `data`), over the signal
+    /// vector: through the expected counts, and through the staterror widths.
+    fn signal_gradient(
+        &self,
+        eval: &CpuEvaluator,
+        scratch: &Scratch,
+        pars: &[f64],
+        data: &PreparedData,
+    ) -> Result<Vec<f64>> {
         let mut d = vec![0.0; self.n_signal];
         for x in &self.external {
             eval.nominal_gradient(scratch, x.block, &mut d[x.offset..x.offset + x.n_bins])?;
+        }
+        let gaussian = &eval.model().gaussian;
+        for link in &self.staterror {
+            let c = gaussian[link.constraint];
+            let sigma = c.sigma;
+            let pull = (data.aux[c.aux_index as usize] - pars[c.param as usize]) / sigma;
+            // NLL term ½ pull² + ln σ; σ = √(Σδ²)/Σν, so dσ/ds = −σ/Σν = −σ²/√(Σδ²).
+            let d_sigma = (1.0 - pull * pull) / sigma;
+            let ds = -sigma * sigma / link.absolute;
+            for &i in &link.members {
+                d[i] += d_sigma * ds;
+            }
         }
         Ok(d)
     }
@@ -237,10 +282,18 @@ impl DifferentiableSession {
         let eval = CpuEvaluator::new(&model.compiled);
         let mut scratch = Scratch::new(&model.compiled);
         let mut d_pars = vec![0.0; model.n_params()];
+        // The Gaussian normalisations in the data constant follow the staterror widths.
+        let reprepared;
+        let data = if self.staterror.is_empty() {
+            data
+        } else {
+            reprepared = PreparedData::new(&model.compiled, data.main.clone(), data.aux.clone())?;
+            &reprepared
+        };
         let nll = eval.nll_with_gradient(pars, data, &mut scratch, Some(&mut d_pars))?;
         Ok(NllGradient {
             nll,
-            d_signal: self.signal_gradient(&eval, &scratch)?,
+            d_signal: self.signal_gradient(&eval, &scratch, pars, data)?,
             d_pars,
         })
     }
@@ -351,7 +404,7 @@ impl DifferentiableSession {
             let mut at = |pars: &[f64]| -> Result<(Vec<f64>, Vec<f64>)> {
                 eval.nll_minus_constant(pars, data, &mut scratch, None)?;
                 Ok((
-                    self.signal_gradient(&eval, &scratch)?,
+                    self.signal_gradient(&eval, &scratch, pars, data)?,
                     scratch.expected_main().to_vec(),
                 ))
             };
@@ -374,6 +427,77 @@ impl DifferentiableSession {
             fixed_fit,
         })
     }
+}
+
+/// The staterror parameters that cover external yields, with what their widths are made of.
+fn staterror_links(
+    model: &HistFactoryModel,
+    external: &[ExternalBlock],
+) -> Result<Vec<StatErrorLink>> {
+    let c = &model.compiled;
+    let is_staterror = |p: usize| {
+        model.parameter_sets.iter().any(|s| {
+            s.modifier_type == "staterror" && (s.offset..s.offset + s.n_parameters).contains(&p)
+        })
+    };
+    let factors = |e: usize| {
+        &c.entry_factor_param
+            [c.entry_factor_start[e] as usize..c.entry_factor_start[e + 1] as usize]
+    };
+    // Signal index of each external entry.
+    let mut signal_index = std::collections::HashMap::new();
+    for x in external {
+        let e0 = c.samples[x.block].entry_start as usize;
+        for i in 0..x.n_bins {
+            signal_index.insert(e0 + i, x.offset + i);
+        }
+    }
+    let mut links: Vec<(usize, StatErrorLink)> = Vec::new();
+    for (&e, &i) in &signal_index {
+        for &p in factors(e) {
+            let p = p as usize;
+            if !is_staterror(p) || links.iter().any(|(q, l)| *q == p && l.members.contains(&i)) {
+                continue;
+            }
+            if let Some((_, link)) = links.iter_mut().find(|(q, _)| *q == p) {
+                link.members.push(i);
+                continue;
+            }
+            let constraint = c
+                .gaussian
+                .iter()
+                .position(|g| g.param as usize == p)
+                .ok_or_else(|| {
+                    Error::InvalidModel(format!(
+                        "internal: staterror parameter {p} has no constraint"
+                    ))
+                })?;
+            let (mut total, mut fixed_nominal) = (0.0, 0.0);
+            for entry in 0..c.n_entries() {
+                if factors(entry).iter().any(|&q| q as usize == p) {
+                    total += c.nominal[entry];
+                    if !signal_index.contains_key(&entry) {
+                        fixed_nominal += c.nominal[entry];
+                    }
+                }
+            }
+            links.push((
+                p,
+                StatErrorLink {
+                    constraint,
+                    absolute: c.gaussian[constraint].sigma * total,
+                    fixed_nominal,
+                    members: vec![i],
+                },
+            ));
+        }
+    }
+    let mut links: Vec<StatErrorLink> = links.into_iter().map(|(_, l)| l).collect();
+    for l in &mut links {
+        l.members.sort_unstable();
+    }
+    links.sort_by_key(|l| l.constraint);
+    Ok(links)
 }
 
 /// `config` starting from `previous` where every free parameter of it lies within the bounds.

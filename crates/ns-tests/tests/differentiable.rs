@@ -253,14 +253,7 @@ fn bad_requests_are_named() {
     assert!(err(DifferentiableSession::new(&model, &[])).contains("at least one"));
     let twice = vec![samples[0].clone(), samples[0].clone()];
     assert!(err(DifferentiableSession::new(&model, &twice)).contains("named twice"));
-    // A staterror on the signal: its width depends on the yields the session replaces.
-    assert!(
-        err(DifferentiableSession::new(
-            &model,
-            &[("SR".into(), "bkg".into())]
-        ))
-        .contains("staterror")
-    );
+    // A shapesys on an external sample: its τ and auxdata would move with the yields.
     assert!(
         err(DifferentiableSession::new(
             &model,
@@ -280,4 +273,43 @@ fn bad_requests_are_named() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("yield 1 is NaN"), "{e}");
+}
+
+/// A staterror on an external sample: its width √(Σδ²)/Σν moves with the yields, as in pyhf.
+#[test]
+fn staterror_widths_follow_external_yields() {
+    let (model, data, _) = setup();
+    let external = vec![("SR".to_string(), "bkg".to_string())];
+    let session = DifferentiableSession::new(&model, &external).unwrap();
+    let background = vec![26.0, 25.0, 9.0];
+    let mut pars = model.suggested_init();
+    for (name, value) in [
+        ("staterror_SR[0]", 1.04),
+        ("staterror_SR[2]", 0.93),
+        ("shape", 0.7),
+    ] {
+        pars[model.parameter_index(name).unwrap()] = value;
+    }
+    let g = session.nll(&background, &pars, &data).unwrap();
+    let fd = finite_differences(&background, 1e-6, &|s| {
+        session.nll(s, &pars, &data).unwrap().nll
+    });
+    assert_close(&g.d_signal, &fd, 1e-6, 1e-8, "dNLL/ds with staterror");
+    let config = tight(&model);
+    let q = |s: &[f64]| {
+        DifferentiableSession::new(&model, &external)
+            .unwrap()
+            .profiled(
+                s,
+                TestStatistic::QTilde,
+                3.0,
+                StatisticData::Fixed(&data),
+                &config,
+            )
+            .unwrap()
+    };
+    let p = q(&background);
+    assert!(p.q > 0.0, "q = {}", p.q);
+    let fd = finite_differences(&background, 1e-4, &|s| q(s).q);
+    assert_close(&p.d_signal, &fd, 1e-4, 1e-6, "dq/ds with staterror");
 }
