@@ -4,7 +4,6 @@ gradients against finite differences of pyhf's own NLL and q0), batching, dtypes
 import copy
 
 import numpy as np
-import pyhf
 import pytest
 import torch
 
@@ -57,6 +56,8 @@ def signal_tensor(values=(8.0, 12.0, 5.0, 1.5, 0.8), dtype=torch.float64):
 
 def pyhf_with_signal(s):
     """pyhf's model and data of the workspace with the signal samples' data replaced by `s`."""
+    import pyhf
+
     w = copy.deepcopy(spec())
     w["channels"][0]["samples"][0]["data"] = list(map(float, s[:3]))
     w["channels"][1]["samples"][0]["data"] = list(map(float, s[3:]))
@@ -114,6 +115,8 @@ def test_nll_and_its_signal_gradient_match_pyhf(model):
 def test_an_external_sample_with_staterror_matches_pyhf(model):
     """The background as the external sample: its staterror width follows its yields, as pyhf
     computes it from the replaced data; its histosys deltas move against fixed templates."""
+    import pyhf
+
     b = np.array([26.0, 25.0, 9.0])
     w = copy.deepcopy(spec())
     w["channels"][0]["samples"][1]["data"] = list(b)
@@ -128,6 +131,8 @@ def test_an_external_sample_with_staterror_matches_pyhf(model):
 
 
 def test_q0_matches_pyhf_with_tight_fits(model):
+    import pyhf
+
     s = np.array([8.0, 12.0, 5.0, 1.5, 0.8])
     pm, data = pyhf_with_signal(s)
     pyhf.set_backend("numpy", pyhf.optimize.scipy_optimizer(tolerance=1e-12))
@@ -196,3 +201,20 @@ def test_the_training_example_raises_the_significance():
     assert run.returncode == 0, run.stderr
     z = [float(line.split("Z_A = ")[1].split()[0]) for line in run.stdout.splitlines() if line.startswith("epoch")]
     assert len(z) == 15 and z[-1] > 2 * z[0], z
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)")
+def test_cuda_tensors_give_cuda_gradients(model):
+    """A CUDA signal tensor: values and gradients come back on its device, equal to the CPU's."""
+    s_cpu = signal_tensor()
+    s_gpu = signal_tensor().detach().cuda().requires_grad_(True)
+    for f in (lambda x: nt.nll(model, x, SAMPLES), lambda x: nt.z0(model, x, SAMPLES)):
+        s_cpu.grad = None
+        a, b = f(s_cpu), f(s_gpu)
+        a.backward()
+        b.backward()
+        assert b.device.type == "cuda" and s_gpu.grad.device.type == "cuda"
+        assert b.item() == pytest.approx(a.item(), rel=1e-12)
+        torch.testing.assert_close(s_gpu.grad.cpu(), s_cpu.grad, rtol=1e-9, atol=1e-12)
+        s_gpu.grad = None
+    assert torch.autograd.gradcheck(lambda x: nt.z0(model, x, SAMPLES), (s_gpu,), eps=1e-4, atol=1e-5, rtol=1e-3)

@@ -91,6 +91,8 @@ pub struct DifferentiableSession {
     n_signal: usize,
     /// Best-fit parameters of the last free and conditional fits: the next call starts there.
     warm: Mutex<WarmStart>,
+    /// A copy of `model` that calls write their signal into.
+    work: Mutex<HistFactoryModel>,
 }
 
 impl DifferentiableSession {
@@ -173,6 +175,7 @@ impl DifferentiableSession {
             staterror,
             n_signal: offset,
             warm: Mutex::new((None, None)),
+            work: Mutex::new(model.clone()),
         })
     }
 
@@ -197,14 +200,8 @@ impl DifferentiableSession {
             .collect()
     }
 
-    /// The model with `signal` as the external samples' yields (histosys deltas against their
-    /// fixed templates).
-    pub fn model_with(&self, signal: &[f64]) -> Result<HistFactoryModel> {
-        let mut model = self.model.clone();
-        self.apply(&mut model, signal)?;
-        Ok(model)
-    }
-
+    /// Write `signal` into `model` as the external samples' yields (histosys deltas against
+    /// their fixed templates, staterror widths from the yields).
     fn apply(&self, model: &mut HistFactoryModel, signal: &[f64]) -> Result<()> {
         if signal.len() != self.n_signal {
             return Err(Error::InvalidInput(format!(
@@ -276,9 +273,27 @@ impl DifferentiableSession {
         Ok(d)
     }
 
+    /// The working copy of the model (one signal at a time through it: no copy per call).
+    fn work(&self) -> std::sync::MutexGuard<'_, HistFactoryModel> {
+        self.work
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// NLL and its gradients at `pars` on `data` with `signal` as the external yields.
     pub fn nll(&self, signal: &[f64], pars: &[f64], data: &PreparedData) -> Result<NllGradient> {
-        let model = self.model_with(signal)?;
+        self.nll_on(&mut self.work(), signal, pars, data)
+    }
+
+    fn nll_on(
+        &self,
+        model: &mut HistFactoryModel,
+        signal: &[f64],
+        pars: &[f64],
+        data: &PreparedData,
+    ) -> Result<NllGradient> {
+        self.apply(model, signal)?;
+        let model = &*model;
         let eval = CpuEvaluator::new(&model.compiled);
         let mut scratch = Scratch::new(&model.compiled);
         let mut d_pars = vec![0.0; model.n_params()];
@@ -324,14 +339,17 @@ impl DifferentiableSession {
         signals
             .par_chunks(n)
             .enumerate()
-            .map(|(r, s)| {
-                let row = if pars.len() == p {
-                    pars
-                } else {
-                    &pars[r * p..(r + 1) * p]
-                };
-                self.nll(s, row, data)
-            })
+            .map_init(
+                || self.model.clone(),
+                |model, (r, s)| {
+                    let row = if pars.len() == p {
+                        pars
+                    } else {
+                        &pars[r * p..(r + 1) * p]
+                    };
+                    self.nll_on(model, s, row, data)
+                },
+            )
             .collect()
     }
 
@@ -365,8 +383,10 @@ impl DifferentiableSession {
         data: StatisticData,
         config: &FitConfig,
     ) -> Result<ProfiledStatistic> {
-        let model = self.model_with(signal)?;
-        let fitter = Fitter::new(&model);
+        let mut work = self.work();
+        self.apply(&mut work, signal)?;
+        let model = &*work;
+        let fitter = Fitter::new(model);
         let poi = checks::free_poi(&fitter, config)?;
         let mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
         checks::value_in_bounds(&fitter, config, poi, mu, "mu")?;
