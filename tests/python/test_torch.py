@@ -56,7 +56,7 @@ def signal_tensor(values=(8.0, 12.0, 5.0, 1.5, 0.8), dtype=torch.float64):
 
 def pyhf_with_signal(s):
     """pyhf's model and data of the workspace with the signal samples' data replaced by `s`."""
-    import pyhf
+    pyhf = pytest.importorskip("pyhf")
 
     w = copy.deepcopy(spec())
     w["channels"][0]["samples"][0]["data"] = list(map(float, s[:3]))
@@ -115,7 +115,7 @@ def test_nll_and_its_signal_gradient_match_pyhf(model):
 def test_an_external_sample_with_staterror_matches_pyhf(model):
     """The background as the external sample: its staterror width follows its yields, as pyhf
     computes it from the replaced data; its histosys deltas move against fixed templates."""
-    import pyhf
+    pyhf = pytest.importorskip("pyhf")
 
     b = np.array([26.0, 25.0, 9.0])
     w = copy.deepcopy(spec())
@@ -131,7 +131,7 @@ def test_an_external_sample_with_staterror_matches_pyhf(model):
 
 
 def test_q0_matches_pyhf_with_tight_fits(model):
-    import pyhf
+    pyhf = pytest.importorskip("pyhf")
 
     s = np.array([8.0, 12.0, 5.0, 1.5, 0.8])
     pm, data = pyhf_with_signal(s)
