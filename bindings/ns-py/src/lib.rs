@@ -635,22 +635,21 @@ impl PyDifferentiable {
             .map_err(to_py)?;
         let (q, dq) = py
             .detach(|| -> NsResult<(Vec<f64>, Vec<Vec<f64>>)> {
-                let (mut q, mut dq) = (Vec::new(), Vec::new());
-                for row in signals.chunks(s.n_signal()) {
-                    let on = match (&prepared, &asimov_pars) {
-                        (Some(d), _) => StatisticData::Fixed(d),
-                        (None, Some(p)) => StatisticData::Asimov { parameters: p },
-                        (None, None) => {
-                            return Err(invalid(
-                                "give the data, or the parameters of the Asimov data".into(),
-                            ));
-                        }
-                    };
-                    let r = s.profiled(row, stat, mu, on, &config)?;
-                    q.push(r.q);
-                    dq.push(r.d_signal);
-                }
-                Ok((q, dq))
+                let on = match (&prepared, &asimov_pars) {
+                    (Some(d), _) => StatisticData::Fixed(d),
+                    (None, Some(p)) => StatisticData::Asimov { parameters: p },
+                    (None, None) => {
+                        return Err(invalid(
+                            "give the data, or the parameters of the Asimov data".into(),
+                        ));
+                    }
+                };
+                let rows = if signals.len() == s.n_signal() {
+                    vec![s.profiled(&signals, stat, mu, on, &config)?]
+                } else {
+                    s.profiled_batch(&signals, stat, mu, on, &config)?
+                };
+                Ok(rows.into_iter().map(|r| (r.q, r.d_signal)).unzip())
             })
             .map_err(to_py)?;
         let dq = PyArray2::from_vec2(py, &dq).map_err(|e| NextStatError::new_err(e.to_string()))?;

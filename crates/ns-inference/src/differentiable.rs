@@ -383,9 +383,46 @@ impl DifferentiableSession {
         data: StatisticData,
         config: &FitConfig,
     ) -> Result<ProfiledStatistic> {
-        let mut work = self.work();
-        self.apply(&mut work, signal)?;
-        let model = &*work;
+        self.profiled_on(&mut self.work(), signal, stat, mu, &data, config)
+    }
+
+    /// [`profiled`](Self::profiled) for many signal vectors (rows of `signals`), their fits in
+    /// parallel (each row warm-started from the session's last solution).
+    pub fn profiled_batch(
+        &self,
+        signals: &[f64],
+        stat: TestStatistic,
+        mu: f64,
+        data: StatisticData,
+        config: &FitConfig,
+    ) -> Result<Vec<ProfiledStatistic>> {
+        let n = self.n_signal;
+        if signals.is_empty() || !signals.len().is_multiple_of(n) {
+            return Err(Error::InvalidInput(format!(
+                "signal batch has {} values, not a positive multiple of {n} bins",
+                signals.len()
+            )));
+        }
+        signals
+            .par_chunks(n)
+            .map_init(
+                || self.model.clone(),
+                |model, s| self.profiled_on(model, s, stat, mu, &data, config),
+            )
+            .collect()
+    }
+
+    fn profiled_on(
+        &self,
+        model: &mut HistFactoryModel,
+        signal: &[f64],
+        stat: TestStatistic,
+        mu: f64,
+        data: &StatisticData,
+        config: &FitConfig,
+    ) -> Result<ProfiledStatistic> {
+        self.apply(model, signal)?;
+        let model = &*model;
         let fitter = Fitter::new(model);
         let poi = checks::free_poi(&fitter, config)?;
         let mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
@@ -393,7 +430,7 @@ impl DifferentiableSession {
         let eval = CpuEvaluator::new(&model.compiled);
         let mut scratch = Scratch::new(&model.compiled);
         let asimov;
-        let (data, jacobian) = match data {
+        let (data, jacobian) = match *data {
             StatisticData::Fixed(d) => (d, None),
             StatisticData::Asimov { parameters } => {
                 let (main, aux) = eval.expected_data(parameters, &mut scratch)?;

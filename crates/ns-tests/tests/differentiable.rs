@@ -313,3 +313,56 @@ fn staterror_widths_follow_external_yields() {
     let fd = finite_differences(&background, 1e-4, &|s| q(s).q);
     assert_close(&p.d_signal, &fd, 1e-4, 1e-6, "dq/ds with staterror");
 }
+
+#[test]
+fn a_batch_of_signals_is_fitted_row_by_row_in_parallel() {
+    let (model, data, samples) = setup();
+    let config = tight(&model);
+    let rows = [
+        session_signal(),
+        vec![6.0, 9.0, 4.0, 1.0, 0.5],
+        vec![12.0, 15.0, 6.0, 2.0, 1.0],
+    ];
+    let session = DifferentiableSession::new(&model, &samples).unwrap();
+    let batch = session
+        .profiled_batch(
+            &rows.concat(),
+            TestStatistic::Q0,
+            0.0,
+            StatisticData::Fixed(&data),
+            &config,
+        )
+        .unwrap();
+    assert_eq!(batch.len(), 3);
+    for (row, got) in rows.iter().zip(&batch) {
+        let alone = DifferentiableSession::new(&model, &samples)
+            .unwrap()
+            .profiled(
+                row,
+                TestStatistic::Q0,
+                0.0,
+                StatisticData::Fixed(&data),
+                &config,
+            )
+            .unwrap();
+        // Warm starts differ between the two runs: the fits agree to their tolerance.
+        assert!(
+            (got.q - alone.q).abs() <= 1e-8 * alone.q.max(1.0),
+            "{} vs {}",
+            got.q,
+            alone.q
+        );
+        assert_close(&got.d_signal, &alone.d_signal, 1e-6, 1e-9, "batched dq/ds");
+    }
+    let e = session
+        .profiled_batch(
+            &[1.0; 7],
+            TestStatistic::Q0,
+            0.0,
+            StatisticData::Fixed(&data),
+            &config,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("7 values") && e.contains("5 bins"), "{e}");
+}
