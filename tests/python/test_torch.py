@@ -173,6 +173,13 @@ def test_bad_inputs_are_named(model):
         nt.nll(model, torch.tensor([1.0, float("nan"), 1.0, 1.0, 1.0], dtype=torch.float64), SAMPLES)
     with pytest.raises(TypeError, match="torch.Tensor"):
         nt.nll(model, [1.0] * 5, SAMPLES)
+    with pytest.raises(nextstat.InvalidInputError, match="floating-point"):
+        nt.nll(model, torch.tensor([8, 12, 5, 1, 1]), SAMPLES)
+    for samples in ("SR", ("SR", "signal"), [("SR",)]):
+        with pytest.raises(nextstat.InvalidInputError, match="list of \\(channel, sample\\) name pairs"):
+            nt.nll(model, torch.ones(5, dtype=torch.float64), samples)
+    with pytest.raises(nextstat.InvalidInputError, match="outside the bounds"):
+        nt.qmu(model, signal_tensor(), SAMPLES, mu=-5.0)
 
 
 def test_soft_histogram_tends_to_the_histogram():

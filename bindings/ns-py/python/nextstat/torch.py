@@ -30,7 +30,9 @@ def _session(model: Model, samples: Samples) -> Any:
     """One engine session per (model, samples): its fits warm-start from the previous call."""
     if not isinstance(model, Model):
         raise TypeError(f"model must be a nextstat.Model (Workspace(...).model()), not {type(model).__name__}")
-    key = tuple((str(c), str(s)) for c, s in samples)
+    if isinstance(samples, (str, bytes)) or not all(isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(n, str) for n in p) for p in samples):
+        raise InvalidInputError(f"samples must be a list of (channel, sample) name pairs, e.g. [('SR', 'signal')], not {samples!r}")
+    key = tuple((c, s) for c, s in samples)
     cache: Dict[Tuple[Tuple[str, str], ...], Any] = model.__dict__.setdefault("_differentiable", {})
     if key not in cache:
         cache[key] = _core.DifferentiableSession(model._model, list(key))
@@ -40,6 +42,8 @@ def _session(model: Model, samples: Samples) -> Any:
 def _tensor(signal: Any) -> torch.Tensor:
     if not isinstance(signal, torch.Tensor):
         raise TypeError(f"signal must be a torch.Tensor, not {type(signal).__name__}")
+    if not signal.is_floating_point():
+        raise InvalidInputError(f"signal must be a floating-point tensor (yields are real numbers), not {signal.dtype}")
     return signal
 
 
