@@ -76,6 +76,29 @@ fn assert_close(got: &[f64], want: &[f64], rtol: f64, atol: f64, what: &str) {
     }
 }
 
+/// The suggested init with the named parameters set.
+fn pars_with(model: &HistFactoryModel, values: &[(&str, f64)]) -> Vec<f64> {
+    let mut pars = model.suggested_init();
+    for &(name, value) in values {
+        pars[model.parameter_index(name).unwrap()] = value;
+    }
+    pars
+}
+
+/// ∂NLL/∂s at (`signal`, `pars`) against central differences; returns the evaluation.
+fn check_signal_gradient(
+    session: &DifferentiableSession,
+    signal: &[f64],
+    pars: &[f64],
+    data: &PreparedData,
+    what: &str,
+) -> ns_inference::differentiable::NllGradient {
+    let g = session.nll(signal, pars, data).unwrap();
+    let fd = finite_differences(signal, 1e-6, &|s| session.nll(s, pars, data).unwrap().nll);
+    assert_close(&g.d_signal, &fd, 1e-6, 1e-8, what);
+    g
+}
+
 #[test]
 fn nll_gradient_with_respect_to_the_signal_matches_finite_differences() {
     let (model, data, samples) = setup();
@@ -84,21 +107,17 @@ fn nll_gradient_with_respect_to_the_signal_matches_finite_differences() {
     assert_eq!(session.nominal_signal(), vec![6.0, 9.0, 4.0, 1.0, 0.5]);
     let signal = vec![5.0, 10.0, 3.5, 1.3, 0.7];
     // Away from the nominal point, histosys and normsys pulled: every factor is exercised.
-    let mut pars = model.suggested_init();
-    for (name, value) in [
-        ("mu", 1.4),
-        ("sig_shape", 0.6),
-        ("sig_xsec", -0.8),
-        ("shape", -1.3),
-        ("lumi", 1.03),
-    ] {
-        pars[model.parameter_index(name).unwrap()] = value;
-    }
-    let g = session.nll(&signal, &pars, &data).unwrap();
-    let fd = finite_differences(&signal, 1e-6, &|s| {
-        session.nll(s, &pars, &data).unwrap().nll
-    });
-    assert_close(&g.d_signal, &fd, 1e-6, 1e-8, "dNLL/ds");
+    let pars = pars_with(
+        &model,
+        &[
+            ("mu", 1.4),
+            ("sig_shape", 0.6),
+            ("sig_xsec", -0.8),
+            ("shape", -1.3),
+            ("lumi", 1.03),
+        ],
+    );
+    let g = check_signal_gradient(&session, &signal, &pars, &data, "dNLL/ds");
     // The parameters' gradient is the evaluator's, at the model with this signal.
     let fd_pars = finite_differences(&pars, 1e-6, &|p| {
         session.nll(&signal, p, &data).unwrap().nll
@@ -282,19 +301,21 @@ fn staterror_widths_follow_external_yields() {
     let external = vec![("SR".to_string(), "bkg".to_string())];
     let session = DifferentiableSession::new(&model, &external).unwrap();
     let background = vec![26.0, 25.0, 9.0];
-    let mut pars = model.suggested_init();
-    for (name, value) in [
-        ("staterror_SR[0]", 1.04),
-        ("staterror_SR[2]", 0.93),
-        ("shape", 0.7),
-    ] {
-        pars[model.parameter_index(name).unwrap()] = value;
-    }
-    let g = session.nll(&background, &pars, &data).unwrap();
-    let fd = finite_differences(&background, 1e-6, &|s| {
-        session.nll(s, &pars, &data).unwrap().nll
-    });
-    assert_close(&g.d_signal, &fd, 1e-6, 1e-8, "dNLL/ds with staterror");
+    let pars = pars_with(
+        &model,
+        &[
+            ("staterror_SR[0]", 1.04),
+            ("staterror_SR[2]", 0.93),
+            ("shape", 0.7),
+        ],
+    );
+    check_signal_gradient(
+        &session,
+        &background,
+        &pars,
+        &data,
+        "dNLL/ds with staterror",
+    );
     let config = tight(&model);
     let q = |s: &[f64]| {
         DifferentiableSession::new(&model, &external)
