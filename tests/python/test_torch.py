@@ -162,6 +162,19 @@ def test_batches_dtypes_and_devices_follow_the_input(model):
     assert f32.grad.dtype == torch.float32 and torch.isfinite(f32.grad).all()
 
 
+def test_parameter_gradients_follow_the_parameters_shape_and_device(model):
+    rows = torch.tensor([[8.0, 12.0, 5.0, 1.5, 0.8], [6.0, 9.0, 4.0, 1.0, 0.5]], dtype=torch.float64)
+    init = torch.tensor(model.config.suggested_init(), dtype=torch.float64)
+    shared = init.clone().requires_grad_(True)
+    nt.nll(model, rows, SAMPLES, pars=shared).sum().backward()
+    per_row = init.repeat(2, 1).requires_grad_(True)
+    nt.nll(model, rows, SAMPLES, pars=per_row).sum().backward()
+    assert shared.grad.shape == init.shape and per_row.grad.shape == (2, len(init))
+    torch.testing.assert_close(shared.grad, per_row.grad.sum(0))
+    with pytest.raises(nextstat.InvalidInputError, match="give one row"):
+        nt.nll(model, rows, SAMPLES, pars=init.repeat(3, 1))
+
+
 def test_bad_inputs_are_named(model):
     with pytest.raises(nextstat.InvalidInputError, match="last dimension must be the 5 bins"):
         nt.nll(model, torch.ones(4, dtype=torch.float64), SAMPLES)

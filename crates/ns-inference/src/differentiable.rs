@@ -80,8 +80,19 @@ pub enum StatisticData<'a> {
     Asimov { parameters: &'a [f64] },
 }
 
-/// The best-fit parameters of the last free and conditional fits.
+/// The best-fit parameters of the last free and conditional fits of one statistic.
 type WarmStart = (Option<Vec<f64>>, Option<Vec<f64>>);
+
+/// What a warm start belongs to: the statistic, the tested μ (bits) and whether on Asimov data.
+type WarmKey = (u8, u64, bool);
+
+fn warm_key(stat: TestStatistic, mu: f64, data: &StatisticData) -> WarmKey {
+    (
+        stat as u8,
+        mu.to_bits(),
+        matches!(data, StatisticData::Asimov { .. }),
+    )
+}
 
 /// A model whose external samples' yields are inputs.
 pub struct DifferentiableSession {
@@ -89,8 +100,9 @@ pub struct DifferentiableSession {
     external: Vec<ExternalBlock>,
     staterror: Vec<StatErrorLink>,
     n_signal: usize,
-    /// Best-fit parameters of the last free and conditional fits: the next call starts there.
-    warm: Mutex<WarmStart>,
+    /// Best-fit parameters of the last free and conditional fits of each statistic: the next
+    /// call of the same statistic starts there.
+    warm: Mutex<std::collections::HashMap<WarmKey, WarmStart>>,
     /// A copy of `model` that calls write their signal into.
     work: Mutex<HistFactoryModel>,
 }
@@ -174,7 +186,7 @@ impl DifferentiableSession {
             external,
             staterror,
             n_signal: offset,
-            warm: Mutex::new((None, None)),
+            warm: Mutex::new(Default::default()),
             work: Mutex::new(model.clone()),
         })
     }
@@ -273,16 +285,19 @@ impl DifferentiableSession {
         Ok(d)
     }
 
-    /// The working copy of the model (one signal at a time through it: no copy per call).
-    fn work(&self) -> std::sync::MutexGuard<'_, HistFactoryModel> {
-        self.work
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Run `f` on the working copy of the model (no copy per call), or on a private copy while
+    /// another call holds it: concurrent calls never wait on each other.
+    fn with_work<T>(&self, f: impl FnOnce(&mut HistFactoryModel) -> T) -> T {
+        match self.work.try_lock() {
+            Ok(mut model) => f(&mut model),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => f(&mut poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => f(&mut self.model.clone()),
+        }
     }
 
     /// NLL and its gradients at `pars` on `data` with `signal` as the external yields.
     pub fn nll(&self, signal: &[f64], pars: &[f64], data: &PreparedData) -> Result<NllGradient> {
-        self.nll_on(&mut self.work(), signal, pars, data)
+        self.with_work(|model| self.nll_on(model, signal, pars, data))
     }
 
     fn nll_on(
@@ -383,11 +398,39 @@ impl DifferentiableSession {
         data: StatisticData,
         config: &FitConfig,
     ) -> Result<ProfiledStatistic> {
-        self.profiled_on(&mut self.work(), signal, stat, mu, &data, config)
+        let key = warm_key(stat, mu, &data);
+        let warm = self.warm_start_of(key);
+        let result =
+            self.with_work(|model| self.profiled_on(model, signal, stat, mu, &data, config, warm))?;
+        self.remember(key, &result);
+        Ok(result)
+    }
+
+    fn warm_start_of(&self, key: WarmKey) -> WarmStart {
+        self.warm
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&key)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn remember(&self, key: WarmKey, result: &ProfiledStatistic) {
+        self.warm
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(
+                key,
+                (
+                    Some(result.free_fit.parameters.clone()),
+                    Some(result.fixed_fit.parameters.clone()),
+                ),
+            );
     }
 
     /// [`profiled`](Self::profiled) for many signal vectors (rows of `signals`), their fits in
-    /// parallel (each row warm-started from the session's last solution).
+    /// parallel; every row starts from the session's last solution of this statistic, and the
+    /// first row's solution is kept for the next call (results do not depend on thread timing).
     pub fn profiled_batch(
         &self,
         signals: &[f64],
@@ -403,15 +446,20 @@ impl DifferentiableSession {
                 signals.len()
             )));
         }
-        signals
+        let key = warm_key(stat, mu, &data);
+        let warm = self.warm_start_of(key);
+        let results = signals
             .par_chunks(n)
             .map_init(
                 || self.model.clone(),
-                |model, s| self.profiled_on(model, s, stat, mu, &data, config),
+                |model, s| self.profiled_on(model, s, stat, mu, &data, config, warm.clone()),
             )
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        self.remember(key, &results[0]);
+        Ok(results)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn profiled_on(
         &self,
         model: &mut HistFactoryModel,
@@ -420,6 +468,7 @@ impl DifferentiableSession {
         mu: f64,
         data: &StatisticData,
         config: &FitConfig,
+        (warm_free, warm_fixed): WarmStart,
     ) -> Result<ProfiledStatistic> {
         self.apply(model, signal)?;
         let model = &*model;
@@ -429,32 +478,26 @@ impl DifferentiableSession {
         checks::value_in_bounds(&fitter, config, poi, mu, "mu")?;
         let eval = CpuEvaluator::new(&model.compiled);
         let mut scratch = Scratch::new(&model.compiled);
-        let asimov;
+        let prepared;
         let (data, jacobian) = match *data {
+            // The Gaussian normalisations in the data constant follow the staterror widths, so
+            // the fits' twice_nll are those of the model with this signal.
+            StatisticData::Fixed(d) if !self.staterror.is_empty() => {
+                prepared = PreparedData::new(&model.compiled, d.main.clone(), d.aux.clone())?;
+                (&prepared, None)
+            }
             StatisticData::Fixed(d) => (d, None),
             StatisticData::Asimov { parameters } => {
                 let (main, aux) = eval.expected_data(parameters, &mut scratch)?;
                 let jacobian = self.expected_jacobian(&eval, &scratch)?;
-                asimov = PreparedData::new(&model.compiled, main, aux)?;
-                (&asimov, Some(jacobian))
+                prepared = PreparedData::new(&model.compiled, main, aux)?;
+                (&prepared, Some(jacobian))
             }
         };
-        let (warm_free, warm_fixed) = self
-            .warm
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
         let free_fit = fitter.fit(data, &warm_start(config, warm_free))?;
         checks::started(&fitter, &free_fit, data)?;
         let fixed_fit = fitter.fit(data, &warm_start(&config.with_fixed(poi, mu), warm_fixed))?;
         checks::started(&fitter, &fixed_fit, data)?;
-        *self
-            .warm
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = (
-            Some(free_fit.parameters.clone()),
-            Some(fixed_fit.parameters.clone()),
-        );
         let q = statistic_from_fits(stat, mu, poi, &fixed_fit, &free_fit);
         let mut d_signal = vec![0.0; self.n_signal];
         if q > 0.0 {
@@ -470,10 +513,15 @@ impl DifferentiableSession {
             for (k, d) in d_signal.iter_mut().enumerate() {
                 *d = 2.0 * (g_fixed[k] - g_free[k]);
             }
-            // Asimov data move with the signal: ∂q/∂n_b = 2(ln λ̂_b − ln λ̂̂_b).
+            // Asimov data move with the signal: ∂q/∂n_b = 2(ln λ̂_b − ln λ̂̂_b). A bin where the
+            // data do not move (slope 0: the signal is scaled to 0 at the Asimov point) or where
+            // a fit expects nothing (q does not depend smoothly on its count there) adds nothing.
             if let Some(jacobian) = jacobian {
                 for (d, (bin, slope)) in d_signal.iter_mut().zip(jacobian) {
-                    *d += 2.0 * (expected_free[bin].ln() - expected_fixed[bin].ln()) * slope;
+                    let (free, fixed) = (expected_free[bin], expected_fixed[bin]);
+                    if slope != 0.0 && free > 0.0 && fixed > 0.0 {
+                        *d += 2.0 * (free.ln() - fixed.ln()) * slope;
+                    }
                 }
             }
         }
@@ -492,9 +540,13 @@ fn staterror_links(
     external: &[ExternalBlock],
 ) -> Result<Vec<StatErrorLink>> {
     let c = &model.compiled;
-    let is_staterror = |p: usize| {
+    // A staterror bin pyhf fixes (no uncertainty, or no yield, in the workspace) keeps its
+    // constant width 1: it has no link.
+    let is_varying_staterror = |p: usize| {
         model.parameter_sets.iter().any(|s| {
-            s.modifier_type == "staterror" && (s.offset..s.offset + s.n_parameters).contains(&p)
+            s.modifier_type == "staterror"
+                && (s.offset..s.offset + s.n_parameters).contains(&p)
+                && !s.fixed[p - s.offset]
         })
     };
     let factors = |e: usize| {
@@ -513,7 +565,9 @@ fn staterror_links(
     for (&e, &i) in &signal_index {
         for &p in factors(e) {
             let p = p as usize;
-            if !is_staterror(p) || links.iter().any(|(q, l)| *q == p && l.members.contains(&i)) {
+            if !is_varying_staterror(p)
+                || links.iter().any(|(q, l)| *q == p && l.members.contains(&i))
+            {
                 continue;
             }
             if let Some((_, link)) = links.iter_mut().find(|(q, _)| *q == p) {
@@ -538,11 +592,16 @@ fn staterror_links(
                     }
                 }
             }
+            let absolute = c.gaussian[constraint].sigma * total;
+            if !(absolute > 0.0) {
+                // No yield in the workspace's bin: √(Σδ²) cannot be recovered; the width stays.
+                continue;
+            }
             links.push((
                 p,
                 StatErrorLink {
                     constraint,
-                    absolute: c.gaussian[constraint].sigma * total,
+                    absolute,
                     fixed_nominal,
                     members: vec![i],
                 },

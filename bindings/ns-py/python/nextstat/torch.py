@@ -65,18 +65,24 @@ class _NLL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, signal, pars, session, data):
         n, batch = session.n_signal, signal.shape[:-1]
+        shared = pars.dim() == 1
+        if not shared and pars.shape[:-1] != batch:
+            raise InvalidInputError(f"pars has shape {tuple(pars.shape)}: give one row ({pars.shape[-1]},) for all signals, or one per signal {(*batch, pars.shape[-1])}")
         p = pars.detach().to("cpu", torch.float64).reshape(-1, pars.shape[-1]).numpy()
         value, d_signal, d_pars = session.nll(_rows(signal, n), p, data)
-        ctx.pars_shape = pars.shape
-        ctx.save_for_backward(_like(d_signal, signal, signal.shape), _like(d_pars, pars, (*batch, pars.shape[-1])))
+        ctx.shared, ctx.pars_device, ctx.pars_dtype = shared, pars.device, pars.dtype
+        # Both gradients live on the signal's device, where the incoming gradient is.
+        ctx.save_for_backward(_like(d_signal, signal, signal.shape), _like(d_pars, signal, (*batch, pars.shape[-1])))
         return _like(value, signal, batch)
 
     @staticmethod
     def backward(ctx, grad):
         d_signal, d_pars = ctx.saved_tensors
         g = grad.unsqueeze(-1)
-        grad_pars = (g * d_pars).reshape(-1, d_pars.shape[-1]).sum(0).reshape(ctx.pars_shape) if len(ctx.pars_shape) == 1 else g * d_pars
-        return g * d_signal, grad_pars, None, None
+        grad_pars = g * d_pars
+        if ctx.shared:
+            grad_pars = grad_pars.reshape(-1, d_pars.shape[-1]).sum(0)
+        return g * d_signal, grad_pars.to(device=ctx.pars_device, dtype=ctx.pars_dtype), None, None
 
 
 def nll(model: Model, signal: torch.Tensor, samples: Samples, pars: Optional[torch.Tensor] = None, data=None) -> torch.Tensor:
