@@ -451,3 +451,54 @@ fn fixed_staterror_bins_and_empty_background_bins_give_finite_exact_gradients() 
     let fd = finite_differences(&signal, 1e-4, &|s| q(s).q);
     assert_close(&p.d_signal, &fd, 1e-4, 1e-6, "sparse Asimov dq/ds");
 }
+
+/// Calls from many threads at once (here from rayon workers, where a waiting lock could
+/// deadlock) neither wait on each other nor mix their signals.
+#[test]
+fn concurrent_calls_from_worker_threads_are_independent() {
+    use rayon::prelude::*;
+    let (model, data, samples) = setup();
+    let session = DifferentiableSession::new(&model, &samples).unwrap();
+    let config = tight(&model);
+    let signals: Vec<Vec<f64>> = (0..16)
+        .map(|k| {
+            session_signal()
+                .iter()
+                .map(|s| s * (1.0 + 0.05 * k as f64))
+                .collect()
+        })
+        .collect();
+    let pars = model.suggested_init();
+    let parallel: Vec<(f64, f64)> = signals
+        .par_iter()
+        .map(|s| {
+            let nll = session.nll(s, &pars, &data).unwrap().nll;
+            let q = session
+                .profiled(
+                    s,
+                    TestStatistic::Q0,
+                    0.0,
+                    StatisticData::Fixed(&data),
+                    &config,
+                )
+                .unwrap()
+                .q;
+            (nll, q)
+        })
+        .collect();
+    for (s, (nll, q)) in signals.iter().zip(parallel) {
+        let alone = DifferentiableSession::new(&model, &samples).unwrap();
+        assert_eq!(nll, alone.nll(s, &pars, &data).unwrap().nll);
+        let want = alone
+            .profiled(
+                s,
+                TestStatistic::Q0,
+                0.0,
+                StatisticData::Fixed(&data),
+                &config,
+            )
+            .unwrap()
+            .q;
+        assert!((q - want).abs() <= 1e-8 * want.max(1.0), "{q} vs {want}");
+    }
+}
