@@ -6,7 +6,8 @@
 
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_core::InterpCodes;
-use ns_inference::{FitConfig, Fitter};
+use ns_inference::differentiable::{DifferentiableSession, StatisticData};
+use ns_inference::{FitConfig, Fitter, TestStatistic};
 use ns_translate::FromWorkspace;
 use ns_translate::pyjson::{DumpOptions, digest, dumps};
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
@@ -160,6 +161,35 @@ fn exercise(doc: Value) {
         let mut config = FitConfig::suggested(&model);
         config.optimizer.max_iterations = 20;
         let _ = Fitter::new(&model).fit(&data, &config);
+        exercise_differentiable(&model, &data, &config);
+    }
+}
+
+/// The differentiable session on every sample of the model in turn, at its own yields and at
+/// doubled ones.
+fn exercise_differentiable(model: &HistFactoryModel, data: &PreparedData, config: &FitConfig) {
+    for (b, sample) in model.block_samples.iter().enumerate() {
+        let bin = model.compiled.samples[b].bin_start as usize;
+        let Some(channel) = model.channels.iter().find(|c| c.bin_start == bin) else {
+            continue;
+        };
+        let Ok(session) =
+            DifferentiableSession::new(model, &[(channel.name.clone(), sample.clone())])
+        else {
+            continue;
+        };
+        let nominal = session.nominal_signal();
+        let doubled: Vec<f64> = nominal.iter().map(|v| 2.0 * v).collect();
+        for signal in [&nominal, &doubled] {
+            let _ = session.nll(signal, &model.suggested_init(), data);
+            let _ = session.profiled(
+                signal,
+                TestStatistic::Q0,
+                0.0,
+                StatisticData::Fixed(data),
+                config,
+            );
+        }
     }
 }
 
