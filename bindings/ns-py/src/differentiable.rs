@@ -1,0 +1,129 @@
+//! `nextstat._core.DifferentiableSession`: the engine behind `nextstat.torch`.
+
+use ns_compute::PreparedData;
+use ns_inference::TestStatistic;
+use ns_inference::differentiable::{DifferentiableSession, StatisticData};
+use numpy::{PyArray1, PyArray2, PyReadonlyArray2};
+use pyo3::prelude::*;
+
+use crate::infer::fit_config;
+use crate::model::PyModel;
+use crate::{NextStatError, NsResult, invalid, to_py};
+
+/// A model whose named samples' yields are differentiable inputs
+/// (`ns_inference::differentiable`): NLL and profiled test statistics with their gradients with
+/// respect to the yields, batched over rows.
+#[pyclass(name = "DifferentiableSession", module = "nextstat._core", frozen)]
+pub(crate) struct PyDifferentiable {
+    session: DifferentiableSession,
+}
+
+/// One value per row, and rows of values, as NumPy arrays.
+type Values<'py> = Bound<'py, PyArray1<f64>>;
+type Rows<'py> = Bound<'py, PyArray2<f64>>;
+
+/// Rows of a 2-d array, each `width` long.
+fn rows_of(array: &PyReadonlyArray2<f64>, width: usize, what: &str) -> NsResult<Vec<f64>> {
+    let a = array.as_array();
+    if a.ncols() != width || a.nrows() == 0 {
+        return Err(invalid(format!(
+            "{what} has shape {:?}; it needs rows of {width} values",
+            a.shape()
+        )));
+    }
+    Ok(a.iter().copied().collect())
+}
+
+#[pymethods]
+impl PyDifferentiable {
+    #[new]
+    fn new(model: &PyModel, samples: Vec<(String, String)>) -> PyResult<Self> {
+        Ok(PyDifferentiable {
+            session: DifferentiableSession::new(&model.model, &samples).map_err(to_py)?,
+        })
+    }
+
+    #[getter]
+    fn n_signal(&self) -> usize {
+        self.session.n_signal()
+    }
+
+    fn nominal_signal(&self) -> Vec<f64> {
+        self.session.nominal_signal()
+    }
+
+    /// (nll (B,), dNLL/ds (B, n), dNLL/dθ (B, P)) for signal rows (B, n) and parameter rows
+    /// (1 or B, P) on the full data (main then aux).
+    fn nll<'py>(
+        &self,
+        py: Python<'py>,
+        signal: PyReadonlyArray2<f64>,
+        pars: PyReadonlyArray2<f64>,
+        data: Vec<f64>,
+    ) -> PyResult<(Values<'py>, Rows<'py>, Rows<'py>)> {
+        let s = &self.session;
+        let (n, p) = (s.n_signal(), s.model().n_params());
+        let signals = rows_of(&signal, n, "signal").map_err(to_py)?;
+        let pars = rows_of(&pars, p, "pars").map_err(to_py)?;
+        let prepared = PreparedData::from_full(&s.model().compiled, &data).map_err(to_py)?;
+        let rows = py
+            .detach(|| s.nll_batch(&signals, &pars, &prepared))
+            .map_err(to_py)?;
+        let nll: Vec<f64> = rows.iter().map(|r| r.nll).collect();
+        let ds: Vec<Vec<f64>> = rows.iter().map(|r| r.d_signal.clone()).collect();
+        let dp: Vec<Vec<f64>> = rows.iter().map(|r| r.d_pars.clone()).collect();
+        let array2 = |v: &[Vec<f64>]| {
+            PyArray2::from_vec2(py, v).map_err(|e| NextStatError::new_err(e.to_string()))
+        };
+        Ok((PyArray1::from_vec(py, nll), array2(&ds)?, array2(&dp)?))
+    }
+
+    /// (q (B,), dq/ds (B, n)) of test statistic `stat` at `mu` for each signal row, on `data`
+    /// (full data) or, when `data` is None, on the Asimov data at `asimov_pars`.
+    #[pyo3(signature = (signal, stat, mu, data=None, asimov_pars=None, init=None, bounds=None, fixed=None, tolerance=1e-9))]
+    #[allow(clippy::too_many_arguments)]
+    fn profiled<'py>(
+        &self,
+        py: Python<'py>,
+        signal: PyReadonlyArray2<f64>,
+        stat: &str,
+        mu: f64,
+        data: Option<Vec<f64>>,
+        asimov_pars: Option<Vec<f64>>,
+        init: Option<Vec<f64>>,
+        bounds: Option<Vec<(f64, f64)>>,
+        fixed: Option<Vec<bool>>,
+        tolerance: f64,
+    ) -> PyResult<(Values<'py>, Rows<'py>)> {
+        let s = &self.session;
+        let model = s.model();
+        let signals = rows_of(&signal, s.n_signal(), "signal").map_err(to_py)?;
+        let stat = TestStatistic::from_name(stat).map_err(to_py)?;
+        let config = fit_config(model, init, bounds, fixed, tolerance).map_err(to_py)?;
+        let prepared = data
+            .map(|d| PreparedData::from_full(&model.compiled, &d))
+            .transpose()
+            .map_err(to_py)?;
+        let (q, dq) = py
+            .detach(|| -> NsResult<(Vec<f64>, Vec<Vec<f64>>)> {
+                let on = match (&prepared, &asimov_pars) {
+                    (Some(d), _) => StatisticData::Fixed(d),
+                    (None, Some(p)) => StatisticData::Asimov { parameters: p },
+                    (None, None) => {
+                        return Err(invalid(
+                            "give the data, or the parameters of the Asimov data".into(),
+                        ));
+                    }
+                };
+                let rows = if signals.len() == s.n_signal() {
+                    vec![s.profiled(&signals, stat, mu, on, &config)?]
+                } else {
+                    s.profiled_batch(&signals, stat, mu, on, &config)?
+                };
+                Ok(rows.into_iter().map(|r| (r.q, r.d_signal)).unzip())
+            })
+            .map_err(to_py)?;
+        let dq = PyArray2::from_vec2(py, &dq).map_err(|e| NextStatError::new_err(e.to_string()))?;
+        Ok((PyArray1::from_vec(py, q), dq))
+    }
+}

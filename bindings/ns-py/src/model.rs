@@ -1,0 +1,133 @@
+//! `nextstat._core.Model`: a HistFactory model, its layout, NLL, gradient and expected data.
+
+use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_translate::HistFactoryModel;
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+
+use crate::{NsResult, invalid, to_py};
+
+/// A HistFactory model with pyhf's parameter layout.
+#[pyclass(module = "nextstat._core", name = "Model", frozen)]
+pub(crate) struct PyModel {
+    pub(crate) model: HistFactoryModel,
+}
+
+impl PyModel {
+    pub(crate) fn params(&self, pars: &[f64]) -> NsResult<()> {
+        if pars.len() != self.model.n_params() {
+            return Err(invalid(format!(
+                "pars has length {} but the model has {} parameters ({:?}…)",
+                pars.len(),
+                self.model.n_params(),
+                &self.model.par_names[..self.model.n_params().min(3)]
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn prepared(&self, data: &[f64]) -> NsResult<PreparedData> {
+        PreparedData::from_full(&self.model.compiled, data)
+    }
+}
+
+#[pymethods]
+impl PyModel {
+    #[getter]
+    fn par_names(&self) -> Vec<String> {
+        self.model.par_names.clone()
+    }
+    #[getter]
+    fn par_order(&self) -> Vec<String> {
+        self.model
+            .par_order()
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+    #[getter]
+    fn poi_index(&self) -> Option<usize> {
+        self.model.poi_index()
+    }
+    #[getter]
+    fn poi_name(&self) -> String {
+        self.model.poi_name.clone()
+    }
+    #[getter]
+    fn npars(&self) -> usize {
+        self.model.n_params()
+    }
+    #[getter]
+    fn channels(&self) -> Vec<String> {
+        self.model.channels.iter().map(|c| c.name.clone()).collect()
+    }
+    #[getter]
+    fn channel_nbins(&self) -> Vec<usize> {
+        self.model.channels.iter().map(|c| c.n_bins).collect()
+    }
+    #[getter]
+    fn samples(&self) -> Vec<String> {
+        self.model.samples.clone()
+    }
+    #[getter]
+    fn auxdata(&self) -> Vec<f64> {
+        self.model.auxdata.clone()
+    }
+    #[getter]
+    fn measurement(&self) -> String {
+        self.model.measurement.clone()
+    }
+    fn suggested_init(&self) -> Vec<f64> {
+        self.model.suggested_init()
+    }
+    fn suggested_bounds(&self) -> Vec<(f64, f64)> {
+        self.model.suggested_bounds()
+    }
+    fn suggested_fixed(&self) -> Vec<bool> {
+        self.model.suggested_fixed()
+    }
+
+    /// NLL and its gradient at `pars` against full data (main, then aux).
+    fn nll_grad<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<f64>,
+        data: PyReadonlyArray1<f64>,
+    ) -> PyResult<(f64, Bound<'py, PyArray1<f64>>)> {
+        let (pars, data) = (pars.as_slice()?.to_vec(), data.as_slice()?.to_vec());
+        let (nll, grad) = py
+            .detach(|| -> NsResult<(f64, Vec<f64>)> {
+                self.params(&pars)?;
+                let prepared = self.prepared(&data)?;
+                let mut grad = vec![0.0; pars.len()];
+                let nll = CpuEvaluator::new(&self.model.compiled).nll_with_gradient(
+                    &pars,
+                    &prepared,
+                    &mut Scratch::new(&self.model.compiled),
+                    Some(&mut grad),
+                )?;
+                Ok((nll, grad))
+            })
+            .map_err(to_py)?;
+        Ok((nll, PyArray1::from_vec(py, grad)))
+    }
+
+    /// Expected main data and, if asked, the expected auxiliary data after it.
+    #[pyo3(signature = (pars, include_auxdata=true))]
+    fn expected_data<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<f64>,
+        include_auxdata: bool,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let pars = pars.as_slice()?.to_vec();
+        self.params(&pars).map_err(to_py)?;
+        let (mut main, aux) = CpuEvaluator::new(&self.model.compiled)
+            .expected_data(&pars, &mut Scratch::new(&self.model.compiled))
+            .map_err(to_py)?;
+        if include_auxdata {
+            main.extend(aux);
+        }
+        Ok(PyArray1::from_vec(py, main))
+    }
+}
