@@ -65,19 +65,6 @@ pub enum Datasets<'a> {
     Resident(&'a Resident),
 }
 
-impl Datasets<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            Datasets::Host(h) => h.len(),
-            Datasets::Resident(r) => r.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// Toy datasets: host copies (for the host-side steps of each fit: scaling, polish,
 /// uncertainties), and where the backend sampled them itself, the same data resident on it.
 pub struct SampledToys {

@@ -88,6 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     drop(session);
     let cuda = Fitter::with_backend(&model, Box::new(backend));
+    out["backend"] = cuda.backend_description().into();
     for (name, fitter) in [("cpu", &cpu), ("cuda", &cuda)] {
         let fit = median_seconds(|| drop(fitter.fit(&data, &config).unwrap()), 5);
         let scan = median_seconds(

@@ -212,6 +212,18 @@ impl DifferentiableSession {
             .collect()
     }
 
+    /// Rows of a signal batch: a positive multiple of the signal length.
+    fn batch_rows(&self, signals: &[f64]) -> Result<usize> {
+        let n = self.n_signal;
+        if signals.is_empty() || !signals.len().is_multiple_of(n) {
+            return Err(Error::InvalidInput(format!(
+                "signal batch has {} values, not a positive multiple of {n} bins",
+                signals.len()
+            )));
+        }
+        Ok(signals.len() / n)
+    }
+
     /// Write `signal` into `model` as the external samples' yields (histosys deltas against
     /// their fixed templates, staterror widths from the yields).
     fn apply(&self, model: &mut HistFactoryModel, signal: &[f64]) -> Result<()> {
@@ -337,13 +349,7 @@ impl DifferentiableSession {
         data: &PreparedData,
     ) -> Result<Vec<NllGradient>> {
         let (n, p) = (self.n_signal, self.model.n_params());
-        if signals.is_empty() || !signals.len().is_multiple_of(n) {
-            return Err(Error::InvalidInput(format!(
-                "signal batch has {} values, not a positive multiple of {n} bins",
-                signals.len()
-            )));
-        }
-        let rows = signals.len() / n;
+        let rows = self.batch_rows(signals)?;
         if pars.len() != p && pars.len() != rows * p {
             return Err(Error::InvalidInput(format!(
                 "parameters have {} values for {rows} signals of a {p}-parameter model (give {p} or {})",
@@ -440,12 +446,7 @@ impl DifferentiableSession {
         config: &FitConfig,
     ) -> Result<Vec<ProfiledStatistic>> {
         let n = self.n_signal;
-        if signals.is_empty() || !signals.len().is_multiple_of(n) {
-            return Err(Error::InvalidInput(format!(
-                "signal batch has {} values, not a positive multiple of {n} bins",
-                signals.len()
-            )));
-        }
+        self.batch_rows(signals)?;
         let key = warm_key(stat, mu, &data);
         let warm = self.warm_start_of(key);
         let results = signals

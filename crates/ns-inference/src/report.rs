@@ -164,7 +164,7 @@ fn number(x: f64) -> Value {
 }
 
 /// One evaluated point (`nextstat eval`): twice_nll, nll, the gradient and the expected data.
-pub fn eval_point(params: &[f64], nll: f64, gradient: &[f64], main: &[f64], aux: &[f64]) -> Value {
+fn eval_point(params: &[f64], nll: f64, gradient: &[f64], main: &[f64], aux: &[f64]) -> Value {
     let mut out = json!({
         "parameters": params,
         "twice_nll": number(2.0 * nll),

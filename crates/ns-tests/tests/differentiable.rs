@@ -143,6 +143,22 @@ fn nll_gradient_with_respect_to_the_signal_matches_finite_differences() {
     assert_eq!(batch[1].nll, own);
 }
 
+/// q0 on the observed data.
+fn observed_q0(
+    session: &DifferentiableSession,
+    signal: &[f64],
+    data: &PreparedData,
+    config: &FitConfig,
+) -> ns_core::Result<ns_inference::differentiable::ProfiledStatistic> {
+    session.profiled(
+        signal,
+        TestStatistic::Q0,
+        0.0,
+        StatisticData::Fixed(data),
+        config,
+    )
+}
+
 /// Tight fits, so that finite differences of q resolve its derivative.
 fn tight(model: &HistFactoryModel) -> FitConfig {
     let mut config = FitConfig::suggested(model);
@@ -473,32 +489,14 @@ fn concurrent_calls_from_worker_threads_are_independent() {
         .par_iter()
         .map(|s| {
             let nll = session.nll(s, &pars, &data).unwrap().nll;
-            let q = session
-                .profiled(
-                    s,
-                    TestStatistic::Q0,
-                    0.0,
-                    StatisticData::Fixed(&data),
-                    &config,
-                )
-                .unwrap()
-                .q;
+            let q = observed_q0(&session, s, &data, &config).unwrap().q;
             (nll, q)
         })
         .collect();
     for (s, (nll, q)) in signals.iter().zip(parallel) {
         let alone = DifferentiableSession::new(&model, &samples).unwrap();
         assert_eq!(nll, alone.nll(s, &pars, &data).unwrap().nll);
-        let want = alone
-            .profiled(
-                s,
-                TestStatistic::Q0,
-                0.0,
-                StatisticData::Fixed(&data),
-                &config,
-            )
-            .unwrap()
-            .q;
+        let want = observed_q0(&alone, s, &data, &config).unwrap().q;
         assert!((q - want).abs() <= 1e-8 * want.max(1.0), "{q} vs {want}");
     }
 }
