@@ -162,7 +162,8 @@ __device__ double ns_objective(const ModelView& m, const FitArgs& a, int fit, co
     for (int k = tid; k < nf; k += NS_BLOCK) pfull[free_index[k]] = y[k] / scale[k];
     __syncthreads();
     const unsigned d = a.fit_dataset[fit];
-    double nll = ns_nll_grad_block(m, pfull, a.main_data + (size_t)d * m.n_main, a.aux_data + (size_t)d * m.n_aux,
+    const SignalView none = {};
+    double nll = ns_nll_grad_block(m, none, nullptr, nullptr, pfull, a.main_data + (size_t)d * m.n_main, a.aux_data + (size_t)d * m.n_aux,
                                    scratch, gfull, sh.red);
     for (int k = tid; k < nf; k += NS_BLOCK) g[k] = 2.0 * gfull[free_index[k]] / scale[k];
     __syncthreads();

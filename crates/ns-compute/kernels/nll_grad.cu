@@ -113,9 +113,28 @@ __device__ double ns_warp_sum(double v) {
     return __shfl_sync(0xffffffffu, v, 0);
 }
 
+// The width of Gaussian constraint c: the model's, or, where a staterror link makes it follow
+// the external yields srow, √(Σδ²)/(ν_fixed + Σ s) (ns_compute::signal).
+__device__ double ns_gauss_sigma(const ModelView& m, const SignalView& sv, const double* srow, int c) {
+    if (srow) {
+        const unsigned l = sv.gauss_link[c];
+        if (l != NS_NONE) {
+            double members = 0.0;
+            for (unsigned k = sv.link_member_start[l]; k < sv.link_member_start[l + 1]; ++k) members += srow[sv.link_members[k]];
+            return sv.link_absolute[l] / (sv.link_fixed[l] + members);
+        }
+    }
+    return m.gauss_sigma[c];
+}
+
 // One evaluation by the whole block: NLL (deviance form) and its gradient at full parameter
 // vector p against one dataset. Returns the NLL to every thread; writes grad (n_params).
-__device__ double ns_nll_grad_block(const ModelView& m, const double* p, const double* obs,
+// With external yields srow (null: none), they replace the nominal yields of the external
+// entries (histosys deltas against fixed templates, staterror widths following them); the NLL
+// then gains ln(σ/σ_model) of each linked constraint (the data constant holds the model's
+// widths), and ∂NLL/∂s is written to dsrow where it is not null.
+__device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, const double* srow,
+                                    double* dsrow, const double* p, const double* obs,
                                     const double* aux, double* scratch, double* grad, double* red) {
     const int tid = threadIdx.x;
     double* scalar_value = scratch;
@@ -149,13 +168,18 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
     for (int e = tid; e < m.n_entries; e += NS_BLOCK) {
         const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)m.entry_block[e];
         const unsigned h0 = blk[5], nh = blk[6] - blk[5];
-        const double* row = m.histosys_delta + blk[7] + (size_t)(e - blk[2]) * 2 * nh;
-        double acc = m.nominal[e];
+        const unsigned ext = srow ? sv.entry_signal[e] : NS_NONE;
+        const size_t row0 = blk[7] + (size_t)(e - blk[2]) * 2 * nh;
+        const double s = ext != NS_NONE ? srow[ext] : 0.0;
+        const double* row = (ext != NS_NONE ? sv.templates : m.histosys_delta) + row0;
+        double acc = ext != NS_NONE ? s : m.nominal[e];
         for (unsigned j = 0; j < nh; ++j) {
             // The weights are a few flops: recomputed here rather than kept in memory.
             double w[4];
             ns_histosys_weights(m.histosys_code, p[m.histosys_param[h0 + j]], w);
-            acc += w[0] * row[2 * j] + w[1] * row[2 * j + 1];
+            const double up = ext != NS_NONE ? row[2 * j] - s : row[2 * j];
+            const double down = ext != NS_NONE ? s - row[2 * j + 1] : row[2 * j + 1];
+            acc += w[0] * up + w[1] * down;
         }
         base[e] = acc;
         double prod = 1.0;
@@ -177,8 +201,10 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
         bin_weight[b] = n == 0.0 ? 1.0 : 1.0 - n / lambda;
     }
     for (int c = tid; c < m.n_gauss; c += NS_BLOCK) {
-        double pull = (aux[m.gauss_aux[c]] - p[m.gauss_param[c]]) / m.gauss_sigma[c];
+        const double sigma = ns_gauss_sigma(m, sv, srow, c);
+        double pull = (aux[m.gauss_aux[c]] - p[m.gauss_param[c]]) / sigma;
         local += 0.5 * pull * pull;
+        if (sigma != m.gauss_sigma[c]) local += log(sigma / m.gauss_sigma[c]);
     }
     for (int c = tid; c < m.n_pois; c += NS_BLOCK)
         local += ns_deviance(aux[m.pois_aux[c]], p[m.pois_param[c]] * m.pois_tau[c]);
@@ -211,12 +237,16 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
     for (int h = tid; h < m.n_histosys; h += NS_BLOCK) {
         const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)m.histosys_block[h];
         const unsigned j = h - blk[5], nh = blk[6] - blk[5];
-        const double* col = m.histosys_delta + blk[7] + 2 * (size_t)j;
+        // A sample block is external as a whole.
+        const bool ext = srow && sv.entry_signal[blk[2]] != NS_NONE;
+        const double* col = (ext ? sv.templates : m.histosys_delta) + blk[7] + 2 * (size_t)j;
         double sum_up = 0.0, sum_down = 0.0;
         for (unsigned i = 0; i < blk[1]; ++i) {
             double w = bin_weight[blk[0] + i] * product[blk[2] + i];
-            sum_up += w * col[(size_t)i * 2 * nh];
-            sum_down += w * col[(size_t)i * 2 * nh + 1];
+            const double* pair = col + (size_t)i * 2 * nh;
+            const double s = ext ? srow[sv.entry_signal[blk[2] + i]] : 0.0;
+            sum_up += w * (ext ? pair[0] - s : pair[0]);
+            sum_down += w * (ext ? s - pair[1] : pair[1]);
         }
         double hw[4];
         ns_histosys_weights(m.histosys_code, p[m.histosys_param[h]], hw);
@@ -235,8 +265,30 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
         }
     }
     for (int c = tid; c < m.n_gauss; c += NS_BLOCK) {
-        double s = m.gauss_sigma[c];
+        double s = ns_gauss_sigma(m, sv, srow, c);
         contrib[gauss_slot0 + c] = (p[m.gauss_param[c]] - aux[m.gauss_aux[c]]) / (s * s);
+    }
+    // ∂NLL/∂s, in the order of ExternalSignal::gradient: through the expected count (slope of
+    // the entry in its nominal, times ∂NLL/∂λ of its bin), then through each staterror width.
+    if (dsrow) {
+        for (int i = tid; i < sv.n_signal; i += NS_BLOCK) {
+            const unsigned e = sv.signal_entry[i], b = m.entry_block[e];
+            const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)b;
+            double slope = 1.0;
+            for (unsigned h = blk[5]; h < blk[6]; ++h) {
+                double w[4];
+                ns_histosys_weights(m.histosys_code, p[m.histosys_param[h]], w);
+                slope += w[1] - w[0];
+            }
+            double d = block_scale[b] * product[e] * slope * bin_weight[blk[0] + (e - blk[2])];
+            for (unsigned k = sv.signal_link_start[i]; k < sv.signal_link_start[i + 1]; ++k) {
+                const unsigned l = sv.signal_links[k], c = sv.link_gauss[l];
+                const double sigma = ns_gauss_sigma(m, sv, srow, c);
+                const double pull = (aux[m.gauss_aux[c]] - p[m.gauss_param[c]]) / sigma;
+                d += (1.0 - pull * pull) / sigma * (-sigma * sigma / sv.link_absolute[l]);
+            }
+            dsrow[i] = d;
+        }
     }
     for (int c = tid; c < m.n_pois; c += NS_BLOCK) {
         double observed = aux[m.pois_aux[c]];
@@ -258,17 +310,23 @@ __device__ double ns_nll_grad_block(const ModelView& m, const double* p, const d
     return nll;
 }
 
+// Evaluation ev takes parameter row ev (params_stride 0: one row for all), dataset
+// eval_dataset[ev] and, with external yields (sv.values not null), signal row ev; nll_offset is
+// added to every NLL (the data constant, where the caller wants the full NLL).
 extern "C" __global__ void __launch_bounds__(NS_BLOCK) nll_grad(
-    ModelView m, const double* __restrict__ params, const unsigned* __restrict__ eval_dataset,
-    const double* __restrict__ main_data, const double* __restrict__ aux_data, int n_eval,
-    double* __restrict__ scratch, double* __restrict__ nll_out, double* __restrict__ grad_out) {
+    ModelView m, SignalView sv, const double* __restrict__ params, int params_stride,
+    const unsigned* __restrict__ eval_dataset, const double* __restrict__ main_data,
+    const double* __restrict__ aux_data, int n_eval, double nll_offset, double* __restrict__ scratch,
+    double* __restrict__ nll_out, double* __restrict__ grad_out) {
     __shared__ double red[NS_BLOCK];
     double* my_scratch = scratch + (size_t)blockIdx.x * ns_scratch_stride(m);
     for (int ev = blockIdx.x; ev < n_eval; ev += gridDim.x) {
         const unsigned d = eval_dataset[ev];
-        double nll = ns_nll_grad_block(m, params + (size_t)ev * m.n_params, main_data + (size_t)d * m.n_main,
-                                       aux_data + (size_t)d * m.n_aux, my_scratch,
-                                       grad_out + (size_t)ev * m.n_params, red);
-        if (threadIdx.x == 0) nll_out[ev] = nll;
+        const double* srow = sv.values ? sv.values + (size_t)ev * sv.n_signal : nullptr;
+        double* dsrow = sv.d_signal ? sv.d_signal + (size_t)ev * sv.n_signal : nullptr;
+        double nll = ns_nll_grad_block(m, sv, srow, dsrow, params + (size_t)ev * params_stride,
+                                       main_data + (size_t)d * m.n_main, aux_data + (size_t)d * m.n_aux,
+                                       my_scratch, grad_out + (size_t)ev * m.n_params, red);
+        if (threadIdx.x == 0) nll_out[ev] = nll + nll_offset;
     }
 }

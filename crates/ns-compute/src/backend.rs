@@ -16,6 +16,7 @@ use rayon::prelude::*;
 
 use crate::data::PreparedData;
 use crate::device::Device;
+use crate::signal::ExternalSignal;
 use crate::toys::ToyEnsembleRates;
 
 /// How a backend runs many fits at once.
@@ -99,6 +100,130 @@ pub struct DeviceFitOutput {
     pub termination: Vec<i32>,
 }
 
+/// `len` f64 values in the memory of the device a backend runs on (a CUDA tensor's memory,
+/// read or written in place).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceSlice {
+    ptr: u64,
+    len: usize,
+}
+
+impl DeviceSlice {
+    /// # Safety
+    /// `ptr` is the address of `len` f64 in memory of the device the backend runs on, which
+    /// stays allocated, and is written by nothing else, until the call it is passed to returns.
+    /// (A backend also checks with its driver that the range lies in one of its allocations.)
+    pub unsafe fn new(ptr: u64, len: usize) -> Self {
+        DeviceSlice { ptr, len }
+    }
+
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Input values of a signal evaluation: in host memory or on the backend's device.
+#[derive(Clone, Copy, Debug)]
+pub enum Values<'a> {
+    Host(&'a [f64]),
+    Device(DeviceSlice),
+}
+
+impl Values<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Values::Host(v) => v.len(),
+            Values::Device(d) => d.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Where a signal evaluation writes values: host memory or the backend's device.
+#[derive(Debug)]
+pub enum ValuesMut<'a> {
+    Host(&'a mut [f64]),
+    Device(DeviceSlice),
+}
+
+impl ValuesMut<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            ValuesMut::Host(v) => v.len(),
+            ValuesMut::Device(d) => d.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A batch of evaluations with external signal yields ([`crate::signal`]), one per row of
+/// `signals` (rows of the signal length), at one parameter row shared by all or one per signal,
+/// on `data`. Writes, per row, the NLL (with the data constant) into `nll`, ∂NLL/∂s into
+/// `d_signal` and ∂NLL/∂θ into `d_pars`.
+pub struct SignalBatch<'a> {
+    pub signals: Values<'a>,
+    pub pars: Values<'a>,
+    pub data: &'a PreparedData,
+    pub nll: &'a mut [f64],
+    pub d_signal: ValuesMut<'a>,
+    pub d_pars: ValuesMut<'a>,
+}
+
+impl SignalBatch<'_> {
+    /// The number of rows, after checking every length against it; whether the parameters are
+    /// one shared row.
+    pub fn rows(&self, n_signal: usize, n_params: usize) -> Result<(usize, bool)> {
+        let rows = self.nll.len();
+        if rows == 0 {
+            return Err(Error::InvalidInput("a signal batch needs at least one row".into()));
+        }
+        let shared = self.pars.len() == n_params;
+        let lengths = [
+            ("signals", self.signals.len(), rows * n_signal),
+            ("∂NLL/∂s", self.d_signal.len(), rows * n_signal),
+            ("∂NLL/∂θ", self.d_pars.len(), rows * n_params),
+        ];
+        for (what, got, want) in lengths {
+            if got != want {
+                return Err(Error::InvalidInput(format!(
+                    "{what} of a batch of {rows} rows has {got} values, not {want}"
+                )));
+            }
+        }
+        if !shared && self.pars.len() != rows * n_params {
+            return Err(Error::InvalidInput(format!(
+                "parameters have {} values for {rows} signals of a {n_params}-parameter model \
+                 (give {n_params} or {})",
+                self.pars.len(),
+                rows * n_params
+            )));
+        }
+        Ok((rows, shared))
+    }
+}
+
+/// The error for signal row `row` whose NLL is not finite.
+pub fn not_finite(row: usize) -> Error {
+    Error::InvalidInput(format!(
+        "the NLL of signal row {row} is not finite: a yield is not finite, the yields a staterror \
+         covers sum to 0 or less, or an expected count is negative"
+    ))
+}
+
 /// A compute device holding one compiled model.
 pub trait Backend: Send + Sync {
     /// The device this backend runs on (never [`Device::Auto`]).
@@ -126,6 +251,15 @@ pub trait Backend: Send + Sync {
         grad: &mut [f64],
         stop: &AtomicBool,
     ) -> Result<()>;
+
+    /// Prepare `external` for [`nll_grad_signal`](Self::nll_grad_signal) (on a device: upload
+    /// its layout once).
+    fn attach_signal(&self, external: &ExternalSignal) -> Result<Resident>;
+
+    /// NLL and its gradients with external signal yields, for every row of `batch`; `attached`
+    /// comes from [`attach_signal`](Self::attach_signal). A row whose NLL is not finite is an
+    /// error naming it.
+    fn nll_grad_signal(&self, attached: &Resident, batch: SignalBatch) -> Result<()>;
 
     /// Toys `first..first + n_toys` of each ensemble, ensemble after ensemble. By default
     /// sampled on the host; a device backend may sample them where it lives, bit for bit the same.
@@ -173,12 +307,16 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// The backend of `device` for `model` (`Auto` must have been resolved first:
-/// [`Device::resolve`]). Adding a backend adds one arm here.
-pub fn open<'m>(device: Device, model: &'m CompiledModel) -> Result<Box<dyn Backend + 'm>> {
+/// The backend of `device` for `model`, borrowed (`&CompiledModel`) or owned
+/// (`Arc<CompiledModel>`: a backend that outlives the caller's borrow). `Auto` must have been
+/// resolved first ([`Device::resolve`]). Adding a backend adds one arm here.
+pub fn open<'m, M>(device: Device, model: M) -> Result<Box<dyn Backend + 'm>>
+where
+    M: std::borrow::Borrow<CompiledModel> + Send + Sync + 'm,
+{
     Ok(match device {
         Device::Cpu => Box::new(crate::cpu::CpuBackend::new(model)),
-        Device::Cuda => Box::new(crate::cuda::CudaBackend::new(model, 0)?),
+        Device::Cuda => Box::new(crate::cuda::CudaBackend::new(model.borrow(), 0)?),
         Device::Auto => {
             return Err(Error::InvalidInput(
                 "device 'auto' must be resolved for a workload before a backend opens".into(),

@@ -13,10 +13,14 @@ pub mod detmath;
 pub mod device;
 pub mod poisson;
 pub mod rng;
+pub mod signal;
 pub mod toys;
 
-pub use backend::{Backend, Batching, Datasets, Resident, SampledToys};
+pub use backend::{
+    Backend, Batching, Datasets, DeviceSlice, Resident, SampledToys, SignalBatch, Values, ValuesMut,
+};
 pub use cpu::{CpuBackend, CpuEvaluator, Scratch};
 pub use data::PreparedData;
 pub use device::{Device, Workload};
+pub use signal::ExternalSignal;
 pub use toys::ToyEnsembleRates;

@@ -1,32 +1,65 @@
 //! The CPU backend: datasets stay in host memory, batches are evaluated in parallel, and many
 //! fits run one per thread.
 
+use std::borrow::Borrow;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
 
 use super::{CpuEvaluator, Scratch};
-use crate::backend::{Backend, Batching, Datasets, Resident};
+use crate::backend::{
+    Backend, Batching, Datasets, Resident, SignalBatch, Values, ValuesMut, not_finite,
+};
 use crate::data::PreparedData;
 use crate::device::Device;
+use crate::signal::ExternalSignal;
 
-/// The CPU backend of one model.
-pub struct CpuBackend<'m> {
-    model: &'m CompiledModel,
-    eval: CpuEvaluator<'m>,
+/// The CPU backend of one model, borrowed (`&CompiledModel`) or owned (`Arc<CompiledModel>`).
+pub struct CpuBackend<M> {
+    model: M,
 }
 
-impl<'m> CpuBackend<'m> {
-    pub fn new(model: &'m CompiledModel) -> Self {
-        CpuBackend {
-            model,
-            eval: CpuEvaluator::new(model),
-        }
+impl<M: Borrow<CompiledModel>> CpuBackend<M> {
+    pub fn new(model: M) -> Self {
+        CpuBackend { model }
     }
 }
 
-impl Backend for CpuBackend<'_> {
+/// An attached external signal: its description and a copy of the model that single-row
+/// evaluations write the signal into (no copy per call).
+struct AttachedSignal {
+    external: ExternalSignal,
+    work: Mutex<CompiledModel>,
+}
+
+/// One row of a signal evaluation on `work` (a copy of `base`): the NLL with the data
+/// constant of the model with this signal (its Gaussian widths follow the staterror links).
+#[allow(clippy::too_many_arguments)]
+fn signal_row(
+    external: &ExternalSignal,
+    base: &CompiledModel,
+    work: &mut CompiledModel,
+    signal: &[f64],
+    pars: &[f64],
+    data: &PreparedData,
+    d_signal: &mut [f64],
+    d_pars: &mut [f64],
+) -> Result<f64> {
+    external.apply(work, signal)?;
+    let eval = CpuEvaluator::new(work);
+    let mut scratch = Scratch::new(work);
+    let mut nll = eval.nll_minus_constant(pars, data, &mut scratch, Some(d_pars))? + data.constant;
+    for link in external.staterror() {
+        let c = link.constraint;
+        nll += (work.gaussian[c].sigma / base.gaussian[c].sigma).ln();
+    }
+    d_signal.copy_from_slice(&external.gradient(&eval, &scratch, pars, data)?);
+    Ok(nll)
+}
+
+impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
     fn device(&self) -> Device {
         Device::Cpu
     }
@@ -52,7 +85,9 @@ impl Backend for CpuBackend<'_> {
         grad: &mut [f64],
         stop: &AtomicBool,
     ) -> Result<()> {
-        let n = self.model.n_params;
+        let model = self.model.borrow();
+        let eval = CpuEvaluator::new(model);
+        let n = model.n_params;
         let rows = which.len();
         if points.len() != rows * n || nll.len() != rows || grad.len() != rows * n {
             return Err(Error::InvalidInput(format!(
@@ -70,7 +105,7 @@ impl Backend for CpuBackend<'_> {
             .zip(points.par_chunks(n.max(1)))
             .zip(which.par_iter())
             .try_for_each_init(
-                || Scratch::new(self.model),
+                || Scratch::new(model),
                 |scratch, (((value, g), p), &d)| {
                     // Hessian probes of large models are thousands of evaluations: stay
                     // interruptible between them.
@@ -83,9 +118,68 @@ impl Backend for CpuBackend<'_> {
                             host.len()
                         ))
                     })?;
-                    *value = self.eval.nll_minus_constant(p, data, scratch, Some(g))?;
+                    *value = eval.nll_minus_constant(p, data, scratch, Some(g))?;
                     Ok(())
                 },
             )
+    }
+
+    fn attach_signal(&self, external: &ExternalSignal) -> Result<Resident> {
+        Ok(Resident::new(
+            0,
+            AttachedSignal {
+                external: external.clone(),
+                work: Mutex::new(self.model.borrow().clone()),
+            },
+        ))
+    }
+
+    fn nll_grad_signal(&self, attached: &Resident, batch: SignalBatch) -> Result<()> {
+        let AttachedSignal { external, work } = attached.storage::<AttachedSignal>()?;
+        let base = self.model.borrow();
+        let (n, p) = (external.len(), base.n_params);
+        let (rows, shared) = batch.rows(n, p)?;
+        let host_only =
+            || Error::InvalidInput("the CPU backend reads and writes host memory only".into());
+        let (Values::Host(signals), Values::Host(pars)) = (batch.signals, batch.pars) else {
+            return Err(host_only());
+        };
+        let (ValuesMut::Host(d_signal), ValuesMut::Host(d_pars)) = (batch.d_signal, batch.d_pars)
+        else {
+            return Err(host_only());
+        };
+        let data = batch.data;
+        let pars_of = |r: usize| if shared { pars } else { &pars[r * p..(r + 1) * p] };
+        if rows == 1 {
+            // A training step evaluates one histogram: reuse the working copy unless another
+            // call holds it (concurrent calls never wait on each other).
+            let mut row = |work: &mut CompiledModel| {
+                signal_row(external, base, work, signals, pars, data, d_signal, d_pars)
+            };
+            batch.nll[0] = match work.try_lock() {
+                Ok(mut w) => row(&mut w)?,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => row(&mut poisoned.into_inner())?,
+                Err(std::sync::TryLockError::WouldBlock) => row(&mut base.clone())?,
+            };
+        } else {
+            batch
+                .nll
+                .par_iter_mut()
+                .zip(d_signal.par_chunks_mut(n))
+                .zip(d_pars.par_chunks_mut(p.max(1)))
+                .enumerate()
+                .try_for_each_init(
+                    || base.clone(),
+                    |work, (r, ((nll, ds), dp))| {
+                        let s = &signals[r * n..(r + 1) * n];
+                        *nll = signal_row(external, base, work, s, pars_of(r), data, ds, dp)?;
+                        Ok::<_, Error>(())
+                    },
+                )?;
+        }
+        if let Some(r) = batch.nll.iter().position(|v| !v.is_finite()) {
+            return Err(not_finite(r));
+        }
+        Ok(())
     }
 }

@@ -10,26 +10,30 @@ use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
 
 use super::abi::DEVICE_MAX_MEMORY;
-use super::session::{CudaSession, DeviceDatasets};
+use super::session::{CudaSession, DeviceDatasets, DeviceSignal};
 use crate::backend::{
     Backend, Batching, Datasets, DeviceFitOutput, DeviceFitProblem, Resident, SampledToys,
+    SignalBatch, Values,
 };
+use crate::signal::ExternalSignal;
 use crate::data::PreparedData;
 use crate::device::Device;
 use crate::toys::ToyEnsembleRates;
 
 /// CUDA device `ordinal` holding one model.
-pub struct CudaBackend<'m> {
-    model: &'m CompiledModel,
+pub struct CudaBackend {
+    /// The address of the model uploaded (toys are sampled from the device's copy, so a request
+    /// for another model is refused).
+    model_address: usize,
     /// Launches are serialised through the session (one stream, reused buffers).
     session: Mutex<CudaSession>,
 }
 
-impl<'m> CudaBackend<'m> {
+impl CudaBackend {
     /// Open device `ordinal`, load (or compile) the kernels and upload `model`.
-    pub fn new(model: &'m CompiledModel, ordinal: usize) -> Result<Self> {
+    pub fn new(model: &CompiledModel, ordinal: usize) -> Result<Self> {
         Ok(CudaBackend {
-            model,
+            model_address: model as *const CompiledModel as usize,
             session: Mutex::new(CudaSession::new(model, ordinal)?),
         })
     }
@@ -43,7 +47,7 @@ impl<'m> CudaBackend<'m> {
     }
 }
 
-impl Backend for CudaBackend<'_> {
+impl Backend for CudaBackend {
     fn device(&self) -> Device {
         Device::Cuda
     }
@@ -95,6 +99,23 @@ impl Backend for CudaBackend<'_> {
         }
     }
 
+    fn attach_signal(&self, external: &ExternalSignal) -> Result<Resident> {
+        let on_device = self.session().upload_signal(external)?;
+        Ok(Resident::new(0, (external.clone(), on_device)))
+    }
+
+    fn nll_grad_signal(&self, attached: &Resident, batch: SignalBatch) -> Result<()> {
+        let (external, on_device) = attached.storage::<(ExternalSignal, DeviceSignal)>()?;
+        // Yields on the host are checked here, each with its own message; yields read in place
+        // reach the kernel unchecked, and a bad one shows as a non-finite NLL.
+        if let Values::Host(signals) = batch.signals {
+            for row in signals.chunks(external.len().max(1)) {
+                external.check(row)?;
+            }
+        }
+        self.session().nll_grad_signal(on_device, batch)
+    }
+
     fn sample_toys(
         &self,
         model: &CompiledModel,
@@ -103,7 +124,7 @@ impl Backend for CudaBackend<'_> {
         first: u32,
         n_toys: usize,
     ) -> Result<SampledToys> {
-        if !std::ptr::eq(model, self.model) {
+        if model as *const CompiledModel as usize != self.model_address {
             return Err(Error::InvalidInput(
                 "toys requested for a model other than the one on the device".into(),
             ));

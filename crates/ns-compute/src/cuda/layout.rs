@@ -6,7 +6,8 @@ use ns_core::CompiledModel;
 use ns_core::interp::{HistosysCode, NormsysCode};
 use ns_core::layout::ScalarFactor;
 
-use super::abi::{BLOCK_WORDS, NORMSYS_WORDS};
+use super::abi::{BLOCK_WORDS, NONE, NORMSYS_WORDS};
+use crate::signal::ExternalSignal;
 
 /// Host copy of every array the kernels read, in the kernels' layout.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -143,6 +144,72 @@ impl KernelLayout {
             + 2 * self.nominal.len()
             + (self.bin_entry_start.len() - 1)
             + self.n_slots()
+    }
+}
+
+/// Host copy of the arrays of `SignalView`: where the external yields sit in the model, their
+/// histosys templates, and the staterror links their widths follow.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SignalLayout {
+    pub entry_signal: Vec<u32>,
+    pub signal_entry: Vec<u32>,
+    pub templates: Vec<f64>,
+    pub gauss_link: Vec<u32>,
+    pub link_gauss: Vec<u32>,
+    pub link_absolute: Vec<f64>,
+    pub link_fixed: Vec<f64>,
+    pub link_member_start: Vec<u32>,
+    pub link_members: Vec<u32>,
+    pub signal_link_start: Vec<u32>,
+    pub signal_links: Vec<u32>,
+}
+
+impl SignalLayout {
+    /// The layout of `external` in a model of `n_entries` entries, `n_gauss` Gaussian
+    /// constraints and `n_deltas` histosys delta values (the rows of other entries in
+    /// `templates` are never read: zeros).
+    pub fn new(external: &ExternalSignal, n_entries: usize, n_gauss: usize, n_deltas: usize) -> Self {
+        let mut l = SignalLayout {
+            entry_signal: vec![NONE; n_entries],
+            signal_entry: vec![0; external.len()],
+            templates: vec![0.0; n_deltas],
+            gauss_link: vec![NONE; n_gauss],
+            ..Default::default()
+        };
+        for x in external.blocks() {
+            let b = x.layout;
+            let (e0, d0) = (b.entry_start as usize, b.histosys_delta_start as usize);
+            let terms = (b.histosys_end - b.histosys_start) as usize;
+            for i in 0..x.n_bins {
+                l.entry_signal[e0 + i] = (x.offset + i) as u32;
+                l.signal_entry[x.offset + i] = (e0 + i) as u32;
+                for t in 0..terms {
+                    let (hi, lo) = x.templates[i * terms + t];
+                    let row = d0 + i * 2 * terms + 2 * t;
+                    l.templates[row] = hi;
+                    l.templates[row + 1] = lo;
+                }
+            }
+        }
+        let mut links_of: Vec<Vec<u32>> = vec![Vec::new(); external.len()];
+        l.link_member_start.push(0);
+        for (k, link) in external.staterror().iter().enumerate() {
+            l.gauss_link[link.constraint] = k as u32;
+            l.link_gauss.push(link.constraint as u32);
+            l.link_absolute.push(link.absolute);
+            l.link_fixed.push(link.fixed_nominal);
+            for &i in &link.members {
+                l.link_members.push(i as u32);
+                links_of[i].push(k as u32);
+            }
+            l.link_member_start.push(l.link_members.len() as u32);
+        }
+        l.signal_link_start.push(0);
+        for links in links_of {
+            l.signal_links.extend(links);
+            l.signal_link_start.push(l.signal_links.len() as u32);
+        }
+        l
     }
 }
 

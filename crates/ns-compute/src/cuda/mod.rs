@@ -12,4 +12,6 @@ pub use abi::DEVICE_MAX_MEMORY;
 pub use backend::CudaBackend;
 pub use compile::{KernelOrigin, cache_dir};
 pub use layout::KernelLayout;
-pub use session::{CudaSession, DeviceDatasets, DeviceInfo, cuda_unavailable, has_cuda};
+pub use session::{
+    CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, cuda_unavailable, has_cuda,
+};

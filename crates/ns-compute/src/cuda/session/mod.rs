@@ -2,7 +2,10 @@
 //! (here), toy generation (`toys.rs`) and whole fits (`fits.rs`) on the device.
 
 mod fits;
+mod signal;
 mod toys;
+
+pub use signal::DeviceSignal;
 
 use std::sync::Arc;
 
@@ -12,7 +15,7 @@ use cudarc::driver::{
 };
 use ns_core::{CompiledModel, Error, Result};
 
-use crate::cuda::abi::{BLOCK_THREADS, ModelView};
+use crate::cuda::abi::{BLOCK_THREADS, ModelView, SignalView};
 use crate::cuda::compile::{KernelOrigin, kernel_cubin};
 use crate::cuda::layout::KernelLayout;
 use crate::data::PreparedData;
@@ -88,6 +91,12 @@ impl DeviceDatasets {
 /// A growable device buffer.
 struct Buffer<T> {
     slice: Option<CudaSlice<T>>,
+}
+
+impl<T> Default for Buffer<T> {
+    fn default() -> Self {
+        Buffer { slice: None }
+    }
 }
 
 impl<T: DeviceRepr + cudarc::driver::ValidAsZeroBits> Buffer<T> {
@@ -238,6 +247,9 @@ pub struct CudaSession {
     eval_dataset: Buffer<u32>,
     nll: Buffer<f64>,
     grad: Buffer<f64>,
+    signal_buffers: signal::SignalBuffers,
+    /// Length of the model's histosys delta array.
+    n_deltas: usize,
     n_params: usize,
     n_main: usize,
     n_aux: usize,
@@ -297,6 +309,8 @@ impl CudaSession {
             eval_dataset: Buffer { slice: None },
             nll: Buffer { slice: None },
             grad: Buffer { slice: None },
+            signal_buffers: Default::default(),
+            n_deltas: model.histosys_delta.len(),
             n_params: model.n_params,
             n_main: model.n_main,
             n_aux: model.n_aux,
@@ -435,6 +449,7 @@ impl CudaSession {
         let nll_dev = self.nll.slice.as_mut().expect("sized above");
         let grad_dev = self.grad.slice.as_mut().expect("sized above");
         let n_eval = n as i32;
+        let (no_signal, params_stride, no_offset) = (SignalView::default(), self.n_params as i32, 0.0);
         let cfg = LaunchConfig {
             grid_dim: (self.grid.min(n as u32).max(1), 1, 1),
             block_dim: (BLOCK_THREADS, 1, 1),
@@ -443,11 +458,14 @@ impl CudaSession {
         let mut launch = s.launch_builder(&self.kernels.nll_grad);
         launch
             .arg(&self.view)
+            .arg(&no_signal)
             .arg(params_dev)
+            .arg(&params_stride)
             .arg(index_dev)
             .arg(&datasets.main)
             .arg(&datasets.aux)
             .arg(&n_eval)
+            .arg(&no_offset)
             .arg(&mut self.scratch)
             .arg(&mut *nll_dev)
             .arg(&mut *grad_dev);

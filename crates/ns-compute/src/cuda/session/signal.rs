@@ -1,0 +1,236 @@
+//! Evaluations with external signal yields ([`crate::signal`]) on the device: the signal's
+//! layout is uploaded once; each batch reads the yields and parameters from host memory or in
+//! place from device memory (a CUDA tensor's), and writes the gradients to either.
+
+use std::ffi::c_void;
+
+use cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg, sys};
+use ns_core::{Error, Result};
+
+use super::{Buffer, CudaSession, ModelBuffers, driver};
+use crate::backend::{DeviceSlice, SignalBatch, Values, ValuesMut, not_finite};
+use crate::cuda::abi::{BLOCK_THREADS, SignalView};
+use crate::cuda::layout::SignalLayout;
+use crate::signal::ExternalSignal;
+
+/// An external signal's layout on the device.
+pub struct DeviceSignal {
+    /// `values` and `d_signal` are null here; each launch sets them.
+    view: SignalView,
+    _buffers: ModelBuffers,
+    n_signal: usize,
+}
+
+/// The buffers of signal evaluations (reused across calls).
+#[derive(Default)]
+pub(super) struct SignalBuffers {
+    data: Buffer<f64>,
+    zeros: Buffer<u32>,
+    signals: Buffer<f64>,
+    pars: Buffer<f64>,
+    d_signal: Buffer<f64>,
+}
+
+impl CudaSession {
+    /// Upload the layout of `external` (made for the model of this session).
+    pub fn upload_signal(&self, external: &ExternalSignal) -> Result<DeviceSignal> {
+        let v = &self.view;
+        let l = SignalLayout::new(
+            external,
+            v.n_entries as usize,
+            v.n_gauss as usize,
+            self.n_deltas,
+        );
+        let mut up = ModelBuffers {
+            stream: self.stream.clone(),
+            u32s: Vec::new(),
+            f64s: Vec::new(),
+        };
+        let view = SignalView {
+            values: 0,
+            d_signal: 0,
+            entry_signal: up.u32(&l.entry_signal)?,
+            signal_entry: up.u32(&l.signal_entry)?,
+            templates: up.f64(&l.templates)?,
+            gauss_link: up.u32(&l.gauss_link)?,
+            link_gauss: up.u32(&l.link_gauss)?,
+            link_absolute: up.f64(&l.link_absolute)?,
+            link_fixed: up.f64(&l.link_fixed)?,
+            link_member_start: up.u32(&l.link_member_start)?,
+            link_members: up.u32(&l.link_members)?,
+            signal_link_start: up.u32(&l.signal_link_start)?,
+            signal_links: up.u32(&l.signal_links)?,
+            n_signal: external.len() as i32,
+            n_links: external.staterror().len() as i32,
+        };
+        Ok(DeviceSignal {
+            view,
+            _buffers: up,
+            n_signal: external.len(),
+        })
+    }
+
+    /// The address of `slice` after checking with the driver that it lies, 8-byte aligned, in
+    /// one allocation on this session's device.
+    fn device_address(&self, slice: DeviceSlice, what: &str) -> Result<u64> {
+        let ctx = self.stream.context();
+        ctx.bind_to_thread()
+            .map_err(|e| driver("binding the context", e))?;
+        let ptr = slice.ptr();
+        let refuse = |why: String| {
+            Error::InvalidInput(format!(
+                "{what} at {ptr:#x} ({} values) is not usable device memory: {why}",
+                slice.len()
+            ))
+        };
+        let attribute = |attribute, out: *mut c_void| {
+            // SAFETY: the driver writes one value of the attribute's type through `out`, which
+            // points to a live local of that type; an address it does not know is an error.
+            unsafe { sys::cuPointerGetAttribute(out, attribute, ptr) }
+                .result()
+                .map_err(|e| refuse(format!("the CUDA driver does not know it ({e})")))
+        };
+        let (mut start, mut size, mut ordinal) = (0u64, 0usize, -1i32);
+        use sys::CUpointer_attribute::*;
+        attribute(
+            CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+            &mut start as *mut u64 as *mut c_void,
+        )?;
+        attribute(
+            CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+            &mut size as *mut usize as *mut c_void,
+        )?;
+        attribute(
+            CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            &mut ordinal as *mut i32 as *mut c_void,
+        )?;
+        if ordinal as usize != ctx.ordinal() {
+            return Err(refuse(format!(
+                "it is on device {ordinal}, the engine on device {}",
+                ctx.ordinal()
+            )));
+        }
+        let end = (slice.len() as u64)
+            .checked_mul(8)
+            .and_then(|bytes| ptr.checked_add(bytes));
+        if !ptr.is_multiple_of(8) || end.is_none_or(|end| end > start + size as u64) {
+            return Err(refuse(format!(
+                "its allocation is {size} bytes from {start:#x}, or it is not 8-byte aligned"
+            )));
+        }
+        Ok(ptr)
+    }
+
+    /// The device address of input values: in place where they are on the device, else copied
+    /// into `buffer`.
+    fn input_address(&mut self, values: Values, which: Input, what: &str) -> Result<u64> {
+        match values {
+            Values::Device(d) => self.device_address(d, what),
+            Values::Host(v) => {
+                let s = self.stream.clone();
+                let buffer = match which {
+                    Input::Signals => &mut self.signal_buffers.signals,
+                    Input::Pars => &mut self.signal_buffers.pars,
+                };
+                let dev = buffer.with_len(&s, v.len())?;
+                s.memcpy_htod(v, dev)
+                    .map_err(|e| driver("signal upload", e))?;
+                Ok(dev.device_ptr(&s).0)
+            }
+        }
+    }
+
+    /// NLL and gradients with external yields for every row of `batch` (`Backend::nll_grad_signal`).
+    pub fn nll_grad_signal(&mut self, signal: &DeviceSignal, batch: SignalBatch) -> Result<()> {
+        let (n, p) = (signal.n_signal, self.n_params);
+        let (rows, shared) = batch.rows(n, p)?;
+        let data = batch.data;
+        if data.main.len() != self.n_main || data.aux.len() != self.n_aux {
+            return Err(Error::InvalidInput(
+                "dataset does not match the model's bin and auxdata counts".into(),
+            ));
+        }
+        let s = self.stream.clone();
+        let copy = |e| driver("signal batch upload", e);
+        let full: Vec<f64> = data.main.iter().chain(&data.aux).copied().collect();
+        let data_dev = self.signal_buffers.data.with_len(&s, full.len())?;
+        s.memcpy_htod(&full, data_dev).map_err(copy)?;
+        let main_ptr = data_dev.device_ptr(&s).0;
+        let aux_ptr = main_ptr + 8 * self.n_main as u64;
+        let zeros = self.signal_buffers.zeros.with_len(&s, rows)?;
+        s.memset_zeros(zeros).map_err(copy)?;
+        let zeros_ptr = zeros.device_ptr(&s).0;
+        let signals_ptr = self.input_address(batch.signals, Input::Signals, "the signal")?;
+        let pars_ptr = self.input_address(batch.pars, Input::Pars, "the parameters")?;
+        let output = |session: &mut Self, out: &ValuesMut, len: usize, what: &str| match out {
+            ValuesMut::Device(d) => session.device_address(*d, what),
+            ValuesMut::Host(_) => {
+                let buffer = if what == "∂NLL/∂s" {
+                    &mut session.signal_buffers.d_signal
+                } else {
+                    &mut session.grad
+                };
+                Ok(buffer.with_len(&s, len)?.device_ptr(&s).0)
+            }
+        };
+        let d_signal_ptr = output(self, &batch.d_signal, rows * n, "∂NLL/∂s")?;
+        let d_pars_ptr = output(self, &batch.d_pars, rows * p, "∂NLL/∂θ")?;
+        let nll_ptr = self.nll.with_len(&s, rows)?.device_ptr(&s).0;
+
+        let mut view = signal.view;
+        view.values = signals_ptr;
+        view.d_signal = d_signal_ptr;
+        let params_stride = if shared { 0 } else { p as i32 };
+        let n_eval = rows as i32;
+        let scratch_ptr = self.scratch.device_ptr(&s).0;
+        let cfg = LaunchConfig {
+            grid_dim: (self.grid.min(rows as u32).max(1), 1, 1),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = s.launch_builder(&self.kernels.nll_grad);
+        launch
+            .arg(&self.view)
+            .arg(&view)
+            .arg(&pars_ptr)
+            .arg(&params_stride)
+            .arg(&zeros_ptr)
+            .arg(&main_ptr)
+            .arg(&aux_ptr)
+            .arg(&n_eval)
+            .arg(&data.constant)
+            .arg(&scratch_ptr)
+            .arg(&nll_ptr)
+            .arg(&d_pars_ptr);
+        // SAFETY: the arguments match nll_grad's parameter list; every pointer is a buffer of
+        // this session sized for `rows` above, or device memory the driver confirmed holds the
+        // values `batch.rows` checked the lengths of; the grid is within the device's limits.
+        unsafe { launch.launch(cfg) }.map_err(|e| driver("signal NLL kernel launch", e))?;
+        let download = |e| driver("signal NLL kernel", e);
+        // Reading the NLL back waits for the kernel: device outputs are complete on return.
+        let nll_dev = self.nll.slice.as_ref().expect("sized above");
+        s.memcpy_dtoh(&nll_dev.slice(0..rows), batch.nll)
+            .map_err(download)?;
+        if let ValuesMut::Host(out) = batch.d_signal {
+            let dev = self.signal_buffers.d_signal.slice.as_ref().expect("sized above");
+            s.memcpy_dtoh(&dev.slice(0..rows * n), out)
+                .map_err(download)?;
+        }
+        if let ValuesMut::Host(out) = batch.d_pars {
+            let dev = self.grad.slice.as_ref().expect("sized above");
+            s.memcpy_dtoh(&dev.slice(0..rows * p), out)
+                .map_err(download)?;
+        }
+        if let Some(r) = batch.nll.iter().position(|v| !v.is_finite()) {
+            return Err(not_finite(r));
+        }
+        Ok(())
+    }
+}
+
+/// Which input buffer host values go to.
+#[derive(Clone, Copy)]
+enum Input {
+    Signals,
+    Pars,
+}
