@@ -1,44 +1,57 @@
 """Timings of nextstat.torch on the 8-parameter and the 184-parameter (tHq) models, the signal being
 the samples that carry the POI's normfactor: NLL + ∂/∂s per call and for a batch of 1000
 histograms, and the profiled q0 + gradient per call with the signal moved by 0.1% between calls
-(warm-started fits, as in training). One JSON line per model; medians of repeated calls.
+(warm-started fits, as in training); with --peer, pyhf 0.7.6's JAX backend for the same NLL + ∂/∂s
+(jax.jit(jax.value_and_grad) through pyhf's logpdf, tests/python/pyhf_signal.py; its batch by
+jax.vmap) on JAX's default device. One JSON line per model and device; medians of repeated calls.
 
-    python bench/differentiable_bench.py ../shared/pyhf-ref
+    python bench/differentiable_bench.py ../shared/pyhf-ref [--device cuda] [--peer]
 """
 
+import argparse
 import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 import nextstat
 import nextstat.torch as nt
 
+ROOT = Path(__file__).resolve().parent.parent
 
-def median_seconds(step, repeats):
+
+def median_seconds(step, repeats, sync=lambda: None):
     step()
+    sync()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         step()
+        sync()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
-def bench(path, label):
-    spec = json.load(open(path))
-    model = nextstat.Workspace(spec).model()
-    poi = model.config.poi_name
-    samples = [
+def signal_samples(spec):
+    poi = spec["measurements"][0]["config"]["poi"]
+    return [
         (c["name"], s["name"])
         for c in spec["channels"]
         for s in c["samples"]
         if any(m["type"] == "normfactor" and m["name"] == poi for m in s["modifiers"])
     ]
-    nominal = torch.tensor(nt._session(model, samples).nominal_signal(), dtype=torch.float64)
-    generator = torch.Generator().manual_seed(1)
+
+
+def bench(path, label, device):
+    spec = json.load(open(path))
+    model = nextstat.Workspace(spec).model()
+    samples = signal_samples(spec)
+    nominal = torch.tensor(nt._session(model, samples).nominal_signal(), dtype=torch.float64, device=device)
+    generator = torch.Generator(device=device).manual_seed(1)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def nll_step():
         s = nominal.clone().requires_grad_(True)
@@ -51,21 +64,88 @@ def bench(path, label):
         nt.nll(model, s, samples).sum().backward()
 
     def q0_step():
-        s = (nominal * (1 + 1e-3 * torch.randn(nominal.shape, generator=generator, dtype=torch.float64))).requires_grad_(True)
+        noise = torch.randn(nominal.shape, generator=generator, dtype=torch.float64, device=device)
+        s = (nominal * (1 + 1e-3 * noise)).requires_grad_(True)
         nt.q0(model, s, samples).backward()
 
-    print(json.dumps({
+    # The engine alone (no autograd, buffers allocated once): what the Python layer adds is the
+    # difference to nll_grad_per_call_s.
+    session = nt._session(model, samples, device)
+    pars = torch.tensor(model.config.suggested_init(), dtype=torch.float64, device=device)
+    if device == "cuda":
+        s1, d_s, d_p = nominal.reshape(1, -1).contiguous(), torch.empty_like(nominal), torch.empty_like(pars)
+        value = torch.empty(1, dtype=torch.float64, device=device)
+        where = lambda t: (t.data_ptr(), t.numel())
+        engine = lambda: session.nll_in_place(where(s1), where(pars), model.observed, where(value), where(d_s), where(d_p))
+    else:
+        s1, p1 = nominal.reshape(1, -1).numpy(), pars.reshape(1, -1).numpy()
+        engine = lambda: session.nll(s1, p1, model.observed)
+
+    return {
         "model": label,
+        "engine": "nextstat",
+        "engine_nll_grad_per_call_s": median_seconds(engine, 1000, sync),
+        "device": torch.cuda.get_device_name() if device == "cuda" else f"CPU, {torch.get_num_threads()} threads",
         "n_params": len(model.config.par_names),
         "n_signal": nominal.numel(),
-        "cpu_threads": torch.get_num_threads(),
-        "nll_grad_per_call_s": median_seconds(nll_step, 200),
-        "nll_grad_batch1000_s": median_seconds(nll_batch, 5),
-        "q0_grad_per_call_s": median_seconds(q0_step, 30),
-    }))
+        "nll_grad_per_call_s": median_seconds(nll_step, 300, sync),
+        "nll_grad_batch1000_s": median_seconds(nll_batch, 10, sync),
+        "q0_grad_per_call_s": median_seconds(q0_step, 30, sync),
+    }
+
+
+def peer(path, label):
+    """pyhf + JAX on JAX's default device: the same NLL + ∂/∂s per call and per batch of 1000."""
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    import jax
+    import pyhf
+    from pyhf_signal import jax_model, signal_nll
+
+    spec = json.load(open(path))
+    model, data = jax_model(spec)
+    samples = signal_samples(spec)
+    f = signal_nll(model, samples, model.config.suggested_init(), data, fixed_staterror=True)
+    nominal = jax.numpy.concatenate([
+        jax.numpy.asarray(model.main_model.nominal_rates[0, model.config.samples.index(s), 0, model.config.channel_slices[c]])
+        for c, s in samples
+    ])
+    one = jax.jit(jax.value_and_grad(f))
+    many = jax.jit(jax.vmap(jax.value_and_grad(f)))
+    batch = jax.numpy.tile(nominal, (1000, 1))
+    block = lambda out: jax.block_until_ready(out)
+    row = {
+        "model": label,
+        "engine": f"pyhf {pyhf.__version__} + JAX {jax.__version__}",
+        "device": str(jax.devices()[0]),
+        "nll_grad_per_call_s": median_seconds(lambda: block(one(nominal)), 300),
+    }
+    try:
+        row["nll_grad_batch1000_s"] = median_seconds(lambda: block(many(batch)), 10)
+    except Exception as e:  # vmap through pyhf's logpdf is not guaranteed
+        row["nll_grad_batch1000_s"] = None
+        row["batch_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    pyhf.set_backend("numpy")
+    return row
+
+
+def training_step(device):
+    run = __import__("subprocess").run(
+        [sys.executable, str(ROOT / "examples" / "train_significance.py"), "--epochs", "40", "--device", device],
+        capture_output=True, text=True, check=True,
+    )
+    last = run.stdout.strip().splitlines()[-1]
+    return {"example": "examples/train_significance.py", "device": device, "median_training_step_s": float(last.split("median training step ")[1].split()[0]) / 1e3}
 
 
 if __name__ == "__main__":
-    ref = sys.argv[1]
-    bench(f"{ref}/workspaces/nextstat_complex_workspace.json", "complex (8 params)")
-    bench(f"{ref}/workspaces/nextstat_tHu.json", "tHq (184 params)")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("ref", help="the pyhf-ref folder (its workspaces/)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--peer", action="store_true", help="also time pyhf + JAX")
+    args = parser.parse_args()
+    for file, label in [("nextstat_complex_workspace.json", "complex (8 params)"), ("nextstat_tHu.json", "tHq (184 params)")]:
+        path = f"{args.ref}/workspaces/{file}"
+        print(json.dumps(bench(path, label, args.device)), flush=True)
+        if args.peer:
+            print(json.dumps(peer(path, label)), flush=True)
+    print(json.dumps(training_step(args.device)), flush=True)

@@ -9,7 +9,9 @@ mkdir -p "$out"
 export NEXTSTAT_PYHF_REF=$PWD/dist-gpu/pyhf-ref NEXTSTAT_LIKELIHOODS=$PWD/dist-gpu/likelihoods NEXTSTAT_KERNEL_CACHE=/tmp/nextstat-kernels
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 echo "== CUDA parity tests"
-dist-gpu/backend_parity --include-ignored --test-threads 1 --nocapture 2>&1 | tee "$out/parity.log" | grep -E "^test |result|toys|panicked" 
+for suite in backend_parity differentiable; do
+  dist-gpu/$suite --include-ignored --test-threads 1 --nocapture 2>&1 | tee -a "$out/parity.log" | grep -E "^test |result|toys|panicked"
+done
 if ls dist-gpu/wheels/nextstat-*.whl >/dev/null 2>&1; then
   echo "== Python package with device=\"cuda\""
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nextstat-py dist-gpu/wheels/nextstat-*.whl

@@ -112,6 +112,30 @@ def test_nll_and_its_signal_gradient_match_pyhf(model):
     np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-5, atol=1e-7)
 
 
+def test_nll_and_its_signal_gradient_match_jax_grad_through_pyhf(model):
+    """jax.grad through pyhf's logpdf (JAX backend, the signal patched into the built model:
+    pyhf_signal.py) against nextstat's analytic ∂NLL/∂s, at pulled parameters."""
+    pyhf = pytest.importorskip("pyhf")
+    jax = pytest.importorskip("jax")
+    from pyhf_signal import jax_model, signal_nll
+
+    try:
+        pm, data = jax_model(spec())
+        pars = np.array(model.config.suggested_init())
+        for name, value in [("mu", 1.4), ("sig_shape", 0.6), ("sig_xsec", -0.8), ("shape", -1.3), ("lumi", 1.03)]:
+            pars[model.config.par_names.index(name)] = value
+        f = jax.jit(jax.value_and_grad(signal_nll(pm, SAMPLES, pars, data)))
+        for s in ([8.0, 12.0, 5.0, 1.5, 0.8], [6.0, 9.0, 4.0, 1.0, 0.5], [0.5, 30.0, 2.0, 4.0, 0.05]):
+            want, want_grad = f(jax.numpy.array(s))
+            x = torch.tensor(s, dtype=torch.float64, requires_grad=True)
+            got = nt.nll(model, x, SAMPLES, pars=torch.tensor(pars), data=list(map(float, data)))
+            got.backward()
+            assert got.item() == pytest.approx(float(want), rel=1e-12)
+            np.testing.assert_allclose(x.grad.numpy(), np.asarray(want_grad), rtol=1e-10, atol=1e-12)
+    finally:
+        pyhf.set_backend("numpy")
+
+
 def test_an_external_sample_with_staterror_matches_pyhf(model):
     """The background as the external sample: its staterror width follows its yields, as pyhf
     computes it from the replaced data; its histosys deltas move against fixed templates."""
@@ -238,3 +262,55 @@ def test_cuda_tensors_give_cuda_gradients(model):
         torch.testing.assert_close(s_gpu.grad.cpu(), s_cpu.grad, rtol=1e-9, atol=1e-12)
         s_gpu.grad = None
     assert torch.autograd.gradcheck(lambda x: nt.z0(model, x, SAMPLES), (s_gpu,), eps=1e-4, atol=1e-5, rtol=1e-3)
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)")
+
+
+@needs_cuda
+def test_the_cuda_engine_reads_cuda_tensors_in_place(model):
+    """The NLL of a CUDA tensor runs on the CUDA engine (not a host copy): gradcheck in signal and
+    parameters there; batches with per-row parameters and float32 match the CPU engine."""
+    pars = torch.tensor(model.config.suggested_init(), dtype=torch.float64)
+    for name, value in [("mu", 1.4), ("sig_shape", 0.6), ("shape", -1.3)]:
+        pars[model.config.par_names.index(name)] = value
+    s = signal_tensor().detach().cuda().requires_grad_(True)
+    p = pars.cuda().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda x, q: nt.nll(model, x, SAMPLES, pars=q), (s, p))
+    sessions = model.__dict__["_differentiable"]
+    assert sessions[(tuple(SAMPLES), "cuda")].device == "cuda"
+    batch = torch.stack([s.detach(), s.detach() * 0.5, s.detach() * 2.0])
+    rows = torch.stack([p.detach()] * 3)
+    rows[1, model.config.poi_index] = 0.3
+    for dtype, rtol in [(torch.float64, 1e-12), (torch.float32, 1e-6)]:
+        x_gpu = batch.detach().to(dtype).clone().requires_grad_(True)
+        x_cpu = batch.detach().cpu().to(dtype).requires_grad_(True)
+        a, b = nt.nll(model, x_cpu, SAMPLES, pars=rows.cpu().to(dtype)), nt.nll(model, x_gpu, SAMPLES, pars=rows.to(dtype))
+        assert b.dtype == dtype and b.device.type == "cuda"
+        a.sum().backward()
+        b.sum().backward()
+        torch.testing.assert_close(b.cpu(), a, rtol=rtol, atol=0.0)
+        torch.testing.assert_close(x_gpu.grad.cpu(), x_cpu.grad, rtol=max(rtol, 1e-9), atol=1e-12)
+
+
+@needs_cuda
+def test_device_memory_the_driver_does_not_vouch_for_is_refused(model):
+    """Addresses are checked against the driver's allocations: a made-up address, a tensor too
+    short for its claimed length, or host memory are errors, never a crash."""
+    session = nt._session(model, SAMPLES, "cuda")
+    data = list(model.observed)
+    n, p = session.n_signal, len(model.config.suggested_init())
+    s, q = torch.ones(n, dtype=torch.float64, device="cuda"), torch.ones(p, dtype=torch.float64, device="cuda")
+    ds, dp, value = torch.empty_like(s), torch.empty_like(q), torch.empty(1, dtype=torch.float64, device="cuda")
+    args = lambda **k: {**dict(signal=(s.data_ptr(), n), pars=(q.data_ptr(), p), nll=(value.data_ptr(), 1), d_signal=(ds.data_ptr(), n), d_pars=(dp.data_ptr(), p)), **k}
+    call = lambda session, a: session.nll_in_place(a["signal"], a["pars"], data, a["nll"], a["d_signal"], a["d_pars"])
+    for bad in [dict(signal=(0x1234, n)), dict(signal=(s.data_ptr(), n * 10**6)), dict(signal=(torch.ones(n, dtype=torch.float64).data_ptr(), n)), dict(nll=(value.data_ptr() + 4, 1))]:
+        with pytest.raises(nextstat.NextStatError):
+            call(session, args(**bad))
+    a = args()
+    call(session, a)
+    torch.cuda.synchronize()
+    assert torch.isfinite(value).all() and torch.isfinite(ds).all()
+    assert value.item() == pytest.approx(nt.nll(model, s.cpu(), SAMPLES, pars=q.cpu()).item(), rel=1e-12)
+    with pytest.raises(nextstat.NextStatError, match="host memory only"):
+        call(nt._session(model, SAMPLES, "cpu"), a)

@@ -1,6 +1,8 @@
 //! `nextstat._core.DifferentiableSession`: the engine behind `nextstat.torch`.
 
-use ns_compute::PreparedData;
+use std::sync::Mutex;
+
+use ns_compute::{Device, DeviceSlice, PreparedData, SignalBatch, Values, ValuesMut};
 use ns_inference::TestStatistic;
 use ns_inference::differentiable::{DifferentiableSession, StatisticData};
 use numpy::{PyArray1, PyArray2, PyReadonlyArray2};
@@ -16,10 +18,12 @@ use crate::{NextStatError, NsResult, invalid, to_py};
 #[pyclass(name = "DifferentiableSession", module = "nextstat._core", frozen)]
 pub(crate) struct PyDifferentiable {
     session: DifferentiableSession,
+    /// The data of the last NLL call, prepared (a training loop passes the same data each step).
+    data: Mutex<Option<PreparedData>>,
 }
 
 /// One value per row, and rows of values, as NumPy arrays.
-type Values<'py> = Bound<'py, PyArray1<f64>>;
+type Column<'py> = Bound<'py, PyArray1<f64>>;
 type Rows<'py> = Bound<'py, PyArray2<f64>>;
 
 /// Rows of a 2-d array, each `width` long.
@@ -34,13 +38,41 @@ fn rows_of(array: &PyReadonlyArray2<f64>, width: usize, what: &str) -> NsResult<
     Ok(a.iter().copied().collect())
 }
 
+impl PyDifferentiable {
+    /// `data` (full data) prepared, reusing the last call's when it is the same.
+    fn prepared(&self, data: &[f64]) -> NsResult<PreparedData> {
+        let mut last = self
+            .data
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(p) = last.as_ref()
+            && p.main.len() + p.aux.len() == data.len()
+            && p.main.iter().chain(&p.aux).eq(data.iter())
+        {
+            return Ok(p.clone());
+        }
+        let p = PreparedData::from_full(&self.session.model().compiled, data)?;
+        *last = Some(p.clone());
+        Ok(p)
+    }
+}
+
 #[pymethods]
 impl PyDifferentiable {
     #[new]
-    fn new(model: &PyModel, samples: Vec<(String, String)>) -> PyResult<Self> {
+    #[pyo3(signature = (model, samples, device="cpu"))]
+    fn new(model: &PyModel, samples: Vec<(String, String)>, device: &str) -> PyResult<Self> {
+        let device = Device::from_name(device).map_err(to_py)?;
         Ok(PyDifferentiable {
-            session: DifferentiableSession::new(&model.model, &samples).map_err(to_py)?,
+            session: DifferentiableSession::on_device(&model.model, &samples, device)
+                .map_err(to_py)?,
+            data: Mutex::new(None),
         })
+    }
+
+    #[getter]
+    fn device(&self) -> &'static str {
+        self.session.device().name()
     }
 
     #[getter]
@@ -60,12 +92,12 @@ impl PyDifferentiable {
         signal: PyReadonlyArray2<f64>,
         pars: PyReadonlyArray2<f64>,
         data: Vec<f64>,
-    ) -> PyResult<(Values<'py>, Rows<'py>, Rows<'py>)> {
+    ) -> PyResult<(Column<'py>, Rows<'py>, Rows<'py>)> {
         let s = &self.session;
         let (n, p) = (s.n_signal(), s.model().n_params());
         let signals = rows_of(&signal, n, "signal").map_err(to_py)?;
         let pars = rows_of(&pars, p, "pars").map_err(to_py)?;
-        let prepared = PreparedData::from_full(&s.model().compiled, &data).map_err(to_py)?;
+        let prepared = self.prepared(&data).map_err(to_py)?;
         let rows = py
             .detach(|| s.nll_batch(&signals, &pars, &prepared))
             .map_err(to_py)?;
@@ -76,6 +108,44 @@ impl PyDifferentiable {
             PyArray2::from_vec2(py, v).map_err(|e| NextStatError::new_err(e.to_string()))
         };
         Ok((PyArray1::from_vec(py, nll), array2(&ds)?, array2(&dp)?))
+    }
+
+    /// The NLL and its gradients for signal rows and parameters read in place from the session's
+    /// device, written in place: each argument is (address, number of float64 values) of
+    /// contiguous device memory (a CUDA tensor's `data_ptr()` and `numel()`); `nll` has one value
+    /// per row. The work is queued on the device's default stream and the call returns before it
+    /// is done (torch operations on that stream see the results); a non-finite row gives NaN. The
+    /// caller keeps the memory alive; the driver confirms each range lies in one allocation on the
+    /// session's device.
+    #[allow(clippy::too_many_arguments)]
+    fn nll_in_place(
+        &self,
+        py: Python<'_>,
+        signal: (u64, usize),
+        pars: (u64, usize),
+        data: Vec<f64>,
+        nll: (u64, usize),
+        d_signal: (u64, usize),
+        d_pars: (u64, usize),
+    ) -> PyResult<()> {
+        let s = &self.session;
+        let prepared = self.prepared(&data).map_err(to_py)?;
+        // SAFETY: the contract above (live device memory of the given lengths, written by nothing
+        // else meanwhile) is the caller's; the backend checks every range against the driver's
+        // allocations before use.
+        let [signal, pars, nll, d_signal, d_pars] = [signal, pars, nll, d_signal, d_pars]
+            .map(|(ptr, len)| unsafe { DeviceSlice::new(ptr, len) });
+        py.detach(|| {
+            s.evaluate(SignalBatch {
+                signals: Values::Device(signal),
+                pars: Values::Device(pars),
+                data: &prepared,
+                nll: ValuesMut::Device(nll),
+                d_signal: ValuesMut::Device(d_signal),
+                d_pars: ValuesMut::Device(d_pars),
+            })
+        })
+        .map_err(to_py)
     }
 
     /// (q (B,), dq/ds (B, n)) of test statistic `stat` at `mu` for each signal row, on `data`
@@ -94,7 +164,7 @@ impl PyDifferentiable {
         bounds: Option<Vec<(f64, f64)>>,
         fixed: Option<Vec<bool>>,
         tolerance: f64,
-    ) -> PyResult<(Values<'py>, Rows<'py>)> {
+    ) -> PyResult<(Column<'py>, Rows<'py>)> {
         let s = &self.session;
         let model = s.model();
         let signals = rows_of(&signal, s.n_signal(), "signal").map_err(to_py)?;

@@ -174,11 +174,15 @@ impl ValuesMut<'_> {
 /// `signals` (rows of the signal length), at one parameter row shared by all or one per signal,
 /// on `data`. Writes, per row, the NLL (with the data constant) into `nll`, ∂NLL/∂s into
 /// `d_signal` and ∂NLL/∂θ into `d_pars`.
+///
+/// Where every output is in device memory, a device backend may return before its work is done:
+/// the work is queued on the device's default stream, so later work there (a torch operation on
+/// the outputs) sees the results; a non-finite row then shows as NaN, not as an error.
 pub struct SignalBatch<'a> {
     pub signals: Values<'a>,
     pub pars: Values<'a>,
     pub data: &'a PreparedData,
-    pub nll: &'a mut [f64],
+    pub nll: ValuesMut<'a>,
     pub d_signal: ValuesMut<'a>,
     pub d_pars: ValuesMut<'a>,
 }

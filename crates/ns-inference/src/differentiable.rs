@@ -178,7 +178,7 @@ impl DifferentiableSession {
             signals: Values::Host(signals),
             pars: Values::Host(pars),
             data,
-            nll: &mut nll,
+            nll: ValuesMut::Host(&mut nll),
             d_signal: ValuesMut::Host(&mut d_signal),
             d_pars: ValuesMut::Host(&mut d_pars),
         })?;
@@ -191,8 +191,9 @@ impl DifferentiableSession {
             .collect())
     }
 
-    /// The NLL and its gradients for every row of `batch`, whose inputs and gradients may
-    /// live in the memory of the session's device (read and written in place).
+    /// The NLL and its gradients for every row of `batch`, whose inputs and outputs may live
+    /// in the memory of the session's device (read and written in place; see [`SignalBatch`]
+    /// for when the call returns before the device is done).
     pub fn evaluate(&self, batch: SignalBatch) -> Result<()> {
         self.backend.nll_grad_signal(&self.attached, batch)
     }

@@ -9,9 +9,12 @@ those samples' nominal yields, and these functions return the NLL or a profiled 
     (-z).backward()
 
 ``signal`` holds the named samples' bins concatenated in the order given, with any leading batch
-dimensions; float32 or float64, on any device. The engine computes in float64 on the CPU (a CUDA
-tensor is copied to the host and the gradient back). Gradients of profiled statistics come from the
-envelope theorem (``docs/differentiable.md``); where a statistic is clipped to 0 its gradient is 0.
+dimensions; float32 or float64, on any device. The engine computes in float64. The NLL of a CUDA
+tensor is evaluated by the CUDA engine on the tensor's memory in place (no host round trip; the
+gradients are written into torch-allocated CUDA tensors); other tensors go to the CPU engine.
+Profiled statistics run their fits on the CPU engine (a CUDA signal is copied to the host and its
+gradient back: fits of a small model are faster there). Their gradients come from the envelope
+theorem (``docs/differentiable.md``); where a statistic is clipped to 0 its gradient is 0.
 """
 
 from typing import Any, Dict, Optional, Sequence, Tuple
@@ -26,17 +29,27 @@ __all__ = ["nll", "q0", "qmu", "z0", "SignificanceLoss", "SoftHistogram"]
 Samples = Sequence[Tuple[str, str]]
 
 
-def _session(model: Model, samples: Samples) -> Any:
-    """One engine session per (model, samples): its fits warm-start from the previous call."""
+def _session(model: Model, samples: Samples, device: str = "cpu") -> Any:
+    """One engine session per (model, samples, device): its fits warm-start from the previous
+    call, and on a GPU the model stays uploaded."""
     if not isinstance(model, Model):
         raise TypeError(f"model must be a nextstat.Model (Workspace(...).model()), not {type(model).__name__}")
     if isinstance(samples, (str, bytes)) or not all(isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(n, str) for n in p) for p in samples):
         raise InvalidInputError(f"samples must be a list of (channel, sample) name pairs, e.g. [('SR', 'signal')], not {samples!r}")
-    key = tuple((c, s) for c, s in samples)
-    cache: Dict[Tuple[Tuple[str, str], ...], Any] = model.__dict__.setdefault("_differentiable", {})
+    key = (tuple((c, s) for c, s in samples), device)
+    cache: Dict[Any, Any] = model.__dict__.setdefault("_differentiable", {})
     if key not in cache:
-        cache[key] = _core.DifferentiableSession(model._model, list(key))
+        cache[key] = _core.DifferentiableSession(model._model, list(key[0]), device)
     return cache[key]
+
+
+def _engine_device(signal: torch.Tensor) -> str:
+    """The engine that evaluates the NLL of `signal`: CUDA for a tensor on the first GPU."""
+    if signal.device.type != "cuda":
+        return "cpu"
+    if signal.device.index not in (None, 0):
+        raise InvalidInputError(f"the CUDA engine runs on cuda:0; the signal is on {signal.device} (move it, or set CUDA_VISIBLE_DEVICES)")
+    return "cuda"
 
 
 def _tensor(signal: Any) -> torch.Tensor:
@@ -58,7 +71,13 @@ def _like(values: np.ndarray, signal: torch.Tensor, shape) -> torch.Tensor:
 
 
 def _data(model: Model, data) -> list:
-    return list(map(float, model.observed if data is None else np.asarray(data, dtype=np.float64).ravel()))
+    if data is None:
+        return model.observed  # floats already: no copy per training step
+    return np.asarray(data, dtype=np.float64).ravel().tolist()
+
+
+def _in_place(t: torch.Tensor):
+    return (t.data_ptr(), t.numel())
 
 
 class _NLL(torch.autograd.Function):
@@ -68,9 +87,28 @@ class _NLL(torch.autograd.Function):
         shared = pars.dim() == 1
         if not shared and pars.shape[:-1] != batch:
             raise InvalidInputError(f"pars has shape {tuple(pars.shape)}: give one row ({pars.shape[-1]},) for all signals, or one per signal {(*batch, pars.shape[-1])}")
+        if signal.shape[-1:] != (n,):
+            raise InvalidInputError(f"signal has shape {tuple(signal.shape)}; its last dimension must be the {n} bins of the named samples")
+        ctx.shared, ctx.pars_device, ctx.pars_dtype = shared, pars.device, pars.dtype
+        if session.device == "cuda":
+            # In place on the GPU: float64 copies only where the dtype or layout differ.
+            s = signal.detach().to(torch.float64).contiguous().reshape(-1, n)
+            p = pars.detach().to(device=signal.device, dtype=torch.float64).contiguous().reshape(-1, pars.shape[-1])
+            d_signal, d_pars = torch.empty_like(s), torch.empty((s.shape[0], p.shape[-1]), dtype=torch.float64, device=s.device)
+            value = torch.empty(s.shape[0], dtype=torch.float64, device=s.device)
+            stream = torch.cuda.current_stream(s.device)
+            if stream.cuda_stream != 0:
+                # The engine queues its work on the legacy default stream, which orders itself
+                # only after blocking streams: wait for the work that produced the inputs, and
+                # make this stream wait for the engine's.
+                stream.synchronize()
+            session.nll_in_place(_in_place(s), _in_place(p), data, _in_place(value), _in_place(d_signal), _in_place(d_pars))
+            if stream.cuda_stream != 0:
+                torch.cuda.default_stream(s.device).synchronize()
+            ctx.save_for_backward(d_signal.to(signal.dtype).reshape(signal.shape), d_pars.to(signal.dtype).reshape(*batch, pars.shape[-1]))
+            return value.to(signal.dtype).reshape(batch)
         p = pars.detach().to("cpu", torch.float64).reshape(-1, pars.shape[-1]).numpy()
         value, d_signal, d_pars = session.nll(_rows(signal, n), p, data)
-        ctx.shared, ctx.pars_device, ctx.pars_dtype = shared, pars.device, pars.dtype
         # Both gradients live on the signal's device, where the incoming gradient is.
         ctx.save_for_backward(_like(d_signal, signal, signal.shape), _like(d_pars, signal, (*batch, pars.shape[-1])))
         return _like(value, signal, batch)
@@ -79,20 +117,27 @@ class _NLL(torch.autograd.Function):
     def backward(ctx, grad):
         d_signal, d_pars = ctx.saved_tensors
         g = grad.unsqueeze(-1)
-        grad_pars = g * d_pars
-        if ctx.shared:
-            grad_pars = grad_pars.reshape(-1, d_pars.shape[-1]).sum(0)
-        return g * d_signal, grad_pars.to(device=ctx.pars_device, dtype=ctx.pars_dtype), None, None
+        grad_pars = None
+        if ctx.needs_input_grad[1]:
+            grad_pars = g * d_pars
+            if ctx.shared:
+                grad_pars = grad_pars.reshape(-1, d_pars.shape[-1]).sum(0)
+            grad_pars = grad_pars.to(device=ctx.pars_device, dtype=ctx.pars_dtype)
+        return g * d_signal, grad_pars, None, None
 
 
 def nll(model: Model, signal: torch.Tensor, samples: Samples, pars: Optional[torch.Tensor] = None, data=None) -> torch.Tensor:
     """NLL (−log L, pyhf's ``-logpdf``) with ``signal`` as the named samples' yields, at ``pars``
     (the suggested init when None; a tensor that may require grad, shared or one row per signal)
     on ``data`` (full data, main then aux; the workspace's observations when None)."""
-    session = _session(model, samples)
     signal = _tensor(signal)
+    session = _session(model, samples, _engine_device(signal))
     if pars is None:
-        pars = torch.tensor(model.config.suggested_init(), dtype=signal.dtype, device=signal.device)
+        inits: Dict[Any, torch.Tensor] = model.__dict__.setdefault("_suggested_init", {})
+        key = (signal.dtype, signal.device)
+        if key not in inits:
+            inits[key] = torch.tensor(model.config.suggested_init(), dtype=signal.dtype, device=signal.device)
+        pars = inits[key]
     return _NLL.apply(signal, pars, session, _data(model, data))
 
 

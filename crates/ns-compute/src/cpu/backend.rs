@@ -144,7 +144,8 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
         let (Values::Host(signals), Values::Host(pars)) = (batch.signals, batch.pars) else {
             return Err(host_only());
         };
-        let (ValuesMut::Host(d_signal), ValuesMut::Host(d_pars)) = (batch.d_signal, batch.d_pars)
+        let (ValuesMut::Host(nll), ValuesMut::Host(d_signal), ValuesMut::Host(d_pars)) =
+            (batch.nll, batch.d_signal, batch.d_pars)
         else {
             return Err(host_only());
         };
@@ -156,15 +157,13 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
             let mut row = |work: &mut CompiledModel| {
                 signal_row(external, base, work, signals, pars, data, d_signal, d_pars)
             };
-            batch.nll[0] = match work.try_lock() {
+            nll[0] = match work.try_lock() {
                 Ok(mut w) => row(&mut w)?,
                 Err(std::sync::TryLockError::Poisoned(poisoned)) => row(&mut poisoned.into_inner())?,
                 Err(std::sync::TryLockError::WouldBlock) => row(&mut base.clone())?,
             };
         } else {
-            batch
-                .nll
-                .par_iter_mut()
+            nll.par_iter_mut()
                 .zip(d_signal.par_chunks_mut(n))
                 .zip(d_pars.par_chunks_mut(p.max(1)))
                 .enumerate()
@@ -177,7 +176,7 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
                     },
                 )?;
         }
-        if let Some(r) = batch.nll.iter().position(|v| !v.is_finite()) {
+        if let Some(r) = nll.iter().position(|v| !v.is_finite()) {
             return Err(not_finite(r));
         }
         Ok(())

@@ -9,7 +9,8 @@ use ns_core::{Error, Result};
 
 use super::{Buffer, CudaSession, ModelBuffers, driver};
 use crate::backend::{DeviceSlice, SignalBatch, Values, ValuesMut, not_finite};
-use crate::cuda::abi::{BLOCK_THREADS, SignalView};
+use crate::cuda::abi::{EVAL_MAX_THREADS, SignalView};
+use crate::data::PreparedData;
 use crate::cuda::layout::SignalLayout;
 use crate::signal::ExternalSignal;
 
@@ -25,6 +26,8 @@ pub struct DeviceSignal {
 #[derive(Default)]
 pub(super) struct SignalBuffers {
     data: Buffer<f64>,
+    /// What `data` holds (main then aux).
+    data_host: Vec<f64>,
     zeros: Buffer<u32>,
     signals: Buffer<f64>,
     pars: Buffer<f64>,
@@ -83,28 +86,30 @@ impl CudaSession {
                 slice.len()
             ))
         };
-        let attribute = |attribute, out: *mut c_void| {
-            // SAFETY: the driver writes one value of the attribute's type through `out`, which
-            // points to a live local of that type; an address it does not know is an error.
-            unsafe { sys::cuPointerGetAttribute(out, attribute, ptr) }
-                .result()
-                .map_err(|e| refuse(format!("the CUDA driver does not know it ({e})")))
-        };
         let (mut start, mut size, mut ordinal) = (0u64, 0usize, -1i32);
         use sys::CUpointer_attribute::*;
-        attribute(
+        let mut attributes = [
             CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-            &mut start as *mut u64 as *mut c_void,
-        )?;
-        attribute(
             CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-            &mut size as *mut usize as *mut c_void,
-        )?;
-        attribute(
             CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        ];
+        let mut values = [
+            &mut start as *mut u64 as *mut c_void,
+            &mut size as *mut usize as *mut c_void,
             &mut ordinal as *mut i32 as *mut c_void,
-        )?;
-        if ordinal as usize != ctx.ordinal() {
+        ];
+        // SAFETY: the driver writes one value of each attribute's type through the matching
+        // pointer, each to a live local of that type; an address it does not know leaves them
+        // at their defaults (a range of size 0), which the checks below refuse.
+        unsafe {
+            sys::cuPointerGetAttributes(3, attributes.as_mut_ptr(), values.as_mut_ptr(), ptr)
+        }
+        .result()
+        .map_err(|e| refuse(format!("the CUDA driver does not know it ({e})")))?;
+        if size == 0 {
+            return Err(refuse("the CUDA driver knows no allocation there".into()));
+        }
+        if ordinal < 0 || ordinal as usize != ctx.ordinal() {
             return Err(refuse(format!(
                 "it is on device {ordinal}, the engine on device {}",
                 ctx.ordinal()
@@ -140,42 +145,62 @@ impl CudaSession {
         }
     }
 
-    /// NLL and gradients with external yields for every row of `batch` (`Backend::nll_grad_signal`).
-    pub fn nll_grad_signal(&mut self, signal: &DeviceSignal, batch: SignalBatch) -> Result<()> {
-        let (n, p) = (signal.n_signal, self.n_params);
-        let (rows, shared) = batch.rows(n, p)?;
-        let data = batch.data;
+    /// The device address of an output: in place where it is on the device, else the session's
+    /// buffer `which` (read back after the kernel).
+    fn output_address(&mut self, out: &ValuesMut, which: Output, what: &str) -> Result<u64> {
+        if let ValuesMut::Device(d) = out {
+            return self.device_address(*d, what);
+        }
+        let s = self.stream.clone();
+        let buffer = match which {
+            Output::Nll => &mut self.nll,
+            Output::Signal => &mut self.signal_buffers.d_signal,
+            Output::Pars => &mut self.grad,
+        };
+        Ok(buffer.with_len(&s, out.len())?.device_ptr(&s).0)
+    }
+
+    /// Main and auxiliary data on the device (uploaded again only when they change: a training
+    /// loop passes the same data every step); the addresses of both.
+    fn data_address(&mut self, data: &PreparedData) -> Result<(u64, u64)> {
         if data.main.len() != self.n_main || data.aux.len() != self.n_aux {
             return Err(Error::InvalidInput(
                 "dataset does not match the model's bin and auxdata counts".into(),
             ));
         }
         let s = self.stream.clone();
-        let copy = |e| driver("signal batch upload", e);
-        let full: Vec<f64> = data.main.iter().chain(&data.aux).copied().collect();
-        let data_dev = self.signal_buffers.data.with_len(&s, full.len())?;
-        s.memcpy_htod(&full, data_dev).map_err(copy)?;
-        let main_ptr = data_dev.device_ptr(&s).0;
-        let aux_ptr = main_ptr + 8 * self.n_main as u64;
-        let zeros = self.signal_buffers.zeros.with_len(&s, rows)?;
-        s.memset_zeros(zeros).map_err(copy)?;
-        let zeros_ptr = zeros.device_ptr(&s).0;
+        let b = &mut self.signal_buffers;
+        let same = b.data_host.len() == data.main.len() + data.aux.len()
+            && b.data_host.iter().eq(data.main.iter().chain(&data.aux));
+        let dev = b.data.with_len(&s, data.main.len() + data.aux.len())?;
+        if !same {
+            b.data_host.clear();
+            b.data_host.extend(data.main.iter().chain(&data.aux));
+            s.memcpy_htod(&b.data_host, dev)
+                .map_err(|e| driver("signal data upload", e))?;
+        }
+        let main = dev.device_ptr(&s).0;
+        Ok((main, main + 8 * self.n_main as u64))
+    }
+
+    /// NLL and gradients with external yields for every row of `batch` (`Backend::nll_grad_signal`).
+    pub fn nll_grad_signal(&mut self, signal: &DeviceSignal, batch: SignalBatch) -> Result<()> {
+        let (n, p) = (signal.n_signal, self.n_params);
+        let (rows, shared) = batch.rows(n, p)?;
+        let s = self.stream.clone();
+        let (main_ptr, aux_ptr) = self.data_address(batch.data)?;
+        // Every evaluation reads dataset 0: a buffer of zeros (allocated zeroed, never written).
+        let zeros_ptr = self
+            .signal_buffers
+            .zeros
+            .with_len(&s, rows)?
+            .device_ptr(&s)
+            .0;
         let signals_ptr = self.input_address(batch.signals, Input::Signals, "the signal")?;
         let pars_ptr = self.input_address(batch.pars, Input::Pars, "the parameters")?;
-        let output = |session: &mut Self, out: &ValuesMut, len: usize, what: &str| match out {
-            ValuesMut::Device(d) => session.device_address(*d, what),
-            ValuesMut::Host(_) => {
-                let buffer = if what == "∂NLL/∂s" {
-                    &mut session.signal_buffers.d_signal
-                } else {
-                    &mut session.grad
-                };
-                Ok(buffer.with_len(&s, len)?.device_ptr(&s).0)
-            }
-        };
-        let d_signal_ptr = output(self, &batch.d_signal, rows * n, "∂NLL/∂s")?;
-        let d_pars_ptr = output(self, &batch.d_pars, rows * p, "∂NLL/∂θ")?;
-        let nll_ptr = self.nll.with_len(&s, rows)?.device_ptr(&s).0;
+        let nll_ptr = self.output_address(&batch.nll, Output::Nll, "the NLL")?;
+        let d_signal_ptr = self.output_address(&batch.d_signal, Output::Signal, "∂NLL/∂s")?;
+        let d_pars_ptr = self.output_address(&batch.d_pars, Output::Pars, "∂NLL/∂θ")?;
 
         let mut view = signal.view;
         view.values = signals_ptr;
@@ -185,7 +210,7 @@ impl CudaSession {
         let scratch_ptr = self.scratch.device_ptr(&s).0;
         let cfg = LaunchConfig {
             grid_dim: (self.grid.min(rows as u32).max(1), 1, 1),
-            block_dim: (BLOCK_THREADS, 1, 1),
+            block_dim: (EVAL_MAX_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut launch = s.launch_builder(&self.kernels.nll_grad);
@@ -198,19 +223,18 @@ impl CudaSession {
             .arg(&main_ptr)
             .arg(&aux_ptr)
             .arg(&n_eval)
-            .arg(&data.constant)
+            .arg(&batch.data.constant)
             .arg(&scratch_ptr)
             .arg(&nll_ptr)
             .arg(&d_pars_ptr);
         // SAFETY: the arguments match nll_grad's parameter list; every pointer is a buffer of
         // this session sized for `rows` above, or device memory the driver confirmed holds the
-        // values `batch.rows` checked the lengths of; the grid is within the device's limits.
+        // values `batch.rows` checked the lengths of; the grid and block are within the limits
+        // the kernel was compiled for (NS_EVAL_MAX_BLOCK).
         unsafe { launch.launch(cfg) }.map_err(|e| driver("signal NLL kernel launch", e))?;
+        // Host outputs are read back (which waits for the kernel); device outputs are left to
+        // the stream's order.
         let download = |e| driver("signal NLL kernel", e);
-        // Reading the NLL back waits for the kernel: device outputs are complete on return.
-        let nll_dev = self.nll.slice.as_ref().expect("sized above");
-        s.memcpy_dtoh(&nll_dev.slice(0..rows), batch.nll)
-            .map_err(download)?;
         if let ValuesMut::Host(out) = batch.d_signal {
             let dev = self.signal_buffers.d_signal.slice.as_ref().expect("sized above");
             s.memcpy_dtoh(&dev.slice(0..rows * n), out)
@@ -221,11 +245,23 @@ impl CudaSession {
             s.memcpy_dtoh(&dev.slice(0..rows * p), out)
                 .map_err(download)?;
         }
-        if let Some(r) = batch.nll.iter().position(|v| !v.is_finite()) {
-            return Err(not_finite(r));
+        if let ValuesMut::Host(out) = batch.nll {
+            let dev = self.nll.slice.as_ref().expect("sized above");
+            s.memcpy_dtoh(&dev.slice(0..rows), out).map_err(download)?;
+            if let Some(r) = out.iter().position(|v| !v.is_finite()) {
+                return Err(not_finite(r));
+            }
         }
         Ok(())
     }
+}
+
+/// Which session buffer an output goes to when the caller wants it on the host.
+#[derive(Clone, Copy)]
+enum Output {
+    Nll,
+    Signal,
+    Pars,
 }
 
 /// Which input buffer host values go to.
