@@ -1,7 +1,8 @@
 """Timings of nextstat.torch on the 8-parameter and the 184-parameter (tHq) models, the signal being
 the samples that carry the POI's normfactor: NLL + ∂/∂s per call and for a batch of 1000
-histograms, and the profiled q0 + gradient per call with the signal moved by 0.1% between calls
-(warm-started fits, as in training); with --peer, pyhf 0.7.6's JAX backend for the same NLL + ∂/∂s
+histograms, the profiled q0 + gradient per call with the signal moved by 0.1% between calls
+(warm-started fits, as in training) and for a batch of 100 histograms (each yield scaled by
+|1 + 0.05·N(0,1)|); with --peer, pyhf 0.7.6's JAX backend for the same NLL + ∂/∂s
 (jax.jit(jax.value_and_grad) through pyhf's logpdf, tests/python/pyhf_signal.py; its batch by
 jax.vmap) on JAX's default device. One JSON line per model and device; medians of repeated calls.
 
@@ -63,6 +64,12 @@ def bench(path, label, device):
         s = batch.clone().requires_grad_(True)
         nt.nll(model, s, samples).sum().backward()
 
+    rows = nominal * (1 + 0.05 * torch.randn((100, nominal.numel()), generator=generator, dtype=torch.float64, device=device)).abs()
+
+    def q0_batch():
+        s = rows.clone().requires_grad_(True)
+        nt.q0(model, s, samples).sum().backward()
+
     def q0_step():
         noise = torch.randn(nominal.shape, generator=generator, dtype=torch.float64, device=device)
         s = (nominal * (1 + 1e-3 * noise)).requires_grad_(True)
@@ -81,16 +88,38 @@ def bench(path, label, device):
         s1, p1 = nominal.reshape(1, -1).numpy(), pars.reshape(1, -1).numpy()
         engine = lambda: session.nll(s1, p1, model.observed)
 
+    def torch_floor():
+        # The same autograd round trip around a trivial function: what torch itself costs.
+        s = nominal.clone().requires_grad_(True)
+        (s * s).sum().backward()
+
+    row = {}
+    if device == "cuda":
+        # The device time of one engine call (CUDA events on the stream it runs on).
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def device_time():
+            begin.record()
+            engine()
+            end.record()
+            end.synchronize()
+            return begin.elapsed_time(end) / 1e3
+
+        times = sorted(device_time() for _ in range(201))
+        row["engine_device_time_per_call_s"] = times[100]
     return {
         "model": label,
         "engine": "nextstat",
         "engine_nll_grad_per_call_s": median_seconds(engine, 1000, sync),
+        **row,
+        "torch_autograd_floor_per_call_s": median_seconds(torch_floor, 300, sync),
         "device": torch.cuda.get_device_name() if device == "cuda" else f"CPU, {torch.get_num_threads()} threads",
         "n_params": len(model.config.par_names),
         "n_signal": nominal.numel(),
         "nll_grad_per_call_s": median_seconds(nll_step, 300, sync),
         "nll_grad_batch1000_s": median_seconds(nll_batch, 10, sync),
         "q0_grad_per_call_s": median_seconds(q0_step, 30, sync),
+        "q0_grad_batch100_s": median_seconds(q0_batch, 3, sync),
     }
 
 

@@ -314,3 +314,19 @@ def test_device_memory_the_driver_does_not_vouch_for_is_refused(model):
     assert value.item() == pytest.approx(nt.nll(model, s.cpu(), SAMPLES, pars=q.cpu()).item(), rel=1e-12)
     with pytest.raises(nextstat.NextStatError, match="host memory only"):
         call(nt._session(model, SAMPLES, "cpu"), a)
+
+
+@needs_cuda
+def test_a_cuda_batch_of_profiled_statistics_fits_on_the_gpu(model):
+    """A batch of CUDA histograms: both fits of every row on the GPU's device optimizer, the
+    statistics and gradients those of the CPU engine's host fits."""
+    rows = torch.stack([signal_tensor().detach() * f for f in (0.7, 1.0, 1.6)])
+    for f in (lambda x: nt.q0(model, x, SAMPLES), lambda x: nt.z0(model, x, SAMPLES), lambda x: nt.qmu(model, x, SAMPLES, mu=2.0)):
+        x_cpu, x_gpu = rows.clone().requires_grad_(True), rows.cuda().requires_grad_(True)
+        a, b = f(x_cpu), f(x_gpu)
+        a.sum().backward()
+        b.sum().backward()
+        assert b.device.type == "cuda" and x_gpu.grad.device.type == "cuda"
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-6, atol=1e-8)
+        torch.testing.assert_close(x_gpu.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-6)
+    assert model.__dict__["_differentiable"][(tuple(SAMPLES), "cuda")].device == "cuda"

@@ -151,7 +151,7 @@ __device__ void ns_wt_times(OptShared& sh, int n,
 }
 
 // Twice the NLL and its gradient in scaled free coordinates at y (into f and g).
-__device__ double ns_objective(const ModelView& m, const FitArgs& a, int fit, const double* y, double* g,
+__device__ double ns_objective(const ModelView& m, const SignalView& sv, const FitArgs& a, int fit, const double* y, double* g,
                                double* pfull, double* gfull, double* scratch, OptShared& sh) {
     const int tid = threadIdx.x, P = m.n_params, nf = sh.n_free;
     const double* init = a.init + (size_t)fit * P;
@@ -162,8 +162,9 @@ __device__ double ns_objective(const ModelView& m, const FitArgs& a, int fit, co
     for (int k = tid; k < nf; k += NS_BLOCK) pfull[free_index[k]] = y[k] / scale[k];
     __syncthreads();
     const unsigned d = a.fit_dataset[fit];
-    const SignalView none = {};
-    double nll = ns_nll_grad_block(m, none, nullptr, nullptr, pfull, a.main_data + (size_t)d * m.n_main, a.aux_data + (size_t)d * m.n_aux,
+    // Fit f with external yields reads signal row f.
+    const double* srow = sv.values ? sv.values + (size_t)fit * sv.n_signal : nullptr;
+    double nll = ns_nll_grad_block(m, sv, srow, nullptr, pfull, a.main_data + (size_t)d * m.n_main, a.aux_data + (size_t)d * m.n_aux,
                                    scratch, gfull, sh.red);
     for (int k = tid; k < nf; k += NS_BLOCK) g[k] = 2.0 * gfull[free_index[k]] / scale[k];
     __syncthreads();
@@ -402,7 +403,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
 #ifndef NS_FIT_MIN_BLOCKS
 #define NS_FIT_MIN_BLOCKS 4
 #endif
-extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lbfgsb(ModelView m, FitArgs a, double* __restrict__ scratch) {
+extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lbfgsb(ModelView m, SignalView sv, FitArgs a, double* __restrict__ scratch) {
     __shared__ OptShared sh;
     const int tid = threadIdx.x, P = m.n_params, memory = a.memory;
     double* eval_scratch = scratch + (size_t)blockIdx.x * ns_scratch_stride(m);
@@ -432,7 +433,7 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lb
         }
         __syncthreads();
         // Start: evaluate x0.
-        double f0 = ns_objective(m, a, fit, trial, tg, pfull, gfull, eval_scratch, sh);
+        double f0 = ns_objective(m, sv, a, fit, trial, tg, pfull, gfull, eval_scratch, sh);
         double bad = 0.0;
         for (int i = tid; i < n; i += NS_BLOCK) bad += isfinite(tg[i]) ? 0.0 : 1.0;
         bad = ns_block_sum(bad, sh.red);
@@ -500,7 +501,7 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lb
                 break;
             }
             // Line search: evaluate the trial point.
-            double phi = ns_objective(m, a, fit, trial, tg, pfull, gfull, eval_scratch, sh);
+            double phi = ns_objective(m, sv, a, fit, trial, tg, pfull, gfull, eval_scratch, sh);
             if (isnan(phi)) phi = __longlong_as_double(0x7ff0000000000000LL);
             double dphi_all = ns_dot(tg, dir, n, sh.red);
             // Outcome: 0 continue, 1 accept trial, 2 accept best, 3 reset and next iteration, 4 fail.

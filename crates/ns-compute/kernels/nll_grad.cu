@@ -130,9 +130,9 @@ __device__ double ns_gauss_sigma(const ModelView& m, const SignalView& sv, const
 // One evaluation by the whole block: NLL (deviance form) and its gradient at full parameter
 // vector p against one dataset. Returns the NLL to every thread; writes grad (n_params).
 // With external yields srow (null: none), they replace the nominal yields of the external
-// entries (histosys deltas against fixed templates, staterror widths following them); the NLL
-// then gains ln(σ/σ_model) of each linked constraint (the data constant holds the model's
-// widths), and ∂NLL/∂s is written to dsrow where it is not null.
+// entries (histosys deltas against fixed templates, staterror widths following them); with
+// sv.width_terms the NLL gains ln(σ/σ_model) of each linked constraint (the data constant holds
+// the model's widths), and ∂NLL/∂s is written to dsrow where it is not null.
 __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, const double* srow,
                                     double* dsrow, const double* p, const double* obs,
                                     const double* aux, double* scratch, double* grad, double* red) {
@@ -205,7 +205,7 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         const double sigma = ns_gauss_sigma(m, sv, srow, c);
         double pull = (aux[m.gauss_aux[c]] - p[m.gauss_param[c]]) / sigma;
         local += 0.5 * pull * pull;
-        if (sigma != m.gauss_sigma[c]) local += log(sigma / m.gauss_sigma[c]);
+        if (sv.width_terms && sigma != m.gauss_sigma[c]) local += log(sigma / m.gauss_sigma[c]);
     }
     for (int c = tid; c < m.n_pois; c += nt)
         local += ns_deviance(aux[m.pois_aux[c]], p[m.pois_param[c]] * m.pois_tau[c]);

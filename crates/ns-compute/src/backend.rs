@@ -76,7 +76,8 @@ pub struct SampledToys {
 /// Many fits for a device-resident optimizer: per fit (row of `n_params`), the full starting
 /// vector, the indices of the free parameters (first `n_free[f]` entries of the row) and, per
 /// free parameter, the optimizer's scaled bounds and the scale (the optimizer works in
-/// `y = θ·scale`); and the dataset each fit is against.
+/// `y = θ·scale`); the dataset each fit is against; and, where the model has external samples,
+/// each fit's signal yields.
 pub struct DeviceFitProblem<'a> {
     pub init: &'a [f64],
     pub free_index: &'a [u32],
@@ -85,6 +86,16 @@ pub struct DeviceFitProblem<'a> {
     pub upper: &'a [f64],
     pub scale: &'a [f64],
     pub dataset: &'a [u32],
+    pub signal: Option<FitSignal<'a>>,
+}
+
+/// The external yields of device fits: the signal from [`Backend::attach_signal`] and one row
+/// of its yields per fit. The fits minimise the deviance form of the model with those yields
+/// (its data constant, with the widths the yields give, is the host's).
+#[derive(Clone, Copy)]
+pub struct FitSignal<'a> {
+    pub attached: &'a Resident,
+    pub values: &'a [f64],
 }
 
 /// Results of device fits, per fit: the scaled free variables and their gradient (rows of

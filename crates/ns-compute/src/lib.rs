@@ -17,7 +17,8 @@ pub mod signal;
 pub mod toys;
 
 pub use backend::{
-    Backend, Batching, Datasets, DeviceSlice, Resident, SampledToys, SignalBatch, Values, ValuesMut,
+    Backend, Batching, Datasets, DeviceSlice, FitSignal, Resident, SampledToys, SignalBatch, Values,
+    ValuesMut,
 };
 pub use cpu::{CpuBackend, CpuEvaluator, Scratch};
 pub use data::PreparedData;

@@ -21,13 +21,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use ns_compute::backend::{self, Backend, SignalBatch, Values, ValuesMut};
+use ns_compute::backend::{self, Backend, FitSignal, SignalBatch, Values, ValuesMut};
 use ns_compute::{CpuEvaluator, Device, ExternalSignal, PreparedData, Resident, Scratch};
 use ns_core::{Error, HistFactoryModel, Result};
 use rayon::prelude::*;
 
 use crate::checks;
-use crate::fit::{FitConfig, FitResult, Fitter};
+use crate::fit::{FitConfig, FitResult, Fitter, device_fits, device_optimizer_takes};
 use crate::hypotest::{TestStatistic, statistic_from_fits};
 
 /// NLL with its gradients.
@@ -240,9 +240,11 @@ impl DifferentiableSession {
             );
     }
 
-    /// [`profiled`](Self::profiled) for many signal vectors (rows of `signals`), their fits in
-    /// parallel; every row starts from the session's last solution of this statistic, and the
-    /// first row's solution is kept for the next call (results do not depend on thread timing).
+    /// [`profiled`](Self::profiled) for many signal vectors (rows of `signals`): on a backend
+    /// with its own optimizer (CUDA) every row's two fits run there in one batch, else the rows
+    /// are fitted in parallel on the host. Every row starts from the session's last solution of
+    /// this statistic, and the first row's solution is kept for the next call (results do not
+    /// depend on thread timing).
     pub fn profiled_batch(
         &self,
         signals: &[f64],
@@ -255,17 +257,22 @@ impl DifferentiableSession {
         self.external.rows(signals.len())?;
         let key = warm_key(stat, mu, &data);
         let warm = self.warm_start_of(key);
-        let results = signals
-            .par_chunks(n)
-            .map_init(
-                || self.model.clone(),
-                |model, s| self.profiled_on(model, s, stat, mu, &data, config, warm.clone()),
-            )
-            .collect::<Result<Vec<_>>>()?;
+        let results = if device_optimizer_takes(&*self.backend, config.optimizer) {
+            self.profiled_on_device(signals, stat, mu, &data, config, warm)?
+        } else {
+            signals
+                .par_chunks(n)
+                .map_init(
+                    || self.model.clone(),
+                    |model, s| self.profiled_on(model, s, stat, mu, &data, config, warm.clone()),
+                )
+                .collect::<Result<Vec<_>>>()?
+        };
         self.remember(key, &results[0]);
         Ok(results)
     }
 
+    /// One row on the host: both fits, then the statistic and its gradient.
     #[allow(clippy::too_many_arguments)]
     fn profiled_on(
         &self,
@@ -275,39 +282,156 @@ impl DifferentiableSession {
         mu: f64,
         data: &StatisticData,
         config: &FitConfig,
-        (warm_free, warm_fixed): WarmStart,
+        warm: WarmStart,
     ) -> Result<ProfiledStatistic> {
+        let row = self.prepare(model, signal, stat, mu, data, config, warm)?;
+        let fitter = Fitter::new(row.model);
+        let free_fit = fitter.fit(&row.data, &row.free_config)?;
+        let fixed_fit = fitter.fit(&row.data, &row.fixed_config)?;
+        self.conclude(&row, stat, free_fit, fixed_fit)
+    }
+
+    /// Every row's two fits by the backend's optimizer in one batch (starts, polish and the
+    /// gradients on the host, rows in parallel).
+    fn profiled_on_device(
+        &self,
+        signals: &[f64],
+        stat: TestStatistic,
+        mu: f64,
+        data: &StatisticData,
+        config: &FitConfig,
+        warm: WarmStart,
+    ) -> Result<Vec<ProfiledStatistic>> {
+        let n = self.n_signal();
+        let mut models: Vec<HistFactoryModel> =
+            signals.chunks(n).map(|_| self.model.clone()).collect();
+        let rows = models
+            .par_iter_mut()
+            .zip(signals.par_chunks(n))
+            .map(|(model, s)| self.prepare(model, s, stat, mu, data, config, warm.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        // Fits 2r (free) and 2r + 1 (conditional) belong to row r.
+        let runs = rows
+            .par_iter()
+            .map(|row| {
+                let fitter = Fitter::new(row.model);
+                Ok([
+                    fitter.start(&row.data, &row.free_config)?,
+                    fitter.start(&row.data, &row.fixed_config)?,
+                ])
+            })
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>();
+        // Asimov data differ per row; fixed data are one dataset.
+        let asimov = matches!(data, StatisticData::Asimov { .. });
+        let datasets: Vec<PreparedData> = if asimov {
+            rows.iter().map(|r| r.data.clone()).collect()
+        } else {
+            vec![rows[0].data.clone()]
+        };
+        let resident = self.backend.upload(&datasets)?;
+        let which: Vec<u32> = (0..runs.len())
+            .map(|f| if asimov { (f / 2) as u32 } else { 0 })
+            .collect();
+        let values: Vec<f64> = signals
+            .chunks(n)
+            .flat_map(|s| s.iter().chain(s))
+            .copied()
+            .collect();
+        let signal = FitSignal {
+            attached: &self.attached,
+            values: &values,
+        };
+        let ends = device_fits(
+            &*self.backend,
+            &runs,
+            &which,
+            &resident,
+            config.optimizer,
+            Some(signal),
+        )?;
+        rows.par_iter()
+            .enumerate()
+            .map(|(r, row)| {
+                let fitter = Fitter::new(row.model);
+                let fit = |k: usize, config: &FitConfig| {
+                    fitter.complete_device_fit(&runs[k], &ends, k, &row.data, config)
+                };
+                let free_fit = fit(2 * r, &row.free_config)?;
+                let fixed_fit = fit(2 * r + 1, &row.fixed_config)?;
+                self.conclude(row, stat, free_fit, fixed_fit)
+            })
+            .collect()
+    }
+
+    /// One row ready to fit: `signal` written into `model`, the data (Asimov data of this
+    /// signal, with their Jacobian), the POI and both fits' configurations (warm-started).
+    #[allow(clippy::too_many_arguments)]
+    fn prepare<'m>(
+        &self,
+        model: &'m mut HistFactoryModel,
+        signal: &[f64],
+        stat: TestStatistic,
+        mu: f64,
+        data: &StatisticData,
+        config: &FitConfig,
+        (warm_free, warm_fixed): WarmStart,
+    ) -> Result<RowProblem<'m>> {
         self.external.apply(&mut model.compiled, signal)?;
         let model = &*model;
         let fitter = Fitter::new(model);
         let poi = checks::free_poi(&fitter, config)?;
         let mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
         checks::value_in_bounds(&fitter, config, poi, mu, "mu")?;
-        let eval = CpuEvaluator::new(&model.compiled);
-        let mut scratch = Scratch::new(&model.compiled);
-        let prepared;
         let (data, jacobian) = match *data {
             // The Gaussian normalisations in the data constant follow the staterror widths, so
             // the fits' twice_nll are those of the model with this signal.
-            StatisticData::Fixed(d) if !self.external.staterror().is_empty() => {
-                prepared = PreparedData::new(&model.compiled, d.main.clone(), d.aux.clone())?;
-                (&prepared, None)
-            }
-            StatisticData::Fixed(d) => (d, None),
+            StatisticData::Fixed(d) if !self.external.staterror().is_empty() => (
+                PreparedData::new(&model.compiled, d.main.clone(), d.aux.clone())?,
+                None,
+            ),
+            StatisticData::Fixed(d) => (d.clone(), None),
             StatisticData::Asimov { parameters } => {
+                let eval = CpuEvaluator::new(&model.compiled);
+                let mut scratch = Scratch::new(&model.compiled);
                 let (main, aux) = eval.expected_data(parameters, &mut scratch)?;
                 let jacobian = self.external.expected_jacobian(&eval, &scratch)?;
-                prepared = PreparedData::new(&model.compiled, main, aux)?;
-                (&prepared, Some(jacobian))
+                (
+                    PreparedData::new(&model.compiled, main, aux)?,
+                    Some(jacobian),
+                )
             }
         };
-        let free_fit = fitter.fit(data, &warm_start(config, warm_free))?;
+        Ok(RowProblem {
+            model,
+            data,
+            jacobian,
+            poi,
+            mu,
+            free_config: warm_start(config, warm_free),
+            fixed_config: warm_start(&config.with_fixed(poi, mu), warm_fixed),
+        })
+    }
+
+    /// The statistic of a row from its two fits, and its gradient with respect to the signal.
+    fn conclude(
+        &self,
+        row: &RowProblem,
+        stat: TestStatistic,
+        free_fit: FitResult,
+        fixed_fit: FitResult,
+    ) -> Result<ProfiledStatistic> {
+        let fitter = Fitter::new(row.model);
+        let data = &row.data;
         checks::started(&fitter, &free_fit, data)?;
-        let fixed_fit = fitter.fit(data, &warm_start(&config.with_fixed(poi, mu), warm_fixed))?;
         checks::started(&fitter, &fixed_fit, data)?;
-        let q = statistic_from_fits(stat, mu, poi, &fixed_fit, &free_fit);
+        let q = statistic_from_fits(stat, row.mu, row.poi, &fixed_fit, &free_fit);
         let mut d_signal = vec![0.0; self.n_signal()];
         if q > 0.0 {
+            let eval = CpuEvaluator::new(&row.model.compiled);
+            let mut scratch = Scratch::new(&row.model.compiled);
             let mut at = |pars: &[f64]| -> Result<(Vec<f64>, Vec<f64>)> {
                 eval.nll_minus_constant(pars, data, &mut scratch, None)?;
                 Ok((
@@ -323,8 +447,8 @@ impl DifferentiableSession {
             // Asimov data move with the signal: ∂q/∂n_b = 2(ln λ̂_b − ln λ̂̂_b). A bin where the
             // data do not move (slope 0: the signal is scaled to 0 at the Asimov point) or where
             // a fit expects nothing (q does not depend smoothly on its count there) adds nothing.
-            if let Some(jacobian) = jacobian {
-                for (d, (bin, slope)) in d_signal.iter_mut().zip(jacobian) {
+            if let Some(jacobian) = &row.jacobian {
+                for (d, &(bin, slope)) in d_signal.iter_mut().zip(jacobian) {
                     let (free, fixed) = (expected_free[bin], expected_fixed[bin]);
                     if slope != 0.0 && free > 0.0 && fixed > 0.0 {
                         *d += 2.0 * (free.ln() - fixed.ln()) * slope;
@@ -339,6 +463,19 @@ impl DifferentiableSession {
             fixed_fit,
         })
     }
+}
+
+/// One row of a profiled statistic ready to fit.
+struct RowProblem<'m> {
+    /// The model with the row's signal.
+    model: &'m HistFactoryModel,
+    data: PreparedData,
+    /// d(Asimov main data)/ds, where the data are the Asimov data of this signal.
+    jacobian: Option<Vec<(usize, f64)>>,
+    poi: usize,
+    mu: f64,
+    free_config: FitConfig,
+    fixed_config: FitConfig,
 }
 
 /// `config` starting from `previous` where every free parameter of it lies within the bounds.

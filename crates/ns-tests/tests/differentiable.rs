@@ -581,3 +581,52 @@ fn signal_nll_on_every_backend(device: ns_compute::Device) {
 }
 
 ns_tests::test_device!(signal_nll_on_every_backend);
+
+/// Every backend's batches of profiled statistics (on a GPU every row's two fits run in one
+/// device batch, the fits' widths following staterror-linked yields) against one-row statistics
+/// of fresh host sessions: q0 and q̃μ on observed data, q0 on the Asimov data that move with
+/// each row's signal, and q̃μ with the staterror-covered background as the external sample.
+fn profiled_batches_on_every_backend(device: ns_compute::Device) {
+    let (model, data, samples) = setup();
+    let config = tight(&model);
+    let asimov = pars_with(&model, &[("mu", 1.0)]);
+    let background = vec![("SR".to_string(), "bkg".to_string())];
+    let signal_rows = [
+        session_signal(),
+        vec![6.0, 9.0, 4.0, 1.0, 0.5],
+        vec![9.0, 14.0, 6.0, 2.0, 1.0],
+    ]
+    .concat();
+    let background_rows = [vec![26.0, 25.0, 9.0], vec![30.0, 22.0, 11.0]].concat();
+    let cases = [
+        (&samples, &signal_rows, TestStatistic::Q0, 0.0, StatisticData::Fixed(&data)),
+        (&samples, &signal_rows, TestStatistic::QTilde, 2.0, StatisticData::Fixed(&data)),
+        (
+            &samples,
+            &signal_rows,
+            TestStatistic::Q0,
+            0.0,
+            StatisticData::Asimov { parameters: &asimov },
+        ),
+        (&background, &background_rows, TestStatistic::QTilde, 3.0, StatisticData::Fixed(&data)),
+    ];
+    for (external, rows, stat, mu, on) in cases {
+        let what = format!("{device:?} {external:?} {stat:?}");
+        let session = DifferentiableSession::on_device(&model, external, device).unwrap();
+        let batch = session.profiled_batch(rows, stat, mu, on.clone(), &config).unwrap();
+        let n = session.n_signal();
+        assert_eq!(batch.len(), rows.len() / n, "{what}");
+        for (row, got) in rows.chunks(n).zip(&batch) {
+            let want = DifferentiableSession::new(&model, external)
+                .unwrap()
+                .profiled(row, stat, mu, on.clone(), &config)
+                .unwrap();
+            assert!(want.q > 0.0, "{what}: q = {}", want.q);
+            assert!((got.q - want.q).abs() <= 1e-6 * want.q + 1e-8, "{what}: q {} vs {}", got.q, want.q);
+            assert_close(&got.d_signal, &want.d_signal, 1e-4, 1e-6, &format!("{what} dq/ds"));
+            assert!(got.free_fit.converged && got.fixed_fit.converged, "{what}");
+        }
+    }
+}
+
+ns_tests::test_device!(profiled_batches_on_every_backend);

@@ -12,8 +12,9 @@ those samples' nominal yields, and these functions return the NLL or a profiled 
 dimensions; float32 or float64, on any device. The engine computes in float64. The NLL of a CUDA
 tensor is evaluated by the CUDA engine on the tensor's memory in place (no host round trip; the
 gradients are written into torch-allocated CUDA tensors); other tensors go to the CPU engine.
-Profiled statistics run their fits on the CPU engine (a CUDA signal is copied to the host and its
-gradient back: fits of a small model are faster there). Their gradients come from the envelope
+Profiled statistics copy the signal to the host (and the gradient back); one histogram's fits run
+on the CPU engine (faster there than a chain of kernel launches), a batch of a CUDA tensor's
+histograms runs all its fits in one batch on the GPU. Their gradients come from the envelope
 theorem (``docs/differentiable.md``); where a statistic is clipped to 0 its gradient is 0.
 """
 
@@ -166,8 +167,9 @@ def _asimov_pars(model: Model, mu: float) -> list:
 
 
 def _profiled(model, signal, samples, stat, mu, data, asimov, sqrt):
-    session = _session(model, samples)
     signal = _tensor(signal)
+    # One row fits on the host; a batch of a CUDA tensor fits on the GPU's device optimizer.
+    session = _session(model, samples, _engine_device(signal))
     if asimov:
         return _Profiled.apply(signal, session, stat, mu, None, _asimov_pars(model, 1.0 if stat == "q0" else 0.0), sqrt)
     return _Profiled.apply(signal, session, stat, mu, _data(model, data), None, sqrt)

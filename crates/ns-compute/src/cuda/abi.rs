@@ -161,6 +161,10 @@ kernel_struct! {
         signal_links: u64 => "const unsigned*",
         n_signal: i32 => "int",
         n_links: i32 => "int",
+        /// 1: the NLL gains ln(σ/σ_model) of each linked width (the caller adds the data
+        /// constant of the model's widths); 0: the deviance form of the model with the signal
+        /// (fits, whose host side holds the constant of the signal's widths).
+        width_terms: i32 => "int",
     }
 }
 
@@ -227,7 +231,7 @@ mod tests {
         assert!(args.contains("static_assert(sizeof(FitArgs) == 152,"));
         let signal = SignalView::c_definition();
         assert!(signal.contains("    double* d_signal;\n"));
-        assert!(signal.contains("static_assert(sizeof(SignalView) == 112,"));
+        assert!(signal.contains("static_assert(sizeof(SignalView) == 120,"));
     }
 
     #[test]

@@ -160,7 +160,18 @@ impl Backend for CudaBackend {
         datasets: &Resident,
         options: LbfgsbOptions,
     ) -> Result<DeviceFitOutput> {
-        self.session()
-            .fit_lbfgsb(problem, datasets.storage::<DeviceDatasets>()?, options)
+        let signal = match &problem.signal {
+            Some(fs) => {
+                let (_, on_device) = fs.attached.storage::<(ExternalSignal, DeviceSignal)>()?;
+                Some((on_device, fs.values))
+            }
+            None => None,
+        };
+        self.session().fit_lbfgsb(
+            problem,
+            datasets.storage::<DeviceDatasets>()?,
+            options,
+            signal,
+        )
     }
 }

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ns_compute::backend::{DeviceFitOutput, DeviceFitProblem};
-use ns_compute::{Batching, Datasets, PreparedData, Resident};
+use ns_compute::backend::{DeviceFitOutput, DeviceFitProblem, FitSignal};
+use ns_compute::{Backend, Batching, Datasets, PreparedData, Resident};
+use ns_core::optim::LbfgsbOptions;
 use ns_core::optim::Termination;
 use ns_core::{Error, Result};
 use rayon::prelude::*;
@@ -153,9 +154,14 @@ impl Fitter<'_> {
             }
         }
         let device_ends = match on_device {
-            Some(datasets) if !runs.is_empty() => {
-                Some(self.run_on_device(&runs, &which, datasets, &jobs[0].config)?)
-            }
+            Some(datasets) if !runs.is_empty() => Some(device_fits(
+                &*self.backend,
+                &runs,
+                &which,
+                datasets,
+                jobs[0].config.optimizer,
+                None,
+            )?),
             _ => {
                 self.drive_lockstep(&mut runs, &which, datasets, progress)?;
                 None
@@ -171,15 +177,7 @@ impl Fitter<'_> {
                 match &device_ends {
                     None => self.finish(&runs[r], data, &job.config),
                     Some(ends) => {
-                        let run = &runs[r];
-                        let result = assemble_result(
-                            &run.free,
-                            &run.scale,
-                            &job.config,
-                            ends.end(r),
-                            data.constant,
-                        );
-                        self.complete(result, data, &job.config, &run.free)
+                        self.complete_device_fit(&runs[r], ends, r, data, &job.config)
                     }
                 }
             })
@@ -247,62 +245,81 @@ impl Fitter<'_> {
     /// set of options and at most its memory of correction pairs; `NEXTSTAT_GPU_OPTIMIZER=host`
     /// keeps the optimizer on the host (lockstep, one launch per step) for comparison.
     fn device_optimizer_applies(&self, jobs: &[FitJob]) -> bool {
-        let host_requested = std::env::var("NEXTSTAT_GPU_OPTIMIZER").is_ok_and(|v| v == "host");
-        let (Some(max_memory), Some(first)) =
-            (self.backend.device_optimizer_memory(), jobs.first())
-        else {
+        let Some(first) = jobs.first() else {
             return false;
         };
         let o = first.config.optimizer;
-        !host_requested
-            && o.memory >= 1
-            && o.memory <= max_memory
-            && jobs.iter().all(|j| j.config.optimizer == o)
+        device_optimizer_takes(&*self.backend, o) && jobs.iter().all(|j| j.config.optimizer == o)
     }
 
-    /// Run prepared fits to completion on the backend's optimizer.
-    fn run_on_device(
+    /// Complete fit `k` of a device-optimizer launch (run `run`): its result, polished and
+    /// with uncertainties where asked.
+    pub(crate) fn complete_device_fit(
         &self,
-        runs: &[FitRun],
-        which: &[u32],
-        datasets: &Resident,
+        run: &FitRun,
+        ends: &DeviceEnds,
+        k: usize,
+        data: &PreparedData,
         config: &FitConfig,
-    ) -> Result<DeviceEnds> {
-        let n = self.model.n_params();
-        let rows = runs.len() * n;
-        let (mut init, mut free_index) = (vec![0.0; rows], vec![0u32; rows]);
-        let (mut lower, mut upper, mut scale) = (vec![0.0; rows], vec![0.0; rows], vec![1.0; rows]);
-        let mut n_free = Vec::with_capacity(runs.len());
-        for (r, run) in runs.iter().enumerate() {
-            let base = r * n;
-            // The device starts from init·scale projected into the box, as the host optimizer.
-            init[base..base + n].copy_from_slice(&run.full);
-            for (k, &i) in run.free.iter().enumerate() {
-                free_index[base + k] = i as u32;
-                lower[base + k] = run.lower[k];
-                upper[base + k] = run.upper[k];
-                scale[base + k] = run.scale[k];
-            }
-            n_free.push(run.free.len() as i32);
-        }
-        let problem = DeviceFitProblem {
-            init: &init,
-            free_index: &free_index,
-            n_free: &n_free,
-            lower: &lower,
-            upper: &upper,
-            scale: &scale,
-            dataset: which,
-        };
-        let out = self
-            .backend
-            .fit_lbfgsb(&problem, datasets, config.optimizer)?;
-        Ok(DeviceEnds { out, n_params: n })
+    ) -> Result<FitResult> {
+        let result = assemble_result(&run.free, &run.scale, config, ends.end(k), data.constant);
+        self.complete(result, data, config, &run.free)
     }
 }
 
+/// Whether `backend`'s own optimizer can run fits with `options` (`NEXTSTAT_GPU_OPTIMIZER=host`
+/// keeps the optimizer on the host for comparison).
+pub(crate) fn device_optimizer_takes(backend: &dyn Backend, options: LbfgsbOptions) -> bool {
+    let host_requested = std::env::var("NEXTSTAT_GPU_OPTIMIZER").is_ok_and(|v| v == "host");
+    !host_requested
+        && backend
+            .device_optimizer_memory()
+            .is_some_and(|max| (1..=max).contains(&options.memory))
+}
+
+/// Run prepared fits to completion on `backend`'s optimizer: run `r` against dataset `which[r]`
+/// of `datasets`, with its row of `signal` where the model has external yields.
+pub(crate) fn device_fits(
+    backend: &dyn Backend,
+    runs: &[FitRun],
+    which: &[u32],
+    datasets: &Resident,
+    options: LbfgsbOptions,
+    signal: Option<FitSignal>,
+) -> Result<DeviceEnds> {
+    let n = runs.first().map_or(0, |r| r.full.len());
+    let rows = runs.len() * n;
+    let (mut init, mut free_index) = (vec![0.0; rows], vec![0u32; rows]);
+    let (mut lower, mut upper, mut scale) = (vec![0.0; rows], vec![0.0; rows], vec![1.0; rows]);
+    let mut n_free = Vec::with_capacity(runs.len());
+    for (r, run) in runs.iter().enumerate() {
+        let base = r * n;
+        // The device starts from init·scale projected into the box, as the host optimizer.
+        init[base..base + n].copy_from_slice(&run.full);
+        for (k, &i) in run.free.iter().enumerate() {
+            free_index[base + k] = i as u32;
+            lower[base + k] = run.lower[k];
+            upper[base + k] = run.upper[k];
+            scale[base + k] = run.scale[k];
+        }
+        n_free.push(run.free.len() as i32);
+    }
+    let problem = DeviceFitProblem {
+        init: &init,
+        free_index: &free_index,
+        n_free: &n_free,
+        lower: &lower,
+        upper: &upper,
+        scale: &scale,
+        dataset: which,
+        signal,
+    };
+    let out = backend.fit_lbfgsb(&problem, datasets, options)?;
+    Ok(DeviceEnds { out, n_params: n })
+}
+
 /// End points of fits run by the device optimizer.
-struct DeviceEnds {
+pub(crate) struct DeviceEnds {
     out: DeviceFitOutput,
     n_params: usize,
 }

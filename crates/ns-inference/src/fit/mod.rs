@@ -26,6 +26,7 @@ use ns_compute::{
 use ns_core::optim::Termination;
 use ns_core::{Error, HistFactoryModel, Result};
 
+pub(crate) use batch::{device_fits, device_optimizer_takes};
 pub use config::{FitConfig, FitJob};
 pub use result::{ALL_AT_BOUND, FitResult};
 pub(crate) use result::{at_bound, projected_gradient};
@@ -273,7 +274,7 @@ impl<'m> Fitter<'m> {
 
     /// What every fit does after its optimizer stops (host or device): a Newton polish where
     /// L-BFGS-B stopped short of the tolerance, then the uncertainties if asked for.
-    fn complete(
+    pub(crate) fn complete(
         &self,
         result: FitResult,
         data: &PreparedData,

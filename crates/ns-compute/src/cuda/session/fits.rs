@@ -4,20 +4,37 @@ use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 use ns_core::optim::LbfgsbOptions;
 use ns_core::{Error, Result};
 
-use super::{CudaSession, DeviceDatasets, driver};
+use super::{CudaSession, DeviceDatasets, DeviceSignal, driver};
 use crate::backend::{DeviceFitOutput, DeviceFitProblem};
-use crate::cuda::abi::{BLOCK_THREADS, DEVICE_MAX_MEMORY, FitArgs, lbfgsb_workspace_doubles};
+use crate::cuda::abi::{
+    BLOCK_THREADS, DEVICE_MAX_MEMORY, FitArgs, SignalView, lbfgsb_workspace_doubles,
+};
+
+/// External yields of device fits: the signal's layout and one row of yields per fit.
+type Signal<'a> = Option<(&'a DeviceSignal, &'a [f64])>;
 
 impl CudaSession {
     /// Run many fits to completion on the device, one thread block per fit, the optimizer and
     /// the evaluations on the GPU (no host round trip per iteration). Large batches are split.
+    /// With `signal`, fit f evaluates the model with signal row f as its external yields.
     pub fn fit_lbfgsb(
         &mut self,
         problem: &DeviceFitProblem,
         datasets: &DeviceDatasets,
         options: LbfgsbOptions,
+        signal: Signal,
     ) -> Result<DeviceFitOutput> {
         self.check_fit_problem(problem, datasets, options)?;
+        if let Some((on_device, values)) = signal
+            && values.len() != problem.dataset.len() * on_device.n_signal
+        {
+            return Err(Error::InvalidInput(format!(
+                "{} signal values for {} fits of {} yields",
+                values.len(),
+                problem.dataset.len(),
+                on_device.n_signal
+            )));
+        }
         let (n_fits, np) = (problem.dataset.len(), self.n_params);
         let mut out = DeviceFitOutput {
             x: vec![0.0; n_fits * np],
@@ -37,7 +54,15 @@ impl CudaSession {
         let mut start = 0;
         while start < n_fits {
             let end = (start + chunk).min(n_fits);
-            self.launch_fits(problem, datasets, options, start..end, &workspace, &mut out)?;
+            self.launch_fits(
+                problem,
+                datasets,
+                options,
+                signal,
+                start..end,
+                &workspace,
+                &mut out,
+            )?;
             start = end;
         }
         Ok(out)
@@ -85,11 +110,13 @@ impl CudaSession {
     }
 
     /// One launch of the fit kernel over fits `fits` of the problem; results into `out`.
+    #[allow(clippy::too_many_arguments)]
     fn launch_fits(
         &mut self,
         problem: &DeviceFitProblem,
         datasets: &DeviceDatasets,
         options: LbfgsbOptions,
+        signal: Signal,
         fits: std::ops::Range<usize>,
         workspace: &CudaSlice<f64>,
         out: &mut DeviceFitOutput,
@@ -107,6 +134,18 @@ impl CudaSession {
         let upper = s.clone_htod(&problem.upper[rows.clone()]).map_err(up)?;
         let scale = s.clone_htod(&problem.scale[rows.clone()]).map_err(up)?;
         let dataset = s.clone_htod(&problem.dataset[start..end]).map_err(up)?;
+        // The chunk's signal rows (kept alive until the results are read back).
+        let signal_rows = match signal {
+            Some((on_device, values)) => {
+                let n = on_device.n_signal;
+                let rows = s.clone_htod(&values[start * n..end * n]).map_err(up)?;
+                let mut view = on_device.view;
+                view.values = rows.device_ptr(&s).0;
+                Some((view, rows))
+            }
+            None => None,
+        };
+        let view = signal_rows.as_ref().map_or(SignalView::default(), |(v, _)| *v);
         let alloc = |e| driver("fit output allocation", e);
         let count = end - start;
         let x = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;
@@ -147,7 +186,11 @@ impl CudaSession {
             shared_mem_bytes: 0,
         };
         let mut launch = s.launch_builder(&self.kernels.fit_lbfgsb);
-        launch.arg(&self.view).arg(&args).arg(&mut self.scratch);
+        launch
+            .arg(&self.view)
+            .arg(&view)
+            .arg(&args)
+            .arg(&mut self.scratch);
         // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
         unsafe { launch.launch(cfg) }.map_err(|e| driver("fit kernel launch", e))?;
         let down = |e| driver("fit kernel", e);

@@ -17,9 +17,9 @@ use crate::signal::ExternalSignal;
 /// An external signal's layout on the device.
 pub struct DeviceSignal {
     /// `values` and `d_signal` are null here; each launch sets them.
-    view: SignalView,
+    pub(super) view: SignalView,
     _buffers: ModelBuffers,
-    n_signal: usize,
+    pub(super) n_signal: usize,
 }
 
 /// The buffers of signal evaluations (reused across calls).
@@ -65,6 +65,7 @@ impl CudaSession {
             signal_links: up.u32(&l.signal_links)?,
             n_signal: external.len() as i32,
             n_links: external.staterror().len() as i32,
+            width_terms: 0,
         };
         Ok(DeviceSignal {
             view,
@@ -205,6 +206,7 @@ impl CudaSession {
         let mut view = signal.view;
         view.values = signals_ptr;
         view.d_signal = d_signal_ptr;
+        view.width_terms = 1;
         let params_stride = if shared { 0 } else { p as i32 };
         let n_eval = rows as i32;
         let scratch_ptr = self.scratch.device_ptr(&s).0;
