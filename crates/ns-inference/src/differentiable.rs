@@ -257,7 +257,7 @@ impl DifferentiableSession {
         self.external.rows(signals.len())?;
         let key = warm_key(stat, mu, &data);
         let warm = self.warm_start_of(key);
-        let results = if device_optimizer_takes(&*self.backend, config.optimizer) {
+        let results = if self.batch_fits_on_device(config) {
             self.profiled_on_device(signals, stat, mu, &data, config, warm)?
         } else {
             signals
@@ -270,6 +270,12 @@ impl DifferentiableSession {
         };
         self.remember(key, &results[0]);
         Ok(results)
+    }
+
+    /// Whether [`profiled_batch`](Self::profiled_batch) runs the fits of `config` on the
+    /// backend's own optimizer (a GPU's) rather than on the host.
+    pub fn batch_fits_on_device(&self, config: &FitConfig) -> bool {
+        device_optimizer_takes(&*self.backend, config.optimizer)
     }
 
     /// One row on the host: both fits, then the statistic and its gradient.

@@ -613,6 +613,7 @@ fn profiled_batches_on_every_backend(device: ns_compute::Device) {
     for (external, rows, stat, mu, on) in cases {
         let what = format!("{device:?} {external:?} {stat:?}");
         let session = DifferentiableSession::on_device(&model, external, device).unwrap();
+        assert_eq!(session.batch_fits_on_device(&config), device == ns_compute::Device::Cuda);
         let batch = session.profiled_batch(rows, stat, mu, on.clone(), &config).unwrap();
         let n = session.n_signal();
         assert_eq!(batch.len(), rows.len() / n, "{what}");
