@@ -11,6 +11,7 @@ pub mod cuda;
 pub mod data;
 pub mod detmath;
 pub mod device;
+pub mod layout;
 pub mod poisson;
 pub mod rng;
 pub mod signal;

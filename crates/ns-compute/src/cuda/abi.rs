@@ -6,6 +6,8 @@
 
 use cudarc::driver::DeviceRepr;
 use ns_core::layout::ScalarFactor;
+
+use crate::layout::{BLOCK_WORDS, NONE, NORMSYS_WORDS};
 use ns_core::optim::{HZ_DELTA, MAX_LINE_SEARCH_EVALUATIONS, Termination, WOLFE_C1, WOLFE_C2};
 
 /// Threads per block of `nll_grad` and `fit_lbfgsb` in batches and fits.
@@ -13,13 +15,6 @@ pub(crate) const BLOCK_THREADS: u32 = 128;
 /// The widest block `nll_grad` takes: evaluations with external signal yields use it, since a
 /// training step evaluates one histogram and its latency is one block's.
 pub(crate) const EVAL_MAX_THREADS: u32 = 512;
-/// Words of one sample block in `ModelView::blocks` (the fields of `ns_core::layout::SampleBlock`).
-pub(crate) const BLOCK_WORDS: usize = 8;
-/// Values of one normsys term in `ModelView::normsys`: ln_hi, ln_lo, poly[6].
-pub(crate) const NORMSYS_WORDS: usize = 8;
-/// An absent index in the kernels' index arrays (an entry that is not external, a constraint
-/// without a staterror link).
-pub(crate) const NONE: u32 = u32::MAX;
 /// Largest L-BFGS-B memory the device optimizer supports (its per-block shared arrays).
 pub const DEVICE_MAX_MEMORY: usize = 10;
 /// Vectors of `n_params` doubles in one fit's optimizer workspace, besides the S and Y
@@ -60,7 +55,7 @@ macro_rules! kernel_struct {
 
 kernel_struct! {
     /// The uploaded model as the kernels see it: device pointers to the arrays of
-    /// [`super::KernelLayout`], then the sizes and interpolation codes.
+    /// [`crate::layout::KernelLayout`], then the sizes and interpolation codes.
     struct ModelView {
         /// Per sample block, `BLOCK_WORDS` words: bin_start, n_bins, entry_start, scalar_start,
         /// scalar_end, histosys_start, histosys_end, histosys_delta_start.
@@ -136,7 +131,7 @@ kernel_struct! {
 kernel_struct! {
     /// External signal yields ([`crate::signal`]) as the kernels see them: a row of `n_signal`
     /// yields per evaluation at `values` (null: the model's own yields), where ∂NLL/∂s goes, and
-    /// the layout of [`super::layout::SignalLayout`].
+    /// the layout of [`crate::layout::SignalLayout`].
     struct SignalView {
         values: u64 => "const double*",
         /// Rows of ∂NLL/∂s (null: not wanted).

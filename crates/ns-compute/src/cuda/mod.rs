@@ -5,13 +5,11 @@
 mod abi;
 mod backend;
 mod compile;
-mod layout;
 mod session;
 
 pub use abi::DEVICE_MAX_MEMORY;
 pub use backend::CudaBackend;
 pub use compile::{KernelOrigin, cache_dir};
-pub use layout::KernelLayout;
 pub use session::{
     CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, cuda_unavailable, has_cuda,
 };

@@ -17,7 +17,7 @@ use ns_core::{CompiledModel, Error, Result};
 
 use crate::cuda::abi::{BLOCK_THREADS, ModelView, SignalView};
 use crate::cuda::compile::{KernelOrigin, kernel_cubin};
-use crate::cuda::layout::KernelLayout;
+use crate::layout::KernelLayout;
 use crate::data::PreparedData;
 
 /// Threads per block of `sample_toys`.

@@ -11,7 +11,7 @@ use super::{Buffer, CudaSession, ModelBuffers, driver};
 use crate::backend::{DeviceSlice, SignalBatch, Values, ValuesMut, not_finite};
 use crate::cuda::abi::{EVAL_MAX_THREADS, SignalView};
 use crate::data::PreparedData;
-use crate::cuda::layout::SignalLayout;
+use crate::layout::SignalLayout;
 use crate::signal::ExternalSignal;
 
 /// An external signal's layout on the device.

@@ -1,13 +1,20 @@
-//! The compiled model flattened for the CUDA kernels, with the derived index arrays they need:
-//! entry → sample block, main bin → entries, histosys term → sample block, and the gradient
-//! gather map (parameter → the contribution slots it sums).
+//! The compiled model flattened for the GPU kernels (CUDA and WGSL alike), with the derived index
+//! arrays they need: entry → sample block, main bin → entries, histosys term → sample block, and
+//! the gradient gather map (parameter → the contribution slots it sums).
 
 use ns_core::CompiledModel;
 use ns_core::interp::{HistosysCode, NormsysCode};
 use ns_core::layout::ScalarFactor;
 
-use super::abi::{BLOCK_WORDS, NONE, NORMSYS_WORDS};
 use crate::signal::ExternalSignal;
+
+/// Words of one sample block in `KernelLayout::blocks` (the fields of `ns_core::layout::SampleBlock`).
+pub(crate) const BLOCK_WORDS: usize = 8;
+/// Values of one normsys term in `KernelLayout::normsys`: ln_hi, ln_lo, poly[6].
+pub(crate) const NORMSYS_WORDS: usize = 8;
+/// An absent index in the kernels' index arrays (an entry that is not external, a constraint
+/// without a staterror link).
+pub(crate) const NONE: u32 = u32::MAX;
 
 /// Host copy of every array the kernels read, in the kernels' layout.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -220,7 +227,7 @@ mod tests {
     #[test]
     fn every_term_has_exactly_one_gradient_slot() {
         let ws = ns_translate::Workspace::from_json_str(include_str!(
-            "../../../../examples/analysis.json"
+            "../../../examples/analysis.json"
         ))
         .unwrap();
         let model =
