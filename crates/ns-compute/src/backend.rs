@@ -19,6 +19,25 @@ use crate::device::Device;
 use crate::signal::ExternalSignal;
 use crate::toys::ToyEnsembleRates;
 
+/// The arithmetic of a backend's evaluations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    F64,
+    F32,
+}
+
+impl Precision {
+    /// The smallest projected-gradient tolerance a fit on this arithmetic can meet (in the
+    /// optimizer's scaled variables): below it the gradient is rounding noise. f32: measured
+    /// in docs/gpu-f32.md.
+    pub fn pg_tol_floor(self) -> f64 {
+        match self {
+            Precision::F64 => 0.0,
+            Precision::F32 => 1e-4,
+        }
+    }
+}
+
 /// How a backend runs many fits at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Batching {
@@ -204,7 +223,9 @@ impl SignalBatch<'_> {
     pub fn rows(&self, n_signal: usize, n_params: usize) -> Result<(usize, bool)> {
         let rows = self.nll.len();
         if rows == 0 {
-            return Err(Error::InvalidInput("a signal batch needs at least one row".into()));
+            return Err(Error::InvalidInput(
+                "a signal batch needs at least one row".into(),
+            ));
         }
         let shared = self.pars.len() == n_params;
         let lengths = [
@@ -249,6 +270,11 @@ pub trait Backend: Send + Sync {
 
     /// How many fits at once are best run.
     fn batching(&self) -> Batching;
+
+    /// The arithmetic of its evaluations (f64 unless it says otherwise).
+    fn precision(&self) -> Precision {
+        Precision::F64
+    }
 
     /// Copy datasets to where this backend evaluates them.
     fn upload(&self, datasets: &[PreparedData]) -> Result<Resident>;
@@ -332,6 +358,17 @@ where
     Ok(match device {
         Device::Cpu => Box::new(crate::cpu::CpuBackend::new(model)),
         Device::Cuda => Box::new(crate::cuda::CudaBackend::new(model.borrow(), 0)?),
+        #[cfg(feature = "wgpu")]
+        Device::Vulkan | Device::Metal => {
+            Box::new(crate::wgpu::WgpuBackend::new(model.borrow(), device)?)
+        }
+        #[cfg(not(feature = "wgpu"))]
+        Device::Vulkan | Device::Metal => {
+            return Err(Error::Device(format!(
+                "this build has no f32 GPU backend (the 'wgpu' feature): '{}' is not available",
+                device.name()
+            )));
+        }
         Device::Auto => {
             return Err(Error::InvalidInput(
                 "device 'auto' must be resolved for a workload before a backend opens".into(),

@@ -10,6 +10,10 @@ use crate::cuda::has_cuda;
 pub enum Device {
     Cpu,
     Cuda,
+    /// The f32 wgpu backend on a Vulkan adapter (Linux, Windows; lavapipe on any CPU).
+    Vulkan,
+    /// The f32 wgpu backend on Apple's Metal.
+    Metal,
     /// The faster of CPU and CUDA for the workload; the CPU where no GPU exists.
     Auto,
 }
@@ -37,12 +41,10 @@ impl Device {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda),
             "auto" => Ok(Device::Auto),
-            "metal" => Err(Error::Device(
-                "the Metal (f32) backend is not available in this build; use 'cpu' or 'cuda'"
-                    .into(),
-            )),
+            "vulkan" => Ok(Device::Vulkan),
+            "metal" => Ok(Device::Metal),
             other => Err(Error::InvalidInput(format!(
-                "unknown device '{other}' (cpu, cuda, auto)"
+                "unknown device '{other}' (cpu, cuda, vulkan, metal, auto)"
             ))),
         }
     }
@@ -51,6 +53,8 @@ impl Device {
         match self {
             Device::Cpu => "cpu",
             Device::Cuda => "cuda",
+            Device::Vulkan => "vulkan",
+            Device::Metal => "metal",
             Device::Auto => "auto",
         }
     }

@@ -175,7 +175,12 @@ impl SignalLayout {
     /// The layout of `external` in a model of `n_entries` entries, `n_gauss` Gaussian
     /// constraints and `n_deltas` histosys delta values (the rows of other entries in
     /// `templates` are never read: zeros).
-    pub fn new(external: &ExternalSignal, n_entries: usize, n_gauss: usize, n_deltas: usize) -> Self {
+    pub fn new(
+        external: &ExternalSignal,
+        n_entries: usize,
+        n_gauss: usize,
+        n_deltas: usize,
+    ) -> Self {
         let mut l = SignalLayout {
             entry_signal: vec![NONE; n_entries],
             signal_entry: vec![0; external.len()],
@@ -226,10 +231,9 @@ mod tests {
 
     #[test]
     fn every_term_has_exactly_one_gradient_slot() {
-        let ws = ns_translate::Workspace::from_json_str(include_str!(
-            "../../../examples/analysis.json"
-        ))
-        .unwrap();
+        let ws =
+            ns_translate::Workspace::from_json_str(include_str!("../../../examples/analysis.json"))
+                .unwrap();
         let model =
             <ns_translate::HistFactoryModel as ns_translate::FromWorkspace>::from_workspace(
                 &ws,

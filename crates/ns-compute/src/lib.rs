@@ -16,10 +16,12 @@ pub mod poisson;
 pub mod rng;
 pub mod signal;
 pub mod toys;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 pub use backend::{
-    Backend, Batching, Datasets, DeviceSlice, FitSignal, Resident, SampledToys, SignalBatch, Values,
-    ValuesMut,
+    Backend, Batching, Datasets, DeviceSlice, FitSignal, Precision, Resident, SampledToys,
+    SignalBatch, Values, ValuesMut,
 };
 pub use cpu::{CpuBackend, CpuEvaluator, Scratch};
 pub use data::PreparedData;

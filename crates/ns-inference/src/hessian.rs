@@ -138,7 +138,7 @@ pub(crate) fn arrow_variances(
     let probes = 2 * columns.len();
     let (mut f, mut grads) = (vec![0.0; probes], vec![0.0; probes * n]);
     let host = Datasets::Host(std::slice::from_ref(data));
-    fitter.objective_batch(&points, host, &vec![0; probes], &mut f, &mut grads)?;
+    fitter.probe_batch(&points, host, &vec![0; probes], &mut f, &mut grads)?;
     // d g_row / d x_j from probe pair `k` (column k moved x_j by ±step(j)).
     let derivative = |k: usize, row: usize, j: usize| {
         (grads[2 * k * n + row] - grads[(2 * k + 1) * n + row]) / (2.0 * step(j))

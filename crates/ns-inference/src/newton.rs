@@ -7,7 +7,7 @@
 //! Hessian, a few Newton steps on the free variables (Bertsekas' projected Newton: variables held
 //! at a bound by their gradient stay there, the rest take the Newton step, an Armijo search along
 //! the projected arc) finish the job in 2–4 Hessians — what MINUIT's MIGRAD + HESSE achieve with a
-//! full covariance. Every backend uses it: the Hessian probes go through `objective_batch`.
+//! full covariance. Every backend uses it: the Hessian probes go through `probe_batch` (f64).
 
 use ns_compute::PreparedData;
 use ns_core::Result;
@@ -49,7 +49,7 @@ pub(crate) fn polish(
     let evaluate = |x: &[f64], grad: &mut Vec<f64>| -> Result<f64> {
         let mut f = [0.0];
         grad.resize(n, 0.0);
-        fitter.objective_batch(x, host, &[0], &mut f, grad)?;
+        fitter.probe_batch(x, host, &[0], &mut f, grad)?;
         Ok(f[0])
     };
     let mut x = result.parameters.clone();

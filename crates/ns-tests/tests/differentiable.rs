@@ -518,7 +518,12 @@ fn signal_nll_on_every_backend(device: ns_compute::Device) {
             vec![5.0, 10.0, 3.5, 1.3, 0.7],
             pars_with(
                 &model,
-                &[("mu", 1.4), ("sig_shape", 0.6), ("sig_xsec", -0.8), ("shape", -1.3)],
+                &[
+                    ("mu", 1.4),
+                    ("sig_shape", 0.6),
+                    ("sig_xsec", -0.8),
+                    ("shape", -1.3),
+                ],
             ),
         ),
         (
@@ -528,7 +533,11 @@ fn signal_nll_on_every_backend(device: ns_compute::Device) {
             vec![26.0, 25.0, 9.0],
             pars_with(
                 &model,
-                &[("staterror_SR[0]", 1.04), ("staterror_SR[2]", 0.93), ("shape", 0.7)],
+                &[
+                    ("staterror_SR[0]", 1.04),
+                    ("staterror_SR[2]", 0.93),
+                    ("shape", 0.7),
+                ],
             ),
         ),
         (
@@ -545,26 +554,52 @@ fn signal_nll_on_every_backend(device: ns_compute::Device) {
         let cpu = DifferentiableSession::new(model, &samples).unwrap();
         assert_eq!(session.device(), device);
         let g = check_signal_gradient(&session, &signal, &pars, data, &what);
-        let fd_pars = finite_differences(&pars, 1e-6, &|p| session.nll(&signal, p, data).unwrap().nll);
+        let fd_pars =
+            finite_differences(&pars, 1e-6, &|p| session.nll(&signal, p, data).unwrap().nll);
         assert_close(&g.d_pars, &fd_pars, 1e-6, 1e-8, &format!("{what} dNLL/dθ"));
         let reference = cpu.nll(&signal, &pars, data).unwrap();
-        assert!((g.nll - reference.nll).abs() <= 1e-12 * reference.nll.abs().max(1.0), "{what}");
-        assert_close(&g.d_signal, &reference.d_signal, 1e-10, 1e-12, &format!("{what} vs CPU"));
-        assert_close(&g.d_pars, &reference.d_pars, 1e-10, 1e-12, &format!("{what} vs CPU"));
+        assert!(
+            (g.nll - reference.nll).abs() <= 1e-12 * reference.nll.abs().max(1.0),
+            "{what}"
+        );
+        assert_close(
+            &g.d_signal,
+            &reference.d_signal,
+            1e-10,
+            1e-12,
+            &format!("{what} vs CPU"),
+        );
+        assert_close(
+            &g.d_pars,
+            &reference.d_pars,
+            1e-10,
+            1e-12,
+            &format!("{what} vs CPU"),
+        );
         let own = session.nll(&session.nominal_signal(), &pars, data).unwrap();
-        let twice = ns_inference::Fitter::new(model).twice_nll(&pars, data).unwrap();
-        assert!((2.0 * own.nll - twice).abs() < 1e-9, "{what}: {} vs {twice}", 2.0 * own.nll);
+        let twice = ns_inference::Fitter::new(model)
+            .twice_nll(&pars, data)
+            .unwrap();
+        assert!(
+            (2.0 * own.nll - twice).abs() < 1e-9,
+            "{what}: {} vs {twice}",
+            2.0 * own.nll
+        );
         // Batches: shared parameters, then one row each; rows are the single evaluations.
         let signals = [signal.clone(), session.nominal_signal()].concat();
         let shared = session.nll_batch(&signals, &pars, data).unwrap();
         let mut moved = pars.clone();
         moved[model.poi().unwrap()] *= 0.5;
-        let per_row = session.nll_batch(&signals, &[pars.clone(), moved.clone()].concat(), data).unwrap();
+        let per_row = session
+            .nll_batch(&signals, &[pars.clone(), moved.clone()].concat(), data)
+            .unwrap();
         assert_eq!(shared[0].nll, g.nll, "{what}");
         assert_eq!(shared[0].d_signal, g.d_signal, "{what}");
         assert_eq!(shared[1].nll, own.nll, "{what}");
         assert_eq!(per_row[0].d_pars, g.d_pars, "{what}");
-        let second = session.nll(&session.nominal_signal(), &moved, data).unwrap();
+        let second = session
+            .nll(&session.nominal_signal(), &moved, data)
+            .unwrap();
         assert_eq!(per_row[1].nll, second.nll, "{what}");
         assert_eq!(per_row[1].d_signal, second.d_signal, "{what}");
         // Bad yields are named, and the session stays usable after them.
@@ -572,11 +607,21 @@ fn signal_nll_on_every_backend(device: ns_compute::Device) {
         bad[1] = f64::INFINITY;
         let e = session.nll(&bad, &pars, data).unwrap_err().to_string();
         assert!(e.contains("yield 1 is inf"), "{what}: {e}");
-        let e = session.nll_batch(&signals[1..], &pars, data).unwrap_err().to_string();
+        let e = session
+            .nll_batch(&signals[1..], &pars, data)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a positive multiple"), "{what}: {e}");
-        let e = session.nll_batch(&signals, &pars[1..], data).unwrap_err().to_string();
+        let e = session
+            .nll_batch(&signals, &pars[1..], data)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("parameters have"), "{what}: {e}");
-        assert_eq!(session.nll(&signal, &pars, data).unwrap().nll, g.nll, "{what}");
+        assert_eq!(
+            session.nll(&signal, &pars, data).unwrap().nll,
+            g.nll,
+            "{what}"
+        );
     }
 }
 
@@ -599,22 +644,47 @@ fn profiled_batches_on_every_backend(device: ns_compute::Device) {
     .concat();
     let background_rows = [vec![26.0, 25.0, 9.0], vec![30.0, 22.0, 11.0]].concat();
     let cases = [
-        (&samples, &signal_rows, TestStatistic::Q0, 0.0, StatisticData::Fixed(&data)),
-        (&samples, &signal_rows, TestStatistic::QTilde, 2.0, StatisticData::Fixed(&data)),
         (
             &samples,
             &signal_rows,
             TestStatistic::Q0,
             0.0,
-            StatisticData::Asimov { parameters: &asimov },
+            StatisticData::Fixed(&data),
         ),
-        (&background, &background_rows, TestStatistic::QTilde, 3.0, StatisticData::Fixed(&data)),
+        (
+            &samples,
+            &signal_rows,
+            TestStatistic::QTilde,
+            2.0,
+            StatisticData::Fixed(&data),
+        ),
+        (
+            &samples,
+            &signal_rows,
+            TestStatistic::Q0,
+            0.0,
+            StatisticData::Asimov {
+                parameters: &asimov,
+            },
+        ),
+        (
+            &background,
+            &background_rows,
+            TestStatistic::QTilde,
+            3.0,
+            StatisticData::Fixed(&data),
+        ),
     ];
     for (external, rows, stat, mu, on) in cases {
         let what = format!("{device:?} {external:?} {stat:?}");
         let session = DifferentiableSession::on_device(&model, external, device).unwrap();
-        assert_eq!(session.batch_fits_on_device(&config), device == ns_compute::Device::Cuda);
-        let batch = session.profiled_batch(rows, stat, mu, on.clone(), &config).unwrap();
+        assert_eq!(
+            session.batch_fits_on_device(&config),
+            device == ns_compute::Device::Cuda
+        );
+        let batch = session
+            .profiled_batch(rows, stat, mu, on.clone(), &config)
+            .unwrap();
         let n = session.n_signal();
         assert_eq!(batch.len(), rows.len() / n, "{what}");
         for (row, got) in rows.chunks(n).zip(&batch) {
@@ -623,8 +693,19 @@ fn profiled_batches_on_every_backend(device: ns_compute::Device) {
                 .profiled(row, stat, mu, on.clone(), &config)
                 .unwrap();
             assert!(want.q > 0.0, "{what}: q = {}", want.q);
-            assert!((got.q - want.q).abs() <= 1e-6 * want.q + 1e-8, "{what}: q {} vs {}", got.q, want.q);
-            assert_close(&got.d_signal, &want.d_signal, 1e-4, 1e-6, &format!("{what} dq/ds"));
+            assert!(
+                (got.q - want.q).abs() <= 1e-6 * want.q + 1e-8,
+                "{what}: q {} vs {}",
+                got.q,
+                want.q
+            );
+            assert_close(
+                &got.d_signal,
+                &want.d_signal,
+                1e-4,
+                1e-6,
+                &format!("{what} dq/ds"),
+            );
             assert!(got.free_fit.converged && got.fixed_fit.converged, "{what}");
         }
     }

@@ -150,7 +150,13 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
             return Err(host_only());
         };
         let data = batch.data;
-        let pars_of = |r: usize| if shared { pars } else { &pars[r * p..(r + 1) * p] };
+        let pars_of = |r: usize| {
+            if shared {
+                pars
+            } else {
+                &pars[r * p..(r + 1) * p]
+            }
+        };
         if rows == 1 {
             // A training step evaluates one histogram: reuse the working copy unless another
             // call holds it (concurrent calls never wait on each other).
@@ -159,7 +165,9 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
             };
             nll[0] = match work.try_lock() {
                 Ok(mut w) => row(&mut w)?,
-                Err(std::sync::TryLockError::Poisoned(poisoned)) => row(&mut poisoned.into_inner())?,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                    row(&mut poisoned.into_inner())?
+                }
                 Err(std::sync::TryLockError::WouldBlock) => row(&mut base.clone())?,
             };
         } else {

@@ -15,9 +15,9 @@ use crate::backend::{
     Backend, Batching, Datasets, DeviceFitOutput, DeviceFitProblem, Resident, SampledToys,
     SignalBatch, Values,
 };
-use crate::signal::ExternalSignal;
 use crate::data::PreparedData;
 use crate::device::Device;
+use crate::signal::ExternalSignal;
 use crate::toys::ToyEnsembleRates;
 
 /// CUDA device `ordinal` holding one model.

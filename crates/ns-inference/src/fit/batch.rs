@@ -176,9 +176,7 @@ impl Fitter<'_> {
                 let data = &host[job.data];
                 match &device_ends {
                     None => self.finish(&runs[r], data, &job.config),
-                    Some(ends) => {
-                        self.complete_device_fit(&runs[r], ends, r, data, &job.config)
-                    }
+                    Some(ends) => self.complete_device_fit(&runs[r], ends, r, data, &job.config),
                 }
             })
             .collect::<Vec<_>>()

@@ -21,9 +21,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ns_compute::{
-    Backend, Batching, CpuBackend, CpuEvaluator, Datasets, Device, PreparedData, Scratch, Workload,
+    Backend, Batching, CpuBackend, CpuEvaluator, Datasets, Device, Precision, PreparedData,
+    Scratch, Workload,
 };
-use ns_core::optim::Termination;
+use ns_core::optim::{LbfgsbOptions, Termination};
 use ns_core::{Error, HistFactoryModel, Result};
 
 pub(crate) use batch::{device_fits, device_optimizer_takes};
@@ -158,6 +159,42 @@ impl<'m> Fitter<'m> {
         Ok(())
     }
 
+    /// [`objective_batch`](Self::objective_batch) in f64 whatever the backend: finite
+    /// differences of gradients (Hessians, the Newton polish) divide rounding noise by small
+    /// steps, so on an f32 backend these probes run on the CPU.
+    pub(crate) fn probe_batch(
+        &self,
+        points: &[f64],
+        datasets: Datasets,
+        which: &[u32],
+        f: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        if self.backend.precision() == Precision::F64 {
+            return self.objective_batch(points, datasets, which, f, grad);
+        }
+        let datasets = match datasets {
+            Datasets::Host(host) => host,
+            Datasets::Resident(_) => {
+                return Err(Error::InvalidInput(
+                    "f64 probes on an f32 backend need the datasets on the host".into(),
+                ));
+            }
+        };
+        CpuBackend::new(&self.model.compiled).nll_grad_batch(
+            points,
+            Datasets::Host(datasets),
+            which,
+            f,
+            grad,
+            &self.interrupt,
+        )?;
+        for v in f.iter_mut().chain(grad.iter_mut()) {
+            *v *= 2.0;
+        }
+        Ok(())
+    }
+
     pub fn twice_nll(&self, params: &[f64], data: &PreparedData) -> Result<f64> {
         Ok(2.0
             * self
@@ -203,6 +240,14 @@ impl<'m> Fitter<'m> {
         Ok(())
     }
 
+    /// The optimizer's options for `config` on this backend: the tolerance no finer than its
+    /// arithmetic resolves (f32 backends stop at their noise floor).
+    pub(crate) fn optimizer_options(&self, config: &FitConfig) -> LbfgsbOptions {
+        let mut options = config.optimizer;
+        options.pg_tol = options.pg_tol.max(self.backend.precision().pg_tol_floor());
+        options
+    }
+
     /// Set up a fit: free parameters, variable scaling, the optimizer in scaled coordinates.
     pub fn start(&self, data: &PreparedData, config: &FitConfig) -> Result<FitRun> {
         self.check(config)?;
@@ -227,8 +272,8 @@ impl<'m> Fitter<'m> {
         let lower = scaled(&|i| config.bounds[i].0);
         let upper = scaled(&|i| config.bounds[i].1);
         let y0 = scaled(&|i| config.init[i]);
-        let state =
-            Lbfgsb::new(&y0, &lower, &upper, config.optimizer).with_gradient_scale(scale.clone());
+        let state = Lbfgsb::new(&y0, &lower, &upper, self.optimizer_options(config))
+            .with_gradient_scale(scale.clone());
         Ok(FitRun {
             free_grad: vec![0.0; free.len()],
             full: config.init.clone(),

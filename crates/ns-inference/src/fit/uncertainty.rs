@@ -147,7 +147,7 @@ impl Fitter<'_> {
             }
         }
         let (mut f, mut grads) = (vec![0.0; 2 * k], vec![0.0; 2 * k * n]);
-        self.objective_batch(
+        self.probe_batch(
             &points,
             Datasets::Host(std::slice::from_ref(data)),
             &vec![0; 2 * k],

@@ -145,7 +145,9 @@ impl CudaSession {
             }
             None => None,
         };
-        let view = signal_rows.as_ref().map_or(SignalView::default(), |(v, _)| *v);
+        let view = signal_rows
+            .as_ref()
+            .map_or(SignalView::default(), |(v, _)| *v);
         let alloc = |e| driver("fit output allocation", e);
         let count = end - start;
         let x = s.alloc_zeros::<f64>(count * np).map_err(alloc)?;

@@ -17,8 +17,8 @@ use ns_core::{CompiledModel, Error, Result};
 
 use crate::cuda::abi::{BLOCK_THREADS, ModelView, SignalView};
 use crate::cuda::compile::{KernelOrigin, kernel_cubin};
-use crate::layout::KernelLayout;
 use crate::data::PreparedData;
+use crate::layout::KernelLayout;
 
 /// Threads per block of `sample_toys`.
 const TOY_BLOCK: u32 = 64;
@@ -449,7 +449,8 @@ impl CudaSession {
         let nll_dev = self.nll.slice.as_mut().expect("sized above");
         let grad_dev = self.grad.slice.as_mut().expect("sized above");
         let n_eval = n as i32;
-        let (no_signal, params_stride, no_offset) = (SignalView::default(), self.n_params as i32, 0.0);
+        let (no_signal, params_stride, no_offset) =
+            (SignalView::default(), self.n_params as i32, 0.0);
         let cfg = LaunchConfig {
             grid_dim: (self.grid.min(n as u32).max(1), 1, 1),
             block_dim: (BLOCK_THREADS, 1, 1),

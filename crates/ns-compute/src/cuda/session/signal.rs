@@ -238,7 +238,12 @@ impl CudaSession {
         // the stream's order.
         let download = |e| driver("signal NLL kernel", e);
         if let ValuesMut::Host(out) = batch.d_signal {
-            let dev = self.signal_buffers.d_signal.slice.as_ref().expect("sized above");
+            let dev = self
+                .signal_buffers
+                .d_signal
+                .slice
+                .as_ref()
+                .expect("sized above");
             s.memcpy_dtoh(&dev.slice(0..rows * n), out)
                 .map_err(download)?;
         }

@@ -1,0 +1,14 @@
+//! The f32 GPU backend: WGSL compute shaders through wgpu, on Vulkan (Linux/Windows: NVIDIA, AMD,
+//! Intel, and Mesa's lavapipe on any CPU) and Metal (macOS). WGSL has no f64 and no float atomics:
+//! the shader works in f32 on the deviance form of the NLL (O(χ²), not O(Σ n ln n)), sums in fixed
+//! trees, and exchanges parameters and results with the host in f64, where the data-only constant
+//! is added. Fits run in lockstep from the host (one batched evaluation per optimizer step), their
+//! tolerance raised to the f32 noise floor ([`crate::Precision::pg_tol_floor`]).
+
+mod abi;
+mod adapter;
+mod backend;
+mod packed;
+
+pub use adapter::{AdapterSummary, adapters};
+pub use backend::WgpuBackend;

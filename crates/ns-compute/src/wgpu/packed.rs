@@ -1,0 +1,74 @@
+//! The compiled model packed for the WGSL shader: every index array in one u32 buffer, every
+//! value array in one f32 buffer (so the shader needs few storage buffers on any adapter), and the
+//! `Meta` uniform with each array's offset.
+
+use ns_core::CompiledModel;
+
+use super::abi::Meta;
+use crate::layout::KernelLayout;
+
+/// The packed buffers' contents and their uniform (without the dispatch's `n_eval`).
+pub(crate) struct PackedModel {
+    pub(crate) ints: Vec<u32>,
+    pub(crate) reals: Vec<f32>,
+    pub(crate) meta: Meta,
+}
+
+impl PackedModel {
+    pub(crate) fn new(model: &CompiledModel) -> Self {
+        let l = KernelLayout::new(model);
+        let mut ints: Vec<u32> = Vec::new();
+        let mut reals: Vec<f32> = Vec::new();
+        let mut int = |v: &[u32]| {
+            let offset = ints.len() as u32;
+            ints.extend_from_slice(v);
+            offset
+        };
+        let mut meta = Meta {
+            blocks: int(&l.blocks),
+            entry_factor_start: int(&l.entry_factor_start),
+            entry_factor_param: int(&l.entry_factor_param),
+            entry_block: int(&l.entry_block),
+            scalar_param: int(&l.scalar_param),
+            scalar_normsys: int(&l.scalar_normsys),
+            histosys_param: int(&l.histosys_param),
+            histosys_block: int(&l.histosys_block),
+            bin_entry_start: int(&l.bin_entry_start),
+            bin_entries: int(&l.bin_entries),
+            gauss_param: int(&l.gauss_param),
+            gauss_aux: int(&l.gauss_aux),
+            pois_param: int(&l.pois_param),
+            pois_aux: int(&l.pois_aux),
+            param_slot_start: int(&l.param_slot_start),
+            param_slots: int(&l.param_slots),
+            ..Default::default()
+        };
+        let mut real = |v: &[f64]| {
+            let offset = reals.len() as u32;
+            reals.extend(v.iter().map(|&x| x as f32));
+            offset
+        };
+        meta.nominal = real(&l.nominal);
+        meta.normsys = real(&l.normsys);
+        meta.histosys_delta = real(&l.histosys_delta);
+        meta.gauss_sigma = real(&l.gauss_sigma);
+        meta.pois_tau = real(&l.pois_tau);
+        // A binding cannot be empty.
+        ints.push(0);
+        reals.push(0.0);
+        meta.n_params = model.n_params as u32;
+        meta.n_main = model.n_main as u32;
+        meta.n_aux = model.n_aux as u32;
+        meta.n_blocks = model.samples.len() as u32;
+        meta.n_entries = model.n_entries() as u32;
+        meta.n_scalar = l.scalar_param.len() as u32;
+        meta.n_histosys = l.histosys_param.len() as u32;
+        meta.n_entry_factors = l.entry_factor_param.len() as u32;
+        meta.n_gauss = l.gauss_param.len() as u32;
+        meta.n_pois = l.pois_param.len() as u32;
+        meta.normsys_code = l.normsys_code as u32;
+        meta.histosys_code = l.histosys_code as u32;
+        meta.scratch_stride = l.scratch_doubles_per_block() as u32;
+        PackedModel { ints, reals, meta }
+    }
+}
