@@ -6,16 +6,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p dist-gpu
-cargo build --release -p ns-cli --bin nextstat && cargo build --release -p ns-inference --example gpu_bench
+cargo build --release -p ns-cli --bin nextstat && cargo build --release -p ns-inference --example gpu_bench --features ns-compute/wgpu
 # The test binaries with CUDA arms: the backend parity suite and the differentiable layer.
-cargo test --release -p ns-tests --test backend_parity --test differentiable --no-run --message-format=json 2>/dev/null \
+cargo test --release -p ns-tests --test backend_parity --test differentiable --test f32_parity --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import sys, json, shutil
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("backend_parity", "differentiable") and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("backend_parity", "differentiable", "f32_parity") and m.get("executable"):
         shutil.copy(m["executable"], "dist-gpu/" + m["target"]["name"])'
 cp target/release/nextstat target/release/examples/gpu_bench dist-gpu/
-strip dist-gpu/nextstat dist-gpu/gpu_bench dist-gpu/backend_parity dist-gpu/differentiable
+strip dist-gpu/nextstat dist-gpu/gpu_bench dist-gpu/backend_parity dist-gpu/differentiable dist-gpu/f32_parity
+# The Vulkan loader, for a GPU machine without one (NVIDIA's driver brings the ICD).
+cp -L /usr/lib/x86_64-linux-gnu/libvulkan.so.1 dist-gpu/ 2>/dev/null || true
 rm -rf dist-gpu/pyhf-ref dist-gpu/likelihoods && cp -r ../shared/pyhf-ref dist-gpu/pyhf-ref && cp -r ../shared/likelihoods dist-gpu/likelihoods
 (cd bindings/ns-py && maturin build --release -o ../../dist-gpu/wheels)
 ls -la dist-gpu dist-gpu/wheels

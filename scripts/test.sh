@@ -9,6 +9,15 @@ if [ ! -d ../shared/pyhf-ref ]; then
   exit 2
 fi
 
+# The f32 GPU backend's tests run for real on Mesa's lavapipe, a Vulkan driver on the CPU
+# (tests/f32_parity.rs): install it where it is missing (Debian/Ubuntu).
+if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
+  sudo_cmd=$([ "$(id -u)" = 0 ] && echo "" || echo "sudo")
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq mesa-vulkan-drivers libvulkan1 >/dev/null
+fi
+# lavapipe wants a runtime directory; without one it only complains on stderr.
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
 # The Python package (builds the abi3 extension with maturin, fetched by pip).

@@ -183,7 +183,7 @@ def test_toys_are_reproducible_with_a_seed_and_match_the_cli():
 
 def test_device_choice_without_a_gpu():
     model = nextstat.Workspace(workspace_file("nextstat_complex_workspace")).model()
-    assert nextstat.has_metal() is False
+    assert nextstat.has_metal() is False  # a Linux machine
     if nextstat.has_cuda():
         pytest.skip("this machine has a GPU: tests/python/test_python_gpu.py covers device='cuda'")
     with pytest.raises(nextstat.NextStatError, match="CUDA"):
@@ -229,3 +229,18 @@ except KeyboardInterrupt:
     assert latency < 3.0, f"{latency:.2f} s from SIGINT to KeyboardInterrupt"
     # The package is still usable afterwards.
     assert lines[1] == "still works True", out
+
+
+def test_devices_lists_what_device_takes():
+    """`nextstat.devices()` is the CLI's `devices --json`: CPU threads, CUDA (or why none), and
+    the f32 adapters — here lavapipe, on which `device="vulkan"` fits like the CPU within f32."""
+    d = nextstat.devices()
+    assert d["cpu"]["threads"] >= 1 and d["cpu"]["precision"] == "f64"
+    assert d["cuda"] or "CUDA" in d["cuda_unavailable"]
+    assert any(a["backend"] == "vulkan" and a["precision"] == "f32" for a in d["wgpu"]), d
+    model = nextstat.Workspace(workspace_file("nextstat_complex_workspace")).model()
+    cpu, f32 = nextstat.fit(model), nextstat.fit(model, device="vulkan")
+    np.testing.assert_allclose(f32.bestfit, cpu.bestfit, atol=1e-2 * float(np.min(cpu.uncertainties)))
+    assert abs(f32.twice_nll - cpu.twice_nll) <= 2e-3
+    with pytest.raises(nextstat.NextStatError, match="metal"):
+        nextstat.fit(model, device="metal")

@@ -56,10 +56,18 @@ fn has_cuda() -> bool {
     ns_compute::cuda::has_cuda()
 }
 
-/// Whether the Metal backend is available (not in this build).
+/// Whether a Metal adapter is present (never raises).
 #[pyfunction]
 fn has_metal() -> bool {
-    false
+    ns_compute::wgpu::adapters()
+        .iter()
+        .any(|a| a.backend == "metal")
+}
+
+/// The compute devices of this machine as JSON text (`nextstat devices --json`).
+#[pyfunction]
+fn devices() -> String {
+    ns_inference::report::devices(&ns_compute::Inventory::probe()).to_string()
 }
 
 #[pymodule]
@@ -76,6 +84,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(infer::fit_from_data, m)?,
         wrap_pyfunction!(has_cuda, m)?,
         wrap_pyfunction!(has_metal, m)?,
+        wrap_pyfunction!(devices, m)?,
     ] {
         m.add_function(f)?;
     }

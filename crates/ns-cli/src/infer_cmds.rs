@@ -37,9 +37,10 @@ pub struct InferArgs {
     /// Parameter bounds NAME=LOW,HIGH (repeatable; NAME a parameter set or name[i])
     #[arg(long = "bound", value_name = "NAME=LOW,HIGH")]
     pub bounds: Vec<String>,
-    /// Device for the fits: cpu, cuda, or auto (the GPU for large batches of fits on large
-    /// models, where a GPU exists; see docs/benchmarks.md for the crossover)
-    #[arg(long = "gpu", value_name = "DEVICE", default_value = "cpu", value_parser = ["cpu", "cuda", "auto"])]
+    /// Device for the fits: cpu, cuda (f64), vulkan or metal (f32, docs/gpu-f32.md), or auto (CUDA
+    /// for large batches of fits on large models, where a GPU exists; see docs/benchmarks.md for
+    /// the crossover). `nextstat devices` lists what this machine offers
+    #[arg(long = "gpu", value_name = "DEVICE", default_value = "cpu", value_parser = ["cpu", "cuda", "vulkan", "metal", "auto"])]
     pub device: String,
     /// Fit this data instead of the workspace's observations: a JSON list of main bins (auxdata
     /// from the model) or of main bins followed by auxdata

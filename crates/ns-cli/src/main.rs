@@ -39,6 +39,12 @@ enum Command {
         #[arg(short = 'o', long = "output-file")]
         output: Option<PathBuf>,
     },
+    /// List the compute devices of this machine: CPU threads, CUDA GPUs, Vulkan/Metal adapters
+    Devices {
+        /// JSON for scripts instead of the text list
+        #[arg(long)]
+        json: bool,
+    },
     #[command(flatten)]
     Infer(infer_cmds::InferCommand),
     #[command(flatten)]
@@ -79,9 +85,45 @@ fn run(cli: Cli) -> Result<()> {
             pars,
             output,
         } => eval(&model, pars.as_ref(), output.as_ref()),
+        Command::Devices { json } => devices(json),
         Command::Infer(cmd) => infer_cmds::run(cmd),
         Command::Workspace(cmd) => workspace_cmds::run(cmd),
     }
+}
+
+/// `devices`: the inventory as text (what `--gpu` can name) or JSON.
+fn devices(as_json: bool) -> Result<()> {
+    let inventory = ns_compute::Inventory::probe();
+    if as_json {
+        return emit(&to_json(&ns_inference::report::devices(&inventory)), None);
+    }
+    let mut text = format!(
+        "cpu     f64  {} threads   (--gpu cpu)\n",
+        inventory.cpu_threads
+    );
+    match &inventory.cuda {
+        Ok(names) => {
+            for (i, name) in names.iter().enumerate() {
+                text += &format!("cuda:{i}  f64  {name}   (--gpu cuda)\n");
+            }
+        }
+        Err(why) => text += &format!("cuda    none: {why}\n"),
+    }
+    match &inventory.adapters {
+        Ok(list) if list.is_empty() => {
+            text += "wgpu    none: no Vulkan or Metal adapter (Linux: install a Vulkan driver, e.g. mesa-vulkan-drivers)\n"
+        }
+        Ok(list) => {
+            for a in list {
+                text += &format!(
+                    "{:<7} f32  {} ({}, {})   (--gpu {})\n",
+                    a.backend, a.name, a.kind, a.driver, a.backend
+                );
+            }
+        }
+        Err(why) => text += &format!("wgpu    none: {why}\n"),
+    }
+    emit(text.trim_end(), None)
 }
 
 fn main() -> ExitCode {

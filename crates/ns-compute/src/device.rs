@@ -18,6 +18,47 @@ pub enum Device {
     Auto,
 }
 
+/// A wgpu adapter as `nextstat devices` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdapterSummary {
+    pub name: String,
+    /// "vulkan" or "metal".
+    pub backend: String,
+    /// "discrete", "integrated", "cpu" (a software driver such as lavapipe), "virtual", "other".
+    pub kind: String,
+    pub driver: String,
+}
+
+/// What this machine offers: CPU threads, CUDA devices, f32 (wgpu) adapters — so a user can
+/// see why `auto` chose what it chose.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inventory {
+    pub cpu_threads: usize,
+    /// CUDA device names, or why there are none.
+    pub cuda: std::result::Result<Vec<String>, String>,
+    /// Vulkan and Metal adapters, or why there are none (a build without the backend).
+    pub adapters: std::result::Result<Vec<AdapterSummary>, String>,
+}
+
+impl Inventory {
+    pub fn probe() -> Self {
+        let cuda = if has_cuda() {
+            crate::cuda::device_names().map_err(|e| e.to_string())
+        } else {
+            Err(crate::cuda::cuda_unavailable().to_string())
+        };
+        #[cfg(feature = "wgpu")]
+        let adapters = Ok(crate::wgpu::adapters());
+        #[cfg(not(feature = "wgpu"))]
+        let adapters = Err("this build has no f32 GPU backend (the 'wgpu' feature)".to_string());
+        Inventory {
+            cpu_threads: rayon::current_num_threads(),
+            cuda,
+            adapters,
+        }
+    }
+}
+
 /// The shape of the work, for `Device::Auto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {

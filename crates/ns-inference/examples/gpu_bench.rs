@@ -48,6 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n_toys = flag("--toys", 1000.0) as usize;
     let cpu_toys = flag("--cpu-toys", n_toys as f64) as usize;
     let big_toys = flag("--big-toys", 0.0) as usize;
+    let vulkan_toys = flag("--vulkan-toys", n_toys as f64) as usize;
     let ws = Workspace::from_path(std::path::Path::new(path))?;
     let model = HistFactoryModel::from_workspace(&ws, &ModelOptions::default())?;
     let data = PreparedData::from_full(&model.compiled, &ws.data(&model, true)?)?;
@@ -89,13 +90,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(session);
     let cuda = Fitter::with_backend(&model, Box::new(backend));
     out["backend"] = cuda.backend_description().into();
-    for (name, fitter) in [("cpu", &cpu), ("cuda", &cuda)] {
+    // With --vulkan, the f32 backend on the same GPU (its Vulkan driver) as a third column.
+    let vulkan = args
+        .iter()
+        .any(|a| a == "--vulkan")
+        .then(|| Fitter::on_device(&model, Device::Vulkan, Workload::Sequential))
+        .transpose()?;
+    let mut fitters = vec![("cpu", &cpu), ("cuda", &cuda)];
+    if let Some(v) = &vulkan {
+        out["vulkan_backend"] = v.backend_description().into();
+        fitters.push(("vulkan", v));
+    }
+    for (name, fitter) in fitters {
         let fit = median_seconds(|| drop(fitter.fit(&data, &config).unwrap()), 5);
         let scan = median_seconds(
             || drop(profile_scan(fitter, poi, &scan_values, &data, &config, &mut |_| {}).unwrap()),
             2,
         );
-        let toys = if name == "cpu" { cpu_toys } else { n_toys };
+        let toys = match name {
+            "cpu" => cpu_toys,
+            "vulkan" => vulkan_toys,
+            _ => n_toys,
+        };
         let mut cls = 0.0;
         let toys_s = once(|| {
             cls = hypotest_toys(

@@ -234,3 +234,34 @@ pub fn scan(scan: &ProfileScan) -> Value {
         "converged": scan.fits.iter().map(|f| f.converged).collect::<Vec<_>>(),
     })
 }
+
+/// `nextstat devices` / `nextstat.devices()`: what this machine offers.
+pub fn devices(inventory: &ns_compute::Inventory) -> Value {
+    let listed = |r: &std::result::Result<Vec<Value>, String>| match r {
+        Ok(items) => json!(items),
+        Err(_) => json!([]),
+    };
+    let cuda = inventory
+        .cuda
+        .as_ref()
+        .map(|names| names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>())
+        .map_err(Clone::clone);
+    let adapters = inventory
+        .adapters
+        .as_ref()
+        .map(|list| {
+            list.iter()
+                .map(|a| {
+                    json!({"name": a.name, "backend": a.backend, "kind": a.kind, "driver": a.driver, "precision": "f32"})
+                })
+                .collect::<Vec<_>>()
+        })
+        .map_err(Clone::clone);
+    json!({
+        "cpu": {"threads": inventory.cpu_threads, "precision": "f64"},
+        "cuda": listed(&cuda),
+        "cuda_unavailable": cuda.as_ref().err(),
+        "wgpu": listed(&adapters),
+        "wgpu_unavailable": adapters.as_ref().err(),
+    })
+}

@@ -46,7 +46,7 @@ __all__ = [
     "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "fit", "fixed_poi_fit", "hypotest",
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
-    "has_metal", "infer",
+    "has_metal", "devices", "infer",
 ]
 
 Spec = Union[dict, str, os.PathLike]
@@ -389,8 +389,15 @@ def has_cuda() -> bool:
 
 
 def has_metal() -> bool:
-    """Whether the Metal (f32) backend is available; not in this build."""
+    """Whether a Metal adapter is present for the f32 backend (``device="metal"``; macOS)."""
     return _core.has_metal()
+
+
+def devices() -> dict:
+    """What this machine offers — CPU threads, CUDA GPUs, Vulkan/Metal adapters — as
+    ``nextstat devices --json`` prints it: the names ``device=`` takes ("cpu", "cuda",
+    "vulkan", "metal") and why one is missing."""
+    return json.loads(_core.devices())
 
 
 from . import infer  # noqa: E402  (needs the names above)

@@ -11,5 +11,5 @@ pub use abi::DEVICE_MAX_MEMORY;
 pub use backend::CudaBackend;
 pub use compile::{KernelOrigin, cache_dir};
 pub use session::{
-    CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, cuda_unavailable, has_cuda,
+    CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, cuda_unavailable, device_names, has_cuda,
 };

@@ -4,18 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use ns_core::{Error, Result};
 
-use crate::device::Device;
-
-/// An adapter as `nextstat devices` lists it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AdapterSummary {
-    pub name: String,
-    /// "vulkan" or "metal".
-    pub backend: String,
-    /// "discrete", "integrated", "cpu" (a software rasteriser such as lavapipe), "virtual", "other".
-    pub kind: String,
-    pub driver: String,
-}
+use crate::device::{AdapterSummary, Device};
 
 fn backends(device: Device) -> wgpu::Backends {
     match device {

@@ -10,5 +10,5 @@ mod adapter;
 mod backend;
 mod packed;
 
-pub use adapter::{AdapterSummary, adapters};
+pub use adapter::adapters;
 pub use backend::WgpuBackend;

@@ -48,6 +48,18 @@ pub fn has_cuda() -> bool {
     present && CudaContext::device_count().is_ok_and(|n| n > 0)
 }
 
+/// The names of the CUDA devices (call only where [`has_cuda`] is true).
+pub fn device_names() -> Result<Vec<String>> {
+    let count = CudaContext::device_count().map_err(|e| driver("device count", e))?;
+    (0..count as usize)
+        .map(|i| {
+            CudaContext::new(i)
+                .and_then(|ctx| ctx.name())
+                .map_err(|e| driver(&format!("naming device {i}"), e))
+        })
+        .collect()
+}
+
 /// The error for a CUDA request on a machine without CUDA.
 pub fn cuda_unavailable() -> Error {
     // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
