@@ -12,9 +12,17 @@ fn device_names_parse_and_unknown_or_missing_backends_say_why() {
     assert_eq!(Device::from_name("cpu").unwrap(), Device::Cpu);
     assert_eq!(Device::from_name("cuda").unwrap(), Device::Cuda);
     assert_eq!(Device::from_name("auto").unwrap(), Device::Auto);
-    match Device::from_name("metal") {
-        Err(Error::Device(msg)) => assert!(msg.contains("Metal"), "{msg}"),
-        other => panic!("metal should be a clear device error, got {other:?}"),
+    assert_eq!(Device::from_name("vulkan").unwrap(), Device::Vulkan);
+    assert_eq!(Device::from_name("metal").unwrap(), Device::Metal);
+    // No Metal adapter off a Mac: opening it is a device error that names it.
+    if !cfg!(target_os = "macos") {
+        let ws = Workspace::from_path(&workspace_path("nextstat_simple_workspace.json")).unwrap();
+        let (model, _) = model_and_data(&ws, Default::default());
+        match ns_compute::backend::open(Device::Metal, &model.compiled) {
+            Err(Error::Device(msg)) => assert!(msg.contains("metal"), "{msg}"),
+            Err(other) => panic!("metal should be a device error, got {other}"),
+            Ok(_) => panic!("a Metal backend opened off a Mac"),
+        }
     }
     match Device::from_name("tpu") {
         Err(Error::InvalidInput(msg)) => {

@@ -326,7 +326,11 @@ impl<'m> Fitter<'m> {
         config: &FitConfig,
         free: &[usize],
     ) -> Result<FitResult> {
-        let mut result = if crate::newton::applies(&result, free.len()) {
+        let mut result = if self.backend.precision() != Precision::F64
+            && crate::newton::applies(&result, free.len().min(1))
+        {
+            self.refine_in_f64(result, data, config)?
+        } else if crate::newton::applies(&result, free.len()) {
             crate::newton::polish(self, result, data, config, free)?
         } else {
             result
@@ -338,6 +342,27 @@ impl<'m> Fitter<'m> {
             self.add_uncertainties(&mut result, data, free)?;
         }
         Ok(result)
+    }
+
+    /// An f32 fit whose line search stalled at the f32 resolution, finished by L-BFGS-B in f64 on
+    /// the CPU from where it stopped: a few iterations of one gradient each, where a Newton
+    /// polish would need a Hessian (many gradients) per fit — what keeps f32 toys on the GPU.
+    fn refine_in_f64(
+        &self,
+        stalled: FitResult,
+        data: &PreparedData,
+        config: &FitConfig,
+    ) -> Result<FitResult> {
+        let mut from_there = config.clone();
+        from_there.init = stalled.parameters.clone();
+        from_there.scale = None;
+        from_there.uncertainties = false;
+        // The f64 fit starts where the f32 one stopped, so it only descends (the f32 twice_nll
+        // is not comparable: it carries the f32 rounding).
+        let mut refined = Fitter::new(self.model).fit(data, &from_there)?;
+        refined.iterations += stalled.iterations;
+        refined.evaluations += stalled.evaluations;
+        Ok(refined)
     }
 
     /// Fit with the POI fixed at `mu` (pyhf's `fixed_poi_fit`).
