@@ -24,8 +24,10 @@
 @group(0) @binding(4) var<storage, read> data: array<f32>;
 @group(0) @binding(5) var<storage, read> eval_dataset: array<u32>;
 @group(0) @binding(6) var<storage, read_write> scratch: array<f32>;
-// Row ev: the NLL, then its gradient (1 + n_params values).
+// Row ev: the NLL, its gradient, then with external yields ∂NLL/∂s (1 + n_params + n_signal).
 @group(0) @binding(7) var<storage, read_write> result: array<f32>;
+// Row ev: the external yields of evaluation ev (read only where m.n_signal > 0).
+@group(0) @binding(8) var<storage, read> signal: array<f32>;
 
 var<workgroup> red: array<f32, THREADS>;
 
@@ -126,6 +128,30 @@ fn workgroup_sum(v: f32, tid: u32) -> f32 {
     return total;
 }
 
+// The width of Gaussian constraint c: the model's, or where a staterror link makes it follow
+// the external yields of row s0, √(Σδ²)/(ν_fixed + Σ s) (ns_compute::signal).
+fn gauss_sigma(c: u32, s0: u32) -> f32 {
+    if (m.n_signal > 0u) {
+        let l = ints[m.gauss_link + c];
+        if (l != NONE) {
+            var members = 0.0;
+            for (var k = ints[m.link_member_start + l]; k < ints[m.link_member_start + l + 1u]; k++) {
+                members += signal[s0 + ints[m.link_members + k]];
+            }
+            return reals[m.link_absolute + l] / (reals[m.link_fixed + l] + members);
+        }
+    }
+    return reals[m.gauss_sigma + c];
+}
+
+// Entry e's external signal index, or NONE.
+fn signal_index(e: u32) -> u32 {
+    if (m.n_signal == 0u) {
+        return NONE;
+    }
+    return ints[m.entry_signal + e];
+}
+
 fn block_word(b: u32, k: u32) -> u32 {
     return ints[m.blocks + BLOCK_WORDS * b + k];
 }
@@ -151,6 +177,7 @@ fn nll_grad(@builtin(local_invocation_index) tid: u32,
 
     for (var ev = wid.x; ev < m.n_eval; ev += groups.x) {
         let p0 = ev * np;
+        let s0 = ev * m.n_signal;
         let d = eval_dataset[ev];
         let obs0 = d * (m.n_main + m.n_aux);
         let aux0 = obs0 + m.n_main;
@@ -182,11 +209,25 @@ fn nll_grad(@builtin(local_invocation_index) tid: u32,
             let b = ints[m.entry_block + e];
             let h0 = block_word(b, 5u);
             let nh = block_word(b, 6u) - h0;
-            let row = m.histosys_delta + block_word(b, 7u) + (e - block_word(b, 2u)) * 2u * nh;
+            let row0 = block_word(b, 7u) + (e - block_word(b, 2u)) * 2u * nh;
+            // An external entry: its yield from the signal row, its deltas against the fixed
+            // templates (Δup = hi − s, Δdown = s − lo).
+            let ext = signal_index(e);
+            var sv = 0.0;
             var acc = reals[m.nominal + e];
+            if (ext != NONE) {
+                sv = signal[s0 + ext];
+                acc = sv;
+            }
             for (var j = 0u; j < nh; j++) {
                 let w = histosys_weights(params[p0 + ints[m.histosys_param + h0 + j]]);
-                acc += w.x * reals[row + 2u * j] + w.y * reals[row + 2u * j + 1u];
+                var up = reals[m.histosys_delta + row0 + 2u * j];
+                var down = reals[m.histosys_delta + row0 + 2u * j + 1u];
+                if (ext != NONE) {
+                    up = reals[m.templates + row0 + 2u * j] - sv;
+                    down = sv - reals[m.templates + row0 + 2u * j + 1u];
+                }
+                acc += w.x * up + w.y * down;
             }
             scratch[base + e] = acc;
             var prod = 1.0;
@@ -210,8 +251,12 @@ fn nll_grad(@builtin(local_invocation_index) tid: u32,
             scratch[bin_weight + b] = select(1.0 - n / lambda, 1.0, n == 0.0);
         }
         for (var c = tid; c < m.n_gauss; c += THREADS) {
-            let pull = (data[aux0 + ints[m.gauss_aux + c]] - params[p0 + ints[m.gauss_param + c]]) / reals[m.gauss_sigma + c];
+            let sigma = gauss_sigma(c, s0);
+            let pull = (data[aux0 + ints[m.gauss_aux + c]] - params[p0 + ints[m.gauss_param + c]]) / sigma;
             local += 0.5 * pull * pull;
+            if (m.width_terms != 0u && sigma != reals[m.gauss_sigma + c]) {
+                local += log(sigma / reals[m.gauss_sigma + c]);
+            }
         }
         for (var c = tid; c < m.n_pois; c += THREADS) {
             local += deviance(data[aux0 + ints[m.pois_aux + c]], params[p0 + ints[m.pois_param + c]] * reals[m.pois_tau + c]);
@@ -249,13 +294,22 @@ fn nll_grad(@builtin(local_invocation_index) tid: u32,
             let b = ints[m.histosys_block + h];
             let j = h - block_word(b, 5u);
             let nh = block_word(b, 6u) - block_word(b, 5u);
-            let col = m.histosys_delta + block_word(b, 7u) + 2u * j;
+            let col = block_word(b, 7u) + 2u * j;
+            // A sample block is external as a whole.
+            let ext = signal_index(block_word(b, 2u)) != NONE;
             var sum_up = 0.0;
             var sum_down = 0.0;
             for (var i = 0u; i < block_word(b, 1u); i++) {
                 let w = scratch[bin_weight + block_word(b, 0u) + i] * scratch[product + block_word(b, 2u) + i];
-                sum_up += w * reals[col + i * 2u * nh];
-                sum_down += w * reals[col + i * 2u * nh + 1u];
+                var up = reals[m.histosys_delta + col + i * 2u * nh];
+                var down = reals[m.histosys_delta + col + i * 2u * nh + 1u];
+                if (ext) {
+                    let sv = signal[s0 + signal_index(block_word(b, 2u) + i)];
+                    up = reals[m.templates + col + i * 2u * nh] - sv;
+                    down = sv - reals[m.templates + col + i * 2u * nh + 1u];
+                }
+                sum_up += w * up;
+                sum_down += w * down;
             }
             let hw = histosys_weights(params[p0 + ints[m.histosys_param + h]]);
             scratch[contrib + histosys_slot0 + h] = scratch[block_scale + b] * (hw.z * sum_up + hw.w * sum_down);
@@ -279,7 +333,7 @@ fn nll_grad(@builtin(local_invocation_index) tid: u32,
             }
         }
         for (var c = tid; c < m.n_gauss; c += THREADS) {
-            let s = reals[m.gauss_sigma + c];
+            let s = gauss_sigma(c, s0);
             scratch[contrib + gauss_slot0 + c] = (params[p0 + ints[m.gauss_param + c]] - data[aux0 + ints[m.gauss_aux + c]]) / (s * s);
         }
         for (var c = tid; c < m.n_pois; c += THREADS) {
@@ -290,7 +344,27 @@ fn nll_grad(@builtin(local_invocation_index) tid: u32,
         workgroupBarrier();
 
         // 5. Gather: each parameter sums its slots in ascending order, one thread per parameter.
-        let r0 = ev * (1u + np);
+        let r0 = ev * (1u + np + m.n_signal);
+        // ∂NLL/∂s, in the order of ExternalSignal::gradient: through the expected count (slope of
+        // the entry in its nominal, times ∂NLL/∂λ of its bin), then through each staterror width.
+        for (var i = tid; i < m.n_signal; i += THREADS) {
+            let e = ints[m.signal_entry + i];
+            let b = ints[m.entry_block + e];
+            var slope = 1.0;
+            for (var h = block_word(b, 5u); h < block_word(b, 6u); h++) {
+                let w = histosys_weights(params[p0 + ints[m.histosys_param + h]]);
+                slope += w.y - w.x;
+            }
+            var d = scratch[block_scale + b] * scratch[product + e] * slope * scratch[bin_weight + block_word(b, 0u) + (e - block_word(b, 2u))];
+            for (var k = ints[m.signal_link_start + i]; k < ints[m.signal_link_start + i + 1u]; k++) {
+                let l = ints[m.signal_links + k];
+                let c = ints[m.link_gauss + l];
+                let sigma = gauss_sigma(c, s0);
+                let pull = (data[aux0 + ints[m.gauss_aux + c]] - params[p0 + ints[m.gauss_param + c]]) / sigma;
+                d += (1.0 - pull * pull) / sigma * (-sigma * sigma / reals[m.link_absolute + l]);
+            }
+            result[r0 + 1u + np + i] = d;
+        }
         for (var q = tid; q < np; q += THREADS) {
             var sum = 0.0;
             for (var s = ints[m.param_slot_start + q]; s < ints[m.param_slot_start + q + 1u]; s++) {

@@ -10,7 +10,9 @@ use wgpu::util::DeviceExt;
 use super::abi::{Meta, nll_grad_source};
 use super::adapter::{Opened, open};
 use super::packed::PackedModel;
-use crate::backend::{Backend, Batching, Datasets, Precision, Resident, SignalBatch};
+use crate::backend::{
+    Backend, Batching, Datasets, Precision, Resident, SignalBatch, Values, ValuesMut, not_finite,
+};
 use crate::data::PreparedData;
 use crate::device::Device;
 use crate::signal::ExternalSignal;
@@ -55,16 +57,37 @@ impl Growable {
     }
 }
 
+/// A packed model on the adapter: its uniform and its two arrays.
+struct Uploaded {
+    meta: Meta,
+    meta_buffer: wgpu::Buffer,
+    ints: wgpu::Buffer,
+    reals: wgpu::Buffer,
+}
+
+/// An attached external signal: the model with the signal's layout appended, on the adapter.
+struct WgpuSignal {
+    external: ExternalSignal,
+    model: Uploaded,
+}
+
+/// Which packed model a dispatch evaluates.
+#[derive(Clone, Copy)]
+enum Model<'a> {
+    Plain,
+    With(&'a Uploaded),
+}
+
 /// Everything on the adapter; calls are serialised through it.
 struct Gpu {
     opened: Opened,
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
-    meta: Meta,
-    meta_buffer: wgpu::Buffer,
-    ints: wgpu::Buffer,
-    reals: wgpu::Buffer,
+    model: Uploaded,
+    /// The model's packed arrays on the host (a signal's layout is appended to a copy).
+    packed: PackedModel,
     params: Growable,
+    signal: Growable,
     which: Growable,
     scratch: Growable,
     result: Growable,
@@ -87,16 +110,44 @@ fn bind(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
     }
 }
 
-fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+fn buffer_entry(binding: u32, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
     wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
+            ty,
             has_dynamic_offset: false,
             min_binding_size: None,
         },
         count: None,
+    }
+}
+
+fn upload_packed(device: &wgpu::Device, packed: &PackedModel) -> Uploaded {
+    let init = |label, contents: &[u8], usage| {
+        device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents,
+            usage,
+        })
+    };
+    Uploaded {
+        meta: packed.meta,
+        meta_buffer: init(
+            "meta",
+            bytemuck::bytes_of(&packed.meta),
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        ),
+        ints: init(
+            "model ints",
+            bytemuck::cast_slice(&packed.ints),
+            wgpu::BufferUsages::STORAGE,
+        ),
+        reals: init(
+            "model reals",
+            bytemuck::cast_slice(&packed.reals),
+            wgpu::BufferUsages::STORAGE,
+        ),
     }
 }
 
@@ -129,65 +180,36 @@ impl WgpuBackend {
         let opened = open(device)?;
         let gpu = &opened.device;
         let packed = PackedModel::new(model);
-        let (pipeline, layout, meta_buffer, ints, reals) =
-            scoped(gpu, "building the shader", || {
-                let module = gpu.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some("nll_grad.wgsl"),
-                    source: wgpu::ShaderSource::Wgsl(nll_grad_source().into()),
-                });
-                let mut entries = vec![wgpu::BindGroupLayoutEntry {
-                    binding: 0,
-                    visibility: wgpu::ShaderStages::COMPUTE,
-                    ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
-                        min_binding_size: None,
-                    },
-                    count: None,
-                }];
-                entries.extend((1..=5).map(|b| storage_entry(b, true)));
-                entries.extend((6..=7).map(|b| storage_entry(b, false)));
-                let layout = gpu.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                    label: Some("nll_grad"),
-                    entries: &entries,
-                });
-                let pipeline_layout = gpu.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                    label: Some("nll_grad"),
-                    bind_group_layouts: &[Some(&layout)],
-                    immediate_size: 0,
-                });
-                let pipeline = gpu.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some("nll_grad"),
-                    layout: Some(&pipeline_layout),
-                    module: &module,
-                    entry_point: Some("nll_grad"),
-                    compilation_options: wgpu::PipelineCompilationOptions::default(),
-                    cache: None,
-                });
-                let init = |label, contents: &[u8], usage| {
-                    gpu.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                        label: Some(label),
-                        contents,
-                        usage,
-                    })
-                };
-                let meta_buffer = init(
-                    "meta",
-                    bytemuck::bytes_of(&packed.meta),
-                    wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                );
-                let ints = init(
-                    "model ints",
-                    bytemuck::cast_slice(&packed.ints),
-                    wgpu::BufferUsages::STORAGE,
-                );
-                let reals = init(
-                    "model reals",
-                    bytemuck::cast_slice(&packed.reals),
-                    wgpu::BufferUsages::STORAGE,
-                );
-                (pipeline, layout, meta_buffer, ints, reals)
-            })?;
+        let (pipeline, layout, uploaded) = scoped(gpu, "building the shader", || {
+            let module = gpu.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("nll_grad.wgsl"),
+                source: wgpu::ShaderSource::Wgsl(nll_grad_source().into()),
+            });
+            let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
+            // 0 meta, 1 ints, 2 reals, 3 params, 4 data, 5 which, 6 scratch, 7 result, 8 signal.
+            let mut entries = vec![buffer_entry(0, wgpu::BufferBindingType::Uniform)];
+            entries.extend((1..=5).map(|b| buffer_entry(b, storage(true))));
+            entries.extend((6..=7).map(|b| buffer_entry(b, storage(false))));
+            entries.push(buffer_entry(8, storage(true)));
+            let layout = gpu.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("nll_grad"),
+                entries: &entries,
+            });
+            let pipeline_layout = gpu.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("nll_grad"),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let pipeline = gpu.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("nll_grad"),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some("nll_grad"),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            });
+            (pipeline, layout, upload_packed(gpu, &packed))
+        })?;
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         Ok(WgpuBackend {
             device,
@@ -198,11 +220,10 @@ impl WgpuBackend {
                 opened,
                 pipeline,
                 layout,
-                meta: packed.meta,
-                meta_buffer,
-                ints,
-                reals,
+                model: uploaded,
+                packed,
                 params: Growable::new("parameters", storage),
+                signal: Growable::new("signal yields", storage),
                 which: Growable::new("dataset of each evaluation", storage),
                 scratch: Growable::new("scratch", wgpu::BufferUsages::STORAGE),
                 result: Growable::new(
@@ -258,45 +279,58 @@ impl WgpuBackend {
         })
     }
 
-    /// One dispatch: evaluations `points` (f64 rows) against `datasets[which]`; results into
-    /// `nll` and `grad`.
+    /// Rows per dispatch within the adapter's binding size (the results are the largest array).
+    fn rows_per_dispatch(&self, gpu: &Gpu, width: usize) -> usize {
+        let limit = gpu.opened.device.limits().max_storage_buffer_binding_size;
+        ((limit / (4 * width as u64)) as usize).clamp(1, 1 << 16)
+    }
+
+    /// One dispatch of `model` (the plain model, or one with a signal attached): evaluations
+    /// of `params` (f32 rows) against `datasets[which]`, with `signal` rows where the model has
+    /// external yields. Returns the result rows (NLL, gradient, then ∂NLL/∂s).
     fn dispatch(
         &self,
         gpu: &mut Gpu,
+        model: Model,
         datasets: &WgpuDatasets,
-        points: &[f64],
+        params: &[f32],
         which: &[u32],
-        nll: &mut [f64],
-        grad: &mut [f64],
-    ) -> Result<()> {
+        signal: &[f32],
+    ) -> Result<Vec<f32>> {
         let rows = which.len();
-        let np = self.n_params;
-        let params: Vec<f32> = points.iter().map(|&v| v as f32).collect();
-        let groups = rows.clamp(1, MAX_WORKGROUPS);
-        let mut meta = gpu.meta;
-        meta.n_eval = rows as u32;
-        let result_bytes = (rows * (1 + np) * 4) as u64;
         let Gpu {
             opened,
             pipeline,
             layout,
-            meta_buffer,
-            ints,
-            reals,
+            model: plain,
             params: params_buffer,
+            signal: signal_buffer,
             which: which_buffer,
             scratch,
             result,
             staging,
             ..
         } = gpu;
+        let model = match model {
+            Model::Plain => &*plain,
+            Model::With(attached) => attached,
+        };
+        let mut meta = model.meta;
+        meta.n_eval = rows as u32;
+        let width = 1 + self.n_params + meta.n_signal as usize;
+        let result_bytes = (rows * width * 4) as u64;
+        let groups = rows.clamp(1, MAX_WORKGROUPS);
         let (device, queue) = (&opened.device, &opened.queue);
         let staging = scoped(device, "an NLL evaluation", || {
             let params_buffer = params_buffer.at_least(device, 4 * params.len() as u64);
-            queue.write_buffer(params_buffer, 0, bytemuck::cast_slice(&params));
+            queue.write_buffer(params_buffer, 0, bytemuck::cast_slice(params));
+            let signal_buffer = signal_buffer.at_least(device, 4 * signal.len() as u64);
+            if !signal.is_empty() {
+                queue.write_buffer(signal_buffer, 0, bytemuck::cast_slice(signal));
+            }
             let which_buffer = which_buffer.at_least(device, 4 * rows as u64);
             queue.write_buffer(which_buffer, 0, bytemuck::cast_slice(which));
-            queue.write_buffer(meta_buffer, 0, bytemuck::bytes_of(&meta));
+            queue.write_buffer(&model.meta_buffer, 0, bytemuck::bytes_of(&meta));
             let scratch =
                 scratch.at_least(device, 4 * (groups * meta.scratch_stride as usize) as u64);
             let result = result.at_least(device, result_bytes);
@@ -305,14 +339,15 @@ impl WgpuBackend {
                 label: Some("nll_grad"),
                 layout,
                 entries: &[
-                    bind(0, meta_buffer),
-                    bind(1, ints),
-                    bind(2, reals),
+                    bind(0, &model.meta_buffer),
+                    bind(1, &model.ints),
+                    bind(2, &model.reals),
                     bind(3, params_buffer),
                     bind(4, &datasets.buffer),
                     bind(5, which_buffer),
                     bind(6, scratch),
                     bind(7, result),
+                    bind(8, signal_buffer),
                 ],
             });
             let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -343,20 +378,22 @@ impl WgpuBackend {
             .recv()
             .map_err(|_| Error::Device("the GPU never answered a readback".into()))?
             .map_err(|e| Error::Device(format!("reading results back failed: {e}")))?;
-        {
+        let values = {
             let view = slice
                 .get_mapped_range()
                 .map_err(|e| Error::Device(format!("reading results back failed: {e}")))?;
-            let values: &[f32] = bytemuck::cast_slice(&view);
-            for (r, row) in values.chunks_exact(1 + np).enumerate() {
-                nll[r] = row[0] as f64;
-                for (g, &v) in grad[r * np..(r + 1) * np].iter_mut().zip(&row[1..]) {
-                    *g = v as f64;
-                }
-            }
-        }
+            bytemuck::cast_slice::<u8, f32>(&view).to_vec()
+        };
         staging.unmap();
-        Ok(())
+        Ok(values)
+    }
+
+    fn host_only(&self) -> Error {
+        Error::InvalidInput(format!(
+            "the f32 '{}' backend reads and writes host memory only (signal batches in place in \
+             device memory are CUDA's)",
+            self.device.name()
+        ))
     }
 }
 
@@ -423,43 +460,113 @@ impl Backend for WgpuBackend {
                 on_device.count
             )));
         }
-        // Dispatches within the adapter's binding size (results are the largest array).
-        let limit = gpu.opened.device.limits().max_storage_buffer_binding_size;
-        let per_dispatch = ((limit / (4 * (1 + np as u64))) as usize).clamp(1, 1 << 16);
+        let per_dispatch = self.rows_per_dispatch(&gpu, 1 + np);
         let mut start = 0;
         while start < rows {
             if stop.load(Ordering::Relaxed) {
                 return Err(Error::Interrupted);
             }
             let end = (start + per_dispatch).min(rows);
-            self.dispatch(
+            let params: Vec<f32> = points[start * np..end * np]
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            let values = self.dispatch(
                 &mut gpu,
+                Model::Plain,
                 on_device,
-                &points[start * np..end * np],
+                &params,
                 &which[start..end],
-                &mut nll[start..end],
-                &mut grad[start * np..end * np],
+                &[],
             )?;
+            for (k, row) in values.chunks_exact(1 + np).enumerate() {
+                let r = start + k;
+                nll[r] = row[0] as f64;
+                for (g, &v) in grad[r * np..(r + 1) * np].iter_mut().zip(&row[1..]) {
+                    *g = v as f64;
+                }
+            }
             start = end;
         }
         Ok(())
     }
 
-    fn attach_signal(&self, _external: &ExternalSignal) -> Result<Resident> {
-        Err(self.no_signal())
-    }
-
-    fn nll_grad_signal(&self, _attached: &Resident, _batch: SignalBatch) -> Result<()> {
-        Err(self.no_signal())
-    }
-}
-
-impl WgpuBackend {
-    fn no_signal(&self) -> Error {
-        Error::Device(format!(
-            "differentiable evaluations (external signal yields) are not available on the f32 \
-             '{}' backend yet; use 'cpu' or 'cuda'",
-            self.device.name()
+    fn attach_signal(&self, external: &ExternalSignal) -> Result<Resident> {
+        let gpu = self.gpu()?;
+        let packed = gpu.packed.with_signal(external);
+        let device = &gpu.opened.device;
+        let model = scoped(device, "uploading the signal layout", || {
+            upload_packed(device, &packed)
+        })?;
+        Ok(Resident::new(
+            0,
+            WgpuSignal {
+                external: external.clone(),
+                model,
+            },
         ))
+    }
+
+    fn nll_grad_signal(&self, attached: &Resident, batch: SignalBatch) -> Result<()> {
+        let WgpuSignal { external, model } = attached.storage::<WgpuSignal>()?;
+        let (n, np) = (external.len(), self.n_params);
+        let (rows, shared) = batch.rows(n, np)?;
+        let (Values::Host(signals), Values::Host(pars)) = (batch.signals, batch.pars) else {
+            return Err(self.host_only());
+        };
+        let (ValuesMut::Host(nll), ValuesMut::Host(d_signal), ValuesMut::Host(d_pars)) =
+            (batch.nll, batch.d_signal, batch.d_pars)
+        else {
+            return Err(self.host_only());
+        };
+        for row in signals.chunks(n.max(1)) {
+            external.check(row)?;
+        }
+        let mut gpu = self.gpu()?;
+        let data = self.upload_rows(&gpu, std::slice::from_ref(batch.data))?;
+        let width = 1 + np + n;
+        let per_dispatch = self.rows_per_dispatch(&gpu, width);
+        let mut start = 0;
+        while start < rows {
+            let end = (start + per_dispatch).min(rows);
+            let params: Vec<f32> = (start..end)
+                .flat_map(|r| {
+                    if shared {
+                        pars
+                    } else {
+                        &pars[r * np..(r + 1) * np]
+                    }
+                })
+                .map(|&v| v as f32)
+                .collect();
+            let values: Vec<f32> = signals[start * n..end * n]
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            let zeros = vec![0; end - start];
+            let out = self.dispatch(
+                &mut gpu,
+                Model::With(model),
+                &data,
+                &params,
+                &zeros,
+                &values,
+            )?;
+            for (k, row) in out.chunks_exact(width).enumerate() {
+                let r = start + k;
+                nll[r] = row[0] as f64 + batch.data.constant;
+                for (d, &v) in d_pars[r * np..(r + 1) * np].iter_mut().zip(&row[1..1 + np]) {
+                    *d = v as f64;
+                }
+                for (d, &v) in d_signal[r * n..(r + 1) * n].iter_mut().zip(&row[1 + np..]) {
+                    *d = v as f64;
+                }
+                if !nll[r].is_finite() {
+                    return Err(not_finite(r));
+                }
+            }
+            start = end;
+        }
+        Ok(())
     }
 }

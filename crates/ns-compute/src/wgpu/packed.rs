@@ -5,13 +5,17 @@
 use ns_core::CompiledModel;
 
 use super::abi::Meta;
-use crate::layout::KernelLayout;
+use crate::layout::{KernelLayout, SignalLayout};
+use crate::signal::ExternalSignal;
 
 /// The packed buffers' contents and their uniform (without the dispatch's `n_eval`).
+#[derive(Clone)]
 pub(crate) struct PackedModel {
     pub(crate) ints: Vec<u32>,
     pub(crate) reals: Vec<f32>,
     pub(crate) meta: Meta,
+    /// Length of the model's histosys delta array.
+    n_deltas: usize,
 }
 
 impl PackedModel {
@@ -69,6 +73,53 @@ impl PackedModel {
         meta.normsys_code = l.normsys_code as u32;
         meta.histosys_code = l.histosys_code as u32;
         meta.scratch_stride = l.scratch_doubles_per_block() as u32;
-        PackedModel { ints, reals, meta }
+        PackedModel {
+            ints,
+            reals,
+            meta,
+            n_deltas: l.histosys_delta.len(),
+        }
+    }
+
+    /// The model with `external`'s layout appended: evaluations read each row's external yields
+    /// (and, with `width_terms`, the NLL gains the ln σ of the widths that follow them).
+    pub(crate) fn with_signal(&self, external: &ExternalSignal) -> Self {
+        let m = &self.meta;
+        let l = SignalLayout::new(
+            external,
+            m.n_entries as usize,
+            m.n_gauss as usize,
+            self.n_deltas,
+        );
+        let mut packed = self.clone();
+        let mut int = |v: &[u32]| {
+            let offset = packed.ints.len() as u32;
+            packed.ints.extend_from_slice(v);
+            offset
+        };
+        let mut meta = packed.meta;
+        meta.entry_signal = int(&l.entry_signal);
+        meta.signal_entry = int(&l.signal_entry);
+        meta.gauss_link = int(&l.gauss_link);
+        meta.link_gauss = int(&l.link_gauss);
+        meta.link_member_start = int(&l.link_member_start);
+        meta.link_members = int(&l.link_members);
+        meta.signal_link_start = int(&l.signal_link_start);
+        meta.signal_links = int(&l.signal_links);
+        let mut real = |v: &[f64]| {
+            let offset = packed.reals.len() as u32;
+            packed.reals.extend(v.iter().map(|&x| x as f32));
+            offset
+        };
+        meta.templates = real(&l.templates);
+        meta.link_absolute = real(&l.link_absolute);
+        meta.link_fixed = real(&l.link_fixed);
+        meta.n_signal = external.len() as u32;
+        meta.n_links = external.staterror().len() as u32;
+        meta.width_terms = 1;
+        packed.ints.push(0);
+        packed.reals.push(0.0);
+        packed.meta = meta;
+        packed
     }
 }
