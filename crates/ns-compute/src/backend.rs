@@ -252,6 +252,37 @@ impl SignalBatch<'_> {
     }
 }
 
+/// Checks every backend's `nll_grad_batch` makes first: `points`, `nll` and `grad` sized for
+/// `which.len()` rows of `n_params`, and every dataset index below `datasets`.
+pub fn check_batch(
+    points: &[f64],
+    which: &[u32],
+    nll: &[f64],
+    grad: &[f64],
+    n_params: usize,
+    datasets: usize,
+) -> Result<()> {
+    let rows = which.len();
+    if points.len() != rows * n_params || nll.len() != rows || grad.len() != rows * n_params {
+        return Err(Error::InvalidInput(format!(
+            "batch of {rows} evaluations needs {} parameters, {rows} NLL and {} gradient slots",
+            rows * n_params,
+            rows * n_params
+        )));
+    }
+    check_dataset_indices(which, datasets)
+}
+
+/// Every index of `which` below `datasets`.
+pub fn check_dataset_indices(which: &[u32], datasets: usize) -> Result<()> {
+    match which.iter().find(|&&d| d as usize >= datasets) {
+        Some(&bad) => Err(Error::InvalidInput(format!(
+            "dataset index {bad} out of range: {datasets} datasets are held"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The error for signal row `row` whose NLL is not finite.
 pub fn not_finite(row: usize) -> Error {
     Error::InvalidInput(format!(

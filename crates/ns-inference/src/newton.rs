@@ -23,15 +23,19 @@ const MAX_NEWTON_STEPS: usize = 20;
 const ARMIJO: f64 = 1e-4;
 const MAX_BACKTRACKS: usize = 40;
 
-/// Whether `result` should be polished: L-BFGS-B stopped for a reason other than convergence
-/// or a start where the likelihood is undefined.
-pub(crate) fn applies(result: &FitResult, n_free: usize) -> bool {
+/// Whether L-BFGS-B stopped short of convergence at a point where the likelihood is defined
+/// (not a failed start).
+pub(crate) fn stalled(result: &FitResult) -> bool {
     matches!(
         result.termination,
         Termination::MaxIterations | Termination::MaxEvaluations | Termination::LineSearchFailed
-    ) && n_free > 0
-        && n_free <= DENSE_PARAMETER_LIMIT
-        && result.twice_nll.is_finite()
+    ) && result.twice_nll.is_finite()
+}
+
+/// Whether `result` should be polished: it stalled, with free parameters few enough for a dense
+/// Hessian.
+pub(crate) fn applies(result: &FitResult, n_free: usize) -> bool {
+    stalled(result) && n_free > 0 && n_free <= DENSE_PARAMETER_LIMIT
 }
 
 /// Newton steps from `result` until the projected gradient of twice_nll is below the fit's

@@ -80,6 +80,44 @@ pub fn workspace_path(file: &str) -> PathBuf {
     pyhf_ref_dir().join("workspaces").join(file)
 }
 
+/// Every shared workspace (file name, workspace); patchsets are not workspaces.
+pub fn shared_workspaces() -> Vec<(String, ns_translate::Workspace)> {
+    let dir = workspace_path("");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".json") && f != "manifest.json" && !f.contains("patchset"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let ws = ns_translate::Workspace::from_path(&workspace_path(&f))
+                .unwrap_or_else(|e| panic!("{f}: {e}"));
+            (f, ws)
+        })
+        .collect()
+}
+
+/// Parameter points to compare backends at: the suggested init, the POI at 0 (gradients at
+/// μ = 0 must be right too), and `count` random points.
+pub fn points_for(
+    model: &ns_translate::HistFactoryModel,
+    seed: u64,
+    count: usize,
+) -> Vec<Vec<f64>> {
+    let mut rng = TestRng::new(seed);
+    let mut points = vec![model.suggested_init()];
+    if let Ok(poi) = model.poi() {
+        let mut at_zero = model.suggested_init();
+        at_zero[poi] = 0.0;
+        points.push(at_zero);
+    }
+    points.extend((0..count).map(|_| random_point(model, &mut rng)));
+    points
+}
+
 /// A tolerance of the parity contract (`tests/tolerances.json`).
 pub fn tolerance(key: &str) -> f64 {
     let all: Value = serde_json::from_str(include_str!("../../../tests/tolerances.json"))

@@ -13,7 +13,8 @@ use ns_core::HistFactoryModel;
 use ns_inference::toys::{fit_toys, generate_toy};
 use ns_inference::{FitConfig, Fitter, TestStatistic, hypotest_toys};
 use ns_tests::{
-    TestRng, all_code_pairs, model_and_data, random_point, test_device, workspace_path,
+    TestRng, all_code_pairs, model_and_data, points_for, random_point, shared_workspaces,
+    test_device, workspace_path,
 };
 use ns_translate::Workspace;
 use std::sync::atomic::AtomicBool;
@@ -21,26 +22,6 @@ use std::sync::atomic::AtomicBool;
 /// A fitter on the backend under test.
 fn fitter_on(model: &HistFactoryModel, device: Device) -> Fitter<'_> {
     Fitter::on_device(model, device, Workload::Sequential).expect("backend opens")
-}
-
-/// Every shared workspace (file name, workspace); patchsets are not workspaces.
-fn shared_workspaces() -> Vec<(String, Workspace)> {
-    let dir = workspace_path("");
-    let mut files: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|f| f.ends_with(".json") && f != "manifest.json" && !f.contains("patchset"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|f| {
-            let ws =
-                Workspace::from_path(&workspace_path(&f)).unwrap_or_else(|e| panic!("{f}: {e}"));
-            (f, ws)
-        })
-        .collect()
 }
 
 /// The backend's and the CPU evaluator's NLL and gradient at `points` against `data`.
@@ -93,19 +74,6 @@ fn compare_nll_grad(
             );
         }
     }
-}
-
-fn points_for(model: &HistFactoryModel, seed: u64, count: usize) -> Vec<Vec<f64>> {
-    let mut rng = TestRng::new(seed);
-    let mut points = vec![model.suggested_init()];
-    // The POI at its lower bound: gradients at μ = 0 must be right too.
-    if let Ok(poi) = model.poi() {
-        let mut at_zero = model.suggested_init();
-        at_zero[poi] = 0.0;
-        points.push(at_zero);
-    }
-    points.extend((0..count).map(|_| random_point(model, &mut rng)));
-    points
 }
 
 test_device!(nll_and_gradient_match_cpu_on_every_workspace_at_many_points);

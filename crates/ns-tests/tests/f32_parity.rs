@@ -8,42 +8,19 @@ use std::sync::atomic::AtomicBool;
 use ns_compute::backend::open;
 use ns_compute::{CpuEvaluator, Datasets, Device, PreparedData, Scratch};
 use ns_core::HistFactoryModel;
-use ns_tests::{TestRng, model_and_data, random_point, workspace_path};
+use ns_tests::{
+    TestRng, model_and_data, points_for, random_point, shared_workspaces, workspace_path,
+};
 use ns_translate::Workspace;
 
 const DEVICE: Device = Device::Vulkan;
 
-fn shared_workspaces() -> Vec<(String, Workspace)> {
-    let dir = workspace_path("");
-    let mut files: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|f| f.ends_with(".json") && f != "manifest.json" && !f.contains("patchset"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|f| {
-            let ws =
-                Workspace::from_path(&workspace_path(&f)).unwrap_or_else(|e| panic!("{f}: {e}"));
-            (f, ws)
-        })
-        .collect()
+/// f32 tolerances (design.md's f32 column, `tests/tolerances.json`): the NLL relative to the
+/// saturated model (the deviance form the backends return), gradient elements relative to
+/// max(1, |g|), best-fit parameters in σ, twice_nll at the minimum, uncertainties, CLs.
+fn tol(key: &str) -> f64 {
+    ns_tests::tolerance(&format!("f32_{key}"))
 }
-
-fn points_for(model: &HistFactoryModel, seed: u64, count: usize) -> Vec<Vec<f64>> {
-    let mut rng = TestRng::new(seed);
-    let mut points = vec![model.suggested_init()];
-    points.extend((0..count).map(|_| random_point(model, &mut rng)));
-    points
-}
-
-/// f32 tolerances (design.md's f32 column): the NLL relative to the saturated model (the
-/// deviance form the backends return), and gradient elements relative to max(1, |g|).
-const NLL_ATOL: f64 = 1e-3;
-const NLL_RTOL: f64 = 2e-5;
-const GRAD_TOL: f64 = 1e-2;
 
 /// The largest NLL difference as a fraction of its tolerance, and the largest gradient
 /// difference relative to max(1, |g|), over `points`.
@@ -87,7 +64,8 @@ fn worst_differences(
             );
             continue;
         }
-        worst_nll = worst_nll.max((nll[k] - want).abs() / (NLL_ATOL + NLL_RTOL * want.abs()));
+        worst_nll =
+            worst_nll.max((nll[k] - want).abs() / (tol("nll_atol") + tol("nll_rtol") * want.abs()));
         for i in 0..n {
             worst_grad = worst_grad.max((grad[k * n + i] - g[i]).abs() / g[i].abs().max(1.0));
         }
@@ -96,7 +74,7 @@ fn worst_differences(
 }
 
 /// The deviance-form NLL (the NLL relative to the saturated model's) within
-/// `NLL_ATOL + NLL_RTOL·|NLL|`, every gradient element within `GRAD_TOL·max(1, |g|)`, at the
+/// `tol("nll_atol") + tol("nll_rtol")·|NLL|`, every gradient element within `tol("gradient_rel")·max(1, |g|)`, at the
 /// suggested init and random points of every shared workspace.
 #[test]
 fn nll_and_gradient_match_cpu_on_every_workspace() {
@@ -106,7 +84,7 @@ fn nll_and_gradient_match_cpu_on_every_workspace() {
         eprintln!("{name}: NLL {nll:.2e} of the tolerance, gradient {grad:.2e}");
         assert!(nll <= 1.0, "{name}: NLL differs by {nll} of its tolerance");
         assert!(
-            grad <= GRAD_TOL,
+            grad <= tol("gradient_rel"),
             "{name}: a gradient element differs by {grad} (relative)"
         );
     }
@@ -120,7 +98,7 @@ fn every_interpolation_code_matches_cpu() {
         let (model, data) = model_and_data(&ws, codes);
         let (nll, grad) = worst_differences(&model, &data, &points_for(&model, 3, 6));
         assert!(
-            nll <= 1.0 && grad <= GRAD_TOL,
+            nll <= 1.0 && grad <= tol("gradient_rel"),
             "{codes}: NLL {nll}, gradient {grad}"
         );
     }
@@ -168,10 +146,16 @@ fn fits_match_cpu_fits() {
         }
         eprintln!("   worst |Δθ|/σ {worst_pull:.2e}, worst Δσ/σ {worst_unc:.2e}");
         assert!(got.converged, "{file}: {:?}", got.termination);
-        assert!(worst_pull <= 1e-2, "{file}: |Δθ|/σ = {worst_pull}");
-        assert!(worst_unc <= 1e-2, "{file}: Δσ/σ = {worst_unc}");
         assert!(
-            (got.twice_nll - cpu.twice_nll).abs() <= 2e-3,
+            worst_pull <= tol("bestfit_sigma_frac"),
+            "{file}: |Δθ|/σ = {worst_pull}"
+        );
+        assert!(
+            worst_unc <= tol("uncertainty_rtol"),
+            "{file}: Δσ/σ = {worst_unc}"
+        );
+        assert!(
+            (got.twice_nll - cpu.twice_nll).abs() <= tol("twice_nll_at_min_atol"),
             "{file}: {} vs {}",
             got.twice_nll,
             cpu.twice_nll
@@ -202,13 +186,16 @@ fn cls_match_cpu() {
         let (a, b) = (asymptotic(&cpu), asymptotic(&f32_fitter));
         eprintln!("{file}: asymptotic CLs {} vs {}", b.cls_obs, a.cls_obs);
         assert!(
-            (a.cls_obs - b.cls_obs).abs() <= 1e-3,
+            (a.cls_obs - b.cls_obs).abs() <= tol("cls_asymptotic_atol"),
             "{file}: asymptotic CLs {} vs {}",
             b.cls_obs,
             a.cls_obs
         );
         for (x, y) in a.cls_exp.iter().zip(&b.cls_exp) {
-            assert!((x - y).abs() <= 1e-3, "{file}: expected CLs {y} vs {x}");
+            assert!(
+                (x - y).abs() <= tol("cls_asymptotic_atol"),
+                "{file}: expected CLs {y} vs {x}"
+            );
         }
         let toys = |f: &Fitter| {
             hypotest_toys(
@@ -226,7 +213,7 @@ fn cls_match_cpu() {
         let (a, b) = (toys(&cpu), toys(&f32_fitter));
         eprintln!("{file}: toy CLs {} vs {}", b.cls.cls_obs, a.cls.cls_obs);
         assert!(
-            (a.cls.cls_obs - b.cls.cls_obs).abs() <= 1e-2,
+            (a.cls.cls_obs - b.cls.cls_obs).abs() <= tol("cls_toys_atol"),
             "{file}: toy CLs {} vs {}",
             b.cls.cls_obs,
             a.cls.cls_obs
@@ -235,7 +222,7 @@ fn cls_match_cpu() {
 }
 
 /// The differentiable NLL (external signal yields) in f32 against the CPU session: the NLL
-/// within `NLL_ATOL + NLL_RTOL·|NLL|`, ∂NLL/∂s and ∂NLL/∂θ within `GRAD_TOL·max(1, |g|)`, on
+/// within `tol("nll_atol") + tol("nll_rtol")·|NLL|`, ∂NLL/∂s and ∂NLL/∂θ within `tol("gradient_rel")·max(1, |g|)`, on
 /// tHq's signal samples (histosys, and staterror widths that follow the yields) and the
 /// 8-parameter model's, in a batch with per-row parameters.
 #[test]
@@ -273,7 +260,7 @@ fn differentiable_nll_matches_cpu() {
         let want = cpu.nll_batch(&rows, &pars, &data).unwrap();
         for (r, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(
-                (g.nll - w.nll).abs() <= NLL_ATOL + NLL_RTOL * w.nll.abs(),
+                (g.nll - w.nll).abs() <= tol("nll_atol") + tol("nll_rtol") * w.nll.abs(),
                 "{file} row {r}: NLL {} vs {}",
                 g.nll,
                 w.nll
@@ -289,7 +276,7 @@ fn differentiable_nll_matches_cpu() {
                     .fold(0.0, f64::max);
                 eprintln!("{file} row {r} {what}: worst {worst:.2e}");
                 assert!(
-                    worst <= GRAD_TOL,
+                    worst <= tol("gradient_rel"),
                     "{file} row {r}: {what} differs by {worst}"
                 );
             }

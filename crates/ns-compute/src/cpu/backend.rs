@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use super::{CpuEvaluator, Scratch};
 use crate::backend::{
-    Backend, Batching, Datasets, Resident, SignalBatch, Values, ValuesMut, not_finite,
+    Backend, Batching, Datasets, Resident, SignalBatch, Values, ValuesMut, check_batch, not_finite,
 };
 use crate::data::PreparedData;
 use crate::device::Device;
@@ -88,18 +88,11 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
         let model = self.model.borrow();
         let eval = CpuEvaluator::new(model);
         let n = model.n_params;
-        let rows = which.len();
-        if points.len() != rows * n || nll.len() != rows || grad.len() != rows * n {
-            return Err(Error::InvalidInput(format!(
-                "batch of {rows} evaluations needs {} parameters, {rows} NLL and {} gradient slots",
-                rows * n,
-                rows * n
-            )));
-        }
         let host: &[PreparedData] = match datasets {
             Datasets::Host(h) => h,
             Datasets::Resident(r) => r.storage::<Vec<PreparedData>>()?,
         };
+        check_batch(points, which, nll, grad, n, host.len())?;
         nll.par_iter_mut()
             .zip(grad.par_chunks_mut(n.max(1)))
             .zip(points.par_chunks(n.max(1)))
@@ -112,13 +105,7 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
                     if stop.load(Ordering::Relaxed) {
                         return Err(Error::Interrupted);
                     }
-                    let data = host.get(d as usize).ok_or_else(|| {
-                        Error::InvalidInput(format!(
-                            "dataset index {d} out of range: {} datasets given",
-                            host.len()
-                        ))
-                    })?;
-                    *value = eval.nll_minus_constant(p, data, scratch, Some(g))?;
+                    *value = eval.nll_minus_constant(p, &host[d as usize], scratch, Some(g))?;
                     Ok(())
                 },
             )

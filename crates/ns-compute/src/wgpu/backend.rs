@@ -11,7 +11,8 @@ use super::abi::{Meta, nll_grad_source};
 use super::adapter::{Opened, open};
 use super::packed::PackedModel;
 use crate::backend::{
-    Backend, Batching, Datasets, Precision, Resident, SignalBatch, Values, ValuesMut, not_finite,
+    Backend, Batching, Datasets, Precision, Resident, SignalBatch, Values, ValuesMut, check_batch,
+    not_finite,
 };
 use crate::data::PreparedData;
 use crate::device::Device;
@@ -88,6 +89,9 @@ struct Gpu {
     packed: PackedModel,
     params: Growable,
     signal: Growable,
+    /// The data of the last signal batch, on the adapter (a training loop passes the same data
+    /// every step: uploaded again only when they change).
+    signal_data: Option<(Vec<f64>, WgpuDatasets)>,
     which: Growable,
     scratch: Growable,
     result: Growable,
@@ -224,6 +228,7 @@ impl WgpuBackend {
                 packed,
                 params: Growable::new("parameters", storage),
                 signal: Growable::new("signal yields", storage),
+                signal_data: None,
                 which: Growable::new("dataset of each evaluation", storage),
                 scratch: Growable::new("scratch", wgpu::BufferUsages::STORAGE),
                 result: Growable::new(
@@ -438,13 +443,6 @@ impl Backend for WgpuBackend {
         stop: &AtomicBool,
     ) -> Result<()> {
         let (rows, np) = (which.len(), self.n_params);
-        if points.len() != rows * np || nll.len() != rows || grad.len() != rows * np {
-            return Err(Error::InvalidInput(format!(
-                "batch of {rows} evaluations needs {} parameters, {rows} NLL and {} gradient slots",
-                rows * np,
-                rows * np
-            )));
-        }
         let mut gpu = self.gpu()?;
         let uploaded;
         let on_device = match datasets {
@@ -454,12 +452,7 @@ impl Backend for WgpuBackend {
                 &uploaded
             }
         };
-        if let Some(&bad) = which.iter().find(|&&d| d as usize >= on_device.count) {
-            return Err(Error::InvalidInput(format!(
-                "dataset index {bad} out of range: {} datasets are on the GPU",
-                on_device.count
-            )));
-        }
+        check_batch(points, which, nll, grad, np, on_device.count)?;
         let per_dispatch = self.rows_per_dispatch(&gpu, 1 + np);
         let mut start = 0;
         while start < rows {
@@ -523,7 +516,17 @@ impl Backend for WgpuBackend {
             external.check(row)?;
         }
         let mut gpu = self.gpu()?;
-        let data = self.upload_rows(&gpu, std::slice::from_ref(batch.data))?;
+        let full: Vec<f64> = batch
+            .data
+            .main
+            .iter()
+            .chain(&batch.data.aux)
+            .copied()
+            .collect();
+        let data = match gpu.signal_data.take() {
+            Some((held, on_device)) if held == full => on_device,
+            _ => self.upload_rows(&gpu, std::slice::from_ref(batch.data))?,
+        };
         let width = 1 + np + n;
         let per_dispatch = self.rows_per_dispatch(&gpu, width);
         let mut start = 0;
@@ -567,6 +570,7 @@ impl Backend for WgpuBackend {
             }
             start = end;
         }
+        gpu.signal_data = Some((full, data));
         Ok(())
     }
 }

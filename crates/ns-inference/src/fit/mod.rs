@@ -151,17 +151,12 @@ impl<'m> Fitter<'m> {
         f: &mut [f64],
         grad: &mut [f64],
     ) -> Result<()> {
-        self.backend
-            .nll_grad_batch(points, datasets, which, f, grad, &self.interrupt)?;
-        for v in f.iter_mut().chain(grad.iter_mut()) {
-            *v *= 2.0;
-        }
-        Ok(())
+        self.objective_batch_on(&*self.backend, points, datasets, which, f, grad)
     }
 
     /// [`objective_batch`](Self::objective_batch) in f64 whatever the backend: finite
     /// differences of gradients (Hessians, the Newton polish) divide rounding noise by small
-    /// steps, so on an f32 backend these probes run on the CPU.
+    /// steps, so on an f32 backend these probes run on the CPU (datasets on the host).
     pub(crate) fn probe_batch(
         &self,
         points: &[f64],
@@ -173,22 +168,20 @@ impl<'m> Fitter<'m> {
         if self.backend.precision() == Precision::F64 {
             return self.objective_batch(points, datasets, which, f, grad);
         }
-        let datasets = match datasets {
-            Datasets::Host(host) => host,
-            Datasets::Resident(_) => {
-                return Err(Error::InvalidInput(
-                    "f64 probes on an f32 backend need the datasets on the host".into(),
-                ));
-            }
-        };
-        CpuBackend::new(&self.model.compiled).nll_grad_batch(
-            points,
-            Datasets::Host(datasets),
-            which,
-            f,
-            grad,
-            &self.interrupt,
-        )?;
+        let cpu = CpuBackend::new(&self.model.compiled);
+        self.objective_batch_on(&cpu, points, datasets, which, f, grad)
+    }
+
+    fn objective_batch_on(
+        &self,
+        backend: &dyn Backend,
+        points: &[f64],
+        datasets: Datasets,
+        which: &[u32],
+        f: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        backend.nll_grad_batch(points, datasets, which, f, grad, &self.interrupt)?;
         for v in f.iter_mut().chain(grad.iter_mut()) {
             *v *= 2.0;
         }
@@ -327,7 +320,8 @@ impl<'m> Fitter<'m> {
         free: &[usize],
     ) -> Result<FitResult> {
         let mut result = if self.backend.precision() != Precision::F64
-            && crate::newton::applies(&result, free.len().min(1))
+            && !free.is_empty()
+            && crate::newton::stalled(&result)
         {
             self.refine_in_f64(result, data, config)?
         } else if crate::newton::applies(&result, free.len()) {

@@ -5,7 +5,7 @@ use ns_core::optim::LbfgsbOptions;
 use ns_core::{Error, Result};
 
 use super::{CudaSession, DeviceDatasets, DeviceSignal, driver};
-use crate::backend::{DeviceFitOutput, DeviceFitProblem};
+use crate::backend::{DeviceFitOutput, DeviceFitProblem, check_dataset_indices};
 use crate::cuda::abi::{
     BLOCK_THREADS, DEVICE_MAX_MEMORY, FitArgs, SignalView, lbfgsb_workspace_doubles,
 };
@@ -96,16 +96,7 @@ impl CudaSession {
                 "device fit problem rows do not match {n_fits} fits of {np} parameters"
             )));
         }
-        if let Some(&bad) = problem
-            .dataset
-            .iter()
-            .find(|&&d| d as usize >= datasets.count)
-        {
-            return Err(Error::InvalidInput(format!(
-                "dataset index {bad} out of range: {} datasets are on the device",
-                datasets.count
-            )));
-        }
+        check_dataset_indices(problem.dataset, datasets.count)?;
         Ok(())
     }
 

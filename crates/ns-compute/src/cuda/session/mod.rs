@@ -15,6 +15,7 @@ use cudarc::driver::{
 };
 use ns_core::{CompiledModel, Error, Result};
 
+use crate::backend::check_batch;
 use crate::cuda::abi::{BLOCK_THREADS, ModelView, SignalView};
 use crate::cuda::compile::{KernelOrigin, kernel_cubin};
 use crate::data::PreparedData;
@@ -408,19 +409,14 @@ impl CudaSession {
         grad: &mut [f64],
     ) -> Result<()> {
         let n = eval_dataset.len();
-        if params.len() != n * self.n_params || nll.len() != n || grad.len() != n * self.n_params {
-            return Err(Error::InvalidInput(format!(
-                "batch of {n} evaluations needs {} parameters, {n} NLL and {} gradient slots",
-                n * self.n_params,
-                n * self.n_params
-            )));
-        }
-        if let Some(&bad) = eval_dataset.iter().find(|&&d| d as usize >= datasets.count) {
-            return Err(Error::InvalidInput(format!(
-                "dataset index {bad} out of range: {} datasets are on the device",
-                datasets.count
-            )));
-        }
+        check_batch(
+            params,
+            eval_dataset,
+            nll,
+            grad,
+            self.n_params,
+            datasets.count,
+        )?;
         let np = self.n_params;
         let mut start = 0;
         while start < n {
