@@ -240,6 +240,16 @@ impl SignalBatch<'_> {
                 )));
             }
         }
+        if let Values::Host(pars) = self.pars
+            && let Some(i) = pars.iter().position(|v| !v.is_finite())
+        {
+            return Err(Error::InvalidInput(format!(
+                "parameter {} (of row {}) is {}: parameters must be finite",
+                i % n_params.max(1),
+                i / n_params.max(1),
+                pars[i]
+            )));
+        }
         if !shared && self.pars.len() != rows * n_params {
             return Err(Error::InvalidInput(format!(
                 "parameters have {} values for {rows} signals of a {n_params}-parameter model \
