@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p dist-gpu
+# The CUDA kernels compiled ahead of time (sm_80/90/100/120), embedded by every build below.
+eval "$(bash scripts/prebuild_kernels.sh)"
 cargo build --release -p ns-cli --bin nextstat && cargo build --release -p ns-inference --example gpu_bench --features ns-compute/wgpu
 # The test binaries with CUDA arms: the backend parity suite and the differentiable layer.
 cargo test --release -p ns-tests --test backend_parity --test differentiable --test f32_parity --no-run --message-format=json 2>/dev/null \

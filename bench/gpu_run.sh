@@ -8,10 +8,13 @@ out=${OUT:-gpu-results}
 mkdir -p "$out"
 export NEXTSTAT_PYHF_REF=$PWD/dist-gpu/pyhf-ref NEXTSTAT_LIKELIHOODS=$PWD/dist-gpu/likelihoods NEXTSTAT_KERNEL_CACHE=/tmp/nextstat-kernels
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
-echo "== CUDA parity tests"
-for suite in backend_parity differentiable; do
-  dist-gpu/$suite --include-ignored --test-threads 1 --nocapture 2>&1 | tee -a "$out/parity.log" | grep -E "^test |result|toys|panicked"
-done
+# --no-parity: the benchmarks only (the parity binaries need not be carried).
+if [ "${1:-}" != --no-parity ]; then
+  echo "== CUDA parity tests"
+  for suite in backend_parity differentiable; do
+    dist-gpu/$suite --include-ignored --test-threads 1 --nocapture 2>&1 | tee -a "$out/parity.log" | grep -E "^test |result|toys|panicked"
+  done
+fi
 if ls dist-gpu/wheels/nextstat-*.whl >/dev/null 2>&1; then
   echo "== Python package with device=\"cuda\""
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nextstat-py dist-gpu/wheels/nextstat-*.whl
@@ -20,6 +23,8 @@ if ls dist-gpu/wheels/nextstat-*.whl >/dev/null 2>&1; then
     tests/python/test_python_gpu.py tests/python/test_docs.py 2>&1 | tee "$out/python_gpu.log" | tail -5
 fi
 ws=dist-gpu/pyhf-ref/workspaces
+echo "== cold start: whole processes, tHq fit, each with an empty kernel cache unless said"
+bash bench/cold_start.sh "$ws/nextstat_tHu.json" | tee "$out/cold_start.txt"
 : > "$out/gpu_bench.jsonl"
 # MODEL MU TOYS CPU_TOYS BIG_TOYS (μ near the expected limit, so that CLs is not 0)
 while read -r file mu toys cpu_toys big; do

@@ -37,10 +37,11 @@ pub struct InferArgs {
     /// Parameter bounds NAME=LOW,HIGH (repeatable; NAME a parameter set or name[i])
     #[arg(long = "bound", value_name = "NAME=LOW,HIGH")]
     pub bounds: Vec<String>,
-    /// Device for the fits: cpu, cuda (f64), vulkan or metal (f32, docs/gpu-f32.md), or auto (CUDA
-    /// for large batches of fits on large models, where a GPU exists; see docs/benchmarks.md for
-    /// the crossover). `nextstat devices` lists what this machine offers
-    #[arg(long = "gpu", value_name = "DEVICE", default_value = "cpu", value_parser = ["cpu", "cuda", "vulkan", "metal", "auto"])]
+    /// Device for the fits: cpu, cuda (f64; GPU 0, or cuda:N, cuda:0,1, cuda:all to share batches
+    /// between GPUs), vulkan or metal (f32, docs/gpu-f32.md), or auto (CUDA for large batches of
+    /// fits on large models, where a GPU exists; see docs/benchmarks.md for the crossover).
+    /// `nextstat devices` lists what this machine offers
+    #[arg(long = "gpu", value_name = "DEVICE", default_value = "cpu", value_parser = device_name)]
     pub device: String,
     /// Fit this data instead of the workspace's observations: a JSON list of main bins (auxdata
     /// from the model) or of main bins followed by auxdata
@@ -138,6 +139,13 @@ struct Session {
     loaded: Loaded,
     data: PreparedData,
     config: FitConfig,
+}
+
+/// `--gpu`'s value, refused here with the parser's message when it names no device.
+fn device_name(name: &str) -> std::result::Result<String, String> {
+    Device::from_name(name)
+        .map(|_| name.to_string())
+        .map_err(|e| e.to_string())
 }
 
 impl InferArgs {

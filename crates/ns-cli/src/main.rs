@@ -104,8 +104,22 @@ fn devices(as_json: bool) -> Result<()> {
     match &inventory.cuda {
         Ok(names) => {
             for (i, name) in names.iter().enumerate() {
-                text += &format!("cuda:{i}  f64  {name}   (--gpu cuda)\n");
+                text += &format!("cuda:{i}  f64  {name}   (--gpu cuda:{i})\n");
             }
+            if names.len() > 1 {
+                text += &format!(
+                    "cuda:all f64  {} GPUs sharing each batch   (--gpu cuda:all)\n",
+                    names.len()
+                );
+            }
+            let archs = ns_compute::cuda::prebuilt_archs();
+            text += &if archs.is_empty() {
+                "        kernels compiled by NVRTC at first use (this build embeds none)\n"
+                    .to_string()
+            } else {
+                let archs: Vec<String> = archs.iter().map(|a| format!("sm_{a}")).collect();
+                format!("        kernels built in for {}\n", archs.join(", "))
+            };
         }
         Err(why) => text += &format!("cuda    none: {why}\n"),
     }

@@ -398,7 +398,20 @@ where
 {
     Ok(match device {
         Device::Cpu => Box::new(crate::cpu::CpuBackend::new(model)),
-        Device::Cuda => Box::new(crate::cuda::CudaBackend::new(model.borrow(), 0)?),
+        Device::Cuda(gpus) => {
+            if !crate::cuda::has_cuda() {
+                return Err(crate::cuda::cuda_unavailable());
+            }
+            let count = crate::cuda::device_count()?;
+            match gpus.ordinals(count)?.as_slice() {
+                &[one] => Box::new(crate::cuda::CudaBackend::new(model.borrow(), one)?),
+                several => Box::new(crate::cuda::MultiCudaBackend::new(
+                    model.borrow(),
+                    several,
+                    gpus,
+                )?),
+            }
+        }
         #[cfg(feature = "wgpu")]
         Device::Vulkan | Device::Metal => {
             Box::new(crate::wgpu::WgpuBackend::new(model.borrow(), device)?)

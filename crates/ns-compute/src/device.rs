@@ -9,13 +9,88 @@ use crate::cuda::has_cuda;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
     Cpu,
-    Cuda,
+    /// One CUDA GPU, or several of one host sharing each batch.
+    Cuda(CudaGpus),
     /// The f32 wgpu backend on a Vulkan adapter (Linux, Windows; lavapipe on any CPU).
     Vulkan,
     /// The f32 wgpu backend on Apple's Metal.
     Metal,
     /// The faster of CPU and CUDA for the workload; the CPU where no GPU exists.
     Auto,
+}
+
+/// The CUDA GPUs a device names: `cuda` is GPU 0, `cuda:1` GPU 1, `cuda:0,1` both, `cuda:all`
+/// every GPU of the host. Several GPUs split each batch (toys, refits) between them, each GPU a
+/// contiguous share; results are the same bits as on one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CudaGpus {
+    /// Bit `i` set: GPU `i`.
+    Set(u64),
+    All,
+}
+
+impl CudaGpus {
+    /// GPU 0, what `cuda` names.
+    pub const FIRST: CudaGpus = CudaGpus::Set(1);
+
+    /// The part of a device name after `cuda:`: `all`, or ordinals separated by commas.
+    pub fn parse(spec: &str) -> Result<Self> {
+        if spec == "all" {
+            return Ok(CudaGpus::All);
+        }
+        let mut set = 0u64;
+        for part in spec.split(',') {
+            let ordinal: u32 = part.trim().parse().map_err(|_| {
+                Error::InvalidInput(format!(
+                    "'cuda:{spec}': '{part}' is not a GPU number (cuda:0, cuda:0,1, cuda:all)"
+                ))
+            })?;
+            if ordinal >= 64 {
+                return Err(Error::InvalidInput(format!(
+                    "'cuda:{spec}': GPU {ordinal} is beyond the 64 a host can name"
+                )));
+            }
+            if set & (1 << ordinal) != 0 {
+                return Err(Error::InvalidInput(format!(
+                    "'cuda:{spec}' names GPU {ordinal} twice"
+                )));
+            }
+            set |= 1 << ordinal;
+        }
+        Ok(CudaGpus::Set(set))
+    }
+
+    /// The GPU numbers, ascending, after checking each against the `count` the host has.
+    pub fn ordinals(self, count: usize) -> Result<Vec<usize>> {
+        match self {
+            CudaGpus::All if count == 0 => Err(crate::cuda::cuda_unavailable()),
+            CudaGpus::All => Ok((0..count).collect()),
+            CudaGpus::Set(set) => {
+                let ordinals: Vec<usize> = (0..64).filter(|i| set & (1u64 << i) != 0).collect();
+                match ordinals.iter().find(|&&i| i >= count) {
+                    Some(i) => Err(Error::Device(format!(
+                        "CUDA GPU {i} was asked for, but this host has {count} (nextstat devices lists them)"
+                    ))),
+                    None => Ok(ordinals),
+                }
+            }
+        }
+    }
+
+    /// The name that parses back to this set.
+    pub fn name(self) -> String {
+        match self {
+            CudaGpus::All => "cuda:all".into(),
+            CudaGpus::FIRST => "cuda".into(),
+            CudaGpus::Set(set) => {
+                let ordinals: Vec<String> = (0..64)
+                    .filter(|i| set & (1u64 << i) != 0)
+                    .map(|i| i.to_string())
+                    .collect();
+                format!("cuda:{}", ordinals.join(","))
+            }
+        }
+    }
 }
 
 /// A wgpu adapter as `nextstat devices` lists it.
@@ -78,14 +153,17 @@ const AUTO_MIN_BATCH_WORK: usize = 8_000_000;
 
 impl Device {
     pub fn from_name(name: &str) -> Result<Self> {
+        if let Some(spec) = name.strip_prefix("cuda:") {
+            return Ok(Device::Cuda(CudaGpus::parse(spec)?));
+        }
         match name {
             "cpu" => Ok(Device::Cpu),
-            "cuda" => Ok(Device::Cuda),
+            "cuda" => Ok(Device::Cuda(CudaGpus::FIRST)),
             "auto" => Ok(Device::Auto),
             "vulkan" => Ok(Device::Vulkan),
             "metal" => Ok(Device::Metal),
             other => Err(Error::InvalidInput(format!(
-                "unknown device '{other}' (cpu, cuda, vulkan, metal, auto)"
+                "unknown device '{other}' (cpu, cuda, cuda:N, cuda:N,M, cuda:all, vulkan, metal, auto)"
             ))),
         }
     }
@@ -93,7 +171,7 @@ impl Device {
     pub fn name(self) -> &'static str {
         match self {
             Device::Cpu => "cpu",
-            Device::Cuda => "cuda",
+            Device::Cuda(_) => "cuda",
             Device::Vulkan => "vulkan",
             Device::Metal => "metal",
             Device::Auto => "auto",
@@ -113,7 +191,7 @@ impl Device {
                         >= AUTO_MIN_BATCH_WORK
                         && has_cuda() =>
                 {
-                    Device::Cuda
+                    Device::Cuda(CudaGpus::FIRST)
                 }
                 _ => Device::Cpu,
             },

@@ -25,6 +25,6 @@ pub use backend::{
 };
 pub use cpu::{CpuBackend, CpuEvaluator, Scratch};
 pub use data::PreparedData;
-pub use device::{AdapterSummary, Device, Inventory, Workload};
+pub use device::{AdapterSummary, CudaGpus, Device, Inventory, Workload};
 pub use signal::ExternalSignal;
 pub use toys::ToyEnsembleRates;

@@ -103,6 +103,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (name, fitter) in fitters {
         let fit = median_seconds(|| drop(fitter.fit(&data, &config).unwrap()), 5);
+        let with_errors = FitConfig {
+            uncertainties: true,
+            ..config.clone()
+        };
+        let fit_unc = median_seconds(|| drop(fitter.fit(&data, &with_errors).unwrap()), 3);
+        let rank = median_seconds(
+            || drop(ns_inference::ranking(fitter, &data, &config, &|_| {}).unwrap()),
+            3,
+        );
         let scan = median_seconds(
             || drop(profile_scan(fitter, poi, &scan_values, &data, &config, &mut |_| {}).unwrap()),
             2,
@@ -129,7 +138,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .cls_obs
         });
         out[name] = serde_json::json!({
-            "fit_s": fit, "scan21_s": scan, "toys": toys, "toys_s": toys_s,
+            "fit_s": fit, "fit_uncertainties_s": fit_unc, "ranking_s": rank, "scan21_s": scan, "toys": toys, "toys_s": toys_s,
             "toys_per_1000_s": toys_s * 1000.0 / toys as f64, "cls_obs": cls,
         });
     }
@@ -151,6 +160,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .cls_obs
         });
         out["cuda_big"] = serde_json::json!({"toys": big_toys, "toys_s": s, "cls_obs": cls});
+        // Every GPU of the host sharing the same toys (the same bits as one GPU).
+        let gpus = ns_compute::cuda::device_count()?;
+        if gpus > 1 {
+            let open = Instant::now();
+            let all = Fitter::on_device(
+                &model,
+                Device::Cuda(ns_compute::CudaGpus::All),
+                Workload::Sequential,
+            )?;
+            let open_s = open.elapsed().as_secs_f64();
+            let mut cls_all = 0.0;
+            let s_all = once(|| {
+                cls_all = hypotest_toys(
+                    &all,
+                    mu,
+                    &data,
+                    &config,
+                    TestStatistic::QTilde,
+                    big_toys,
+                    2,
+                    &|_| {},
+                )
+                .unwrap()
+                .cls
+                .cls_obs
+            });
+            let rank_all = median_seconds(
+                || drop(ns_inference::ranking(&all, &data, &config, &|_| {}).unwrap()),
+                3,
+            );
+            out["cuda_all"] = serde_json::json!({
+                "gpus": gpus, "open_s": open_s, "toys": big_toys, "toys_s": s_all,
+                "speedup": s / s_all, "cls_obs": cls_all,
+                "cls_bit_identical": cls_all.to_bits() == cls.to_bits(), "ranking_s": rank_all,
+            });
+        }
     }
     out["auto_for_toys"] = Device::Auto
         .resolve(&model.compiled, Workload::Batch { fits: 4 * n_toys })

@@ -261,6 +261,7 @@ pub fn devices(inventory: &ns_compute::Inventory) -> Value {
         "cpu": {"threads": inventory.cpu_threads, "precision": "f64"},
         "cuda": listed(&cuda),
         "cuda_unavailable": cuda.as_ref().err(),
+        "cuda_prebuilt_kernels": ns_compute::cuda::prebuilt_archs().iter().map(|a| format!("sm_{a}")).collect::<Vec<_>>(),
         "wgpu": listed(&adapters),
         "wgpu_unavailable": adapters.as_ref().err(),
     })

@@ -18,10 +18,12 @@ pub struct ProfileScan {
     pub free_fit: FitResult,
 }
 
-/// Fix `parameter` at each value in turn and fit the rest. Each point is fitted warm-started from
-/// the previous point and also from the configured start, keeping the deeper minimum: HistFactory
-/// likelihoods with histosys can have several minima, and a warm start alone can follow the
-/// wrong one across the scan.
+/// Fix `parameter` at each value in turn and fit the rest. Each point is fitted from the
+/// configured start and warm-started, keeping the deeper minimum: HistFactory likelihoods with
+/// histosys can have several minima, and a warm start alone can follow the wrong one across the
+/// scan. On the CPU the warm start is the previous point (one fit after another); on a device,
+/// where one fit at a time is latency-bound, it is the unconditional fit, so that every fit of
+/// the scan runs in one batch.
 pub fn profile_scan(
     fitter: &Fitter,
     parameter: usize,
@@ -55,20 +57,40 @@ pub fn profile_scan(
             config: Arc::new(config.with_fixed(parameter, v)),
         })
         .collect();
-    let cold_fits = fitter.fit_batch(std::slice::from_ref(data), &cold_jobs, &|_| {})?;
-    let mut start = config.clone();
-    let mut fits = Vec::with_capacity(values.len());
-    for ((k, &v), cold) in values.iter().enumerate().zip(cold_fits) {
-        let warm = fitter.fit(data, &start.with_fixed(parameter, v))?;
-        let cold = cold?;
-        let fit = if cold.twice_nll < warm.twice_nll {
+    let deeper = |cold: FitResult, warm: FitResult| {
+        if cold.twice_nll < warm.twice_nll {
             cold
         } else {
             warm
+        }
+    };
+    let mut fits = Vec::with_capacity(values.len());
+    if fitter.batches_on_device() {
+        let from_free_fit = FitConfig {
+            init: free_fit.parameters.clone(),
+            ..config.clone()
         };
-        start.init = fit.parameters.clone();
-        fits.push(fit);
-        progress(k + 1);
+        let warm_jobs = values.iter().map(|&v| FitJob {
+            data: 0,
+            config: Arc::new(from_free_fit.with_fixed(parameter, v)),
+        });
+        let jobs: Vec<FitJob> = cold_jobs.iter().cloned().chain(warm_jobs).collect();
+        let mut all = fitter.fit_batch(std::slice::from_ref(data), &jobs, &|_| {})?;
+        let warm_fits = all.split_off(values.len());
+        for (k, (cold, warm)) in all.into_iter().zip(warm_fits).enumerate() {
+            fits.push(deeper(cold?, warm?));
+            progress(k + 1);
+        }
+    } else {
+        let cold_fits = fitter.fit_batch(std::slice::from_ref(data), &cold_jobs, &|_| {})?;
+        let mut start = config.clone();
+        for ((k, &v), cold) in values.iter().enumerate().zip(cold_fits) {
+            let warm = fitter.fit(data, &start.with_fixed(parameter, v))?;
+            let fit = deeper(cold?, warm);
+            start.init = fit.parameters.clone();
+            fits.push(fit);
+            progress(k + 1);
+        }
     }
     let twice_nll: Vec<f64> = fits.iter().map(|f| f.twice_nll).collect();
     Ok(ProfileScan {

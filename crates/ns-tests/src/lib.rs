@@ -270,7 +270,7 @@ macro_rules! test_device {
             #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
             fn cuda() {
                 $crate::require_cuda(concat!(stringify!($body), "::cuda"));
-                super::$body(ns_compute::Device::Cuda)
+                super::$body(ns_compute::Device::Cuda(ns_compute::CudaGpus::FIRST))
             }
         }
     };

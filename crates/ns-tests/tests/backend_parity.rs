@@ -433,3 +433,120 @@ fn published_likelihoods_and_huge_counts_match_cpu(device: Device) {
         );
     }
 }
+
+/// Batches shared between GPUs give one GPU's bits: a toy CLs (every per-toy q and the counts),
+/// a ranking (every refit) and a batch of evaluations on all of the host's GPUs equal those on
+/// GPU 0. Where the host has one GPU, two sessions on it share the batches, so the sharding is
+/// still what is tested.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
+fn batches_on_several_gpus_are_one_gpus_bits() {
+    ns_tests::require_cuda("batches_on_several_gpus_are_one_gpus_bits");
+    let count = ns_compute::cuda::device_count().unwrap();
+    let ordinals: Vec<usize> = if count >= 2 {
+        (0..count).collect()
+    } else {
+        vec![0, 0]
+    };
+    eprintln!("sharing between GPUs {ordinals:?}");
+    let ws = Workspace::from_path(&workspace_path("nextstat_tHu.json")).unwrap();
+    let (model, data) = model_and_data(&ws, Default::default());
+    let first = Device::Cuda(ns_compute::CudaGpus::FIRST);
+    let shared = || -> Box<dyn ns_compute::Backend + '_> {
+        Box::new(
+            ns_compute::cuda::MultiCudaBackend::new(
+                &model.compiled,
+                &ordinals,
+                ns_compute::CudaGpus::All,
+            )
+            .unwrap(),
+        )
+    };
+    let one = fitter_on(&model, first);
+    let several = Fitter::with_backend(&model, shared());
+    let config = FitConfig::suggested(&model);
+
+    let toys = |fitter: &Fitter| {
+        hypotest_toys(
+            fitter,
+            1.0,
+            &data,
+            &config,
+            TestStatistic::QTilde,
+            301,
+            11,
+            &|_| {},
+        )
+        .unwrap()
+    };
+    let (a, b) = (toys(&one), toys(&several));
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a.signal.teststats), bits(&b.signal.teststats));
+    assert_eq!(bits(&a.background.teststats), bits(&b.background.teststats));
+    assert_eq!(a.signal.n_failed, b.signal.n_failed);
+    assert_eq!(a.cls.cls_obs.to_bits(), b.cls.cls_obs.to_bits());
+
+    let ranked = |fitter: &Fitter| ns_inference::ranking(fitter, &data, &config, &|_| {}).unwrap();
+    let (a, b) = (ranked(&one), ranked(&several));
+    assert_eq!(a.entries.len(), b.entries.len());
+    for (x, y) in a.entries.iter().zip(&b.entries) {
+        assert_eq!(x.name, y.name);
+        for (p, q) in [
+            (Some(x.impact_postfit_up), Some(y.impact_postfit_up)),
+            (Some(x.impact_postfit_down), Some(y.impact_postfit_down)),
+            (x.impact_prefit_up, y.impact_prefit_up),
+            (x.impact_prefit_down, y.impact_prefit_down),
+        ] {
+            assert_eq!(p.map(f64::to_bits), q.map(f64::to_bits), "{}", x.name);
+        }
+    }
+
+    let mut rng = TestRng::new(5);
+    let points: Vec<f64> = (0..37)
+        .flat_map(|_| random_point(&model, &mut rng))
+        .collect();
+    let which = vec![0u32; 37];
+    let n = model.n_params();
+    let eval = |backend: Box<dyn ns_compute::Backend + '_>| {
+        let (mut nll, mut grad) = (vec![0.0; 37], vec![0.0; 37 * n]);
+        backend
+            .nll_grad_batch(
+                &points,
+                Datasets::Host(std::slice::from_ref(&data)),
+                &which,
+                &mut nll,
+                &mut grad,
+                &AtomicBool::new(false),
+            )
+            .unwrap();
+        (bits(&nll), bits(&grad))
+    };
+    assert_eq!(eval(open(first, &model.compiled).unwrap()), eval(shared()));
+}
+
+test_device!(profile_scans_match_cpu);
+/// A profile scan (on a device: every cold and warm fit in one batch, warm-started from the
+/// free fit) finds the CPU's minima: twice_nll within 1e-6 at every point.
+fn profile_scans_match_cpu(device: Device) {
+    for (file, top) in [
+        ("nextstat_complex_workspace.json", 5.0),
+        ("nextstat_tHu.json", 0.6),
+    ] {
+        let ws = Workspace::from_path(&workspace_path(file)).unwrap();
+        let (model, data) = model_and_data(&ws, Default::default());
+        let config = FitConfig::suggested(&model);
+        let poi = model.poi().unwrap();
+        let values: Vec<f64> = (0..7).map(|i| top * i as f64 / 6.0).collect();
+        let scan = |fitter: &Fitter| {
+            ns_inference::profile_scan(fitter, poi, &values, &data, &config, &mut |_| {}).unwrap()
+        };
+        let (cpu, other) = (scan(&Fitter::new(&model)), scan(&fitter_on(&model, device)));
+        for (k, (a, b)) in cpu.twice_nll.iter().zip(&other.twice_nll).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6,
+                "{file} point {k} (μ = {}): twice_nll {a} on the CPU, {b} on {device:?}",
+                values[k]
+            );
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! Device selection on any machine: names, clear errors, `auto` never choosing a GPU for work
 //! that the CPU does faster, and a CUDA request failing cleanly where no GPU exists.
 
+use ns_compute::CudaGpus;
 use ns_compute::cuda::has_cuda;
 use ns_core::Error;
 use ns_inference::{Device, Fitter, Workload};
@@ -10,7 +11,10 @@ use ns_translate::Workspace;
 #[test]
 fn device_names_parse_and_unknown_or_missing_backends_say_why() {
     assert_eq!(Device::from_name("cpu").unwrap(), Device::Cpu);
-    assert_eq!(Device::from_name("cuda").unwrap(), Device::Cuda);
+    assert_eq!(
+        Device::from_name("cuda").unwrap(),
+        Device::Cuda(CudaGpus::FIRST)
+    );
     assert_eq!(Device::from_name("auto").unwrap(), Device::Auto);
     assert_eq!(Device::from_name("vulkan").unwrap(), Device::Vulkan);
     assert_eq!(Device::from_name("metal").unwrap(), Device::Metal);
@@ -23,6 +27,39 @@ fn device_names_parse_and_unknown_or_missing_backends_say_why() {
             Err(other) => panic!("metal should be a device error, got {other}"),
             Ok(_) => panic!("a Metal backend opened off a Mac"),
         }
+    }
+    // Several GPUs: a set of ordinals or all of them; the name parses back.
+    assert_eq!(
+        Device::from_name("cuda:all").unwrap(),
+        Device::Cuda(CudaGpus::All)
+    );
+    assert_eq!(
+        Device::from_name("cuda:0,2").unwrap(),
+        Device::Cuda(CudaGpus::Set(0b101))
+    );
+    for name in ["cuda", "cuda:1", "cuda:0,2", "cuda:all"] {
+        match Device::from_name(name).unwrap() {
+            Device::Cuda(gpus) => assert_eq!(gpus.name(), name),
+            other => panic!("{name} parsed as {other:?}"),
+        }
+    }
+    assert_eq!(CudaGpus::All.ordinals(2).unwrap(), [0, 1]);
+    assert_eq!(CudaGpus::Set(0b110).ordinals(3).unwrap(), [1, 2]);
+    for (bad, says) in [
+        ("cuda:", "not a GPU number"),
+        ("cuda:x", "'x' is not a GPU number"),
+        ("cuda:-1", "not a GPU number"),
+        ("cuda:0,0", "names GPU 0 twice"),
+        ("cuda:64", "beyond the 64"),
+    ] {
+        match Device::from_name(bad) {
+            Err(Error::InvalidInput(msg)) => assert!(msg.contains(says), "{bad}: {msg}"),
+            other => panic!("{bad} should be refused, got {other:?}"),
+        }
+    }
+    match CudaGpus::Set(0b100).ordinals(2) {
+        Err(Error::Device(msg)) => assert!(msg.contains("GPU 2") && msg.contains("has 2"), "{msg}"),
+        other => panic!("GPU 2 of 2 should be refused, got {other:?}"),
     }
     match Device::from_name("tpu") {
         Err(Error::InvalidInput(msg)) => {
@@ -52,8 +89,8 @@ fn auto_keeps_sequential_and_small_batch_work_on_the_cpu() {
             Device::Cpu
         );
         assert_eq!(
-            Device::Cuda.resolve(&model.compiled, Workload::Sequential),
-            Device::Cuda
+            Device::Cuda(CudaGpus::FIRST).resolve(&model.compiled, Workload::Sequential),
+            Device::Cuda(CudaGpus::FIRST)
         );
     }
     // 4000 fits of an 8-parameter model: the CPU finishes before a CUDA session would open.
@@ -65,7 +102,7 @@ fn auto_keeps_sequential_and_small_batch_work_on_the_cpu() {
     assert_eq!(
         big_batch,
         if has_cuda() {
-            Device::Cuda
+            Device::Cuda(CudaGpus::FIRST)
         } else {
             Device::Cpu
         }
@@ -82,7 +119,7 @@ fn a_cuda_fitter_without_a_gpu_is_a_clear_error_not_a_panic() {
     }
     let ws = Workspace::from_path(&workspace_path("nextstat_simple_workspace.json")).unwrap();
     let (model, _) = model_and_data(&ws, Default::default());
-    match Fitter::on_device(&model, Device::Cuda, Workload::Sequential) {
+    match Fitter::on_device(&model, Device::Cuda(CudaGpus::FIRST), Workload::Sequential) {
         Err(Error::Device(msg)) => assert!(msg.contains("CUDA"), "{msg}"),
         Err(e) => panic!("expected a device error, got {e}"),
         Ok(_) => panic!("a CUDA fitter opened without a GPU"),

@@ -16,12 +16,13 @@ use crate::backend::{
     SignalBatch, Values,
 };
 use crate::data::PreparedData;
-use crate::device::Device;
+use crate::device::{CudaGpus, Device};
 use crate::signal::ExternalSignal;
 use crate::toys::ToyEnsembleRates;
 
 /// CUDA device `ordinal` holding one model.
 pub struct CudaBackend {
+    ordinal: usize,
     /// The address of the model uploaded (toys are sampled from the device's copy, so a request
     /// for another model is refused).
     model_address: usize,
@@ -33,6 +34,7 @@ impl CudaBackend {
     /// Open device `ordinal`, load (or compile) the kernels and upload `model`.
     pub fn new(model: &CompiledModel, ordinal: usize) -> Result<Self> {
         Ok(CudaBackend {
+            ordinal,
             model_address: model as *const CompiledModel as usize,
             session: Mutex::new(CudaSession::new(model, ordinal)?),
         })
@@ -49,7 +51,7 @@ impl CudaBackend {
 
 impl Backend for CudaBackend {
     fn device(&self) -> Device {
-        Device::Cuda
+        Device::Cuda(CudaGpus::Set(1 << self.ordinal))
     }
 
     fn description(&self) -> String {

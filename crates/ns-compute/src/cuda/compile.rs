@@ -1,12 +1,17 @@
-//! NVRTC compilation of the kernels for the device's own architecture, cached on disk.
+//! The kernels' machine code: compiled ahead of time and embedded in release builds, else
+//! compiled by NVRTC for the device's own architecture and cached on disk.
 //!
-//! The cubin is stored under a name that hashes the source, the options, the architecture and
-//! the driver and NVRTC versions, so a second process loads it without compiling, and any change
-//! to one of them compiles afresh. The cache is best-effort: an unwritable directory only costs
-//! a compile per process.
+//! Ahead of time ([`prebuild_kernels`], `scripts/prebuild_kernels.sh`): one cubin per
+//! architecture of [`PREBUILT_ARCHS`], embedded by `build.rs` under a key that hashes the source
+//! and the options; a device loads the newest one of its own major version (a cubin for X.y runs
+//! on every X.z, z ≥ y) whose key matches, so a first call costs no compile. Where none matches
+//! (another architecture, a changed source or register budget) or the driver refuses it, NVRTC
+//! compiles: the cubin is then stored under a name that also hashes the architecture and the
+//! driver and NVRTC versions, so a second process loads it without compiling. The disk cache is
+//! best-effort: an unwritable directory only costs a compile per process.
 
 use std::ffi::{CStr, c_char, c_int};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use cudarc::nvrtc::{result, sys};
 use ns_core::{Error, Result};
@@ -63,8 +68,123 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// How the module was obtained (reported by the GPU benchmark).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelOrigin {
+    /// Embedded in the binary at build time.
+    Prebuilt,
     Compiled,
     Cached,
+}
+
+/// The architectures release builds compile ahead of time: Ampere (8.x), Hopper (9.0),
+/// Blackwell data-centre (10.x) and consumer (12.x) parts.
+pub const PREBUILT_ARCHS: [u32; 4] = [80, 90, 100, 120];
+
+/// A cubin embedded at build time.
+struct Prebuilt {
+    arch: u32,
+    key: &'static str,
+    cubin: &'static [u8],
+}
+
+const PREBUILT: &[Prebuilt] = include!(concat!(env!("OUT_DIR"), "/prebuilt_kernels.rs"));
+
+/// What a kernel build depends on besides the architecture: the source, the options and the fit
+/// kernel's register budget, hashed.
+fn build_key(source: &str, fit_blocks: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(source.as_bytes());
+    hasher.update(format!("{OPTIONS:?}|{fit_blocks}"));
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The embedded cubin for compute capability `major.minor`: of those built from this source with
+/// these options, the newest architecture of the same major version not above it.
+pub(crate) fn prebuilt_cubin(major: i32, minor: i32) -> Option<&'static [u8]> {
+    if PREBUILT.is_empty() {
+        return None;
+    }
+    let key = build_key(&kernel_source(), &fit_min_blocks());
+    select_prebuilt(PREBUILT, &key, major, minor).map(|p| p.cubin)
+}
+
+fn select_prebuilt<'a>(
+    table: &'a [Prebuilt],
+    key: &str,
+    major: i32,
+    minor: i32,
+) -> Option<&'a Prebuilt> {
+    let (major, minor) = (u32::try_from(major).ok()?, u32::try_from(minor).ok()?);
+    table
+        .iter()
+        .filter(|p| p.key == key && p.arch / 10 == major && p.arch % 10 <= minor)
+        .max_by_key(|p| p.arch)
+}
+
+/// Whether this build embeds kernels compiled ahead of time, and for which architectures.
+pub fn prebuilt_archs() -> Vec<u32> {
+    PREBUILT.iter().map(|p| p.arch).collect()
+}
+
+fn require_nvrtc() -> Result<()> {
+    // SAFETY: is_culib_present only tries to load the NVRTC library; it touches nothing of ours.
+    if unsafe { sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(Error::Device(
+            "the NVRTC library (libnvrtc) was not found: install the CUDA runtime compiler library"
+                .into(),
+        ))
+    }
+}
+
+/// Compile the kernels for every architecture of `archs` (numbers such as 90 for sm_90), in
+/// parallel, into `dir` as `nextstat-sm<arch>-<key>.cubin`, for `build.rs` to embed; earlier
+/// cubins there are removed first. Returns the files written.
+pub fn prebuild_kernels(dir: &Path, archs: &[u32]) -> Result<Vec<PathBuf>> {
+    require_nvrtc()?;
+    let io = |what: &str, path: &Path, e: std::io::Error| {
+        Error::InvalidInput(format!("{what} {}: {e}", path.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io("cannot create", dir, e))?;
+    for entry in std::fs::read_dir(dir).map_err(|e| io("cannot list", dir, e))? {
+        let path = entry.map_err(|e| io("cannot list", dir, e))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with("nextstat-sm") && name.ends_with(".cubin") {
+            std::fs::remove_file(&path).map_err(|e| io("cannot remove", &path, e))?;
+        }
+    }
+    let source = kernel_source();
+    let fit_blocks = fit_min_blocks();
+    let key = build_key(&source, &fit_blocks);
+    let cubins: Vec<Result<Vec<u8>>> = std::thread::scope(|scope| {
+        let jobs: Vec<_> = archs
+            .iter()
+            .map(|arch| {
+                let (source, fit_blocks) = (&source, &fit_blocks);
+                scope.spawn(move || {
+                    compile(
+                        source,
+                        &[format!("--gpu-architecture=sm_{arch}"), fit_blocks.clone()],
+                    )
+                })
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|job| job.join().expect("an NVRTC compile thread panicked"))
+            .collect()
+    });
+    archs
+        .iter()
+        .zip(cubins)
+        .map(|(arch, cubin)| {
+            let path = dir.join(format!("nextstat-sm{arch}-{key}.cubin"));
+            std::fs::write(&path, cubin?).map_err(|e| io("cannot write", &path, e))?;
+            Ok(path)
+        })
+        .collect()
 }
 
 /// The cubin of the kernels for compute capability `major.minor`, from the cache or NVRTC.
@@ -73,21 +193,15 @@ pub(crate) fn kernel_cubin(
     minor: i32,
     driver_version: i32,
 ) -> Result<(Vec<u8>, KernelOrigin)> {
-    // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(Error::Device(
-            "the NVRTC library (libnvrtc) was not found: install the CUDA runtime compiler library"
-                .into(),
-        ));
-    }
+    require_nvrtc()?;
     let arch = format!("--gpu-architecture=sm_{major}{minor}");
     let fit_blocks = fit_min_blocks();
     let (nv_major, nv_minor) = nvrtc_version()?;
     let source = kernel_source();
     let mut hasher = Sha256::new();
-    hasher.update(source.as_bytes());
+    hasher.update(build_key(&source, &fit_blocks));
     hasher.update(format!(
-        "{OPTIONS:?}|{arch}|{fit_blocks}|driver {driver_version}|nvrtc {nv_major}.{nv_minor}"
+        "|{arch}|driver {driver_version}|nvrtc {nv_major}.{nv_minor}"
     ));
     let key: String = hasher
         .finalize()
@@ -184,6 +298,63 @@ mod tests {
             unsafe { sys::is_culib_present() },
             "libnvrtc not found: pip install nvidia-cuda-nvrtc and put its nvidia/cu13/lib on LD_LIBRARY_PATH"
         );
+    }
+
+    /// A device takes the newest embedded cubin of its major version not above it, built from
+    /// the current source: 8.6 runs the sm_80 one, 9.0 the sm_90 one, 7.5 and a stale key none.
+    #[test]
+    fn a_device_takes_the_newest_matching_cubin_of_its_major_version() {
+        let entry = |arch, key| Prebuilt {
+            arch,
+            key,
+            cubin: b"",
+        };
+        let table = [
+            entry(80, "k"),
+            entry(86, "k"),
+            entry(90, "k"),
+            entry(90, "old"),
+            entry(120, "k"),
+        ];
+        let arch = |major, minor| select_prebuilt(&table, "k", major, minor).map(|p| p.arch);
+        assert_eq!(arch(8, 0), Some(80));
+        assert_eq!(arch(8, 6), Some(86));
+        assert_eq!(arch(8, 9), Some(86));
+        assert_eq!(arch(9, 0), Some(90));
+        assert_eq!(arch(12, 1), Some(120));
+        assert_eq!(arch(7, 5), None);
+        assert_eq!(arch(10, 0), None);
+        assert_eq!(select_prebuilt(&table, "new", 9, 0).map(|p| p.arch), None);
+        assert_eq!(select_prebuilt(&table, "k", -1, 0).map(|p| p.arch), None);
+    }
+
+    /// `prebuild_kernels` writes one cubin per architecture, named for `build.rs`, and
+    /// replaces earlier ones.
+    #[test]
+    #[ignore = "needs libnvrtc (no GPU): scripts/test.sh installs it and runs this"]
+    fn prebuilt_cubins_are_named_for_build_rs_and_replace_old_ones() {
+        require_nvrtc();
+        let dir = std::env::temp_dir().join(format!("ns-prebuilt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("nextstat-sm90-stale.cubin"), b"old").unwrap();
+        let written = prebuild_kernels(&dir, &[80, 90]).unwrap_or_else(|e| panic!("{e}"));
+        let key = build_key(&kernel_source(), &fit_min_blocks());
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                format!("nextstat-sm80-{key}.cubin"),
+                format!("nextstat-sm90-{key}.cubin")
+            ]
+        );
+        for path in written {
+            assert!(std::fs::read(&path).unwrap().starts_with(b"\x7fELF"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The kernels, after the header generated from Rust, compile for Hopper: every generated

@@ -5,11 +5,14 @@
 mod abi;
 mod backend;
 mod compile;
+mod multi;
 mod session;
 
 pub use abi::DEVICE_MAX_MEMORY;
 pub use backend::CudaBackend;
-pub use compile::{KernelOrigin, cache_dir};
+pub use compile::{KernelOrigin, PREBUILT_ARCHS, cache_dir, prebuild_kernels, prebuilt_archs};
+pub use multi::MultiCudaBackend;
 pub use session::{
-    CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, cuda_unavailable, device_names, has_cuda,
+    CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, cuda_unavailable, device_count,
+    device_names, has_cuda,
 };

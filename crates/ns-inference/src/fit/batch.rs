@@ -105,84 +105,112 @@ impl Fitter<'_> {
     ) -> Result<Vec<Result<FitResult>>> {
         // The device optimizer takes the jobs launch by launch (bounded host memory, an interrupt
         // seen between launches); the host lockstep advances them all together.
-        let on_device = self.device_optimizer_applies(jobs).then_some(resident);
-        let chunk = if on_device.is_some() {
-            DEVICE_LAUNCH_FITS
-        } else {
-            jobs.len().max(1)
-        };
+        if let Some(on_device) = self.device_optimizer_applies(jobs).then_some(resident) {
+            return self.fit_pipelined(on_device, host, jobs, progress);
+        }
+        self.check_interrupt()?;
+        let mut started = self.start_chunk(host, jobs);
+        self.drive_lockstep(
+            &mut started.runs,
+            &started.which,
+            Datasets::Resident(resident),
+            progress,
+        )?;
+        let results = self.complete_chunk(host, jobs, started, None);
+        progress(results.len());
+        Ok(results)
+    }
+
+    /// Device-optimizer fits, launch after launch of [`DEVICE_LAUNCH_FITS`]: while the device
+    /// runs one launch, the host completes the previous one and starts the next, so neither waits
+    /// for the other.
+    fn fit_pipelined(
+        &self,
+        resident: &Resident,
+        host: &[PreparedData],
+        jobs: &[FitJob],
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Result<FitResult>>> {
+        let chunks: Vec<&[FitJob]> = jobs.chunks(DEVICE_LAUNCH_FITS).collect();
         let mut results = Vec::with_capacity(jobs.len());
-        for job_chunk in jobs.chunks(chunk) {
+        let mut upcoming = chunks.first().map(|c| self.start_chunk(host, c));
+        let mut launched: Option<(&[FitJob], StartedChunk, Option<DeviceEnds>)> = None;
+        for k in 0..chunks.len() {
             self.check_interrupt()?;
-            results.extend(self.fit_chunk(
-                Datasets::Resident(resident),
-                on_device,
-                host,
-                job_chunk,
-                progress,
-            )?);
+            let current = upcoming
+                .take()
+                .expect("each launch is started before it runs");
+            let (ends, done, next) = std::thread::scope(|scope| {
+                let device =
+                    scope.spawn(|| current.run_on_device(&*self.backend, resident, chunks[k]));
+                let done = launched
+                    .take()
+                    .map(|(c, started, ends)| self.complete_chunk(host, c, started, ends.as_ref()));
+                let next = chunks.get(k + 1).map(|c| self.start_chunk(host, c));
+                let ends = device.join().expect("the device launch thread panicked");
+                (ends, done, next)
+            });
+            if let Some(done) = done {
+                results.extend(done);
+                progress(results.len());
+            }
+            launched = Some((chunks[k], current, ends?));
+            upcoming = next;
+        }
+        if let Some((c, started, ends)) = launched {
+            results.extend(self.complete_chunk(host, c, started, ends.as_ref()));
             progress(results.len());
         }
         Ok(results)
     }
 
-    /// Start the jobs, run them to the end (on the device optimizer, or in lockstep from the
-    /// host), and complete each fit (polish, uncertainties) in parallel.
-    fn fit_chunk(
-        &self,
-        datasets: Datasets,
-        on_device: Option<&Resident>,
-        host: &[PreparedData],
-        jobs: &[FitJob],
-        progress: &(dyn Fn(usize) + Sync),
-    ) -> Result<Vec<Result<FitResult>>> {
+    /// Start every job's fit on the host (scaling, starting point), in parallel.
+    fn start_chunk(&self, host: &[PreparedData], jobs: &[FitJob]) -> StartedChunk {
         let started: Vec<Result<FitRun>> = jobs
             .par_iter()
             .map(|job| self.start(&host[job.data], &job.config))
             .collect();
-        let mut runs = Vec::with_capacity(jobs.len());
-        let mut which = Vec::with_capacity(jobs.len());
-        let mut slots = Vec::with_capacity(jobs.len());
+        let mut chunk = StartedChunk {
+            runs: Vec::with_capacity(jobs.len()),
+            which: Vec::with_capacity(jobs.len()),
+            slots: Vec::with_capacity(jobs.len()),
+        };
         for (k, r) in started.into_iter().enumerate() {
             match r {
                 Ok(run) => {
-                    slots.push(Ok(runs.len()));
-                    runs.push(run);
-                    which.push(jobs[k].data as u32);
+                    chunk.slots.push(Ok(chunk.runs.len()));
+                    chunk.runs.push(run);
+                    chunk.which.push(jobs[k].data as u32);
                 }
-                Err(e) => slots.push(Err(e)),
+                Err(e) => chunk.slots.push(Err(e)),
             }
         }
-        let device_ends = match on_device {
-            Some(datasets) if !runs.is_empty() => Some(device_fits(
-                &*self.backend,
-                &runs,
-                &which,
-                datasets,
-                jobs[0].config.optimizer,
-                None,
-            )?),
-            _ => {
-                self.drive_lockstep(&mut runs, &which, datasets, progress)?;
-                None
-            }
-        };
-        let run_jobs: Vec<usize> = (0..jobs.len()).collect();
+        chunk
+    }
+
+    /// Each job's result: its fit completed (polish, uncertainties) in parallel, from the device
+    /// optimizer's `ends` or from its run driven to the end on the host; or the error it started
+    /// with.
+    fn complete_chunk(
+        &self,
+        host: &[PreparedData],
+        jobs: &[FitJob],
+        started: StartedChunk,
+        ends: Option<&DeviceEnds>,
+    ) -> Vec<Result<FitResult>> {
+        let StartedChunk { runs, slots, .. } = started;
         slots
             .into_par_iter()
-            .zip(run_jobs.into_par_iter())
-            .map(|(slot, j)| {
-                let (job, r) = (&jobs[j], slot?);
+            .zip(jobs.par_iter())
+            .map(|(slot, job)| {
+                let r = slot?;
                 let data = &host[job.data];
-                match &device_ends {
+                match ends {
                     None => self.finish(&runs[r], data, &job.config),
                     Some(ends) => self.complete_device_fit(&runs[r], ends, r, data, &job.config),
                 }
             })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(Ok)
-            .collect::<Result<Vec<_>>>()
+            .collect()
     }
 
     /// Advance every run until all have finished, evaluating the points of all active runs
@@ -314,6 +342,37 @@ pub(crate) fn device_fits(
     };
     let out = backend.fit_lbfgsb(&problem, datasets, options)?;
     Ok(DeviceEnds { out, n_params: n })
+}
+
+/// Fits of a launch, started on the host: the runs that started, the dataset of each, and per job
+/// its run's index or the error it started with.
+struct StartedChunk {
+    runs: Vec<FitRun>,
+    which: Vec<u32>,
+    slots: Vec<Result<usize>>,
+}
+
+impl StartedChunk {
+    /// Run the started fits to their end on `backend`'s optimizer.
+    fn run_on_device(
+        &self,
+        backend: &dyn Backend,
+        datasets: &Resident,
+        jobs: &[FitJob],
+    ) -> Result<Option<DeviceEnds>> {
+        if self.runs.is_empty() {
+            return Ok(None);
+        }
+        device_fits(
+            backend,
+            &self.runs,
+            &self.which,
+            datasets,
+            jobs[0].config.optimizer,
+            None,
+        )
+        .map(Some)
+    }
 }
 
 /// End points of fits run by the device optimizer.

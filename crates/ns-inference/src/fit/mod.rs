@@ -94,6 +94,12 @@ impl<'m> Fitter<'m> {
         }
     }
 
+    /// Whether many fits run together on a device (lockstep or its own optimizer) rather than
+    /// one per CPU thread: independent fits are then cheapest as one batch.
+    pub fn batches_on_device(&self) -> bool {
+        self.backend.batching() == ns_compute::Batching::Lockstep
+    }
+
     /// The device this fitter evaluates on (never `Auto`).
     pub fn device(&self) -> Device {
         self.backend.device()

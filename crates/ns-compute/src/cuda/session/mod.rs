@@ -17,7 +17,7 @@ use ns_core::{CompiledModel, Error, Result};
 
 use crate::backend::check_batch;
 use crate::cuda::abi::{BLOCK_THREADS, ModelView, SignalView};
-use crate::cuda::compile::{KernelOrigin, kernel_cubin};
+use crate::cuda::compile::{KernelOrigin, kernel_cubin, prebuilt_cubin};
 use crate::data::PreparedData;
 use crate::layout::KernelLayout;
 
@@ -49,10 +49,15 @@ pub fn has_cuda() -> bool {
     present && CudaContext::device_count().is_ok_and(|n| n > 0)
 }
 
+/// How many CUDA devices the driver shows (call only where [`has_cuda`] is true).
+pub fn device_count() -> Result<usize> {
+    let count = CudaContext::device_count().map_err(|e| driver("device count", e))?;
+    Ok(count.max(0) as usize)
+}
+
 /// The names of the CUDA devices (call only where [`has_cuda`] is true).
 pub fn device_names() -> Result<Vec<String>> {
-    let count = CudaContext::device_count().map_err(|e| driver("device count", e))?;
-    (0..count as usize)
+    (0..device_count()?)
         .map(|i| {
             CudaContext::new(i)
                 .and_then(|ctx| ctx.name())
@@ -133,7 +138,8 @@ struct Kernels {
     fit_lbfgsb: CudaFunction,
 }
 
-/// Load (compiling with NVRTC, or from the disk cache) the kernels for the device of `ctx`.
+/// Load the kernels for the device of `ctx`: embedded at build time where a cubin matches the
+/// device and the driver takes it, else compiled with NVRTC (or from the disk cache).
 fn load_kernels(ctx: &Arc<CudaContext>) -> Result<(Kernels, DeviceInfo)> {
     let (major, minor) = ctx
         .compute_capability()
@@ -143,10 +149,21 @@ fn load_kernels(ctx: &Arc<CudaContext>) -> Result<(Kernels, DeviceInfo)> {
     unsafe { sys::cuDriverGetVersion(&mut driver_version) }
         .result()
         .map_err(|e| driver("driver version query", e))?;
-    let (cubin, origin) = kernel_cubin(major, minor, driver_version)?;
-    let module = ctx
-        .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
-        .map_err(|e| driver("kernel module load", e))?;
+    let load = |cubin: Vec<u8>| ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin));
+    // A driver older than the compiler that built the embedded cubin refuses it: compile then.
+    let prebuilt = prebuilt_cubin(major, minor)
+        .and_then(|cubin| load(cubin.to_vec()).ok())
+        .map(|module| (module, KernelOrigin::Prebuilt));
+    let (module, origin) = match prebuilt {
+        Some(loaded) => loaded,
+        None => {
+            let (cubin, origin) = kernel_cubin(major, minor, driver_version)?;
+            (
+                load(cubin).map_err(|e| driver("kernel module load", e))?,
+                origin,
+            )
+        }
+    };
     let function = |name: &str| {
         module
             .load_function(name)
