@@ -10,8 +10,12 @@ use ns_core::layout::ScalarFactor;
 use crate::layout::{BLOCK_WORDS, NONE, NORMSYS_WORDS};
 use ns_core::optim::{HZ_DELTA, MAX_LINE_SEARCH_EVALUATIONS, Termination, WOLFE_C1, WOLFE_C2};
 
-/// Threads per block of `nll_grad` and `fit_lbfgsb` in batches and fits.
-pub(crate) const BLOCK_THREADS: u32 = 128;
+/// Threads per block of `nll_grad` and `fit_lbfgsb` in batches and fits. A fit is a chain of
+/// dependent loads and barriers (latency-bound: no warp eligible 91 % of the cycles on an H100),
+/// so more warps per multiprocessor win even at the price of spills: 256 threads × 4 blocks (64
+/// registers, 280 B spilled) ran 10,000 tHq toys in 1.95–2.01 s against 2.19–2.27 s for 128 × 4
+/// (128 registers); 64, 512 and other register budgets were slower (docs/gpu.md).
+pub(crate) const BLOCK_THREADS: u32 = 256;
 /// The widest block `nll_grad` takes: evaluations with external signal yields use it, since a
 /// training step evaluates one histogram and its latency is one block's.
 pub(crate) const EVAL_MAX_THREADS: u32 = 512;

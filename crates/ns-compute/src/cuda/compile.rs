@@ -231,9 +231,10 @@ pub(crate) fn kernel_cubin(
     Ok((cubin, KernelOrigin::Compiled))
 }
 
-/// The fit kernel's register budget as resident blocks per multiprocessor: 4 by default (128
-/// registers a thread, no spills); `NEXTSTAT_FIT_MIN_BLOCKS` to experiment. On an H100, 4, 6
-/// and 8 ran tHq toys equally fast (docs/benchmarks.md): the kernel is not occupancy-bound.
+/// The fit kernel's register budget as resident blocks per multiprocessor: 4 by default (64
+/// registers a thread at 256 threads a block); `NEXTSTAT_FIT_MIN_BLOCKS` to experiment (a value
+/// no embedded cubin was built for compiles with NVRTC). The choices measured are in
+/// docs/gpu.md.
 fn fit_min_blocks() -> String {
     let blocks = std::env::var("NEXTSTAT_FIT_MIN_BLOCKS")
         .ok()
