@@ -145,11 +145,12 @@ pub enum Workload {
 }
 
 /// `auto` sends a batch to the GPU when fits × main bins × parameters reaches this. Measured on
-/// an H100 host (docs/benchmarks.md): 4000 tHq fits (41 bins × 184 parameters, 3·10⁷) take
-/// 2.7 s on 16 CPU threads and 0.33 s on the GPU plus 0.25 s to open the CUDA session; 4000
-/// fits of an 8-parameter, 4-bin model (10⁵) take 0.07 s on the CPU, less than the session
-/// alone. The threshold (CPU time ≈ 0.7 s by the tHq rate) keeps `auto` from ever being slower.
-const AUTO_MIN_BATCH_WORK: usize = 8_000_000;
+/// an H100 host with 16 cores (docs/benchmarks.md, 2026-11-23): per unit of that work the CPU
+/// takes 7.8·10⁻⁸ s (tHq ranking, 732 refits: 0.43 s) to 1.1·10⁻⁷ s (tHq toys), the GPU
+/// 1.1–1.5·10⁻⁸ s, plus 0.25 s to open the CUDA session; the GPU wins above 2.5–4·10⁶. The
+/// threshold takes the larger, so `auto` is never slower: a tHq ranking (5.5·10⁶) goes to the
+/// GPU, 4000 fits of an 8-parameter, 4-bin model (10⁵) stay on the CPU.
+const AUTO_MIN_BATCH_WORK: usize = 4_000_000;
 
 impl Device {
     pub fn from_name(name: &str) -> Result<Self> {
