@@ -101,7 +101,8 @@ impl DifferentiableSession {
         samples: &[(String, String)],
         device: Device,
     ) -> Result<Self> {
-        let external = ExternalSignal::new(model, samples)?;
+        // The samples are checked before a device opens.
+        ExternalSignal::new(model, samples)?;
         if device == Device::Auto {
             return Err(Error::InvalidInput(
                 "a differentiable session needs a named device ('cpu' or 'cuda'), not 'auto'"
@@ -109,6 +110,17 @@ impl DifferentiableSession {
             ));
         }
         let backend = backend::open(device, Arc::new(model.compiled.clone()))?;
+        Self::with_backend(model, samples, backend)
+    }
+
+    /// As [`new`](Self::new), on an opened backend (of `model`'s compiled layout, which it must
+    /// own or outlive the session).
+    pub fn with_backend(
+        model: &HistFactoryModel,
+        samples: &[(String, String)],
+        backend: Box<dyn Backend>,
+    ) -> Result<Self> {
+        let external = ExternalSignal::new(model, samples)?;
         let attached = backend.attach_signal(&external)?;
         Ok(DifferentiableSession {
             model: model.clone(),

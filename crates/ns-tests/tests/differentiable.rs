@@ -712,3 +712,78 @@ fn profiled_batches_on_every_backend(device: ns_compute::Device) {
 }
 
 ns_tests::test_device!(profiled_batches_on_every_backend);
+
+/// Signal evaluations and profiled batches (device fits with each row's signal, staterror widths
+/// following the yields) on several GPUs give one GPU's bits. Where the host has one GPU, two
+/// sessions of it share the batches.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
+fn signal_batches_on_several_gpus_are_one_gpus_bits() {
+    ns_tests::require_cuda("signal_batches_on_several_gpus_are_one_gpus_bits");
+    let count = ns_compute::cuda::device_count().unwrap();
+    let ordinals: Vec<usize> = if count >= 2 {
+        (0..count).collect()
+    } else {
+        vec![0, 0]
+    };
+    let (model, data, samples) = setup();
+    let config = tight(&model);
+    let rows = [
+        session_signal(),
+        vec![6.0, 9.0, 4.0, 1.0, 0.5],
+        vec![9.0, 14.0, 6.0, 2.0, 1.0],
+    ]
+    .concat();
+    let background = vec![("SR".to_string(), "bkg".to_string())];
+    let background_rows = [vec![26.0, 25.0, 9.0], vec![30.0, 22.0, 11.0]].concat();
+    let one_gpu = ns_compute::Device::Cuda(ns_compute::CudaGpus::FIRST);
+    for (external, rows, stat, mu) in [
+        (&samples, &rows, TestStatistic::Q0, 0.0),
+        (&background, &background_rows, TestStatistic::QTilde, 3.0),
+    ] {
+        let one = DifferentiableSession::on_device(&model, external, one_gpu).unwrap();
+        let several = DifferentiableSession::with_backend(
+            &model,
+            external,
+            Box::new(
+                ns_compute::cuda::MultiCudaBackend::new(
+                    &model.compiled,
+                    &ordinals,
+                    ns_compute::CudaGpus::All,
+                )
+                .unwrap(),
+            ),
+        )
+        .unwrap();
+        assert!(several.batch_fits_on_device(&config));
+        let statistic = |s: &DifferentiableSession| {
+            s.profiled_batch(rows, stat, mu, StatisticData::Fixed(&data), &config)
+                .unwrap()
+                .into_iter()
+                .map(|p| {
+                    (
+                        p.q.to_bits(),
+                        p.d_signal.iter().map(|v| v.to_bits()).collect(),
+                    )
+                })
+                .collect::<Vec<(u64, Vec<u64>)>>()
+        };
+        assert_eq!(statistic(&one), statistic(&several), "{external:?}");
+        let pars = model.suggested_init();
+        let n = one.n_signal();
+        let nll = |s: &DifferentiableSession| {
+            let batch = s.nll_batch(rows, &pars, &data).unwrap();
+            batch
+                .iter()
+                .map(|r| {
+                    (
+                        r.nll.to_bits(),
+                        r.d_signal.iter().map(|v| v.to_bits()).collect(),
+                    )
+                })
+                .collect::<Vec<(u64, Vec<u64>)>>()
+        };
+        assert_eq!(nll(&one).len(), rows.len() / n);
+        assert_eq!(nll(&one), nll(&several), "{external:?}");
+    }
+}

@@ -125,7 +125,9 @@ fn select_prebuilt<'a>(
 
 /// Whether this build embeds kernels compiled ahead of time, and for which architectures.
 pub fn prebuilt_archs() -> Vec<u32> {
-    PREBUILT.iter().map(|p| p.arch).collect()
+    let mut archs: Vec<u32> = PREBUILT.iter().map(|p| p.arch).collect();
+    archs.sort_unstable();
+    archs
 }
 
 fn require_nvrtc() -> Result<()> {
