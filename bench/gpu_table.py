@@ -26,6 +26,8 @@ for r in rows:
     row("MLE fit", c["fit_s"], g["fit_s"], p.get("fit_s"))
     row("profile scan, 21 points", c["scan21_s"], g["scan21_s"], p.get("scan21_s"))
     row("ranking (every ±σ refit)", c["ranking_s"], g["ranking_s"], p.get("ranking_s"))
+    if "limit_scan21_s" in c:
+        row("upper limit, 21-point μ grid", c["limit_scan21_s"], g["limit_scan21_s"])
     row(f"toy CLs at μ={r['mu']}, 1000 toys/hypothesis", c["toys_per_1000_s"], g["toys_per_1000_s"], p.get("toys_per_1000_s"))
     if "cuda_big" in r:
         b = r["cuda_big"]

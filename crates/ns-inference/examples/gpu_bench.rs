@@ -108,6 +108,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..config.clone()
         };
         let fit_unc = median_seconds(|| drop(fitter.fit(&data, &with_errors).unwrap()), 3);
+        let limit_grid: Vec<f64> = (1..=21).map(|i| 2.0 * mu * i as f64 / 21.0).collect();
+        let limit = median_seconds(
+            || {
+                drop(
+                    ns_inference::upper_limit_scan(
+                        fitter,
+                        &data,
+                        &config,
+                        0.05,
+                        &limit_grid,
+                        &mut |_| {},
+                    )
+                    .unwrap(),
+                )
+            },
+            2,
+        );
         let rank = median_seconds(
             || drop(ns_inference::ranking(fitter, &data, &config, &|_| {}).unwrap()),
             3,
@@ -138,7 +155,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .cls_obs
         });
         out[name] = serde_json::json!({
-            "fit_s": fit, "fit_uncertainties_s": fit_unc, "ranking_s": rank, "scan21_s": scan, "toys": toys, "toys_s": toys_s,
+            "fit_s": fit, "fit_uncertainties_s": fit_unc, "ranking_s": rank, "limit_scan21_s": limit, "scan21_s": scan, "toys": toys, "toys_s": toys_s,
             "toys_per_1000_s": toys_s * 1000.0 / toys as f64, "cls_obs": cls,
         });
     }

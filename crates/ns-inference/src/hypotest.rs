@@ -106,10 +106,15 @@ pub fn asimov_data(
 ) -> Result<(PreparedData, FitResult)> {
     let fit = fitter.fixed_poi_fit(asimov_mu, data, config)?;
     checks::started(fitter, &fit, data)?;
+    Ok((expected_data(fitter, &fit)?, fit))
+}
+
+/// The data (main and aux) the model expects at a fit's parameters.
+pub(crate) fn expected_data(fitter: &Fitter, fit: &FitResult) -> Result<PreparedData> {
     let compiled = &fitter.model().compiled;
     let (main, aux) =
         CpuEvaluator::new(compiled).expected_data(&fit.parameters, &mut Scratch::new(compiled))?;
-    Ok((PreparedData::new(compiled, main, aux)?, fit))
+    PreparedData::new(compiled, main, aux)
 }
 
 /// CLs with its tail probabilities, observed and expected. The expected values are for
@@ -154,6 +159,20 @@ pub fn hypotest_asymptotic(
     let asimov_mu = if stat == TestStatistic::Q0 { 1.0 } else { 0.0 };
     let (asimov, asimov_fit) = asimov_data(fitter, asimov_mu, data, config)?;
     let on_asimov = test_statistic(fitter, stat, mu, &asimov, config)?;
+    Ok(asymptotic_from_fits(
+        stat, mu, observed, asimov_fit, on_asimov,
+    ))
+}
+
+/// The asymptotic test at `mu` from its fits: the test statistic on the data, the fit behind the
+/// Asimov data and the test statistic on them.
+pub(crate) fn asymptotic_from_fits(
+    stat: TestStatistic,
+    mu: f64,
+    observed: TestStatValue,
+    asimov_fit: FitResult,
+    on_asimov: TestStatValue,
+) -> AsymptoticHypotest {
     let sqrt_q = observed.value.sqrt();
     let sqrt_qa = on_asimov.value.sqrt();
     let teststat = match stat {
@@ -182,7 +201,7 @@ pub fn hypotest_asymptotic(
         clb_exp[k] = b;
         cls_exp[k] = s;
     }
-    Ok(AsymptoticHypotest {
+    AsymptoticHypotest {
         mu,
         test_statistic: stat,
         cls: ClsValues {
@@ -201,7 +220,7 @@ pub fn hypotest_asymptotic(
         asimov_fit,
         free_fit_asimov: on_asimov.free_fit,
         fixed_fit_asimov: on_asimov.fixed_fit,
-    })
+    }
 }
 
 /// Discovery significance from the asymptotic q0 test.

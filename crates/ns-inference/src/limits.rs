@@ -6,9 +6,14 @@ use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use crate::checks;
-use crate::fit::{FitConfig, Fitter};
-use crate::hypotest::{TestStatistic, hypotest_asymptotic};
+use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
+use crate::hypotest::{
+    AsymptoticHypotest, TestStatValue, TestStatistic, asymptotic_from_fits, expected_data,
+    hypotest_asymptotic, statistic_from_fits,
+};
 
 /// Observed and expected (n_σ = 2, 1, 0, −1, −2, pyhf's order) upper limits.
 #[derive(Clone, Debug)]
@@ -44,20 +49,127 @@ impl<'a> ClsCurve<'a> {
         }
     }
 
-    fn at(&mut self, mu: f64) -> Result<(f64, [f64; 5])> {
-        if let Some(v) = self.cache.get(&mu.to_bits()) {
-            return Ok(*v);
-        }
-        // pyhf's bracket expansion tests μ beyond the POI's upper bound: widen it to μ there.
+    /// The configuration at `mu`: pyhf's bracket expansion tests μ beyond the POI's upper bound,
+    /// so the bound is widened to μ there.
+    fn config_at(&self, mu: f64) -> FitConfig {
         let mut config = self.config.clone();
         if let Some(poi) = self.fitter.model().poi_index() {
             config.bounds[poi].1 = config.bounds[poi].1.max(mu);
         }
-        let h = hypotest_asymptotic(self.fitter, mu, self.data, &config, TestStatistic::QTilde)?;
-        self.cache
-            .insert(mu.to_bits(), (h.cls.cls_obs, h.cls.cls_exp));
+        config
+    }
+
+    fn record(&mut self, h: &AsymptoticHypotest) -> (f64, [f64; 5]) {
+        let value = (h.cls.cls_obs, h.cls.cls_exp);
+        self.cache.insert(h.mu.to_bits(), value);
         (self.progress)(self.cache.len());
-        Ok((h.cls.cls_obs, h.cls.cls_exp))
+        value
+    }
+
+    fn at(&mut self, mu: f64) -> Result<(f64, [f64; 5])> {
+        if let Some(v) = self.cache.get(&mu.to_bits()) {
+            return Ok(*v);
+        }
+        let config = self.config_at(mu);
+        let h = hypotest_asymptotic(self.fitter, mu, self.data, &config, TestStatistic::QTilde)?;
+        Ok(self.record(&h))
+    }
+
+    /// Every μ of a grid, its fits as two batches (one GPU submission each, or every core):
+    /// on the data, the free fit and the fit behind the Asimov data (once for all μ that share a
+    /// configuration) and the fit at each μ; then on the Asimov data, the free fit and the fit
+    /// at each μ. Each fit is the one [`at`](Self::at) makes, so the results are the same.
+    fn at_all(&mut self, grid: &[f64]) -> Result<()> {
+        let fitter = self.fitter;
+        let poi = checks::free_poi(fitter, self.config)?;
+        let mut todo: Vec<f64> = Vec::new();
+        for &mu in grid {
+            if !self.cache.contains_key(&mu.to_bits()) && !todo.contains(&mu) {
+                todo.push(mu);
+            }
+        }
+        if todo.is_empty() {
+            return Ok(());
+        }
+        // μ values whose configurations agree (all below the POI's upper bound, usually) share
+        // the fits that do not depend on μ.
+        let mut groups: Vec<FitConfig> = Vec::new();
+        let mut group_of = Vec::with_capacity(todo.len());
+        for &mu in &todo {
+            let config = self.config_at(mu);
+            checks::value_in_bounds(fitter, &config, poi, mu, "mu")?;
+            let upper = config.bounds[poi].1.to_bits();
+            let g = match groups
+                .iter()
+                .position(|c| c.bounds[poi].1.to_bits() == upper)
+            {
+                Some(g) => g,
+                None => {
+                    groups.push(config);
+                    groups.len() - 1
+                }
+            };
+            group_of.push(g);
+        }
+        let job = |data: usize, config: FitConfig| FitJob {
+            data,
+            config: Arc::new(config),
+        };
+        let at_mu = |k: usize| groups[group_of[k]].with_fixed(poi, todo[k]);
+        let data = std::slice::from_ref(self.data);
+        let started = |fit: Result<FitResult>, on: &PreparedData| -> Result<FitResult> {
+            let fit = fit?;
+            checks::started(fitter, &fit, on)?;
+            Ok(fit)
+        };
+
+        let mut jobs = Vec::with_capacity(2 * groups.len() + todo.len());
+        for config in &groups {
+            jobs.push(job(0, config.clone()));
+            jobs.push(job(0, config.with_fixed(poi, 0.0)));
+        }
+        jobs.extend((0..todo.len()).map(|k| job(0, at_mu(k))));
+        let mut on_data = fitter.fit_batch(data, &jobs, &|_| {})?.into_iter();
+        let mut free = Vec::with_capacity(groups.len());
+        let mut behind_asimov = Vec::with_capacity(groups.len());
+        let mut asimov = Vec::with_capacity(groups.len());
+        for _ in &groups {
+            let (f, a) = (on_data.next(), on_data.next());
+            free.push(started(f.expect("one result per job"), self.data)?);
+            let a = started(a.expect("one result per job"), self.data)?;
+            asimov.push(expected_data(fitter, &a)?);
+            behind_asimov.push(a);
+        }
+        let fixed: Vec<FitResult> = on_data
+            .map(|f| started(f, self.data))
+            .collect::<Result<_>>()?;
+
+        let mut jobs = Vec::with_capacity(groups.len() + todo.len());
+        jobs.extend(groups.iter().enumerate().map(|(g, c)| job(g, c.clone())));
+        jobs.extend((0..todo.len()).map(|k| job(group_of[k], at_mu(k))));
+        let mut on_asimov = fitter.fit_batch(&asimov, &jobs, &|_| {})?.into_iter();
+        let mut free_asimov = Vec::with_capacity(groups.len());
+        for a in &asimov {
+            free_asimov.push(started(on_asimov.next().expect("one result per job"), a)?);
+        }
+        for (k, (fixed, fixed_asimov)) in fixed.into_iter().zip(on_asimov).enumerate() {
+            let (mu, g) = (todo[k], group_of[k]);
+            let fixed_asimov = started(fixed_asimov, &asimov[g])?;
+            let statistic = |fixed_fit: FitResult, free_fit: &FitResult| TestStatValue {
+                value: statistic_from_fits(TestStatistic::QTilde, mu, poi, &fixed_fit, free_fit),
+                fixed_fit,
+                free_fit: free_fit.clone(),
+            };
+            let h = asymptotic_from_fits(
+                TestStatistic::QTilde,
+                mu,
+                statistic(fixed, &free[g]),
+                behind_asimov[g].clone(),
+                statistic(fixed_asimov, &free_asimov[g]),
+            );
+            self.record(&h);
+        }
+        Ok(())
     }
 
     fn value(&mut self, mu: f64, which: usize) -> Result<f64> {
@@ -196,6 +308,7 @@ pub fn upper_limit_scan(
         )));
     }
     let mut curve = ClsCurve::new(fitter, data, config, progress);
+    curve.at_all(scan)?;
     let mut rows = Vec::with_capacity(scan.len());
     for &mu in scan {
         rows.push((mu, curve.at(mu)?));

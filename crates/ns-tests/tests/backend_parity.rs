@@ -550,3 +550,45 @@ fn profile_scans_match_cpu(device: Device) {
         }
     }
 }
+
+test_device!(limit_grids_match_cpu);
+/// A linear-scan upper limit (on a device: the grid's fits in two batches) gives the CPU's CLs
+/// at every point and the CPU's limits.
+fn limit_grids_match_cpu(device: Device) {
+    for (file, top) in [
+        ("nextstat_complex_workspace.json", 5.0),
+        ("nextstat_tHu.json", 1.0),
+    ] {
+        let ws = Workspace::from_path(&workspace_path(file)).unwrap();
+        let (model, data) = model_and_data(&ws, Default::default());
+        let config = FitConfig::suggested(&model);
+        let grid: Vec<f64> = (1..=11).map(|i| top * i as f64 / 11.0).collect();
+        let limit = |fitter: &Fitter| {
+            ns_inference::upper_limit_scan(fitter, &data, &config, 0.05, &grid, &mut |_| {})
+                .unwrap()
+        };
+        let (cpu, other) = (
+            limit(&Fitter::new(&model)),
+            limit(&fitter_on(&model, device)),
+        );
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * a.abs().max(1e-6);
+        for (c, o) in cpu.points.iter().zip(&other.points) {
+            assert!(
+                close(c.1, o.1),
+                "{file} μ = {}: CLs {} vs {}",
+                c.0,
+                c.1,
+                o.1
+            );
+            for (a, b) in c.2.iter().zip(&o.2) {
+                assert!(close(*a, *b), "{file} μ = {}: expected CLs {a} vs {b}", c.0);
+            }
+        }
+        assert!(
+            close(cpu.obs, other.obs),
+            "{file}: limit {} vs {}",
+            cpu.obs,
+            other.obs
+        );
+    }
+}

@@ -282,6 +282,37 @@ fn cls_formula_reproduces_pyhf_from_pyhfs_own_fits() {
     }
 }
 
+/// A linear-scan limit fits its grid in two batches; every point's CLs is the bits of the
+/// hypotest at that μ (the same fits, run one at a time), including points beyond the POI's upper
+/// bound, where the bound is widened to μ.
+#[test]
+fn a_limit_grid_in_batches_is_the_hypotests_one_by_one() {
+    for c in cases() {
+        let fitter = Fitter::new(&c.model);
+        let config = tight(&c.model);
+        let poi = c.model.poi().unwrap();
+        let top = config.bounds[poi].1;
+        let grid = [0.5, 1.0, 2.0, top, 1.5 * top];
+        let ul = upper_limit_scan(&fitter, &c.data, &config, 0.05, &grid, &mut |_| {}).unwrap();
+        assert_eq!(ul.points.len(), grid.len(), "{}", c.name);
+        for (mu, cls_obs, cls_exp) in ul.points {
+            let mut at_mu = config.clone();
+            at_mu.bounds[poi].1 = top.max(mu);
+            let h =
+                hypotest_asymptotic(&fitter, mu, &c.data, &at_mu, TestStatistic::QTilde).unwrap();
+            assert_eq!(
+                cls_obs.to_bits(),
+                h.cls.cls_obs.to_bits(),
+                "{} μ = {mu}",
+                c.name
+            );
+            for (a, b) in cls_exp.iter().zip(h.cls.cls_exp) {
+                assert_eq!(a.to_bits(), b.to_bits(), "{} μ = {mu}", c.name);
+            }
+        }
+    }
+}
+
 #[test]
 fn linear_scan_limits_and_profile_scans_match_pyhf() {
     for c in cases() {
