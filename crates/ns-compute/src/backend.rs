@@ -108,6 +108,28 @@ pub struct DeviceFitProblem<'a> {
     pub signal: Option<FitSignal<'a>>,
 }
 
+impl DeviceFitProblem<'_> {
+    /// Every row array sized for `dataset.len()` fits of `n_params`, one free count per fit.
+    pub fn check_rows(&self, n_params: usize) -> Result<()> {
+        let n_fits = self.dataset.len();
+        let rows_ok = [
+            self.init.len(),
+            self.free_index.len(),
+            self.lower.len(),
+            self.upper.len(),
+            self.scale.len(),
+        ]
+        .iter()
+        .all(|&l| l == n_fits * n_params);
+        if !rows_ok || self.n_free.len() != n_fits {
+            return Err(Error::InvalidInput(format!(
+                "device fit problem rows do not match {n_fits} fits of {n_params} parameters"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// The external yields of device fits: the signal from [`Backend::attach_signal`] and one row
 /// of its yields per fit. The fits minimise the deviance form of the model with those yields
 /// (its data constant, with the widths the yields give, is the host's).

@@ -26,12 +26,6 @@ fn median_seconds(mut f: impl FnMut(), runs: usize) -> f64 {
     times[times.len() / 2]
 }
 
-fn once(f: impl FnOnce()) -> f64 {
-    let t = Instant::now();
-    f();
-    t.elapsed().as_secs_f64()
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let path = args
@@ -56,6 +50,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let poi = model.poi()?;
     let scan_values: Vec<f64> = (0..21).map(|i| 2.0 * mu * i as f64 / 20.0).collect();
 
+    // A whole toy CLs (`n` toys per hypothesis of `seed`), timed once: (seconds, CLs_obs).
+    let toy_cls = |fitter: &Fitter, n: usize, seed: u64| {
+        let started = Instant::now();
+        let h = hypotest_toys(
+            fitter,
+            mu,
+            &data,
+            &config,
+            TestStatistic::QTilde,
+            n,
+            seed,
+            &|_| {},
+        )
+        .unwrap();
+        (started.elapsed().as_secs_f64(), h.cls.cls_obs)
+    };
     let cpu = Fitter::new(&model);
     let session_open = Instant::now();
     let backend = ns_compute::cuda::CudaBackend::new(&model.compiled, 0)?;
@@ -138,44 +148,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "vulkan" => vulkan_toys,
             _ => n_toys,
         };
-        let mut cls = 0.0;
-        let toys_s = once(|| {
-            cls = hypotest_toys(
-                fitter,
-                mu,
-                &data,
-                &config,
-                TestStatistic::QTilde,
-                toys,
-                1,
-                &|_| {},
-            )
-            .unwrap()
-            .cls
-            .cls_obs
-        });
+        let (toys_s, cls) = toy_cls(fitter, toys, 1);
         out[name] = serde_json::json!({
             "fit_s": fit, "fit_uncertainties_s": fit_unc, "ranking_s": rank, "limit_scan21_s": limit, "scan21_s": scan, "toys": toys, "toys_s": toys_s,
             "toys_per_1000_s": toys_s * 1000.0 / toys as f64, "cls_obs": cls,
         });
     }
     if big_toys > 0 {
-        let mut cls = 0.0;
-        let s = once(|| {
-            cls = hypotest_toys(
-                &cuda,
-                mu,
-                &data,
-                &config,
-                TestStatistic::QTilde,
-                big_toys,
-                2,
-                &|_| {},
-            )
-            .unwrap()
-            .cls
-            .cls_obs
-        });
+        let (s, cls) = toy_cls(&cuda, big_toys, 2);
         out["cuda_big"] = serde_json::json!({"toys": big_toys, "toys_s": s, "cls_obs": cls});
         // Every GPU of the host sharing the same toys (the same bits as one GPU).
         let gpus = ns_compute::cuda::device_count()?;
@@ -187,22 +167,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Workload::Sequential,
             )?;
             let open_s = open.elapsed().as_secs_f64();
-            let mut cls_all = 0.0;
-            let s_all = once(|| {
-                cls_all = hypotest_toys(
-                    &all,
-                    mu,
-                    &data,
-                    &config,
-                    TestStatistic::QTilde,
-                    big_toys,
-                    2,
-                    &|_| {},
-                )
-                .unwrap()
-                .cls
-                .cls_obs
-            });
+            let (s_all, cls_all) = toy_cls(&all, big_toys, 2);
             let rank_all = median_seconds(
                 || drop(ns_inference::ranking(&all, &data, &config, &|_| {}).unwrap()),
                 3,

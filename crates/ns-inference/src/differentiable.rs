@@ -102,7 +102,7 @@ impl DifferentiableSession {
         device: Device,
     ) -> Result<Self> {
         // The samples are checked before a device opens.
-        ExternalSignal::new(model, samples)?;
+        let external = ExternalSignal::new(model, samples)?;
         if device == Device::Auto {
             return Err(Error::InvalidInput(
                 "a differentiable session needs a named device ('cpu' or 'cuda'), not 'auto'"
@@ -110,7 +110,7 @@ impl DifferentiableSession {
             ));
         }
         let backend = backend::open(device, Arc::new(model.compiled.clone()))?;
-        Self::with_backend(model, samples, backend)
+        Self::assemble(model, external, backend)
     }
 
     /// As [`new`](Self::new), on an opened backend (of `model`'s compiled layout, which it must
@@ -120,7 +120,14 @@ impl DifferentiableSession {
         samples: &[(String, String)],
         backend: Box<dyn Backend>,
     ) -> Result<Self> {
-        let external = ExternalSignal::new(model, samples)?;
+        Self::assemble(model, ExternalSignal::new(model, samples)?, backend)
+    }
+
+    fn assemble(
+        model: &HistFactoryModel,
+        external: ExternalSignal,
+        backend: Box<dyn Backend>,
+    ) -> Result<Self> {
         let attached = backend.attach_signal(&external)?;
         Ok(DifferentiableSession {
             model: model.clone(),

@@ -253,6 +253,22 @@ pub fn require_cuda(test: &str) {
     );
 }
 
+/// A backend sharing every batch between all of the host's GPUs, for the several-GPU tests:
+/// where the host has one, two sessions of it, so that the sharding is still what is tested.
+pub fn all_gpus_backend(model: &ns_core::CompiledModel) -> Box<dyn ns_compute::Backend> {
+    let count = ns_compute::cuda::device_count().expect("the CUDA driver counts its devices");
+    let ordinals: Vec<usize> = if count >= 2 {
+        (0..count).collect()
+    } else {
+        vec![0, 0]
+    };
+    eprintln!("sharing between GPUs {ordinals:?}");
+    Box::new(
+        ns_compute::cuda::MultiCudaBackend::new(model, &ordinals, ns_compute::CudaGpus::All)
+            .expect("every GPU opens"),
+    )
+}
+
 /// One test per behaviour and backend: `test_device!(body)` turns `fn body(device: Device)`
 /// into `body::cpu` (always run) and `body::cuda`, `#[ignore]`d so that CI, which has no GPU,
 /// reports it as ignored, never as passed; GPU machines run it with `--include-ignored`

@@ -442,26 +442,10 @@ fn published_likelihoods_and_huge_counts_match_cpu(device: Device) {
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
 fn batches_on_several_gpus_are_one_gpus_bits() {
     ns_tests::require_cuda("batches_on_several_gpus_are_one_gpus_bits");
-    let count = ns_compute::cuda::device_count().unwrap();
-    let ordinals: Vec<usize> = if count >= 2 {
-        (0..count).collect()
-    } else {
-        vec![0, 0]
-    };
-    eprintln!("sharing between GPUs {ordinals:?}");
     let ws = Workspace::from_path(&workspace_path("nextstat_tHu.json")).unwrap();
     let (model, data) = model_and_data(&ws, Default::default());
     let first = Device::Cuda(ns_compute::CudaGpus::FIRST);
-    let shared = || -> Box<dyn ns_compute::Backend + '_> {
-        Box::new(
-            ns_compute::cuda::MultiCudaBackend::new(
-                &model.compiled,
-                &ordinals,
-                ns_compute::CudaGpus::All,
-            )
-            .unwrap(),
-        )
-    };
+    let shared = || ns_tests::all_gpus_backend(&model.compiled);
     let one = fitter_on(&model, first);
     let several = Fitter::with_backend(&model, shared());
     let config = FitConfig::suggested(&model);

@@ -720,12 +720,6 @@ ns_tests::test_device!(profiled_batches_on_every_backend);
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]
 fn signal_batches_on_several_gpus_are_one_gpus_bits() {
     ns_tests::require_cuda("signal_batches_on_several_gpus_are_one_gpus_bits");
-    let count = ns_compute::cuda::device_count().unwrap();
-    let ordinals: Vec<usize> = if count >= 2 {
-        (0..count).collect()
-    } else {
-        vec![0, 0]
-    };
     let (model, data, samples) = setup();
     let config = tight(&model);
     let rows = [
@@ -745,14 +739,7 @@ fn signal_batches_on_several_gpus_are_one_gpus_bits() {
         let several = DifferentiableSession::with_backend(
             &model,
             external,
-            Box::new(
-                ns_compute::cuda::MultiCudaBackend::new(
-                    &model.compiled,
-                    &ordinals,
-                    ns_compute::CudaGpus::All,
-                )
-                .unwrap(),
-            ),
+            ns_tests::all_gpus_backend(&model.compiled),
         )
         .unwrap();
         assert!(several.batch_fits_on_device(&config));

@@ -236,27 +236,19 @@ impl Backend for MultiCudaBackend {
         datasets: &Resident,
         options: LbfgsbOptions,
     ) -> Result<DeviceFitOutput> {
-        let n_fits = problem.dataset.len();
-        let np = problem.init.len().checked_div(n_fits).unwrap_or(0);
+        let (n_fits, np) = (problem.dataset.len(), self.n_params);
+        problem.check_rows(np)?;
+        // Each GPU checks its share of signal rows against the signal's length; here they only
+        // need to be whole rows.
         let width = problem
             .signal
             .map_or(0, |fs| fs.values.len().checked_div(n_fits).unwrap_or(0));
-        let lengths = [
-            problem.init.len(),
-            problem.free_index.len(),
-            problem.lower.len(),
-            problem.upper.len(),
-            problem.scale.len(),
-        ];
-        if lengths.iter().any(|&l| l != n_fits * np)
-            || problem.n_free.len() != n_fits
-            || problem
-                .signal
-                .is_some_and(|fs| fs.values.len() != n_fits * width)
+        if let Some(fs) = problem.signal
+            && fs.values.len() != n_fits * width
         {
             return Err(Error::InvalidInput(format!(
-                "device fit problem of {n_fits} fits: rows of {lengths:?} values, {} free counts",
-                problem.n_free.len()
+                "{} signal values are not whole rows for {n_fits} fits",
+                fs.values.len()
             )));
         }
         let replicas = self.replicas(datasets)?;

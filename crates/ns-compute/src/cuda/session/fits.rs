@@ -74,28 +74,13 @@ impl CudaSession {
         datasets: &DeviceDatasets,
         options: LbfgsbOptions,
     ) -> Result<()> {
-        let n_fits = problem.dataset.len();
-        let np = self.n_params;
         if options.memory == 0 || options.memory > DEVICE_MAX_MEMORY {
             return Err(Error::InvalidInput(format!(
                 "the device optimizer keeps 1 to {DEVICE_MAX_MEMORY} correction pairs, not {}",
                 options.memory
             )));
         }
-        let rows_ok = [
-            problem.init.len(),
-            problem.free_index.len(),
-            problem.lower.len(),
-            problem.upper.len(),
-            problem.scale.len(),
-        ]
-        .iter()
-        .all(|&l| l == n_fits * np);
-        if !rows_ok || problem.n_free.len() != n_fits {
-            return Err(Error::InvalidInput(format!(
-                "device fit problem rows do not match {n_fits} fits of {np} parameters"
-            )));
-        }
+        problem.check_rows(self.n_params)?;
         check_dataset_indices(problem.dataset, datasets.count)?;
         Ok(())
     }
