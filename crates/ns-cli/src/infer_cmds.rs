@@ -189,7 +189,7 @@ impl InferArgs {
         if let Some(path) = &self.init {
             config.init = ns_inference::params::params_from_json(
                 model,
-                &ns_translate::load::read_json(path)?,
+                &crate::input::read_json(path)?,
                 &config.init,
             )?;
         }
@@ -218,7 +218,7 @@ impl InferArgs {
             PreparedData::from_full(&model.compiled, &loaded.workspace.data(model, true)?)?;
         let data = match (&self.data, self.asimov) {
             (Some(path), _) => {
-                let values = ns_translate::load::read_json(path)?;
+                let values = crate::input::read_json(path)?;
                 let values: Vec<f64> = values
                     .as_array()
                     .and_then(|a| a.iter().map(|v| v.as_f64()).collect())

@@ -3,11 +3,33 @@
 use clap::Args;
 use ns_core::{Error, HistosysCode, InterpCodes, NormsysCode, Result};
 use ns_translate::FromWorkspace;
-use ns_translate::load::read_json;
 use ns_translate::patch::{PatchSet, apply_patch};
 use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Every file this command has read: an output must not replace one of them.
+static FILES_READ: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Read a JSON input (`-` is stdin), remembering the file so that no output overwrites it.
+pub fn read_json(path: &Path) -> Result<Value> {
+    if path.as_os_str() != "-"
+        && let Ok(mut read) = FILES_READ.lock()
+    {
+        read.push(path.to_path_buf());
+    }
+    ns_translate::load::read_json(path)
+}
+
+/// The input that `path` would overwrite, if any (compared as files: links and `..` resolved).
+pub fn input_at(path: &Path) -> Option<PathBuf> {
+    let target = std::fs::canonicalize(path).ok()?;
+    let read = FILES_READ.lock().ok()?;
+    read.iter()
+        .find(|input| std::fs::canonicalize(input).is_ok_and(|p| p == target))
+        .cloned()
+}
 
 /// A workspace given positionally or with `-i/--input`.
 #[derive(Args, Debug, Clone)]

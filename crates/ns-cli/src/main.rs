@@ -67,7 +67,7 @@ fn eval(model_args: &ModelArgs, pars: Option<&PathBuf>, output: Option<&PathBuf>
     let model = &loaded.model;
     let data = PreparedData::from_full(&model.compiled, &loaded.workspace.data(model, true)?)?;
     let request = Request::Eval {
-        pars: pars.map(|p| ns_translate::load::read_json(p)).transpose()?,
+        pars: pars.map(|p| crate::input::read_json(p)).transpose()?,
     };
     let outcome = request.run(
         &Fitter::new(model),

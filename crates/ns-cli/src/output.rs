@@ -35,11 +35,33 @@ pub fn emit_as_pyhf(text: &str, path: Option<&Path>) -> Result<()> {
 }
 
 /// Replace `path` with `text`: written to a temporary file in the same folder and renamed, so
-/// `path` is either untouched or complete. `-` is stdout.
+/// `path` is either untouched or complete. `-` is stdout. A symbolic link is followed (its
+/// target is replaced, the link stays); a folder, or a file this command read, is refused.
 pub fn write_file(path: &Path, text: &str) -> Result<()> {
     if path.as_os_str() == "-" {
         return print(text);
     }
+    if path.is_dir() {
+        return Err(Error::InvalidInput(format!(
+            "-o {}: that is a folder; give a file name",
+            path.display()
+        )));
+    }
+    if let Some(input) = crate::input::input_at(path) {
+        return Err(Error::InvalidInput(format!(
+            "-o {}: that is {}, an input of this command; writing the result there would \
+             replace it (choose another output file)",
+            path.display(),
+            input.display()
+        )));
+    }
+    // Replace what a link points at, not the link.
+    let path = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            std::fs::canonicalize(path).map_err(|e| Error::io(path.display(), e))?
+        }
+        _ => path.to_path_buf(),
+    };
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -53,7 +75,7 @@ pub fn write_file(path: &Path, text: &str) -> Result<()> {
         f.write_all(text.as_bytes())?;
         f.sync_all()
     });
-    if let Err(e) = written.and_then(|()| std::fs::rename(&temporary, path)) {
+    if let Err(e) = written.and_then(|()| std::fs::rename(&temporary, &path)) {
         let _ = std::fs::remove_file(&temporary);
         return Err(Error::io(path.display(), e));
     }

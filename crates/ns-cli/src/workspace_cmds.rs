@@ -1,10 +1,10 @@
 //! Workspace verbs with the `pyhf` CLI's semantics and outputs: inspect, prune, rename, combine,
 //! sort, digest, patchset.
 
+use crate::input::read_json;
 use clap::Subcommand;
 use ns_core::Result;
 use ns_translate::Workspace;
-use ns_translate::load::read_json;
 use ns_translate::ops::{Join, Prune, Rename, inspect};
 use ns_translate::patch::PatchSet;
 use ns_translate::pyjson::{DumpOptions, digest, dumps};

@@ -12,23 +12,25 @@
 // ns_compute::cuda::abi (prepended at compile time).
 
 // Poisson deviance n ln(n/λ) + λ − n, a line-for-line twin of ns_compute::poisson::poisson_deviance
-// (series in v = (n−λ)/(n+λ) where the halves cancel).
+// (series in v = (n−λ)/(n+λ) where the halves cancel, at most NS_DEVIANCE_TERMS terms).
 __device__ double ns_deviance(double n, double lambda) {
     if (n == 0.0) return lambda;
     double d = n - lambda;
-    if (fabs(d) < 0.1 * (n + lambda)) {
-        double v = d / (n + lambda);
+    double mean = 0.5 * n + 0.5 * lambda;
+    if (fabs(d) < 0.2 * mean) {
+        double v = 0.5 * d / mean;
         double v2 = v * v;
         double sum = d * v;
-        double term = 2.0 * n * v;
+        double term = n * v * 2.0;
         double k = 3.0;
-        for (;;) {
+        for (int i = 0; i < NS_DEVIANCE_TERMS; ++i) {
             term *= v2;
             double next = sum + term / k;
-            if (next == sum) return next;
+            if (next == sum) break;
             sum = next;
             k += 2.0;
         }
+        return sum;
     }
     double ratio = n / lambda;
     double log_ratio = (isfinite(ratio) && ratio > 0.0) ? log(ratio) : log(n) - log(lambda);

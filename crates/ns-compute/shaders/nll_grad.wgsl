@@ -38,13 +38,14 @@ fn deviance(n: f32, lambda: f32) -> f32 {
         return lambda;
     }
     let d = n - lambda;
-    if (abs(d) < 0.1 * (n + lambda)) {
-        let v = d / (n + lambda);
+    let mean = 0.5 * n + 0.5 * lambda;
+    if (abs(d) < 0.2 * mean) {
+        let v = 0.5 * d / mean;
         let v2 = v * v;
         var sum = d * v;
-        var term = 2.0 * n * v;
+        var term = n * v * 2.0;
         var k = 3.0;
-        for (var i = 0; i < 64; i++) {
+        for (var i = 0u; i < DEVIANCE_TERMS; i++) {
             term *= v2;
             let next = sum + term / k;
             if (next == sum) {

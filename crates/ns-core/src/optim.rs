@@ -47,17 +47,28 @@ pub enum Termination {
     LineSearchFailed = 3,
     /// The objective or gradient is not finite at the starting point.
     NonFiniteStart = 4,
+    /// The optimizer could not go further, and the projected gradient is below tolerance in the
+    /// curvature-scaled parameters: parameters whose curvature is huge (a shapesys with τ ~ 10¹²,
+    /// counts of 10⁹) rest at the rounding floor of their gradient, far from where a step could
+    /// lower the objective (set by the host after the optimizer stops; never a device code).
+    ConvergedScaled = 5,
 }
 
 impl Termination {
     /// Every reason, in code order.
-    pub const ALL: [Termination; 5] = [
+    pub const ALL: [Termination; 6] = [
         Termination::Converged,
         Termination::MaxIterations,
         Termination::MaxEvaluations,
         Termination::LineSearchFailed,
         Termination::NonFiniteStart,
+        Termination::ConvergedScaled,
     ];
+
+    /// Whether the fit reached the minimum (to tolerance).
+    pub fn is_converged(self) -> bool {
+        matches!(self, Termination::Converged | Termination::ConvergedScaled)
+    }
 
     /// The integer code the device optimizer writes.
     pub fn code(self) -> i32 {
@@ -77,6 +88,7 @@ impl Termination {
             Termination::MaxEvaluations => "MAX_EVALUATIONS",
             Termination::LineSearchFailed => "LINE_SEARCH_FAILED",
             Termination::NonFiniteStart => "NON_FINITE_START",
+            Termination::ConvergedScaled => "CONVERGED_SCALED",
         }
     }
 
@@ -88,6 +100,10 @@ impl Termination {
             Termination::LineSearchFailed => "line search could not decrease the objective further",
             Termination::NonFiniteStart => {
                 "objective or gradient is not finite at the starting point"
+            }
+            Termination::ConvergedScaled => {
+                "converged: projected gradient below tolerance in curvature-scaled parameters \
+                 (stiff parameters at their rounding floor)"
             }
         }
     }
@@ -103,6 +119,6 @@ mod tests {
             assert_eq!(Termination::from_code(t.code()), Some(t));
         }
         assert_eq!(Termination::from_code(-1), None);
-        assert_eq!(Termination::from_code(5), None);
+        assert_eq!(Termination::from_code(6), None);
     }
 }

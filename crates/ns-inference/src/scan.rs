@@ -66,10 +66,7 @@ pub fn profile_scan(
     };
     let mut fits = Vec::with_capacity(values.len());
     if fitter.batches_on_device() {
-        let from_free_fit = FitConfig {
-            init: free_fit.parameters.clone(),
-            ..config.clone()
-        };
+        let from_free_fit = config.starting_at(&free_fit.parameters);
         let warm_jobs = values.iter().map(|&v| FitJob {
             data: 0,
             config: Arc::new(from_free_fit.with_fixed(parameter, v)),
@@ -87,7 +84,7 @@ pub fn profile_scan(
         for ((k, &v), cold) in values.iter().enumerate().zip(cold_fits) {
             let warm = fitter.fit(data, &start.with_fixed(parameter, v))?;
             let fit = deeper(cold?, warm);
-            start.init = fit.parameters.clone();
+            start = start.starting_at(&fit.parameters);
             fits.push(fit);
             progress(k + 1);
         }

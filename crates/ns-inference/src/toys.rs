@@ -115,18 +115,38 @@ pub struct ToyFitPair {
 }
 
 /// Fit every toy twice (free, and with the POI fixed at `mu`), all toys of all datasets in one
-/// batch. Returns the fit pairs in dataset order.
+/// batch, from the configuration's starting point as pyhf does. The toys are `ensembles`
+/// (generating parameters, toy count) one after the other.
+///
+/// A fit that does not converge is fitted again, in a second batch, from the observed data's fit
+/// of its own hypothesis: a free fit from its ensemble's generating parameters (the point the
+/// toy fluctuates around), a fixed-μ fit from the fit at μ (`at_mu`). From pyhf's suggested init,
+/// fits of background-only toys of a cross-section measurement (the published tt̄ ℓ+jets
+/// likelihood) wander for thousands of iterations; from there they converge. Fits that converge
+/// the first time are untouched, and every backend restarts the same fits from the same points.
+/// Returns the fit pairs in dataset order.
+#[allow(clippy::too_many_arguments)]
 fn fit_toy_pairs(
     fitter: &Fitter,
     stat: TestStatistic,
     mu: f64,
     toys: &SampledToys,
+    ensembles: &[(&[f64], usize)],
+    at_mu: &[f64],
     config: &FitConfig,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<Result<ToyFitPair>>> {
     let poi = fitter.model().poi()?;
     let fixed_mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
-    // Two configurations shared by every toy's jobs.
+    if ensembles.iter().map(|e| e.1).sum::<usize>() != toys.host.len() {
+        return Err(ns_core::Error::Computation(format!(
+            "{} toy datasets for ensembles of {:?} toys",
+            toys.host.len(),
+            ensembles.iter().map(|e| e.1).collect::<Vec<_>>()
+        )));
+    }
+    // Two configurations shared by every toy's jobs; fit 2t is toy t's free fit, 2t + 1 its
+    // fixed-μ fit.
     let free = Arc::new(config.clone());
     let fixed = Arc::new(config.with_fixed(poi, fixed_mu));
     let jobs: Vec<FitJob> = (0..toys.host.len())
@@ -145,7 +165,36 @@ fn fit_toy_pairs(
         .collect();
     // Two fits per toy: report toys, not fits.
     let per_toy = |fits: usize| progress(fits / 2);
-    let results = fit_sampled(fitter, toys, &jobs, &per_toy)?;
+    let mut results = fit_sampled(fitter, toys, &jobs, &per_toy)?;
+
+    let restart_fixed = Arc::new(config.starting_at(at_mu).with_fixed(poi, fixed_mu));
+    let mut restart_free = Vec::with_capacity(toys.host.len());
+    for &(generating, count) in ensembles {
+        let start = Arc::new(config.starting_at(generating));
+        restart_free.extend(std::iter::repeat_n(start, count));
+    }
+    let failed: Vec<usize> = (0..results.len())
+        .filter(|&j| !matches!(&results[j], Ok(fit) if fit.converged))
+        .collect();
+    if !failed.is_empty() {
+        let restarts: Vec<FitJob> = failed
+            .iter()
+            .map(|&j| FitJob {
+                data: j / 2,
+                config: if j % 2 == 0 {
+                    restart_free[j / 2].clone()
+                } else {
+                    restart_fixed.clone()
+                },
+            })
+            .collect();
+        let again = fit_sampled(fitter, toys, &restarts, &|_| {})?;
+        for (&j, fit) in failed.iter().zip(again) {
+            if matches!(&fit, Ok(f) if f.converged) {
+                results[j] = fit;
+            }
+        }
+    }
     let mut pairs = Vec::with_capacity(toys.host.len());
     let mut it = results.into_iter();
     while let (Some(free), Some(fixed)) = (it.next(), it.next()) {
@@ -301,7 +350,20 @@ pub fn hypotest_toys(
             seed,
         )?;
         let done = 2 * first;
-        let pairs = fit_toy_pairs(fitter, stat, mu, &toys, config, &|k| progress(done + k))?;
+        let ensembles = [
+            (signal_pars.as_slice(), count),
+            (background_pars.as_slice(), count),
+        ];
+        let pairs = fit_toy_pairs(
+            fitter,
+            stat,
+            mu,
+            &toys,
+            &ensembles,
+            &signal_pars,
+            config,
+            &|k| progress(done + k),
+        )?;
         extend_ensemble(&mut signal, stat, mu, poi, &pairs[..count]);
         extend_ensemble(&mut background, stat, mu, poi, &pairs[count..]);
     }

@@ -118,6 +118,14 @@ pub fn read_json(path: &Path) -> Result<Value> {
             limit >> 20
         )));
     }
+    if looks_like_utf16(&bytes) {
+        return Err(Error::Json {
+            path: origin,
+            message: "UTF-16 text (JSON files are read as UTF-8): convert it, e.g. with \
+                      `iconv -f UTF-16 -t UTF-8`"
+                .into(),
+        });
+    }
     let body = bytes
         .strip_prefix(b"\xEF\xBB\xBF".as_slice())
         .unwrap_or(&bytes);
@@ -126,6 +134,18 @@ pub fn read_json(path: &Path) -> Result<Value> {
         message: format!("not UTF-8 text (byte {})", e.valid_up_to()),
     })?;
     parse_json(text, &origin)
+}
+
+/// UTF-16 text: a UTF-16 byte-order mark, or (without one) a NUL byte beside each of the first
+/// ASCII characters, which no UTF-8 JSON has.
+fn looks_like_utf16(bytes: &[u8]) -> bool {
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return true;
+    }
+    let head = &bytes[..bytes.len().min(64) & !1];
+    !head.is_empty()
+        && (head.chunks(2).all(|pair| pair[1] == 0 && pair[0] != 0)
+            || head.chunks(2).all(|pair| pair[0] == 0 && pair[1] != 0))
 }
 
 /// The largest JSON input read: 4096 MB, or `NEXTSTAT_MAX_INPUT_MB`.

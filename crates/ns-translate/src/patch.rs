@@ -8,10 +8,59 @@ use std::collections::HashSet;
 use crate::load::from_value;
 use crate::pyjson::digest;
 
-/// Apply one RFC 6902 patch (a list of operations) to a JSON document.
+/// Apply one RFC 6902 patch (a list of operations) to a JSON document: all of it, or (on an
+/// error) none of it.
+///
+/// `test` operations compare numbers by value (`50` equals `50.0`) and booleans only with
+/// booleans, as Python's `jsonpatch` (which pyhf uses) does; the `json-patch` crate would compare
+/// `50` and `50.0` as different.
 pub fn apply_patch(document: &mut Value, patch: &Value, origin: &str) -> Result<()> {
     let ops: json_patch::Patch = from_value(patch.clone(), &format!("patch {origin}"))?;
-    json_patch::patch(document, &ops).map_err(|e| Error::Patch(format!("{origin}: {e}")))
+    let mut patched = document.clone();
+    for (index, op) in ops.0.iter().enumerate() {
+        match op {
+            json_patch::PatchOperation::Test(test) => {
+                let path = test.path.as_str();
+                let found = patched.pointer(path).ok_or_else(|| {
+                    Error::Patch(format!(
+                        "{origin}: operation {index} (test) names '{path}', which the document lacks"
+                    ))
+                })?;
+                if !json_equal(found, &test.value) {
+                    return Err(Error::Patch(format!(
+                        "{origin}: operation {index} (test) expects {} at '{path}', the document has {}",
+                        test.value, found
+                    )));
+                }
+            }
+            other => json_patch::patch(&mut patched, std::slice::from_ref(other))
+                .map_err(|e| Error::Patch(format!("{origin}: operation {index}: {e}")))?,
+        }
+    }
+    *document = patched;
+    Ok(())
+}
+
+/// JSON equality with numbers compared by value, as Python's `==` on parsed JSON (bool apart).
+fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => i == j,
+            _ => match (x.as_u64(), y.as_u64()) {
+                (Some(i), Some(j)) => i == j,
+                _ => x.as_f64() == y.as_f64(),
+            },
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 /// Metadata of a patchset (extra keys are kept, as pyhf's schema allows).
@@ -211,5 +260,47 @@ impl PatchSet {
             out.push('\n');
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn test_operations_compare_numbers_by_value_and_booleans_apart() {
+        let doc = json!({"data": [50.0, 60.0], "flag": true, "one": 1});
+        let passes = |value: Value, path: &str| {
+            let patch = json!([{"op": "test", "path": path, "value": value}]);
+            apply_patch(&mut doc.clone(), &patch, "p.json").is_ok()
+        };
+        assert!(passes(json!([50, 60]), "/data"));
+        assert!(passes(json!(1.0), "/one"));
+        assert!(passes(
+            json!({"data": [50, 60.0], "flag": true, "one": 1.0}),
+            ""
+        ));
+        assert!(!passes(json!([50, 61]), "/data"));
+        assert!(!passes(json!(1), "/flag"));
+        assert!(!passes(json!(true), "/one"));
+        assert!(!passes(json!(1), "/missing"));
+    }
+
+    #[test]
+    fn a_failing_operation_leaves_the_document_unchanged() {
+        let mut doc = json!({"a": 1});
+        let patch = json!([
+            {"op": "add", "path": "/b", "value": 2},
+            {"op": "test", "path": "/a", "value": 3}
+        ]);
+        let e = apply_patch(&mut doc, &patch, "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("operation 1 (test)") && e.contains("p.json"),
+            "{e}"
+        );
+        assert_eq!(doc, json!({"a": 1}));
     }
 }

@@ -131,6 +131,9 @@ pub fn prebuilt_archs() -> Vec<u32> {
 }
 
 fn require_nvrtc() -> Result<()> {
+    if let Some(problem) = crate::cuda::library::nvrtc_problem() {
+        return Err(Error::Device(problem.to_string()));
+    }
     // SAFETY: is_culib_present only tries to load the NVRTC library; it touches nothing of ours.
     if unsafe { sys::is_culib_present() } {
         Ok(())

@@ -5,6 +5,7 @@
 mod abi;
 mod backend;
 mod compile;
+mod library;
 mod multi;
 mod session;
 
@@ -13,6 +14,6 @@ pub use backend::CudaBackend;
 pub use compile::{KernelOrigin, PREBUILT_ARCHS, cache_dir, prebuild_kernels, prebuilt_archs};
 pub use multi::MultiCudaBackend;
 pub use session::{
-    CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, cuda_unavailable, device_count,
-    device_names, has_cuda,
+    CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, cuda_driver_problem, cuda_unavailable,
+    device_count, device_names, has_cuda,
 };

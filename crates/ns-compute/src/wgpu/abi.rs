@@ -110,6 +110,7 @@ pub(crate) fn header() -> String {
         ("NORMSYS_WORDS", NORMSYS_WORDS as u32),
         ("LINEAR", ScalarFactor::LINEAR),
         ("NONE", crate::layout::NONE),
+        ("DEVIANCE_TERMS", crate::poisson::DEVIANCE_SERIES_TERMS),
     ];
     for (name, value) in constants {
         h.push_str(&format!("const {name}: u32 = {value}u;\n"));

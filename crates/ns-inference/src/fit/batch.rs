@@ -289,7 +289,7 @@ impl Fitter<'_> {
         config: &FitConfig,
     ) -> Result<FitResult> {
         let result = assemble_result(&run.free, &run.scale, config, ends.end(k), data.constant);
-        self.complete(result, data, config, &run.free)
+        self.complete(result, data, config, run)
     }
 }
 

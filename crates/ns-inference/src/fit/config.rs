@@ -35,6 +35,19 @@ impl FitConfig {
         }
     }
 
+    /// The same configuration starting at `point` (a fit's end, a toy's generating parameters),
+    /// each free value clamped into its bounds: a starting point the engine makes itself is
+    /// never refused for lying past a bound by rounding. Fixed parameters keep their values.
+    pub fn starting_at(&self, point: &[f64]) -> Self {
+        let mut c = self.clone();
+        for (i, &value) in point.iter().enumerate().take(c.init.len()) {
+            if !c.fixed[i] && value.is_finite() {
+                c.init[i] = value.clamp(c.bounds[i].0, c.bounds[i].1);
+            }
+        }
+        c
+    }
+
     /// The same configuration with parameter `index` fixed at `value`.
     pub fn with_fixed(&self, index: usize, value: f64) -> Self {
         let mut c = self.clone();

@@ -89,12 +89,13 @@ pub(crate) fn assemble_result(
     let mut parameters = config.init.clone();
     let mut grad = vec![0.0; n];
     for (k, &i) in free.iter().enumerate() {
-        parameters[i] = end.x[k] / scale[k];
+        // Unscaling can round a value on a bound just past it: the result stays in the box.
+        parameters[i] = (end.x[k] / scale[k]).clamp(config.bounds[i].0, config.bounds[i].1);
         grad[i] = end.g[k] * scale[k];
     }
     FitResult {
         twice_nll: end.f + 2.0 * constant,
-        converged: end.termination == Termination::Converged,
+        converged: end.termination.is_converged(),
         termination: end.termination,
         iterations: end.iterations,
         evaluations: end.evaluations,

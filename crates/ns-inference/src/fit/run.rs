@@ -16,6 +16,8 @@ pub struct FitRun {
     pub(crate) lower: Vec<f64>,
     pub(crate) upper: Vec<f64>,
     pub(crate) full: Vec<f64>,
+    /// The box of the free parameters, unscaled.
+    pub(crate) bounds: Vec<(f64, f64)>,
     pub(crate) free_grad: Vec<f64>,
     pub(crate) state: Lbfgsb,
 }
@@ -25,7 +27,8 @@ impl FitRun {
     pub fn ask(&mut self) -> Option<&[f64]> {
         let y = self.state.ask()?;
         for (k, &i) in self.free.iter().enumerate() {
-            self.full[i] = y[k] / self.scale[k];
+            // The box in scaled coordinates, unscaled, may round past a bound: clamp back.
+            self.full[i] = (y[k] / self.scale[k]).clamp(self.bounds[k].0, self.bounds[k].1);
         }
         Some(&self.full)
     }

@@ -41,12 +41,15 @@ fn upload<T: DeviceRepr + Copy + Default>(
     }
 }
 
-/// Whether a CUDA driver and at least one device are present. Never panics: the driver library
-/// is looked for before anything touches it.
+/// Whether a usable CUDA driver and at least one device are present. Never panics: the driver
+/// library is looked for, and every entry point the engine uses resolved, before anything
+/// calls into it.
 pub fn has_cuda() -> bool {
     // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
     let present = unsafe { sys::is_culib_present() };
-    present && CudaContext::device_count().is_ok_and(|n| n > 0)
+    present
+        && crate::cuda::library::driver_problem().is_none()
+        && CudaContext::device_count().is_ok_and(|n| n > 0)
 }
 
 /// How many CUDA devices the driver shows (call only where [`has_cuda`] is true).
@@ -66,8 +69,17 @@ pub fn device_names() -> Result<Vec<String>> {
         .collect()
 }
 
-/// The error for a CUDA request on a machine without CUDA.
+/// Why CUDA cannot be used where a library was found but is not a working driver (a stub, or
+/// one older than the API the engine uses): `auto` says this when it falls back to the CPU.
+pub fn cuda_driver_problem() -> Option<&'static str> {
+    crate::cuda::library::driver_problem()
+}
+
+/// The error for a CUDA request on a machine without (usable) CUDA.
 pub fn cuda_unavailable() -> Error {
+    if let Some(problem) = crate::cuda::library::driver_problem() {
+        return Error::Device(problem.to_string());
+    }
     // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
     if unsafe { sys::is_culib_present() } {
         Error::Device(
