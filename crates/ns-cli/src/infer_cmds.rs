@@ -396,9 +396,12 @@ pub fn run(cmd: InferCommand) -> Result<()> {
     bar.finish_and_clear();
     let outcome = outcome?;
     let matrices = extras.as_ref().is_some_and(|e| e.covariance);
-    if let Outcome::Fit { fit, .. } = &outcome
-        && let Some(w) = &fit.warning
-    {
+    let warning = match &outcome {
+        Outcome::Fit { fit, .. } => fit.warning.as_ref(),
+        Outcome::HypotestToys { result, .. } => result.warning.as_ref(),
+        _ => None,
+    };
+    if let Some(w) = warning {
         eprintln!("warning: {w}");
     }
     args.finish(outcome.report(model, matrices), text_of(&outcome, model))

@@ -135,6 +135,7 @@ pub fn hypotest_toys(test_stat: &str, h: &ToyHypotest) -> Value {
         "n_toys": h.n_toys, "n_failed": h.signal.n_failed + h.background.n_failed, "failures": failures, "seed": h.seed,
     });
     add_pvalues(&mut value, h.test_statistic, &h.cls);
+    value["warning"] = json!(h.warning);
     value
 }
 

@@ -27,6 +27,11 @@ const TOY_CHUNK: usize = 8192;
 /// Most values (bins + auxdata over all toys) that `fit_toys` returns: 2 GB.
 const MAX_RETURNED_TOY_VALUES: usize = 250_000_000;
 
+/// Most toys per hypothesis whose fits may fail before a toy result is refused: failed fits are
+/// not random (they gather in the tails), so a p-value from the rest is biased by an unknown
+/// amount. Below this the result stands, with a warning naming the count.
+pub const MAX_FAILED_TOY_FRACTION: f64 = 0.01;
+
 /// Test statistics below this are rounding noise around zero.
 pub const TESTSTAT_ZERO: f64 = 1e-9;
 
@@ -68,6 +73,22 @@ pub struct ToyHypotest {
     pub seed: u64,
     pub signal: ToyEnsemble,
     pub background: ToyEnsemble,
+    /// Said when some toy fits failed (their toys are left out of the p-values).
+    pub warning: Option<String>,
+}
+
+/// The failures of one ensemble in words: "3 of 1000 signal-plus-background toys (...)".
+fn failures_in_words(name: &str, ensemble: &ToyEnsemble, n_toys: usize) -> String {
+    let reasons: Vec<String> = ensemble
+        .failures
+        .iter()
+        .map(|(reason, count)| format!("{count}× {reason}"))
+        .collect();
+    format!(
+        "{} of {n_toys} {name} toys ({})",
+        ensemble.n_failed,
+        reasons.join("; ")
+    )
 }
 
 fn clip(t: f64) -> f64 {
@@ -167,10 +188,16 @@ fn fit_toy_pairs(
     let per_toy = |fits: usize| progress(fits / 2);
     let mut results = fit_sampled(fitter, toys, &jobs, &per_toy)?;
 
-    let restart_fixed = Arc::new(config.starting_at(at_mu).with_fixed(poi, fixed_mu));
+    // A restart scales its variables by the curvature where it starts, not where the observed
+    // data's free fit ended (the shared scale of the first attempt).
+    let restart_at = |point: &[f64]| FitConfig {
+        scale: None,
+        ..config.starting_at(point)
+    };
+    let restart_fixed = Arc::new(restart_at(at_mu).with_fixed(poi, fixed_mu));
     let mut restart_free = Vec::with_capacity(toys.host.len());
     for &(generating, count) in ensembles {
-        let start = Arc::new(config.starting_at(generating));
+        let start = Arc::new(restart_at(generating));
         restart_free.extend(std::iter::repeat_n(start, count));
     }
     let failed: Vec<usize> = (0..results.len())
@@ -367,12 +394,32 @@ pub fn hypotest_toys(
         extend_ensemble(&mut signal, stat, mu, poi, &pairs[..count]);
         extend_ensemble(&mut background, stat, mu, poi, &pairs[count..]);
     }
-    if signal.teststats.is_empty() || background.teststats.is_empty() {
+    let failed: Vec<String> = [
+        ("signal-plus-background", &signal),
+        ("background-only", &background),
+    ]
+    .into_iter()
+    .filter(|(_, e)| e.n_failed > 0)
+    .map(|(name, e)| failures_in_words(name, e, n_toys))
+    .collect();
+    let worst = signal.n_failed.max(background.n_failed) as f64 / n_toys as f64;
+    if worst > MAX_FAILED_TOY_FRACTION
+        || signal.teststats.is_empty()
+        || background.teststats.is_empty()
+    {
         return Err(ns_core::Error::Computation(format!(
-            "every toy fit failed ({:?} / {:?}): no p-value can be formed",
-            signal.failures, background.failures
+            "toy fits failed: {}; more than {}% of an ensemble, so the p-values would be biased \
+             (the failed toys are not a random subset): no result",
+            failed.join(", "),
+            MAX_FAILED_TOY_FRACTION * 100.0
         )));
     }
+    let warning = (!failed.is_empty()).then(|| {
+        format!(
+            "toy fits failed and their toys are left out of the p-values: {}",
+            failed.join(", ")
+        )
+    });
     let cls = cls_from_ensembles(observed, &signal.teststats, &background.teststats);
     Ok(ToyHypotest {
         mu,
@@ -383,6 +430,7 @@ pub fn hypotest_toys(
         seed,
         signal,
         background,
+        warning,
     })
 }
 
