@@ -4,6 +4,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use ns_compute::PreparedData;
 use ns_core::{Error, Result};
+use ns_inference::limits::Outside;
 use ns_inference::optimizer::LbfgsbOptions;
 use ns_inference::request::{Outcome, Request};
 use ns_inference::{Device, FitConfig, Fitter, TestStatistic, Workload};
@@ -85,7 +86,7 @@ pub enum InferCommand {
         /// POI value tested
         #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
-        /// Test statistic: qtilde (default), q, q0, t, ttilde
+        /// Test statistic: qtilde (default), q, q0
         #[arg(long, default_value = "qtilde")]
         test_stat: String,
     },
@@ -96,7 +97,7 @@ pub enum InferCommand {
         /// POI value tested
         #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
-        /// Test statistic: qtilde (default), q, q0, t, ttilde
+        /// Test statistic: qtilde (default), q, q0
         #[arg(long, default_value = "qtilde")]
         test_stat: String,
         /// Toys per hypothesis
@@ -155,7 +156,14 @@ impl InferArgs {
         model: &'m ns_translate::HistFactoryModel,
         workload: Workload,
     ) -> Result<Fitter<'m>> {
-        Fitter::on_device(model, Device::from_name(&self.device)?, workload)
+        let device = Device::from_name(&self.device)?;
+        let fitter = Fitter::on_device(model, device, workload)?;
+        if device == Device::Auto
+            && let Some(problem) = ns_compute::cuda::cuda_driver_problem()
+        {
+            eprintln!("note: --gpu auto runs on the CPU: {problem}");
+        }
+        Ok(fitter)
     }
 
     fn session(&self) -> Result<Session> {
@@ -397,14 +405,43 @@ pub fn run(cmd: InferCommand) -> Result<()> {
     let outcome = outcome?;
     let matrices = extras.as_ref().is_some_and(|e| e.covariance);
     let warning = match &outcome {
-        Outcome::Fit { fit, .. } => fit.warning.as_ref(),
-        Outcome::HypotestToys { result, .. } => result.warning.as_ref(),
+        Outcome::Fit { fit, .. } => fit.warning.clone(),
+        Outcome::HypotestToys { result, .. } => result.warning.clone(),
+        Outcome::UpperLimit { result, .. } => result.outside_in_words(),
         _ => None,
     };
     if let Some(w) = warning {
         eprintln!("warning: {w}");
     }
     args.finish(outcome.report(model, matrices), text_of(&outcome, model))
+}
+
+/// The expected band's labels in pyhf's order (n_σ = 2 … −2: the "−2σ" CLs first).
+const BAND_LABELS: [&str; 5] = ["-2σ", "-1σ", "median", "+1σ", "+2σ"];
+
+/// One number style for every text output: 6 significant digits, exponent form for tiny or huge.
+fn number(v: f64) -> String {
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    if (1e-3..1e6).contains(&v.abs()) {
+        let digits = (5 - v.abs().log10().floor() as i32).max(0) as usize;
+        format!("{v:.digits$}")
+    } else {
+        format!("{v:.5e}")
+    }
+}
+
+/// An expected band, one labelled value per line.
+fn band(what: &str, values: &[f64; 5]) -> String {
+    BAND_LABELS
+        .iter()
+        .zip(values)
+        .map(|(label, v)| format!("{what} {label:>6} = {}\n", number(*v)))
+        .collect()
 }
 
 /// The human-readable summary of `--format text`.
@@ -464,33 +501,52 @@ fn text_of(outcome: &Outcome, model: &ns_translate::HistFactoryModel) -> String 
         Outcome::Hypotest { result: h, .. } => {
             if h.test_statistic == TestStatistic::Q0 {
                 format!(
-                    "p0 = {:.6e}, expected {:?}\n",
-                    h.cls.clsb_obs, h.cls.clsb_exp
+                    "p0 observed = {}\n{}",
+                    number(h.cls.clsb_obs),
+                    band("p0 expected", &h.cls.clsb_exp)
                 )
             } else {
                 format!(
-                    "mu = {}: CLs_obs = {:.6e}, CLs_exp = {:?}\n",
-                    h.mu, h.cls.cls_obs, h.cls.cls_exp
+                    "mu = {}\nCLs observed = {}  (CLsb = {}, CLb = {})\n{}",
+                    number(h.mu),
+                    number(h.cls.cls_obs),
+                    number(h.cls.clsb_obs),
+                    number(h.cls.clb_obs),
+                    band("CLs expected", &h.cls.cls_exp)
                 )
             }
         }
         Outcome::HypotestToys { result: h, .. } => format!(
-            "mu = {}: CLs_obs = {:.6} (CLsb {:.6}, CLb {:.6}), CLs_exp = {:?}; {} toys per hypothesis, {} failed\n",
-            h.mu,
-            h.cls.cls_obs,
-            h.cls.clsb_obs,
-            h.cls.clb_obs,
-            h.cls.cls_exp,
+            "mu = {}\nCLs observed = {}  (CLsb = {}, CLb = {})\n{}toys: {} per hypothesis, {} failed\n",
+            number(h.mu),
+            number(h.cls.cls_obs),
+            number(h.cls.clsb_obs),
+            number(h.cls.clb_obs),
+            band("CLs expected", &h.cls.cls_exp),
             h.n_toys,
             h.signal.n_failed + h.background.n_failed
         ),
-        Outcome::UpperLimit { result: ul, .. } => format!(
-            "observed upper limit: {:.6}\nexpected: {:?}\n",
-            ul.obs, ul.exp
-        ),
+        Outcome::UpperLimit { result: ul, .. } => {
+            let limit = |value: f64, outside: Option<Outside>| match outside {
+                Some(Outside::Above(mu)) => format!("> {} (outside {})", number(mu), ul.range),
+                Some(Outside::Below(mu)) => format!("< {} (outside {})", number(mu), ul.range),
+                None => number(value),
+            };
+            let mut text = format!("upper limit observed = {}\n", limit(ul.obs, ul.outside[0]));
+            for (k, label) in BAND_LABELS.iter().enumerate() {
+                text.push_str(&format!(
+                    "upper limit expected {label} = {}\n",
+                    limit(ul.exp[k], ul.outside[k + 1])
+                ));
+            }
+            text
+        }
         Outcome::Significance(r) => format!(
-            "p0 = {:.6e} (Z = {:.4}); expected median p0 = {:.6e} (Z = {:.4})\n",
-            r.p0_obs, r.z_obs, r.p0_exp[2], r.z_exp[2]
+            "p0 observed = {}  (Z = {})\n{}{}",
+            number(r.p0_obs),
+            number(r.z_obs),
+            band("p0 expected", &r.p0_exp),
+            band("Z expected", &r.z_exp)
         ),
         Outcome::ProfileScan(scan) => {
             let mut text = format!("{:>12}  {:>16}\n", scan.parameter, "Δ twice_nll");

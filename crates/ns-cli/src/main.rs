@@ -125,7 +125,7 @@ fn devices(as_json: bool) -> Result<()> {
     }
     match &inventory.adapters {
         Ok(list) if list.is_empty() => {
-            text += "wgpu    none: no Vulkan or Metal adapter (Linux: install a Vulkan driver, e.g. mesa-vulkan-drivers)\n"
+            text += &format!("wgpu    none: {}\n", ns_inference::report::NO_WGPU_ADAPTER)
         }
         Ok(list) => {
             for a in list {
@@ -141,6 +141,12 @@ fn devices(as_json: bool) -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    // Vulkan's window-system layers want a runtime folder and print errors (twice) without one;
+    // a compute-only program gives them the temporary folder. Set before any thread starts.
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // SAFETY: the process is single-threaded here; nothing reads the environment concurrently.
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

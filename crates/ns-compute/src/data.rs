@@ -4,6 +4,14 @@ use ns_core::{CompiledModel, Error, Result};
 
 use crate::poisson::poisson_data_term;
 
+/// The largest count a dataset may hold. Beyond it the likelihood's arithmetic — λ, n ln n,
+/// twice the NLL and its curvature — overflows f64 (pyhf's NLL is NaN at 1e308 and loses every
+/// digit by 1e300); no measurement comes near.
+pub const MAX_COUNT: f64 = 1e300;
+
+const COUNTS_ARE: &str = "counts must be finite, non-negative and at most 1e300 (the likelihood \
+     overflows f64 beyond)";
+
 /// Main and auxiliary observations with the parts of the NLL that do not depend on parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreparedData {
@@ -32,6 +40,34 @@ impl PreparedData {
                 aux.len(),
                 model.n_aux
             )));
+        }
+        if let Some((bin, &n)) = main
+            .iter()
+            .enumerate()
+            .find(|(_, n)| !(0.0..=MAX_COUNT).contains(*n))
+        {
+            return Err(Error::InvalidInput(format!(
+                "main data bin {bin} (in channel order) is {n}: {COUNTS_ARE}"
+            )));
+        }
+        for c in &model.poisson {
+            let n = aux[c.aux_index as usize];
+            if !(0.0..=MAX_COUNT).contains(&n) {
+                return Err(Error::InvalidInput(format!(
+                    "auxiliary data entry {} (a Poisson constraint's count) is {n}: {COUNTS_ARE}",
+                    c.aux_index
+                )));
+            }
+        }
+        for c in &model.gaussian {
+            let a = aux[c.aux_index as usize];
+            if !(a.abs() <= MAX_COUNT) {
+                return Err(Error::InvalidInput(format!(
+                    "auxiliary data entry {} (a Gaussian constraint's value) is {a}: it must be a \
+                     finite number of magnitude at most {MAX_COUNT:e}",
+                    c.aux_index
+                )));
+            }
         }
         let ln_sqrt_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
         let mut constant: f64 = main.iter().map(|&n| poisson_data_term(n)).sum();

@@ -24,7 +24,7 @@ pub use backend::{
     SignalBatch, Values, ValuesMut,
 };
 pub use cpu::{CpuBackend, CpuEvaluator, Scratch};
-pub use data::PreparedData;
+pub use data::{MAX_COUNT, PreparedData};
 pub use device::{AdapterSummary, CudaGpus, Device, Inventory, Workload};
 pub use signal::ExternalSignal;
 pub use toys::ToyEnsembleRates;

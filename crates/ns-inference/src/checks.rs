@@ -62,7 +62,7 @@ pub fn started(fitter: &Fitter, fit: &FitResult, data: &PreparedData) -> Result<
         .map(|(main, _)| main)
         .unwrap_or_default();
     let undefined = expected.iter().zip(&data.main).position(|(&lambda, &n)| {
-        !lambda.is_finite() || lambda < 0.0 || (lambda == 0.0 && n > 0.0)
+        !(lambda <= ns_compute::MAX_COUNT) || lambda < 0.0 || (lambda == 0.0 && n > 0.0)
     });
     let place = match undefined {
         Some(bin) => {
@@ -75,10 +75,10 @@ pub fn started(fitter: &Fitter, fit: &FitResult, data: &PreparedData) -> Result<
                     "channel '{}' bin {} expects {} events and observes {}",
                     c.name,
                     bin - c.bin_start,
-                    expected[bin],
-                    data.main[bin]
+                    count(expected[bin]),
+                    count(data.main[bin])
                 ),
-                None => format!("main bin {bin} expects {}", expected[bin]),
+                None => format!("main bin {bin} expects {}", count(expected[bin])),
             }
         }
         None => "a constraint term is not finite".to_string(),
@@ -87,4 +87,19 @@ pub fn started(fitter: &Fitter, fit: &FitResult, data: &PreparedData) -> Result<
         "the likelihood is undefined where the fit starts ({place}); check the model's yields \
          and the starting parameters"
     )))
+}
+
+/// A count for a message: plain where short, in exponent form where huge or tiny, and said to
+/// overflow where it passes what the likelihood's arithmetic holds.
+fn count(v: f64) -> String {
+    if v.is_infinite() || v > ns_compute::MAX_COUNT {
+        format!(
+            "{v:e} (beyond f64's range for a likelihood: at most {:e})",
+            ns_compute::MAX_COUNT
+        )
+    } else if v != 0.0 && !(1e-3..1e6).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
 }

@@ -8,16 +8,14 @@ use crate::checks;
 use crate::fit::{FitConfig, FitResult, Fitter};
 use crate::stats::normal_cdf;
 
-/// pyhf's test statistics. The tilde variants are the same statistic computed with the POI
-/// bounded below at 0 (the bound comes from the fit configuration, as in pyhf); they differ
-/// from the plain ones in the asymptotic formula for the test statistic.
+/// pyhf's test statistics (`pyhf.infer.utils.get_test_stat`). q̃μ is qμ computed with the POI
+/// bounded below at 0 (the bound comes from the fit configuration, as in pyhf); it differs from
+/// qμ in the asymptotic formula.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TestStatistic {
     Q0,
     Q,
     QTilde,
-    T,
-    TTilde,
 }
 
 impl TestStatistic {
@@ -26,10 +24,13 @@ impl TestStatistic {
             "q0" => Ok(TestStatistic::Q0),
             "q" => Ok(TestStatistic::Q),
             "qtilde" => Ok(TestStatistic::QTilde),
-            "t" => Ok(TestStatistic::T),
-            "ttilde" => Ok(TestStatistic::TTilde),
+            "t" | "ttilde" | "tmu" | "tmu_tilde" => Err(Error::InvalidInput(format!(
+                "test statistic '{name}': the two-sided tμ has no CLs calculator here (pyhf's \
+                 hypotest refuses it too, with InvalidTestStatistic); use qtilde (the default), q \
+                 or q0"
+            ))),
             other => Err(Error::InvalidInput(format!(
-                "unknown test statistic '{other}' (q0, q, qtilde, t, ttilde)"
+                "unknown test statistic '{other}' (q0, q, qtilde)"
             ))),
         }
     }
@@ -79,7 +80,6 @@ pub fn statistic_from_fits(
     let tmu = (fixed_fit.twice_nll - free_fit.twice_nll).max(0.0);
     let muhat = free_fit.parameters[poi];
     match stat {
-        TestStatistic::T | TestStatistic::TTilde => tmu,
         TestStatistic::Q | TestStatistic::QTilde => {
             if muhat > mu {
                 0.0
@@ -176,8 +176,8 @@ pub(crate) fn asymptotic_from_fits(
     let sqrt_q = observed.value.sqrt();
     let sqrt_qa = on_asimov.value.sqrt();
     let teststat = match stat {
-        TestStatistic::Q | TestStatistic::Q0 | TestStatistic::T => sqrt_q - sqrt_qa,
-        TestStatistic::QTilde | TestStatistic::TTilde => {
+        TestStatistic::Q | TestStatistic::Q0 => sqrt_q - sqrt_qa,
+        TestStatistic::QTilde => {
             if sqrt_q <= sqrt_qa {
                 sqrt_q - sqrt_qa
             } else {
@@ -185,11 +185,12 @@ pub(crate) fn asymptotic_from_fits(
             }
         }
     };
-    // p-values of the s+b (shift −√q_A) and b-only (shift 0) distributions in √q space.
+    // p-values of the s+b (shift −√q_A) and b-only (shift 0) distributions in √q space; CLs
+    // as their ratio, defined where both vanish (`tail_ratio`).
     let pvalues = |t: f64| {
         let clsb = normal_cdf(-(t + sqrt_qa));
         let clb = normal_cdf(-t);
-        (clsb, clb, clsb / clb)
+        (clsb, clb, crate::stats::tail_ratio(t, sqrt_qa))
     };
     let (clsb_obs, clb_obs, cls_obs) = pvalues(teststat);
     let mut cls_exp = [0.0; 5];

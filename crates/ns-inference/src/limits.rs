@@ -15,13 +15,84 @@ use crate::hypotest::{
     hypotest_asymptotic, statistic_from_fits,
 };
 
+/// Where a limit lies when it is outside the μ range examined: the POI's bounds (root finding)
+/// or the scan's grid. Such a limit has no value, only this side.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Outside {
+    /// CLs stays above the level up to μ = this (the POI's upper bound or the scan's last μ).
+    Above(f64),
+    /// CLs is below the level already at μ = this (the scan's first μ).
+    Below(f64),
+}
+
 /// Observed and expected (n_σ = 2, 1, 0, −1, −2, pyhf's order) upper limits.
 #[derive(Clone, Debug)]
 pub struct UpperLimit {
+    /// NaN where `outside[0]` says the limit lies outside the range examined.
     pub obs: f64,
+    /// NaN where `outside[1 + k]` says the limit lies outside the range examined.
     pub exp: [f64; 5],
+    /// For the observed and the five expected limits: `Some` where it lies outside the range.
+    pub outside: [Option<Outside>; 6],
+    /// The range examined, in words: "the POI's bounds" or "the scanned μ values".
+    pub range: &'static str,
     /// Every (μ, CLs_obs, CLs_exp) computed on the way, sorted by μ.
     pub points: Vec<(f64, f64, [f64; 5])>,
+}
+
+impl UpperLimit {
+    fn new(
+        limits: [f64; 6],
+        outside: [Option<Outside>; 6],
+        range: &'static str,
+        points: Vec<(f64, f64, [f64; 5])>,
+    ) -> Self {
+        UpperLimit {
+            obs: limits[0],
+            exp: [limits[1], limits[2], limits[3], limits[4], limits[5]],
+            outside,
+            range,
+            points,
+        }
+    }
+
+    /// The limits outside the range, in words ("the observed limit lies above μ = 1 (the POI's
+    /// upper bound)"), or `None` where every limit was found.
+    pub fn outside_in_words(&self) -> Option<String> {
+        // pyhf's order of the expected set: the lowest-CLs ("−2σ") band first.
+        const NAMES: [&str; 6] = [
+            "observed",
+            "expected −2σ",
+            "expected −1σ",
+            "expected median",
+            "expected +1σ",
+            "expected +2σ",
+        ];
+        if let Some(first) = self.outside[0]
+            && self.outside.iter().all(|o| *o == Some(first))
+        {
+            let side = match first {
+                Outside::Below(mu) => format!("below μ = {mu}"),
+                Outside::Above(mu) => format!("above μ = {mu}"),
+            };
+            return Some(format!(
+                "every limit (observed and expected) lies {side}, outside {}",
+                self.range
+            ));
+        }
+        let said: Vec<String> = self
+            .outside
+            .iter()
+            .zip(NAMES)
+            .filter_map(|(o, name)| {
+                o.map(|o| match o {
+                    Outside::Above(mu) => format!("the {name} limit lies above μ = {mu}"),
+                    Outside::Below(mu) => format!("the {name} limit lies below μ = {mu}"),
+                })
+            })
+            .collect();
+        (!said.is_empty()).then(|| format!("{}, outside {}", said.join(", "), self.range))
+    }
 }
 
 /// CLs(μ) observed and expected, memoized: each μ costs a full asymptotic hypotest.
@@ -49,16 +120,6 @@ impl<'a> ClsCurve<'a> {
         }
     }
 
-    /// The configuration at `mu`: pyhf's bracket expansion tests μ beyond the POI's upper bound,
-    /// so the bound is widened to μ there.
-    fn config_at(&self, mu: f64) -> FitConfig {
-        let mut config = self.config.clone();
-        if let Some(poi) = self.fitter.model().poi_index() {
-            config.bounds[poi].1 = config.bounds[poi].1.max(mu);
-        }
-        config
-    }
-
     fn record(&mut self, h: &AsymptoticHypotest) -> (f64, [f64; 5]) {
         let value = (h.cls.cls_obs, h.cls.cls_exp);
         self.cache.insert(h.mu.to_bits(), value);
@@ -70,20 +131,27 @@ impl<'a> ClsCurve<'a> {
         if let Some(v) = self.cache.get(&mu.to_bits()) {
             return Ok(*v);
         }
-        let config = self.config_at(mu);
-        let h = hypotest_asymptotic(self.fitter, mu, self.data, &config, TestStatistic::QTilde)?;
+        let h = hypotest_asymptotic(
+            self.fitter,
+            mu,
+            self.data,
+            self.config,
+            TestStatistic::QTilde,
+        )?;
         Ok(self.record(&h))
     }
 
     /// Every μ of a grid, its fits as two batches (one GPU submission each, or every core):
-    /// on the data, the free fit and the fit behind the Asimov data (once for all μ that share a
-    /// configuration) and the fit at each μ; then on the Asimov data, the free fit and the fit
-    /// at each μ. Each fit is the one [`at`](Self::at) makes, so the results are the same.
+    /// on the data, the free fit, the fit behind the Asimov data and the fit at each μ; then on
+    /// the Asimov data, the free fit and the fit at each μ. Each fit is the one
+    /// [`at`](Self::at) makes, so the results are the same.
     fn at_all(&mut self, grid: &[f64]) -> Result<()> {
         let fitter = self.fitter;
-        let poi = checks::free_poi(fitter, self.config)?;
+        let config = self.config;
+        let poi = checks::free_poi(fitter, config)?;
         let mut todo: Vec<f64> = Vec::new();
         for &mu in grid {
+            checks::value_in_bounds(fitter, config, poi, mu, "the scan's mu")?;
             if !self.cache.contains_key(&mu.to_bits()) && !todo.contains(&mu) {
                 todo.push(mu);
             }
@@ -91,70 +159,36 @@ impl<'a> ClsCurve<'a> {
         if todo.is_empty() {
             return Ok(());
         }
-        // μ values whose configurations agree (all below the POI's upper bound, usually) share
-        // the fits that do not depend on μ.
-        let mut groups: Vec<FitConfig> = Vec::new();
-        let mut group_of = Vec::with_capacity(todo.len());
-        for &mu in &todo {
-            let config = self.config_at(mu);
-            checks::value_in_bounds(fitter, &config, poi, mu, "mu")?;
-            let upper = config.bounds[poi].1.to_bits();
-            let g = match groups
-                .iter()
-                .position(|c| c.bounds[poi].1.to_bits() == upper)
-            {
-                Some(g) => g,
-                None => {
-                    groups.push(config);
-                    groups.len() - 1
-                }
-            };
-            group_of.push(g);
-        }
-        let job = |data: usize, config: FitConfig| FitJob {
-            data,
+        let job = |config: FitConfig| FitJob {
+            data: 0,
             config: Arc::new(config),
         };
-        let at_mu = |k: usize| groups[group_of[k]].with_fixed(poi, todo[k]);
-        let data = std::slice::from_ref(self.data);
-        let started = |fit: Result<FitResult>, on: &PreparedData| -> Result<FitResult> {
-            let fit = fit?;
+        let started = |fit: Option<Result<FitResult>>, on: &PreparedData| -> Result<FitResult> {
+            let fit =
+                fit.ok_or_else(|| Error::Computation("a batch returned too few fits".into()))??;
             checks::started(fitter, &fit, on)?;
             Ok(fit)
         };
-
-        let mut jobs = Vec::with_capacity(2 * groups.len() + todo.len());
-        for config in &groups {
-            jobs.push(job(0, config.clone()));
-            jobs.push(job(0, config.with_fixed(poi, 0.0)));
-        }
-        jobs.extend((0..todo.len()).map(|k| job(0, at_mu(k))));
-        let mut on_data = fitter.fit_batch(data, &jobs, &|_| {})?.into_iter();
-        let mut free = Vec::with_capacity(groups.len());
-        let mut behind_asimov = Vec::with_capacity(groups.len());
-        let mut asimov = Vec::with_capacity(groups.len());
-        for _ in &groups {
-            let (f, a) = (on_data.next(), on_data.next());
-            free.push(started(f.expect("one result per job"), self.data)?);
-            let a = started(a.expect("one result per job"), self.data)?;
-            asimov.push(expected_data(fitter, &a)?);
-            behind_asimov.push(a);
-        }
+        let mut jobs = vec![job(config.clone()), job(config.with_fixed(poi, 0.0))];
+        jobs.extend(todo.iter().map(|&mu| job(config.with_fixed(poi, mu))));
+        let mut on_data = fitter
+            .fit_batch(std::slice::from_ref(self.data), &jobs, &|_| {})?
+            .into_iter();
+        let free = started(on_data.next(), self.data)?;
+        let behind_asimov = started(on_data.next(), self.data)?;
+        let asimov = expected_data(fitter, &behind_asimov)?;
         let fixed: Vec<FitResult> = on_data
-            .map(|f| started(f, self.data))
+            .map(|f| started(Some(f), self.data))
             .collect::<Result<_>>()?;
 
-        let mut jobs = Vec::with_capacity(groups.len() + todo.len());
-        jobs.extend(groups.iter().enumerate().map(|(g, c)| job(g, c.clone())));
-        jobs.extend((0..todo.len()).map(|k| job(group_of[k], at_mu(k))));
-        let mut on_asimov = fitter.fit_batch(&asimov, &jobs, &|_| {})?.into_iter();
-        let mut free_asimov = Vec::with_capacity(groups.len());
-        for a in &asimov {
-            free_asimov.push(started(on_asimov.next().expect("one result per job"), a)?);
-        }
-        for (k, (fixed, fixed_asimov)) in fixed.into_iter().zip(on_asimov).enumerate() {
-            let (mu, g) = (todo[k], group_of[k]);
-            let fixed_asimov = started(fixed_asimov, &asimov[g])?;
+        // On the Asimov data: the same jobs but the one behind the Asimov data.
+        jobs.remove(1);
+        let mut on_asimov = fitter
+            .fit_batch(std::slice::from_ref(&asimov), &jobs, &|_| {})?
+            .into_iter();
+        let free_asimov = started(on_asimov.next(), &asimov)?;
+        for ((&mu, fixed), fixed_asimov) in todo.iter().zip(fixed).zip(on_asimov) {
+            let fixed_asimov = started(Some(fixed_asimov), &asimov)?;
             let statistic = |fixed_fit: FitResult, free_fit: &FitResult| TestStatValue {
                 value: statistic_from_fits(TestStatistic::QTilde, mu, poi, &fixed_fit, free_fit),
                 fixed_fit,
@@ -163,9 +197,9 @@ impl<'a> ClsCurve<'a> {
             let h = asymptotic_from_fits(
                 TestStatistic::QTilde,
                 mu,
-                statistic(fixed, &free[g]),
-                behind_asimov[g].clone(),
-                statistic(fixed_asimov, &free_asimov[g]),
+                statistic(fixed, &free),
+                behind_asimov.clone(),
+                statistic(fixed_asimov, &free_asimov),
             );
             self.record(&h);
         }
@@ -214,7 +248,7 @@ pub fn upper_limit_root(
     check_level(level)?;
     let poi = checks::free_poi(fitter, config)?;
     let config = &fitter.with_scale(data, config)?;
-    let (mut low, mut high) = config.bounds[poi];
+    let (mut low, high) = config.bounds[poi];
     let upper_bound = high;
     if !(high > 0.0) {
         return Err(Error::InvalidInput(format!(
@@ -237,20 +271,22 @@ pub fn upper_limit_root(
             ));
         }
     }
-    tries = 0;
-    while all(curve.at(high)?).any(|c| c > level || c.is_nan()) {
-        high *= 2.0;
-        tries += 1;
-        if tries > 30 {
-            return Err(Error::InvalidInput(format!(
-                "CLs stays above {level} from the POI's upper bound {upper_bound} up to μ = {high}: \
-                 no upper limit in reach (is the signal's yield zero or tiny? a linear scan over a \
-                 chosen range, --scan START STOP COUNT, shows the CLs curve)"
-            )));
-        }
-    }
-    let mut limits = [0.0; 6];
+    // pyhf doubles the bracket past the POI's upper bound, where its own hypotests refuse μ; here
+    // the bracket ends at the bound, and a curve still above the level there has its limit
+    // reported as lying above the bound.
+    let at_bound = curve.at(high)?;
+    let mut limits = [f64::NAN; 6];
+    let mut outside = [None; 6];
     for (which, limit) in limits.iter_mut().enumerate() {
+        let cls_at_bound = if which == 0 {
+            at_bound.0
+        } else {
+            at_bound.1[which - 1]
+        };
+        if !(cls_at_bound <= level) {
+            outside[which] = Some(Outside::Above(upper_bound));
+            continue;
+        }
         // Tightest bracket among the points known so far.
         let points = curve.points();
         let value =
@@ -268,11 +304,12 @@ pub fn upper_limit_root(
         let (a, b) = if a < b { (a, b) } else { (low, high) };
         *limit = brent(|mu| Ok(curve.value(mu, which)? - level), a, b, rtol)?;
     }
-    Ok(UpperLimit {
-        obs: limits[0],
-        exp: [limits[1], limits[2], limits[3], limits[4], limits[5]],
-        points: curve.points(),
-    })
+    Ok(UpperLimit::new(
+        limits,
+        outside,
+        "the POI's bounds (widen them with --bound to look further)",
+        curve.points(),
+    ))
 }
 
 /// Upper limits by interpolating CLs on a grid of μ values (pyhf's `linear_grid_scan`, which
@@ -313,21 +350,34 @@ pub fn upper_limit_scan(
     for &mu in scan {
         rows.push((mu, curve.at(mu)?));
     }
-    let interp = |which: usize| {
-        // np.interp(level, cls[::-1], scan[::-1]): CLs decreasing in μ, reversed to increasing.
+    // np.interp(level, cls[::-1], scan[::-1]) (CLs decreasing in μ, reversed to increasing),
+    // where the crossing lies inside the grid; np.interp would return the end of the grid for a
+    // crossing outside it, which looks like a limit and is not one.
+    let (first, last) = (scan[0], scan[scan.len() - 1]);
+    let mut limits = [f64::NAN; 6];
+    let mut outside = [None; 6];
+    for which in 0..6 {
         let xs: Vec<f64> = rows
             .iter()
             .rev()
             .map(|(_, v)| if which == 0 { v.0 } else { v.1[which - 1] })
             .collect();
         let ys: Vec<f64> = rows.iter().rev().map(|(mu, _)| *mu).collect();
-        np_interp(level, &xs, &ys)
-    };
-    Ok(UpperLimit {
-        obs: interp(0),
-        exp: [interp(1), interp(2), interp(3), interp(4), interp(5)],
-        points: curve.points(),
-    })
+        let (at_last, at_first) = (xs[0], xs[xs.len() - 1]);
+        if at_last > level {
+            outside[which] = Some(Outside::Above(last));
+        } else if at_first < level {
+            outside[which] = Some(Outside::Below(first));
+        } else {
+            limits[which] = np_interp(level, &xs, &ys);
+        }
+    }
+    Ok(UpperLimit::new(
+        limits,
+        outside,
+        "the scanned μ values",
+        curve.points(),
+    ))
 }
 
 /// numpy's `interp` (xs assumed increasing; clamps outside the range).

@@ -10,7 +10,7 @@ use crate::fit::FitResult;
 use crate::gof::GoodnessOfFit;
 use crate::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestStatistic};
 use crate::intervals::ProfileInterval;
-use crate::limits::UpperLimit;
+use crate::limits::{Outside, UpperLimit};
 use crate::ranking::Ranking;
 use crate::request::EvalPoint;
 use crate::scan::ProfileScan;
@@ -140,8 +140,16 @@ pub fn hypotest_toys(test_stat: &str, h: &ToyHypotest) -> Value {
 }
 
 pub fn upper_limit(ul: &UpperLimit, level: f64) -> Value {
+    let side = |o: &Option<Outside>| match o {
+        Some(Outside::Above(mu)) => json!({"above": mu}),
+        Some(Outside::Below(mu)) => json!({"below": mu}),
+        None => Value::Null,
+    };
     json!({
-        "obs": ul.obs, "exp": ul.exp, "level": level,
+        "obs": finite_or_null(ul.obs), "exp": ul.exp.map(finite_or_null), "level": level,
+        "obs_outside": side(&ul.outside[0]),
+        "exp_outside": ul.outside[1..].iter().map(side).collect::<Vec<_>>(),
+        "warning": ul.outside_in_words(),
         "points": ul.points.iter().map(|(mu, obs, exp)| json!({"mu": mu, "CLs_obs": obs, "CLs_exp": exp})).collect::<Vec<_>>(),
     })
 }
@@ -264,6 +272,19 @@ pub fn devices(inventory: &ns_compute::Inventory) -> Value {
         "cuda_unavailable": cuda.as_ref().err(),
         "cuda_prebuilt_kernels": ns_compute::cuda::prebuilt_archs().iter().map(|a| format!("sm_{a}")).collect::<Vec<_>>(),
         "wgpu": listed(&adapters),
-        "wgpu_unavailable": adapters.as_ref().err(),
+        "wgpu_unavailable": match &adapters {
+            Ok(list) if list.is_empty() => Some(NO_WGPU_ADAPTER.to_string()),
+            Ok(_) => None,
+            Err(why) => Some(why.clone()),
+        },
     })
+}
+
+/// Why no f32 adapter is listed where the backend is built in but finds none.
+pub const NO_WGPU_ADAPTER: &str =
+    "no Vulkan or Metal adapter (Linux: install a Vulkan driver, e.g. mesa-vulkan-drivers)";
+
+/// A number, or null where it is NaN (no value: e.g. a limit outside the range examined).
+fn finite_or_null(v: f64) -> Value {
+    if v.is_nan() { Value::Null } else { json!(v) }
 }

@@ -170,6 +170,9 @@ impl Request {
                     ..config.clone()
                 };
                 let fit = fitter.fit(data, &config)?;
+                // The same refusal as every other verb where the likelihood is undefined at the
+                // start, not a result with `converged: false`.
+                crate::checks::started(fitter, &fit, data)?;
                 let minos = minos_intervals(fitter, data, &config, minos)?;
                 Outcome::Fit { fit, minos }
             }

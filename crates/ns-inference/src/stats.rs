@@ -7,6 +7,30 @@ pub fn normal_cdf(x: f64) -> f64 {
     0.5 * libm::erfc(-x / SQRT_2)
 }
 
+/// Φ(−(t + a)) / Φ(−t), the CLs of the asymptotic test statistic t when the signal-plus-
+/// background distribution is shifted by a = √q_A ≥ 0.
+///
+/// a = 0 (Asimov data that do not distinguish the hypotheses: a signal too small to matter) gives
+/// 1, as pyhf does when q = q_A = 0; where both tails underflow (t ≳ 37: q̃μ divides by a tiny
+/// √q_A) the ratio comes from the tails' asymptotic series, which pyhf leaves as 0/0 = NaN.
+/// Elsewhere it is the plain quotient, bit for bit.
+pub fn tail_ratio(t: f64, a: f64) -> f64 {
+    if a == 0.0 {
+        return 1.0;
+    }
+    let (num, den) = (normal_cdf(-(t + a)), normal_cdf(-t));
+    if den > 0.0 || t.is_nan() {
+        return num / den;
+    }
+    // Φ(−x) = φ(x)/x · (1 − 1/x² + 3/x⁴ − 15/x⁶ + …) for x > 37; the ratio of two such tails.
+    let series = |x: f64| {
+        let r = 1.0 / (x * x);
+        1.0 - r * (1.0 - r * (3.0 - 15.0 * r))
+    };
+    let x = t + a;
+    (-(a * t + 0.5 * a * a)).exp() * (t / x) * series(x) / series(t)
+}
+
 /// Φ⁻¹(p) for p in (0, 1): Acklam's rational approximation refined by two Newton steps on Φ.
 pub fn normal_quantile(p: f64) -> f64 {
     if !(p > 0.0 && p < 1.0) {
@@ -87,5 +111,26 @@ mod tests {
             );
         }
         assert!((normal_cdf(1.0) - 0.8413447460685429).abs() < 1e-15);
+    }
+
+    #[test]
+    fn tail_ratio_is_the_quotient_and_continues_it_where_both_tails_underflow() {
+        assert_eq!(tail_ratio(0.7, 1.3), normal_cdf(-2.0) / normal_cdf(-0.7));
+        assert_eq!(tail_ratio(f64::INFINITY, 0.0), 1.0);
+        assert_eq!(tail_ratio(3.0, 0.0), 1.0);
+        // Just inside the range where the quotient still works, the series agrees with it.
+        let (t, a) = (30.0, 0.01);
+        let quotient = normal_cdf(-(t + a)) / normal_cdf(-t);
+        let x = t + a;
+        let series = |x: f64| 1.0 - (1.0 - (3.0 - 15.0 / (x * x)) / (x * x)) / (x * x);
+        let asymptotic = (-(a * t + 0.5 * a * a)).exp() * (t / x) * series(x) / series(t);
+        assert!(
+            (quotient - asymptotic).abs() < 1e-9 * quotient,
+            "{quotient} vs {asymptotic}"
+        );
+        // q̃μ with q = 1e-8 and √q_A = 1e-12: t = 5e3, CLs ≈ exp(−q/2).
+        let (q, a) = (1e-8, 1e-12);
+        let r = tail_ratio((q - a * a) / (2.0 * a), a);
+        assert!((r - (-q / 2.0f64).exp()).abs() < 1e-12, "{r}");
     }
 }

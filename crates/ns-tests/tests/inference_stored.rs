@@ -283,8 +283,7 @@ fn cls_formula_reproduces_pyhf_from_pyhfs_own_fits() {
 }
 
 /// A linear-scan limit fits its grid in two batches; every point's CLs is the bits of the
-/// hypotest at that μ (the same fits, run one at a time), including points beyond the POI's upper
-/// bound, where the bound is widened to μ.
+/// hypotest at that μ (the same fits, run one at a time), up to the POI's upper bound.
 #[test]
 fn a_limit_grid_in_batches_is_the_hypotests_one_by_one() {
     for c in cases() {
@@ -292,14 +291,12 @@ fn a_limit_grid_in_batches_is_the_hypotests_one_by_one() {
         let config = tight(&c.model);
         let poi = c.model.poi().unwrap();
         let top = config.bounds[poi].1;
-        let grid = [0.5, 1.0, 2.0, top, 1.5 * top];
+        let grid = [0.5, 1.0, 2.0, 0.7 * top, top];
         let ul = upper_limit_scan(&fitter, &c.data, &config, 0.05, &grid, &mut |_| {}).unwrap();
         assert_eq!(ul.points.len(), grid.len(), "{}", c.name);
         for (mu, cls_obs, cls_exp) in ul.points {
-            let mut at_mu = config.clone();
-            at_mu.bounds[poi].1 = top.max(mu);
             let h =
-                hypotest_asymptotic(&fitter, mu, &c.data, &at_mu, TestStatistic::QTilde).unwrap();
+                hypotest_asymptotic(&fitter, mu, &c.data, &config, TestStatistic::QTilde).unwrap();
             assert_eq!(
                 cls_obs.to_bits(),
                 h.cls.cls_obs.to_bits(),

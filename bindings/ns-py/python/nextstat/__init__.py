@@ -305,7 +305,7 @@ def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fi
 
 def _test_stat(name: Any) -> str:
     if not isinstance(name, str):
-        raise TypeError(f"test_stat must be a string ('qtilde', 'q', 'q0', 't', 'ttilde'), not {name!r}")
+        raise TypeError(f"test_stat must be a string ('qtilde', 'q', 'q0'), not {name!r}")
     return name
 
 

@@ -95,7 +95,8 @@ pub(crate) fn assemble_result(
     }
     FitResult {
         twice_nll: end.f + 2.0 * constant,
-        converged: end.termination.is_converged(),
+        // A minimum whose value is not finite is no minimum: never `converged` with a NaN.
+        converged: end.termination.is_converged() && end.f.is_finite(),
         termination: end.termination,
         iterations: end.iterations,
         evaluations: end.evaluations,
