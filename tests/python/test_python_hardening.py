@@ -104,3 +104,19 @@ def test_q0_drop_in_returns_p0_as_pyhf():
         native.cls_obs
     significance = nextstat.significance(model)
     assert significance.p0_obs == native.p0_obs
+
+
+def test_limits_outside_the_poi_bounds_warn_and_have_no_value(tmp_path):
+    spec = {
+        "channels": [{"name": "SR", "samples": [
+            {"name": "signal", "data": [8.0], "modifiers": [{"name": "mu", "type": "normfactor", "data": None}]},
+            {"name": "background", "data": [50.0], "modifiers": [{"name": "u", "type": "shapesys", "data": [5.0]}]}]}],
+        "observations": [{"name": "SR", "data": [52.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [{"name": "mu", "bounds": [[0, 1]]}]}}],
+        "version": "1.0.0",
+    }
+    model = nextstat.Workspace(spec).model()
+    with pytest.warns(RuntimeWarning, match="lies above"):
+        limit = nextstat.upper_limit(model)
+    assert np.isnan(limit.obs)
+    assert limit.obs_outside == {"above": 1.0}

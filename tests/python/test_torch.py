@@ -230,6 +230,10 @@ def test_soft_histogram_tends_to_the_histogram():
         soft = nt.SoftHistogram(edges, bandwidth=0.05, kernel=kernel)
         values = x.clone().requires_grad_(True)
         assert torch.autograd.gradcheck(lambda v: soft(v, w), (values,))
+    # Integer inputs are promoted to floats: half-integer edges keep their values.
+    counts = torch.tensor([0, 1, 1, 2], dtype=torch.int64)
+    half = nt.SoftHistogram([-0.5, 0.5, 1.5, 2.5], bandwidth=1e-4)(counts)
+    torch.testing.assert_close(half, torch.tensor([1.0, 2.0, 1.0]), rtol=0, atol=1e-6)
     with pytest.raises(nextstat.InvalidInputError, match="increasing"):
         nt.SoftHistogram([0.0, 0.0])
     with pytest.raises(nextstat.InvalidInputError, match="bandwidth"):

@@ -7,6 +7,7 @@ the ``nextstat`` CLI's JSON output, so a script can switch between the two.
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any, Dict, List
 
 import numpy as np
@@ -22,7 +23,12 @@ class _Result:
 
     @classmethod
     def _from_json(cls, text: str) -> "_Result":
-        return cls(json.loads(text))
+        report = json.loads(text)
+        # What the CLI prints on stderr (failed toy fits left out, limits outside the range)
+        # reaches Python users as a warning; the text stays in ``.warning`` / ``to_dict()``.
+        if cls in _WARNS and report.get("warning"):
+            warnings.warn(report["warning"], RuntimeWarning, stacklevel=3)
+        return cls(report)
 
     def to_dict(self) -> Dict[str, Any]:
         """The report, with the CLI's JSON key names."""
@@ -118,6 +124,7 @@ class ToyHypotestResult(HypotestResult):
     n_failed = property(lambda self: int(self._report["n_failed"]))
     seed = property(lambda self: int(self._report["seed"]))
     failures = property(lambda self: dict(self._report["failures"]))
+    warning = property(lambda self: self._report.get("warning"))
 
 
 class UpperLimitResult(_Result):
@@ -126,8 +133,13 @@ class UpperLimitResult(_Result):
     _arrays = ("exp",)
     _repr_keys = ("obs", "exp", "level")
 
-    obs = property(lambda self: float(self._report["obs"]))
+    # A limit outside the range examined (the POI's bounds, or the scan) has no value: NaN here,
+    # and ``obs_outside`` / ``exp_outside`` say on which side ({"above": μ} or {"below": μ}).
+    obs = property(lambda self: float("nan") if self._report["obs"] is None else float(self._report["obs"]))
     exp = property(lambda self: self._get("exp"))
+    obs_outside = property(lambda self: self._report.get("obs_outside"))
+    exp_outside = property(lambda self: list(self._report.get("exp_outside") or []))
+    warning = property(lambda self: self._report.get("warning"))
     level = property(lambda self: float(self._report["level"]))
     points = property(lambda self: list(self._report["points"]))
 
@@ -201,3 +213,7 @@ class ToyFits:
     def __repr__(self) -> str:
         return f"ToyFits({len(self.fits)} fits, {int(self.converged.sum())} converged)"
 
+
+
+# Results whose ``warning`` qualifies the numbers themselves.
+_WARNS = (ToyHypotestResult, UpperLimitResult)

@@ -224,7 +224,13 @@ class SoftHistogram(torch.nn.Module):
         self.bandwidth, self.kernel = float(bandwidth), kernel
 
     def forward(self, values: torch.Tensor, weights: Optional[torch.Tensor] = None) -> torch.Tensor:
-        edges = self.edges.to(device=values.device, dtype=values.dtype)
+        # Integer values (event counts, categories) are promoted to a float dtype: cast to their
+        # dtype, the edges [0, .5, 1, …] would be truncated to integers.
+        dtype = values.dtype if values.dtype.is_floating_point else torch.get_default_dtype()
+        values = values.to(dtype)
+        if weights is not None and not weights.dtype.is_floating_point:
+            weights = weights.to(dtype)
+        edges = self.edges.to(device=values.device, dtype=dtype)
         u = (values.unsqueeze(-1) - edges) / self.bandwidth
         cdf = torch.sigmoid(u) if self.kernel == "sigmoid" else 0.5 * (1 + torch.erf(u / 2**0.5))
         per_bin = cdf[..., :-1] - cdf[..., 1:]
