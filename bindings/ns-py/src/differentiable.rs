@@ -8,7 +8,7 @@ use ns_inference::differentiable::{DifferentiableSession, StatisticData};
 use numpy::{PyArray1, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
-use crate::infer::fit_config;
+use crate::infer::{fit_config, run_watched};
 use crate::model::PyModel;
 use crate::{NextStatError, NsResult, invalid, to_py};
 
@@ -29,7 +29,13 @@ type Rows<'py> = Bound<'py, PyArray2<f64>>;
 /// Rows of a 2-d array, each `width` long.
 fn rows_of(array: &PyReadonlyArray2<f64>, width: usize, what: &str) -> NsResult<Vec<f64>> {
     let a = array.as_array();
-    if a.ncols() != width || a.nrows() == 0 {
+    if a.nrows() == 0 {
+        return Err(invalid(format!(
+            "{what} has no rows (shape {:?}): give at least one row of {width} values",
+            a.shape()
+        )));
+    }
+    if a.ncols() != width {
         return Err(invalid(format!(
             "{what} has shape {:?}; it needs rows of {width} values",
             a.shape()
@@ -174,8 +180,12 @@ impl PyDifferentiable {
             .map(|d| PreparedData::from_full(&model.compiled, &d))
             .transpose()
             .map_err(to_py)?;
-        let (q, dq) = py
-            .detach(|| -> NsResult<(Vec<f64>, Vec<Vec<f64>>)> {
+        // On a worker thread, so that Ctrl-C stops the fits at their next iteration.
+        let (q, dq) = run_watched(
+            py,
+            None,
+            s.interrupt_flag(),
+            |_| -> NsResult<(Vec<f64>, Vec<Vec<f64>>)> {
                 let on = match (&prepared, &asimov_pars) {
                     (Some(d), _) => StatisticData::Fixed(d),
                     (None, Some(p)) => StatisticData::Asimov { parameters: p },
@@ -191,8 +201,8 @@ impl PyDifferentiable {
                     s.profiled_batch(&signals, stat, mu, on, &config)?
                 };
                 Ok(rows.into_iter().map(|r| (r.q, r.d_signal)).unzip())
-            })
-            .map_err(to_py)?;
+            },
+        )?;
         let dq = PyArray2::from_vec2(py, &dq).map_err(|e| NextStatError::new_err(e.to_string()))?;
         Ok((PyArray1::from_vec(py, q), dq))
     }

@@ -1,7 +1,7 @@
 //! Inference entry points: one `infer` over the request layer, and the toy-batch functions.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
@@ -10,6 +10,7 @@ use ns_inference::{Device, FitConfig, Fitter, Workload, report};
 use ns_translate::HistFactoryModel;
 use numpy::{PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::model::PyModel;
 use crate::{ComputationError, InvalidInputError, NextStatError, NsResult, invalid, to_py};
@@ -69,15 +70,68 @@ fn fitter<'m>(
 /// Run `work` on a worker thread while this (the Python) thread, without the GIL, watches for
 /// signals: Ctrl-C sets the interrupt flag, waits for the engine to stop at its next check, and
 /// raises KeyboardInterrupt.
-fn run_interruptible<T: Send>(
+pub(crate) fn run_interruptible<T: Send>(
     py: Python<'_>,
     work: impl FnOnce(&Arc<AtomicBool>) -> NsResult<T> + Send,
 ) -> PyResult<T> {
-    let stop = Arc::new(AtomicBool::new(false));
-    std::thread::scope(|scope| {
+    run_watched(py, None, Arc::new(AtomicBool::new(false)), work)
+}
+
+/// A progress bar of a long call: tqdm's, moved by the watching thread to the steps the worker
+/// reports in `done`.
+pub(crate) struct Progress<'py> {
+    bar: Bound<'py, PyAny>,
+    done: Arc<AtomicUsize>,
+    shown: usize,
+}
+
+impl<'py> Progress<'py> {
+    /// A tqdm bar (on stderr) of `total` steps labelled `label`; `None` without a label (the
+    /// caller asked for none, or the run is not interactive), without steps, or without tqdm.
+    fn new(py: Python<'py>, label: Option<&str>, total: u64) -> Option<Self> {
+        let label = label.filter(|_| total > 0)?;
+        let tqdm = py.import("tqdm.auto").ok()?.getattr("tqdm").ok()?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("total", total).ok()?;
+        kwargs.set_item("desc", label).ok()?;
+        kwargs.set_item("leave", false).ok()?;
+        let bar = tqdm.call((), Some(&kwargs)).ok()?;
+        Some(Progress {
+            bar,
+            done: Arc::new(AtomicUsize::new(0)),
+            shown: 0,
+        })
+    }
+
+    fn show(&mut self) {
+        let done = self.done.load(Ordering::Relaxed);
+        if done > self.shown {
+            let _ = self.bar.call_method1("update", (done - self.shown,));
+            self.shown = done;
+        }
+    }
+
+    fn close(&self) {
+        let _ = self.bar.call_method0("close");
+    }
+}
+
+/// [`run_interruptible`] with a progress bar updated between the checks for signals, and the
+/// engine's stop flag `stop` (cleared first; set on Ctrl-C).
+pub(crate) fn run_watched<T: Send>(
+    py: Python<'_>,
+    mut progress: Option<Progress<'_>>,
+    stop: Arc<AtomicBool>,
+    work: impl FnOnce(&Arc<AtomicBool>) -> NsResult<T> + Send,
+) -> PyResult<T> {
+    stop.store(false, Ordering::Relaxed);
+    let result = std::thread::scope(|scope| {
         let worker = scope.spawn(|| work(&stop));
         while !worker.is_finished() {
             py.detach(|| std::thread::sleep(Duration::from_millis(20)));
+            if let Some(p) = progress.as_mut() {
+                p.show();
+            }
             if let Err(interrupt) = py.check_signals() {
                 stop.store(true, Ordering::Relaxed);
                 let _ = py.detach(|| worker.join());
@@ -90,7 +144,11 @@ fn run_interruptible<T: Send>(
                 "the nextstat engine panicked (a bug: please report it)",
             )),
         }
-    })
+    });
+    if let Some(p) = &progress {
+        p.close();
+    }
+    result
 }
 
 fn json_text(value: serde_json::Value) -> String {
@@ -119,20 +177,25 @@ fn default_device() -> String {
 }
 
 /// Run an inference request (JSON, e.g. `{"verb": "hypotest", "mu": 1.0}`) on `data` with the
-/// JSON `options`; returns the result's report JSON (`ns_inference::report`).
+/// JSON `options`; returns the result's report JSON (`ns_inference::report`). With a
+/// `progress` label, long requests (toys, scans, rankings, limit grids) show a tqdm bar.
 #[pyfunction]
+#[pyo3(signature = (model, data, options, request, progress=None))]
 pub(crate) fn infer(
     py: Python<'_>,
     model: &PyModel,
     data: Vec<f64>,
     options: &str,
     request: &str,
+    progress: Option<&str>,
 ) -> PyResult<String> {
     let o: Options = serde_json::from_str(options)
         .map_err(|e| InvalidInputError::new_err(format!("bad options: {e}")))?;
     let request: Request = serde_json::from_str(request)
         .map_err(|e| InvalidInputError::new_err(format!("bad request: {e}")))?;
-    run_interruptible(py, |stop| {
+    let bar = Progress::new(py, progress, request.progress_steps(&model.model));
+    let done = bar.as_ref().map(|p| p.done.clone());
+    run_watched(py, bar, Arc::new(AtomicBool::new(false)), |stop| {
         let m = &model.model;
         let config = fit_config(
             m,
@@ -143,7 +206,11 @@ pub(crate) fn infer(
         )?;
         let prepared = model.prepared(&data)?;
         let f = fitter(m, &o.device, request.workload(m), stop)?;
-        let outcome = request.run(&f, &prepared, &config, &|_| {})?;
+        let outcome = request.run(&f, &prepared, &config, &|k| {
+            if let Some(done) = &done {
+                done.fetch_max(k, Ordering::Relaxed);
+            }
+        })?;
         Ok(json_text(outcome.report(m, true)))
     })
 }

@@ -413,7 +413,10 @@ pub fn run(cmd: InferCommand) -> Result<()> {
     if let Some(w) = warning {
         eprintln!("warning: {w}");
     }
-    args.finish(outcome.report(model, matrices), text_of(&outcome, model))
+    args.finish(
+        outcome.report(model, matrices),
+        text_of(&outcome, model, matrices),
+    )
 }
 
 /// The expected band's labels in pyhf's order (n_σ = 2 … −2: the "−2σ" CLs first).
@@ -445,7 +448,7 @@ fn band(what: &str, values: &[f64; 5]) -> String {
 }
 
 /// The human-readable summary of `--format text`.
-fn text_of(outcome: &Outcome, model: &ns_translate::HistFactoryModel) -> String {
+fn text_of(outcome: &Outcome, model: &ns_translate::HistFactoryModel, matrices: bool) -> String {
     match outcome {
         Outcome::Eval { .. } => String::new(),
         Outcome::Fit { fit, minos } => {
@@ -473,6 +476,12 @@ fn text_of(outcome: &Outcome, model: &ns_translate::HistFactoryModel) -> String 
                     end(iv.error_down),
                     end(iv.error_up)
                 ));
+            }
+            if matrices {
+                text.push_str(match fit.correlation() {
+                    Some(_) => "the correlation and covariance matrices are in the JSON output (--format json)\n",
+                    None => "no correlation or covariance matrix: the Hessian gave none (see the warning)\n",
+                });
             }
             text
         }

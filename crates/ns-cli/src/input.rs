@@ -102,6 +102,7 @@ pub fn interp_codes(defaults: &str, overrides: Option<&str>) -> Result<InterpCod
             )));
         }
     };
+    let mut named: Vec<&str> = Vec::new();
     for item in overrides
         .unwrap_or("")
         .split(',')
@@ -113,7 +114,14 @@ pub fn interp_codes(defaults: &str, overrides: Option<&str>) -> Result<InterpCod
                 "--interp-codes entry '{item}' must look like TYPE=CODE"
             ))
         })?;
-        match kind.trim() {
+        let kind = kind.trim();
+        if named.contains(&kind) {
+            return Err(Error::InvalidInput(format!(
+                "--interp-codes names '{kind}' twice: give one code per modifier type"
+            )));
+        }
+        named.push(kind);
+        match kind {
             "normsys" => codes.normsys = NormsysCode::from_name(code)?,
             "histosys" => codes.histosys = HistosysCode::from_name(code)?,
             other => {

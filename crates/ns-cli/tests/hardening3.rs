@@ -292,3 +292,52 @@ fn a_stub_cuda_driver_is_reported_not_a_crash() {
         "{err}"
     );
 }
+
+/// `../shared/likelihoods` beside the repository (override with `NEXTSTAT_LIKELIHOODS`).
+fn published_likelihoods() -> Vec<PathBuf> {
+    let dir = std::env::var("NEXTSTAT_LIKELIHOODS").map_or_else(
+        |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/likelihoods"),
+        PathBuf::from,
+    );
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (the published likelihoods live in ../shared)",
+                dir.display()
+            )
+        })
+        .filter_map(|e| e.ok().map(|e| e.path().join("workspace.json")))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    assert!(!found.is_empty(), "no likelihoods in {}", dir.display());
+    found
+}
+
+/// Every verb answers on every published likelihood (where pyhf answers, so must we): each exits
+/// 0 with JSON, and the toy result has no failed fit.
+#[test]
+fn every_verb_works_on_every_published_likelihood() {
+    for ws in published_likelihoods() {
+        let ws = path(&ws);
+        for args in [
+            vec!["eval", ws],
+            vec!["fit", ws],
+            vec!["hypotest", ws],
+            vec!["hypotest", ws, "--test-stat", "q0", "--mu", "0"],
+            vec!["significance", ws],
+            vec!["upper-limit", ws],
+            vec!["scan", ws, "--range", "0", "2", "5"],
+            vec!["gof", ws],
+            vec!["ranking", ws],
+            vec!["hypotest-toys", ws, "--n-toys", "20"],
+        ] {
+            let (code, out, err) = run(&args);
+            assert_eq!(code, Some(0), "{args:?}: {err}");
+            let r = json_of(&out);
+            if args[0] == "hypotest-toys" {
+                assert_eq!(r["n_failed"], 0, "{args:?}: {r}");
+            }
+        }
+    }
+}

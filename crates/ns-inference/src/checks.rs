@@ -49,6 +49,18 @@ pub fn value_in_bounds(
     Ok(())
 }
 
+/// The POI value `asimov_mu` at which Asimov data are generated (0, or 1 for q0) inside the POI's
+/// bounds: a POI whose range excludes it (a lumi or a γ chosen as POI) cannot be tested.
+pub fn asimov_poi_in_bounds(fitter: &Fitter, config: &FitConfig, asimov_mu: f64) -> Result<()> {
+    let poi = free_poi(fitter, config)?;
+    let hypothesis = if asimov_mu == 0.0 {
+        "the POI value of the background-only hypothesis behind the Asimov data"
+    } else {
+        "the POI value of the signal hypothesis behind the Asimov data"
+    };
+    value_in_bounds(fitter, config, poi, asimov_mu, hypothesis)
+}
+
 /// An error if `fit` never started because the likelihood is undefined at its starting point,
 /// naming the first bin (channel and bin index) or constraint where it is.
 pub fn started(fitter: &Fitter, fit: &FitResult, data: &PreparedData) -> Result<()> {

@@ -19,6 +19,7 @@
 //! What "external" means for histosys templates, staterror widths and shapesys is
 //! [`ns_compute::signal`]'s.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use ns_compute::backend::{self, Backend, FitSignal, SignalBatch, Values, ValuesMut};
@@ -86,6 +87,8 @@ pub struct DifferentiableSession {
     warm: Mutex<std::collections::HashMap<WarmKey, WarmStart>>,
     /// A copy of `model` that the profiled fits write their signal into.
     work: Mutex<HistFactoryModel>,
+    /// Set by the caller to stop the profiled fits (every fit checks it each iteration).
+    interrupt: Arc<AtomicBool>,
 }
 
 impl DifferentiableSession {
@@ -136,6 +139,7 @@ impl DifferentiableSession {
             attached,
             warm: Mutex::new(Default::default()),
             work: Mutex::new(model.clone()),
+            interrupt: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -160,6 +164,16 @@ impl DifferentiableSession {
 
     /// Run `f` on the working copy of the model (no copy per call), or on a private copy while
     /// another call holds it: concurrent calls never wait on each other.
+    /// The flag that stops this session's fits with `Error::Interrupted` once set (a front door
+    /// clears it before a call and sets it on Ctrl-C).
+    pub fn interrupt_flag(&self) -> Arc<AtomicBool> {
+        self.interrupt.clone()
+    }
+
+    fn fitter<'m>(&self, model: &'m HistFactoryModel) -> Fitter<'m> {
+        Fitter::new(model).with_interrupt(self.interrupt.clone())
+    }
+
     fn with_work<T>(&self, f: impl FnOnce(&mut HistFactoryModel) -> T) -> T {
         match self.work.try_lock() {
             Ok(mut model) => f(&mut model),
@@ -310,7 +324,7 @@ impl DifferentiableSession {
         warm: WarmStart,
     ) -> Result<ProfiledStatistic> {
         let row = self.prepare(model, signal, stat, mu, data, config, warm)?;
-        let fitter = Fitter::new(row.model);
+        let fitter = self.fitter(row.model);
         let free_fit = fitter.fit(&row.data, &row.free_config)?;
         let fixed_fit = fitter.fit(&row.data, &row.fixed_config)?;
         self.conclude(&row, stat, free_fit, fixed_fit)
@@ -339,7 +353,7 @@ impl DifferentiableSession {
         let runs = rows
             .par_iter()
             .map(|row| {
-                let fitter = Fitter::new(row.model);
+                let fitter = self.fitter(row.model);
                 Ok([
                     fitter.start(&row.data, &row.free_config)?,
                     fitter.start(&row.data, &row.fixed_config)?,
@@ -380,7 +394,7 @@ impl DifferentiableSession {
         rows.par_iter()
             .enumerate()
             .map(|(r, row)| {
-                let fitter = Fitter::new(row.model);
+                let fitter = self.fitter(row.model);
                 let fit = |k: usize, config: &FitConfig| {
                     fitter.complete_device_fit(&runs[k], &ends, k, &row.data, config)
                 };
@@ -406,7 +420,7 @@ impl DifferentiableSession {
     ) -> Result<RowProblem<'m>> {
         self.external.apply(&mut model.compiled, signal)?;
         let model = &*model;
-        let fitter = Fitter::new(model);
+        let fitter = self.fitter(model);
         let poi = checks::free_poi(&fitter, config)?;
         let mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
         checks::value_in_bounds(&fitter, config, poi, mu, "mu")?;
@@ -448,7 +462,7 @@ impl DifferentiableSession {
         free_fit: FitResult,
         fixed_fit: FitResult,
     ) -> Result<ProfiledStatistic> {
-        let fitter = Fitter::new(row.model);
+        let fitter = self.fitter(row.model);
         let data = &row.data;
         checks::started(&fitter, &free_fit, data)?;
         checks::started(&fitter, &fixed_fit, data)?;

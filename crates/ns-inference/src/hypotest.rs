@@ -155,8 +155,11 @@ pub fn hypotest_asymptotic(
     config: &FitConfig,
     stat: TestStatistic,
 ) -> Result<AsymptoticHypotest> {
-    let observed = test_statistic(fitter, stat, mu, data, config)?;
     let asimov_mu = if stat == TestStatistic::Q0 { 1.0 } else { 0.0 };
+    // The Asimov data are generated at μ = 0 (μ = 1 for q0): a POI whose range excludes that
+    // (a lumi or a γ chosen as POI) cannot be tested; say so before any fit.
+    checks::asimov_poi_in_bounds(fitter, config, asimov_mu)?;
+    let observed = test_statistic(fitter, stat, mu, data, config)?;
     let (asimov, asimov_fit) = asimov_data(fitter, asimov_mu, data, config)?;
     let on_asimov = test_statistic(fitter, stat, mu, &asimov, config)?;
     Ok(asymptotic_from_fits(

@@ -149,6 +149,7 @@ impl<'a> ClsCurve<'a> {
         let fitter = self.fitter;
         let config = self.config;
         let poi = checks::free_poi(fitter, config)?;
+        checks::asimov_poi_in_bounds(fitter, config, 0.0)?;
         let mut todo: Vec<f64> = Vec::new();
         for &mu in grid {
             checks::value_in_bounds(fitter, config, poi, mu, "the scan's mu")?;

@@ -355,6 +355,62 @@ fn toy_hypotest_matches_cpu_toy_by_toy(device: Device) {
     }
 }
 
+// Toy CLs on every published likelihood: every toy fit reaches the minimum (no failed fit, on
+// the CPU or the device), and the device's per-toy test statistics are the CPU's within 1e-6 —
+// cross-section measurements (tt̄ ℓ+jets) and shapesys with huge τ included.
+test_device!(published_toy_ensembles_converge_and_match_cpu_toy_by_toy);
+fn published_toy_ensembles_converge_and_match_cpu_toy_by_toy(device: Device) {
+    for (name, dir) in ns_tests::published_likelihoods() {
+        let ws = Workspace::from_path(&dir.join("workspace.json")).unwrap();
+        let (model, data) = model_and_data(&ws, Default::default());
+        let config = FitConfig::suggested(&model);
+        let n_toys = 40;
+        let run = |fitter: &Fitter| {
+            hypotest_toys(
+                fitter,
+                1.0,
+                &data,
+                &config,
+                TestStatistic::QTilde,
+                n_toys,
+                11,
+                &|_| {},
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let cpu = run(&Fitter::new(&model));
+        let gpu = if device == Device::Cpu {
+            cpu.clone()
+        } else {
+            run(&fitter_on(&model, device))
+        };
+        for (which, c, g) in [
+            ("s+b", &cpu.signal, &gpu.signal),
+            ("b", &cpu.background, &gpu.background),
+        ] {
+            assert_eq!(
+                c.n_failed, 0,
+                "{name} {which}: CPU toy fits failed: {:?}",
+                c.failures
+            );
+            assert_eq!(
+                g.n_failed, 0,
+                "{name} {which}: device toy fits failed: {:?}",
+                g.failures
+            );
+            let worst = c
+                .teststats
+                .iter()
+                .zip(&g.teststats)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            eprintln!("{name} {which}: {n_toys} toys, max |Δq| = {worst:.2e}");
+            assert!(worst <= 1e-6, "{name} {which}: max |Δq| = {worst:e}");
+        }
+        assert!(cpu.warning.is_none(), "{name}: {:?}", cpu.warning);
+    }
+}
+
 test_device!(toy_fits_match_cpu_fits);
 fn toy_fits_match_cpu_fits(device: Device) {
     for (file, n_toys) in [

@@ -15,6 +15,7 @@ True
 from __future__ import annotations
 
 import json
+import sys
 import os
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -280,7 +281,18 @@ class Model:
         return f"Model({self.config.npars} parameters, POI {self.config.poi_name!r}, channels {self.config.channels})"
 
 
-def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra):
+def _progress_label(progress: Any, label: str) -> Optional[str]:
+    """The label of a progress bar, where one is wanted: ``progress=True`` (the default) in an
+    interactive session (stderr a terminal, or a notebook); never with ``progress=False``."""
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be True or False, not {progress!r}")
+    if not progress:
+        return None
+    interactive = getattr(sys.stderr, "isatty", lambda: False)() or "ipykernel" in sys.modules
+    return label if interactive else None
+
+
+def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, **extra):
     """Run an inference verb in the engine and wrap its JSON report (observed data by default)."""
     if not isinstance(model, Model):
         raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()), not {type(model).__name__}")
@@ -299,7 +311,7 @@ def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fi
         options_text, request_text = json.dumps(options, allow_nan=False), json.dumps(request, allow_nan=False)
     except ValueError:
         raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
-    report = _core.infer(model._model, _array(data, "data").tolist(), options_text, request_text)
+    report = _core.infer(model._model, _array(data, "data").tolist(), options_text, request_text, progress)
     return result_type._from_json(report)
 
 
@@ -330,15 +342,15 @@ def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init
     return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, mu=_number(poi_value, "poi_value"), test_stat=_test_stat(test_stat))
 
 
-def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> ToyHypotestResult:
+def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", progress=True) -> ToyHypotestResult:
     """Toy-based CLs at ``poi_value``; the same seed gives the same toys on any device."""
-    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat))
+    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "toys"), mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat))
 
 
-def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> UpperLimitResult:
+def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", progress=True) -> UpperLimitResult:
     """Observed and expected CLs upper limits: root finding, or a scan over ``scan``."""
     grid = None if scan is None else _array(scan, "scan").tolist()
-    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, level=_number(level, "level"), scan=grid)
+    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "CLs scan"), level=_number(level, "level"), scan=grid)
 
 
 def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> SignificanceResult:
@@ -346,15 +358,15 @@ def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed
     return _infer("significance", SignificanceResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device)
 
 
-def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> ProfileScanResult:
+def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", progress=True) -> ProfileScanResult:
     """Profile likelihood of the POI (or ``parameter``) at ``mu_values``."""
     values = _array(mu_values, "mu_values").tolist()
-    return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, values=values, parameter=parameter)
+    return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), values=values, parameter=parameter)
 
 
-def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> RankingResult:
+def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", progress=True) -> RankingResult:
     """Pulls, constraints and pre/post-fit impacts on the POI of every nuisance parameter."""
-    return _infer("ranking", RankingResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device)
+    return _infer("ranking", RankingResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "ranking refits"))
 
 
 def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6) -> GofResult:

@@ -43,7 +43,7 @@ class Model:
 
 Bounds = Optional[List[Tuple[float, float]]]
 
-def infer(model: Model, data: List[float], options: str, request: str) -> str:
+def infer(model: Model, data: List[float], options: str, request: str, progress: Optional[str] = None) -> str:
     """Run an inference request (JSON: {"verb": "fit" | "hypotest" | "hypotest_toys" | "upper_limit" |
     "significance" | "profile_scan" | "ranking" | "gof", plus the verb's arguments}) with the JSON fit
     options; returns the report JSON."""
