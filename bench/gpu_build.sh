@@ -18,6 +18,8 @@ for line in sys.stdin:
         shutil.copy(m["executable"], "dist-gpu/" + m["target"]["name"])'
 cp target/release/nextstat target/release/examples/gpu_bench dist-gpu/
 strip dist-gpu/nextstat dist-gpu/gpu_bench dist-gpu/backend_parity dist-gpu/differentiable dist-gpu/f32_parity
+# The dlsym tracer of bench/gpu_hardening.sh (which CUDA entry points a process resolves).
+cc -shared -fPIC -O2 -o dist-gpu/dlsym_trace.so bench/dlsym_trace.c -ldl
 # The Vulkan loader, for a GPU machine without one (NVIDIA's driver brings the ICD).
 cp -L /usr/lib/x86_64-linux-gnu/libvulkan.so.1 dist-gpu/ 2>/dev/null || true
 rm -rf dist-gpu/pyhf-ref dist-gpu/likelihoods && cp -r ../shared/pyhf-ref dist-gpu/pyhf-ref && cp -r ../shared/likelihoods dist-gpu/likelihoods

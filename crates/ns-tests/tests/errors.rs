@@ -273,6 +273,19 @@ fn patchset_digest_mismatch_is_reported() {
         &ps.apply(&base(), "p1").unwrap_err().to_string(),
         &["digest verification failed", "sha256"],
     );
+    // The right digest written in upper case names the same workspace.
+    let upper = ns_translate::pyjson::digest(&base()).to_ascii_uppercase();
+    let ps = json!({
+        "metadata": {"description": "d", "digests": {"sha256": upper}, "labels": ["m"], "references": {"hepdata": "ins1234567"}},
+        "patches": [{"metadata": {"name": "p1", "values": [100]}, "patch": []}],
+        "version": "1.0.0"
+    });
+    assert!(
+        PatchSet::from_value(ps)
+            .unwrap()
+            .apply(&base(), "p1")
+            .is_ok()
+    );
 }
 
 #[test]

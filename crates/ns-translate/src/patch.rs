@@ -202,7 +202,7 @@ impl PatchSet {
     }
 
     /// pyhf's `PatchSet.verify`: every digest in the metadata must match the background-only
-    /// workspace exactly as read.
+    /// workspace exactly as read (the hex digits in either case).
     pub fn verify(&self, background: &Value) -> Result<()> {
         for (alg, expected) in &self.metadata.digests {
             let expected = expected.as_str().unwrap_or_default();
@@ -214,7 +214,9 @@ impl PatchSet {
                     )));
                 }
             };
-            if got != expected {
+            // Hex digits name the same digest in either case (pyhf compares the strings and
+            // would call an upper-case digest a different workspace).
+            if !got.eq_ignore_ascii_case(expected) {
                 return Err(Error::Patch(format!(
                     "the digest verification failed for hash algorithm '{alg}': expected {expected}, got {got} \
                      (the patchset was made for a different background-only workspace)"
