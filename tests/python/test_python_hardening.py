@@ -120,3 +120,29 @@ def test_limits_outside_the_poi_bounds_warn_and_have_no_value(tmp_path):
         limit = nextstat.upper_limit(model)
     assert np.isnan(limit.obs)
     assert limit.obs_outside == {"above": 1.0}
+
+
+def test_progress_is_shown_only_when_asked_and_interactive(monkeypatch, capfd):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert nextstat._progress_label(False, "toys") is None
+    with pytest.raises(TypeError, match="progress"):
+        nextstat._progress_label("yes", "toys")
+    monkeypatch.setattr("sys.stderr", Terminal())
+    assert nextstat._progress_label(True, "toys") == "toys"
+    monkeypatch.undo()
+    # pytest's captured stderr is not a terminal: a long call draws nothing.
+    model = nextstat.Workspace(workspace_file(NAME)).model()
+    nextstat.hypotest_toys(1.0, model, n_toys=20)
+    assert "toys" not in capfd.readouterr().err
+    # Where it is shown, tqdm draws the bar on stderr.
+    pytest.importorskip("tqdm")
+    monkeypatch.setattr(nextstat, "_progress_label", lambda progress, label: label if progress else None)
+    nextstat.hypotest_toys(1.0, model, n_toys=200)
+    assert "toys" in capfd.readouterr().err
+    nextstat.hypotest_toys(1.0, model, n_toys=200, progress=False)
+    assert "toys" not in capfd.readouterr().err

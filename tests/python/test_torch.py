@@ -334,3 +334,43 @@ def test_a_cuda_batch_of_profiled_statistics_fits_on_the_gpu(model):
         torch.testing.assert_close(b.cpu(), a, rtol=1e-6, atol=1e-8)
         torch.testing.assert_close(x_gpu.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-6)
     assert model.__dict__["_differentiable"][(tuple(SAMPLES), "cuda")].device == "cuda"
+
+
+def test_ctrl_c_stops_a_large_profiled_batch():
+    """A real SIGINT during q0 on a batch of a million signal rows (minutes of fits): the fits run
+    on a worker thread that checks the stop flag every iteration, so KeyboardInterrupt comes
+    before the batch could have finished, and the session still works afterwards."""
+    import pathlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    here = pathlib.Path(__file__).parent
+    script = f"""
+import signal, sys, time
+sys.path.insert(0, {str(here)!r})
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import torch, nextstat, nextstat.torch as nt
+from test_torch import spec, SAMPLES
+model = nextstat.Workspace(spec()).model()
+rows = torch.tensor([8.0, 12.0, 5.0, 1.5, 0.8], dtype=torch.float64).repeat(1_000_000, 1)
+rows = rows * torch.linspace(0.5, 1.5, 1_000_000, dtype=torch.float64)[:, None]
+print("ready", flush=True)
+try:
+    nt.q0(model, rows, SAMPLES)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.perf_counter(), flush=True)
+    print("still works", float(nt.q0(model, rows[:1], SAMPLES)[0]) >= 0.0, flush=True)
+"""
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    sent = time.perf_counter()
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=300)
+    lines = out.split("\n")
+    assert lines[0].startswith("interrupted"), out
+    print(f"{float(lines[0].split()[1]) - sent:.3f} s from SIGINT to KeyboardInterrupt")
+    assert lines[1] == "still works True", out

@@ -14,12 +14,17 @@ static FILES_READ: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Read a JSON input (`-` is stdin), remembering the file so that no output overwrites it.
 pub fn read_json(path: &Path) -> Result<Value> {
+    remember(path);
+    ns_translate::load::read_json(path)
+}
+
+/// Remember `path` as an input of this command.
+pub fn remember(path: &Path) {
     if path.as_os_str() != "-"
         && let Ok(mut read) = FILES_READ.lock()
     {
         read.push(path.to_path_buf());
     }
-    ns_translate::load::read_json(path)
 }
 
 /// The input that `path` would overwrite, if any (compared as files: links and `..` resolved).

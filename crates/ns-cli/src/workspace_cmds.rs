@@ -140,7 +140,13 @@ fn emit_pyhf(text: &str, output: Option<&PathBuf>) -> Result<()> {
 }
 
 fn load(ws: &WorkspaceArg) -> Result<Workspace> {
-    Workspace::from_path(&ws.path()?)
+    load_path(&ws.path()?)
+}
+
+/// A workspace file, remembered as an input (no output may replace it).
+fn load_path(path: &std::path::Path) -> Result<Workspace> {
+    crate::input::remember(path);
+    Workspace::from_path(path)
 }
 
 pub fn run(cmd: WorkspaceCommand) -> Result<()> {
@@ -214,10 +220,18 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             merge_channels,
             output,
         } => {
+            let join = Join::from_name(&join)?;
+            if matches!(join, Join::LeftOuter | Join::RightOuter) {
+                // pyhf's warning, word for word.
+                eprintln!(
+                    "warning: You are using an unsafe join operation. This will silence exceptions \
+                     that might be raised during a normal 'outer' operation."
+                );
+            }
             let combined = Workspace::combine(
-                &Workspace::from_path(&left)?,
-                &Workspace::from_path(&right)?,
-                Join::from_name(&join)?,
+                &load_path(&left)?,
+                &load_path(&right)?,
+                join,
                 merge_channels,
             )?;
             emit_pyhf(&pyhf_json(&combined), output.as_ref())

@@ -341,3 +341,82 @@ fn every_verb_works_on_every_published_likelihood() {
         }
     }
 }
+
+#[test]
+fn silent_choices_are_said() {
+    let dir = Scratch::new("silent");
+    let ws = dir.write("ws.json", &single_bin(8.0, 50.0, 5.0, 52.0));
+    // One type named twice.
+    let (code, _, err) = run(&[
+        "fit",
+        path(&ws),
+        "--interp-codes",
+        "normsys=code1,normsys=code4",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("names 'normsys' twice"), "{err}");
+    // An unsafe join warns as pyhf does; its inputs are inputs.
+    let mut other = single_bin(8.0, 50.0, 5.0, 52.0);
+    other["channels"][0]["name"] = json!("CR");
+    other["observations"][0]["name"] = json!("CR");
+    let other = dir.write("other.json", &other);
+    let out = dir.0.join("combined.json");
+    let (code, _, err) = run(&[
+        "combine",
+        path(&ws),
+        path(&other),
+        "--join",
+        "left outer",
+        "-o",
+        path(&out),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("unsafe join operation"), "{err}");
+    let (code, _, err) = run(&[
+        "combine",
+        path(&ws),
+        path(&other),
+        "--join",
+        "outer",
+        "-o",
+        path(&ws),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("an input of this command"), "{err}");
+    // The fit's matrices in text: where they are said.
+    let (_, out, _) = run(&["fit", path(&ws), "--covariance", "--format", "text"]);
+    assert!(out.contains("matrices are in the JSON output"), "{out}");
+    // A POI whose range excludes the background-only hypothesis of the Asimov data.
+    let mut lumi_poi = single_bin(8.0, 50.0, 5.0, 52.0);
+    lumi_poi["channels"][0]["samples"][0]["modifiers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "lumi", "type": "lumi", "data": null}));
+    lumi_poi["measurements"][0]["config"] = json!({"poi": "lumi", "parameters": [
+        {"name": "lumi", "auxdata": [1.0], "sigmas": [0.02], "bounds": [[0.5, 1.5]], "inits": [1.0]}]});
+    let lumi_poi = dir.write("lumi_poi.json", &lumi_poi);
+    let (code, _, err) = run(&["hypotest", path(&lumi_poi)]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("background-only hypothesis behind the Asimov data"),
+        "{err}"
+    );
+}
+
+/// Counts beyond f32's range on the f32 backend (lavapipe here, `scripts/test.sh` installs it):
+/// f32 is named, not the model.
+#[test]
+fn f32_overflow_is_named_as_such() {
+    let dir = Scratch::new("f32");
+    let mut ws = single_bin(1e37, 1e39, 1e37, 1.01e39);
+    ws["channels"][0]["samples"][1]["modifiers"] = json!([]);
+    let file = dir.write("f32.json", &ws);
+    let (code, _, err) = run(&["fit", path(&file), "--gpu", "vulkan"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("overflows f32") && err.contains("--gpu cpu"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["fit", path(&file)]);
+    assert_eq!(code, Some(0), "{err}");
+}

@@ -69,6 +69,19 @@ pub fn started(fitter: &Fitter, fit: &FitResult, data: &PreparedData) -> Result<
     }
     let model = fitter.model();
     let compiled = &model.compiled;
+    // Defined in f64 but not on an f32 backend: f32's range, not the model, is the problem.
+    if fitter.backend().precision() != ns_compute::Precision::F64
+        && fitter
+            .twice_nll(&fit.parameters, data)
+            .is_ok_and(f64::is_finite)
+    {
+        return Err(Error::Computation(format!(
+            "the likelihood overflows f32 on the {} backend where the fit starts (it is finite in \
+             f64: counts, yields or their terms pass f32's range of about 3.4e38, or its \
+             resolution); run it with --gpu cpu or cuda (f64)",
+            fitter.device().name()
+        )));
+    }
     let expected = CpuEvaluator::new(compiled)
         .expected_data(&fit.parameters, &mut Scratch::new(compiled))
         .map(|(main, _)| main)

@@ -161,7 +161,13 @@ pub fn hypotest_asymptotic(
     checks::asimov_poi_in_bounds(fitter, config, asimov_mu)?;
     let observed = test_statistic(fitter, stat, mu, data, config)?;
     let (asimov, asimov_fit) = asimov_data(fitter, asimov_mu, data, config)?;
-    let on_asimov = test_statistic(fitter, stat, mu, &asimov, config)?;
+    // An error here is about the Asimov data, not the observed ones: say so.
+    let on_asimov = test_statistic(fitter, stat, mu, &asimov, config).map_err(|e| match e {
+        Error::InvalidModel(m) => Error::InvalidModel(format!(
+            "on the Asimov data (the expected data at POI = {asimov_mu}): {m}"
+        )),
+        other => other,
+    })?;
     Ok(asymptotic_from_fits(
         stat, mu, observed, asimov_fit, on_asimov,
     ))
