@@ -55,11 +55,15 @@ pub fn write_file(path: &Path, text: &str) -> Result<()> {
             input.display()
         )));
     }
-    // Replace what a link points at, not the link.
+    // Replace what a link points at, not the link (a dangling link: the file it names).
     let path = match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            std::fs::canonicalize(path).map_err(|e| Error::io(path.display(), e))?
-        }
+        Ok(meta) if meta.file_type().is_symlink() => match std::fs::canonicalize(path) {
+            Ok(target) => target,
+            Err(_) => {
+                let target = std::fs::read_link(path).map_err(|e| Error::io(path.display(), e))?;
+                path.parent().unwrap_or(Path::new(".")).join(target)
+            }
+        },
         _ => path.to_path_buf(),
     };
     let dir = match path.parent() {

@@ -199,6 +199,17 @@ fn outputs_never_replace_inputs_and_follow_links() {
             .unwrap()
             .contains("bestfit")
     );
+    // A dangling link: the file it names is written.
+    let missing = dir.0.join("not-yet.json");
+    let dangling = dir.0.join("dangling.json");
+    std::os::unix::fs::symlink(&missing, &dangling).unwrap();
+    let (code, _, err) = run(&["fit", path(&ws), "-o", path(&dangling)]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        std::fs::read_to_string(&missing)
+            .unwrap()
+            .contains("bestfit")
+    );
     // A folder is named as one.
     let (code, _, err) = run(&["fit", path(&ws), "-o", path(&dir.0)]);
     assert_eq!(code, Some(2));

@@ -80,6 +80,12 @@ impl Termination {
         Termination::ALL.into_iter().find(|t| t.code() == code)
     }
 
+    /// The reason of a code the device optimizer wrote: one of its own (0–4); anything else —
+    /// `ConvergedScaled` is the host's verdict, never the kernel's — is `None`.
+    pub fn from_device_code(code: i32) -> Option<Self> {
+        Termination::from_code(code).filter(|t| *t != Termination::ConvergedScaled)
+    }
+
     /// The name of the code's `#define` in the kernels (`NS_` + this).
     pub fn constant_name(self) -> &'static str {
         match self {
@@ -120,5 +126,10 @@ mod tests {
         }
         assert_eq!(Termination::from_code(-1), None);
         assert_eq!(Termination::from_code(6), None);
+        assert_eq!(Termination::from_device_code(5), None);
+        assert_eq!(
+            Termination::from_device_code(0),
+            Some(Termination::Converged)
+        );
     }
 }

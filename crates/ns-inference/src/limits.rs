@@ -284,7 +284,13 @@ pub fn upper_limit_root(
         } else {
             at_bound.1[which - 1]
         };
-        if !(cls_at_bound <= level) {
+        if cls_at_bound.is_nan() {
+            return Err(Error::Computation(format!(
+                "CLs is undefined at the POI's upper bound μ = {upper_bound}: no limit can be \
+                 bracketed (a linear scan, --scan START STOP COUNT, shows the CLs curve)"
+            )));
+        }
+        if cls_at_bound > level {
             outside[which] = Some(Outside::Above(upper_bound));
             continue;
         }
@@ -302,7 +308,11 @@ pub fn upper_limit_root(
             .filter(|p| value(p) < 0.0)
             .map(|p| p.0)
             .fold(f64::INFINITY, f64::min);
-        let (a, b) = if a < b { (a, b) } else { (low, high) };
+        let (a, b) = if a.is_finite() && b.is_finite() && a < b {
+            (a, b)
+        } else {
+            (low, high)
+        };
         *limit = brent(|mu| Ok(curve.value(mu, which)? - level), a, b, rtol)?;
     }
     Ok(UpperLimit::new(

@@ -18,6 +18,10 @@ pub fn tail_ratio(t: f64, a: f64) -> f64 {
     if a == 0.0 {
         return 1.0;
     }
+    if t == f64::INFINITY {
+        // Both tails are 0; their ratio e^(−a t)·… tends to 0 for a > 0.
+        return 0.0;
+    }
     let (num, den) = (normal_cdf(-(t + a)), normal_cdf(-t));
     if den > 0.0 || t.is_nan() {
         return num / den;
@@ -118,6 +122,7 @@ mod tests {
         assert_eq!(tail_ratio(0.7, 1.3), normal_cdf(-2.0) / normal_cdf(-0.7));
         assert_eq!(tail_ratio(f64::INFINITY, 0.0), 1.0);
         assert_eq!(tail_ratio(3.0, 0.0), 1.0);
+        assert_eq!(tail_ratio(f64::INFINITY, 0.5), 0.0);
         // Just inside the range where the quotient still works, the series agrees with it.
         let (t, a) = (30.0, 0.01);
         let quotient = normal_cdf(-(t + a)) / normal_cdf(-t);

@@ -51,7 +51,7 @@ pub(crate) const DRIVER_SYMBOLS: [&str; 35] = [
 ];
 
 /// Every NVRTC entry point the kernel compiler calls.
-pub(crate) const NVRTC_SYMBOLS: [&str; 7] = [
+pub(crate) const NVRTC_SYMBOLS: [&str; 8] = [
     "nvrtcVersion",
     "nvrtcCreateProgram",
     "nvrtcCompileProgram",
@@ -59,6 +59,7 @@ pub(crate) const NVRTC_SYMBOLS: [&str; 7] = [
     "nvrtcGetProgramLog",
     "nvrtcGetCUBINSize",
     "nvrtcGetCUBIN",
+    "nvrtcDestroyProgram",
 ];
 
 /// Why a library that loads cannot be used: the first entry points it lacks, with its path.

@@ -392,7 +392,7 @@ impl DeviceEnds {
             evaluations: self.out.evaluations[run].max(0) as usize,
             // A code no reason has would be a kernel bug: report it as a failed start, never
             // as converged.
-            termination: Termination::from_code(self.out.termination[run])
+            termination: Termination::from_device_code(self.out.termination[run])
                 .unwrap_or(Termination::NonFiniteStart),
         }
     }

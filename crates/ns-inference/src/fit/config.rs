@@ -41,8 +41,10 @@ impl FitConfig {
     pub fn starting_at(&self, point: &[f64]) -> Self {
         let mut c = self.clone();
         for (i, &value) in point.iter().enumerate().take(c.init.len()) {
-            if !c.fixed[i] && value.is_finite() {
-                c.init[i] = value.clamp(c.bounds[i].0, c.bounds[i].1);
+            let (lo, hi) = c.bounds[i];
+            // `clamp` needs lo ≤ hi; a box that is not one is refused when the fit starts.
+            if !c.fixed[i] && value.is_finite() && lo <= hi {
+                c.init[i] = value.clamp(lo, hi);
             }
         }
         c

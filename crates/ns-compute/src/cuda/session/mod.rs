@@ -52,13 +52,17 @@ pub fn has_cuda() -> bool {
         && CudaContext::device_count().is_ok_and(|n| n > 0)
 }
 
-/// How many CUDA devices the driver shows (call only where [`has_cuda`] is true).
+/// How many CUDA devices the driver shows; an error where the driver is absent or unusable.
 pub fn device_count() -> Result<usize> {
+    // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
+    if !unsafe { sys::is_culib_present() } || crate::cuda::library::driver_problem().is_some() {
+        return Err(cuda_unavailable());
+    }
     let count = CudaContext::device_count().map_err(|e| driver("device count", e))?;
     Ok(count.max(0) as usize)
 }
 
-/// The names of the CUDA devices (call only where [`has_cuda`] is true).
+/// The names of the CUDA devices; an error where the driver is absent or unusable.
 pub fn device_names() -> Result<Vec<String>> {
     (0..device_count()?)
         .map(|i| {
