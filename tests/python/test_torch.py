@@ -374,3 +374,47 @@ except KeyboardInterrupt:
     assert lines[0].startswith("interrupted"), out
     print(f"{float(lines[0].split()[1]) - sent:.3f} s from SIGINT to KeyboardInterrupt")
     assert lines[1] == "still works True", out
+
+
+def test_ctrl_c_stops_only_its_own_call_on_a_shared_session():
+    """Two threads on one model and samples (one engine session): the main thread's Ctrl-C stops
+    its own profiled batch; the other thread's batch on the same session completes."""
+    import pathlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    here = pathlib.Path(__file__).parent
+    script = f"""
+import signal, sys, threading
+sys.path.insert(0, {str(here)!r})
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import torch, nextstat, nextstat.torch as nt
+from test_torch import spec, SAMPLES
+model = nextstat.Workspace(spec()).model()
+base = torch.tensor([8.0, 12.0, 5.0, 1.5, 0.8], dtype=torch.float64)
+def rows(n):
+    return base.repeat(n, 1) * torch.linspace(0.5, 1.5, n, dtype=torch.float64)[:, None]
+other = {{}}
+def background():
+    other["q0"] = nt.q0(model, rows(2000), SAMPLES)
+thread = threading.Thread(target=background)
+thread.start()
+print("ready", flush=True)
+try:
+    nt.q0(model, rows(1_000_000), SAMPLES)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+thread.join()
+print("other", tuple(other["q0"].shape), flush=True)
+"""
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=300)
+    lines = out.split("\n")
+    assert lines[0] == "interrupted", out
+    assert lines[1] == "other (2000,)", out

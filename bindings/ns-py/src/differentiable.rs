@@ -1,6 +1,7 @@
 //! `nextstat._core.DifferentiableSession`: the engine behind `nextstat.torch`.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ns_compute::{Device, DeviceSlice, PreparedData, SignalBatch, Values, ValuesMut};
 use ns_inference::TestStatistic;
@@ -18,6 +19,12 @@ use crate::{NextStatError, NsResult, invalid, to_py};
 #[pyclass(name = "DifferentiableSession", module = "nextstat._core", frozen)]
 pub(crate) struct PyDifferentiable {
     session: DifferentiableSession,
+    /// The session's stop flag serves one call at a time: profiled calls take turns (on their
+    /// worker threads, without the GIL), and a Ctrl-C reaches the session only while its own
+    /// call runs (`running` holds that call's number).
+    calls: Mutex<()>,
+    running: AtomicU64,
+    next_call: AtomicU64,
     /// The data of the last NLL call, prepared (a training loop passes the same data each step).
     data: Mutex<Option<PreparedData>>,
 }
@@ -73,6 +80,9 @@ impl PyDifferentiable {
             session: DifferentiableSession::on_device(&model.model, &samples, device)
                 .map_err(to_py)?,
             data: Mutex::new(None),
+            calls: Mutex::new(()),
+            running: AtomicU64::new(0),
+            next_call: AtomicU64::new(1),
         })
     }
 
@@ -180,12 +190,32 @@ impl PyDifferentiable {
             .map(|d| PreparedData::from_full(&model.compiled, &d))
             .transpose()
             .map_err(to_py)?;
-        // On a worker thread, so that Ctrl-C stops the fits at their next iteration.
+        // On a worker thread, so that Ctrl-C stops the fits at their next iteration; the
+        // session's flag stops only this call (see `calls`).
+        let (call, cancelled, flag) = (
+            self.next_call.fetch_add(1, Ordering::Relaxed),
+            AtomicBool::new(false),
+            s.interrupt_flag(),
+        );
+        let interrupt = || {
+            cancelled.store(true, Ordering::SeqCst);
+            if self.running.load(Ordering::SeqCst) == call {
+                flag.store(true, Ordering::SeqCst);
+            }
+        };
         let (q, dq) = run_watched(
             py,
             None,
-            s.interrupt_flag(),
-            |_| -> NsResult<(Vec<f64>, Vec<Vec<f64>>)> {
+            &interrupt,
+            || -> NsResult<(Vec<f64>, Vec<Vec<f64>>)> {
+                let _turn = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+                // Cleared before this call is named running, checked after: a Ctrl-C lands
+                // either in `cancelled` (seen here) or in the flag (seen by the fits).
+                flag.store(false, Ordering::SeqCst);
+                self.running.store(call, Ordering::SeqCst);
+                if cancelled.load(Ordering::SeqCst) {
+                    return Err(ns_core::Error::Interrupted);
+                }
                 let on = match (&prepared, &asimov_pars) {
                     (Some(d), _) => StatisticData::Fixed(d),
                     (None, Some(p)) => StatisticData::Asimov { parameters: p },

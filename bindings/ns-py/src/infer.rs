@@ -74,7 +74,10 @@ pub(crate) fn run_interruptible<T: Send>(
     py: Python<'_>,
     work: impl FnOnce(&Arc<AtomicBool>) -> NsResult<T> + Send,
 ) -> PyResult<T> {
-    run_watched(py, None, Arc::new(AtomicBool::new(false)), work)
+    let stop = Arc::new(AtomicBool::new(false));
+    run_watched(py, None, &|| stop.store(true, Ordering::Relaxed), || {
+        work(&stop)
+    })
 }
 
 /// A progress bar of a long call: tqdm's, moved by the watching thread to the steps the worker
@@ -116,26 +119,26 @@ impl<'py> Progress<'py> {
     }
 }
 
-/// [`run_interruptible`] with a progress bar updated between the checks for signals, and the
-/// engine's stop flag `stop` (cleared first; set on Ctrl-C).
+/// Run `work` on a worker thread while this (the Python) thread, without the GIL, updates the
+/// progress bar and watches for signals: on Ctrl-C it calls `interrupt` (which stops the
+/// engine), waits for the worker to return and raises KeyboardInterrupt.
 pub(crate) fn run_watched<T: Send>(
     py: Python<'_>,
     mut progress: Option<Progress<'_>>,
-    stop: Arc<AtomicBool>,
-    work: impl FnOnce(&Arc<AtomicBool>) -> NsResult<T> + Send,
+    interrupt: &(dyn Fn() + Sync),
+    work: impl FnOnce() -> NsResult<T> + Send,
 ) -> PyResult<T> {
-    stop.store(false, Ordering::Relaxed);
     let result = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| work(&stop));
+        let worker = scope.spawn(work);
         while !worker.is_finished() {
             py.detach(|| std::thread::sleep(Duration::from_millis(20)));
             if let Some(p) = progress.as_mut() {
                 p.show();
             }
-            if let Err(interrupt) = py.check_signals() {
-                stop.store(true, Ordering::Relaxed);
+            if let Err(signal) = py.check_signals() {
+                interrupt();
                 let _ = py.detach(|| worker.join());
-                return Err(interrupt);
+                return Err(signal);
             }
         }
         match py.detach(|| worker.join()) {
@@ -195,7 +198,8 @@ pub(crate) fn infer(
         .map_err(|e| InvalidInputError::new_err(format!("bad request: {e}")))?;
     let bar = Progress::new(py, progress, request.progress_steps(&model.model));
     let done = bar.as_ref().map(|p| p.done.clone());
-    run_watched(py, bar, Arc::new(AtomicBool::new(false)), |stop| {
+    let stop = Arc::new(AtomicBool::new(false));
+    run_watched(py, bar, &|| stop.store(true, Ordering::Relaxed), || {
         let m = &model.model;
         let config = fit_config(
             m,
@@ -205,7 +209,7 @@ pub(crate) fn infer(
             o.tolerance,
         )?;
         let prepared = model.prepared(&data)?;
-        let f = fitter(m, &o.device, request.workload(m), stop)?;
+        let f = fitter(m, &o.device, request.workload(m), &stop)?;
         let outcome = request.run(&f, &prepared, &config, &|k| {
             if let Some(done) = &done {
                 done.fetch_max(k, Ordering::Relaxed);
