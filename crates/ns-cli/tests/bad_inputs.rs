@@ -6,6 +6,9 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod common;
+use common::Scratch;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_nextstat"))
 }
@@ -23,27 +26,6 @@ fn analysis() -> Value {
         "measurements": [{"name": "meas", "config": {"poi": "mu", "parameters": []}}],
         "version": "1.0.0"
     })
-}
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("nextstat-{test}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn write(&self, name: &str, value: &Value) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, serde_json::to_string(value).unwrap()).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn run(args: &[&str]) -> (Option<i32>, String, String) {

@@ -5,6 +5,9 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod common;
+use common::Scratch;
+
 fn run_with(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nextstat"));
     cmd.args(args).stdin(Stdio::null());
@@ -21,27 +24,6 @@ fn run_with(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String
 
 fn run(args: &[&str]) -> (Option<i32>, String, String) {
     run_with(args, &[])
-}
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("nextstat-h3-{test}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn write(&self, name: &str, value: &Value) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, serde_json::to_string(value).unwrap()).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// One channel: signal with the POI `mu`, background with a shapesys.
@@ -68,7 +50,7 @@ fn json_of(stdout: &str) -> Value {
 
 #[test]
 fn counts_at_the_top_of_the_f64_range_are_refused_not_hung() {
-    let dir = Scratch::new("huge");
+    let dir = Scratch::new("h3-huge");
     let mut ws = single_bin(1e307, 1e308, 1e306, 1e308);
     ws["channels"][0]["samples"][1]["modifiers"] = json!([]);
     let file = dir.write("huge.json", &ws);
@@ -92,7 +74,7 @@ fn counts_at_the_top_of_the_f64_range_are_refused_not_hung() {
 
 #[test]
 fn upper_limits_outside_the_range_are_said_to_be_outside() {
-    let dir = Scratch::new("limits");
+    let dir = Scratch::new("h3-limits");
     let mut ws = single_bin(8.0, 50.0, 5.0, 52.0);
     let open = dir.write("open.json", &ws);
     ws["measurements"][0]["config"]["parameters"] = json!([{"name": "mu", "bounds": [[0, 1]]}]);
@@ -128,7 +110,7 @@ fn upper_limits_outside_the_range_are_said_to_be_outside() {
 
 #[test]
 fn toy_fits_reach_the_minimum_where_a_shapesys_tau_is_huge() {
-    let dir = Scratch::new("tau");
+    let dir = Scratch::new("h3-tau");
     // τ = (nominal/σ)² = 10¹²: the γ's gradient has rounding noise far above 1e-6.
     let file = dir.write("tau.json", &single_bin(10.0, 1e6, 1.0, 1e6 + 3.0));
     let (code, out, err) = run(&["hypotest-toys", path(&file), "--n-toys", "100", "--mu", "1"]);
@@ -142,7 +124,7 @@ fn toy_fits_reach_the_minimum_where_a_shapesys_tau_is_huge() {
 
 #[test]
 fn two_sided_test_statistics_are_refused_as_pyhf_refuses_them() {
-    let dir = Scratch::new("tstat");
+    let dir = Scratch::new("h3-tstat");
     let file = dir.write("ws.json", &single_bin(8.0, 50.0, 5.0, 52.0));
     for stat in ["t", "ttilde"] {
         for verb in ["hypotest", "hypotest-toys"] {
@@ -155,7 +137,7 @@ fn two_sided_test_statistics_are_refused_as_pyhf_refuses_them() {
 
 #[test]
 fn a_signal_too_small_to_matter_gives_cls_one_as_pyhf_does() {
-    let dir = Scratch::new("tiny");
+    let dir = Scratch::new("h3-tiny");
     let file = dir.write("ws.json", &single_bin(1e-6, 50.0, 5.0, 50.0));
     let (code, out, err) = run(&["hypotest", path(&file)]);
     assert_eq!(code, Some(0), "{err}");
@@ -169,7 +151,7 @@ fn a_signal_too_small_to_matter_gives_cls_one_as_pyhf_does() {
 
 #[test]
 fn outputs_never_replace_inputs_and_follow_links() {
-    let dir = Scratch::new("outputs");
+    let dir = Scratch::new("h3-outputs");
     let ws = dir.write("ws.json", &single_bin(8.0, 50.0, 5.0, 52.0));
     let before = std::fs::read(&ws).unwrap();
     let (code, _, err) = run(&["fit", path(&ws), "-o", path(&ws)]);
@@ -218,7 +200,7 @@ fn outputs_never_replace_inputs_and_follow_links() {
 
 #[test]
 fn messages_name_the_real_cause() {
-    let dir = Scratch::new("messages");
+    let dir = Scratch::new("h3-messages");
     let negative = dir.write("negative.json", &single_bin(8.0, 50.0, 5.0, -3.0));
     let (code, _, err) = run(&["fit", path(&negative)]);
     assert_eq!(code, Some(2));
@@ -239,7 +221,7 @@ fn messages_name_the_real_cause() {
 
 #[test]
 fn a_patch_test_compares_numbers_by_value() {
-    let dir = Scratch::new("patch");
+    let dir = Scratch::new("h3-patch");
     let ws = dir.write("ws.json", &single_bin(8.0, 50.0, 5.0, 52.0));
     let patch = dir.write(
         "p.json",
@@ -257,7 +239,7 @@ fn a_patch_test_compares_numbers_by_value() {
 /// path: no panic; CUDA is reported unusable, by name, and the CPU still works.
 #[test]
 fn a_stub_cuda_driver_is_reported_not_a_crash() {
-    let dir = Scratch::new("stub");
+    let dir = Scratch::new("h3-stub");
     let source = dir.0.join("stub.c");
     std::fs::write(
         &source,
@@ -355,7 +337,7 @@ fn every_verb_works_on_every_published_likelihood() {
 
 #[test]
 fn silent_choices_are_said() {
-    let dir = Scratch::new("silent");
+    let dir = Scratch::new("h3-silent");
     let ws = dir.write("ws.json", &single_bin(8.0, 50.0, 5.0, 52.0));
     // One type named twice.
     let (code, _, err) = run(&[
@@ -418,7 +400,7 @@ fn silent_choices_are_said() {
 /// f32 is named, not the model.
 #[test]
 fn f32_overflow_is_named_as_such() {
-    let dir = Scratch::new("f32");
+    let dir = Scratch::new("h3-f32");
     let mut ws = single_bin(1e37, 1e39, 1e37, 1.01e39);
     ws["channels"][0]["samples"][1]["modifiers"] = json!([]);
     let file = dir.write("f32.json", &ws);

@@ -109,25 +109,51 @@ fn loaded_path(fragment: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// One library cudarc loads at run time, as checked here.
+struct Checked {
+    /// Whether it loads (cudarc's `is_culib_present`).
+    present: unsafe fn() -> bool,
+    /// The loaded library (cudarc's `culib`; panics where it does not load).
+    library: unsafe fn() -> &'static libloading::Library,
+    fragment: &'static str,
+    symbols: &'static [&'static str],
+    what: &'static str,
+    hint: &'static str,
+}
+
+impl Checked {
+    fn problem(&self) -> Option<String> {
+        // SAFETY: is_culib_present only tries to load the library; culib() then returns it.
+        if !unsafe { (self.present)() } {
+            return None;
+        }
+        check(
+            unsafe { (self.library)() },
+            self.fragment,
+            self.symbols,
+            self.hint,
+        )
+        .map(|reason| format!("{} cannot be used: {reason}", self.what))
+    }
+}
+
 /// Why the CUDA driver library that loads cannot be used (`None`: it has every entry point, or
 /// there is none — [`super::session::has_cuda`] tells those apart). Checked once per process.
 pub(crate) fn driver_problem() -> Option<&'static str> {
     static PROBLEM: OnceLock<Option<String>> = OnceLock::new();
     PROBLEM
         .get_or_init(|| {
-            use cudarc::driver::sys;
-            // SAFETY: is_culib_present only tries to load the library; culib() then returns it.
-            if !unsafe { sys::is_culib_present() } {
-                return None;
+            Checked {
+                present: cudarc::driver::sys::is_culib_present,
+                library: cudarc::driver::sys::culib,
+                fragment: "cuda",
+                symbols: &DRIVER_SYMBOLS,
+                what: "the CUDA driver",
+                hint: "it is not a working NVIDIA driver (a stub, or a driver older than CUDA \
+                       13.0, version 580); install or update the driver, or remove it from the \
+                       library path",
             }
-            check(
-                unsafe { sys::culib() },
-                "cuda",
-                &DRIVER_SYMBOLS,
-                "it is not a working NVIDIA driver (a stub, or a driver older than CUDA 13.0, \
-                 version 580); install or update the driver, or remove it from the library path",
-            )
-            .map(|reason| format!("the CUDA driver cannot be used: {reason}"))
+            .problem()
         })
         .as_deref()
 }
@@ -137,18 +163,15 @@ pub(crate) fn nvrtc_problem() -> Option<&'static str> {
     static PROBLEM: OnceLock<Option<String>> = OnceLock::new();
     PROBLEM
         .get_or_init(|| {
-            use cudarc::nvrtc::sys;
-            // SAFETY: is_culib_present only tries to load the library; culib() then returns it.
-            if !unsafe { sys::is_culib_present() } {
-                return None;
+            Checked {
+                present: cudarc::nvrtc::sys::is_culib_present,
+                library: cudarc::nvrtc::sys::culib,
+                fragment: "nvrtc",
+                symbols: &NVRTC_SYMBOLS,
+                what: "NVRTC",
+                hint: "install NVRTC 13 (pip install nvidia-cuda-nvrtc)",
             }
-            check(
-                unsafe { sys::culib() },
-                "nvrtc",
-                &NVRTC_SYMBOLS,
-                "install NVRTC 13 (pip install nvidia-cuda-nvrtc)",
-            )
-            .map(|reason| format!("NVRTC cannot be used: {reason}"))
+            .problem()
         })
         .as_deref()
 }
