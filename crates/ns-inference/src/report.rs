@@ -145,8 +145,9 @@ pub fn upper_limit(ul: &UpperLimit, level: f64) -> Value {
         Some(Outside::Below(mu)) => json!({"below": mu}),
         None => Value::Null,
     };
+    // A limit outside the range is NaN, which JSON writes as null.
     json!({
-        "obs": finite_or_null(ul.obs), "exp": ul.exp.map(finite_or_null), "level": level,
+        "obs": ul.obs, "exp": ul.exp, "level": level,
         "obs_outside": side(&ul.outside[0]),
         "exp_outside": ul.outside[1..].iter().map(side).collect::<Vec<_>>(),
         "warning": ul.outside_in_words(),
@@ -283,8 +284,3 @@ pub fn devices(inventory: &ns_compute::Inventory) -> Value {
 /// Why no f32 adapter is listed where the backend is built in but finds none.
 pub const NO_WGPU_ADAPTER: &str =
     "no Vulkan or Metal adapter (Linux: install a Vulkan driver, e.g. mesa-vulkan-drivers)";
-
-/// A number, or null where it is NaN (no value: e.g. a limit outside the range examined).
-fn finite_or_null(v: f64) -> Value {
-    if v.is_nan() { Value::Null } else { json!(v) }
-}

@@ -188,22 +188,22 @@ fn fit_toy_pairs(
     let per_toy = |fits: usize| progress(fits / 2);
     let mut results = fit_sampled(fitter, toys, &jobs, &per_toy)?;
 
-    // A restart scales its variables by the curvature where it starts, not where the observed
-    // data's free fit ended (the shared scale of the first attempt).
-    let restart_at = |point: &[f64]| FitConfig {
-        scale: None,
-        ..config.starting_at(point)
-    };
-    let restart_fixed = Arc::new(restart_at(at_mu).with_fixed(poi, fixed_mu));
-    let mut restart_free = Vec::with_capacity(toys.host.len());
-    for &(generating, count) in ensembles {
-        let start = Arc::new(restart_at(generating));
-        restart_free.extend(std::iter::repeat_n(start, count));
-    }
     let failed: Vec<usize> = (0..results.len())
         .filter(|&j| !matches!(&results[j], Ok(fit) if fit.converged))
         .collect();
     if !failed.is_empty() {
+        // A restart scales its variables by the curvature where it starts, not where the
+        // observed data's free fit ended (the shared scale of the first attempt).
+        let restart_at = |point: &[f64]| FitConfig {
+            scale: None,
+            ..config.starting_at(point)
+        };
+        let restart_fixed = Arc::new(restart_at(at_mu).with_fixed(poi, fixed_mu));
+        // Toy t's free-fit restart: its ensemble's (shared, one per ensemble).
+        let mut restart_free = Vec::with_capacity(toys.host.len());
+        for &(generating, count) in ensembles {
+            restart_free.extend(std::iter::repeat_n(Arc::new(restart_at(generating)), count));
+        }
         let restarts: Vec<FitJob> = failed
             .iter()
             .map(|&j| FitJob {
