@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ns_compute::{CpuEvaluator, PreparedData, Scratch};
-use ns_inference::request::Request;
+use ns_compute::Likelihood;
+use ns_inference::call::{Call, FitOptions};
 use ns_inference::{Device, FitConfig, Fitter, Workload, report};
 use ns_translate::HistFactoryModel;
 use numpy::{PyArray2, PyReadonlyArray2};
@@ -13,9 +13,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::model::PyModel;
-use crate::{ComputationError, InvalidInputError, NextStatError, NsResult, invalid, to_py};
+use crate::{ComputationError, InvalidInputError, NextStatError, NsResult, to_py};
 
-/// Init, bounds and fixed parameters of a fit from optional Python values.
+/// Init, bounds and fixed parameters of a fit from optional Python values, by the call's rules.
 pub(crate) fn fit_config(
     model: &HistFactoryModel,
     init: Option<Vec<f64>>,
@@ -23,36 +23,7 @@ pub(crate) fn fit_config(
     fixed: Option<Vec<bool>>,
     tolerance: f64,
 ) -> NsResult<FitConfig> {
-    let mut config = FitConfig::suggested(model);
-    let n = model.n_params();
-    let check = |len: usize, what: &str| {
-        if len == n {
-            Ok(())
-        } else {
-            Err(invalid(format!(
-                "{what} has {len} entries but the model has {n} parameters"
-            )))
-        }
-    };
-    if let Some(v) = init {
-        check(v.len(), "init_pars")?;
-        config.init = v;
-    }
-    if let Some(v) = bounds {
-        check(v.len(), "par_bounds")?;
-        config.bounds = v;
-    }
-    if let Some(v) = fixed {
-        check(v.len(), "fixed_params")?;
-        config.fixed = v;
-    }
-    if !(tolerance > 0.0) {
-        return Err(invalid(format!(
-            "tolerance must be positive, not {tolerance}"
-        )));
-    }
-    config.optimizer.pg_tol = tolerance;
-    Ok(config)
+    Ok(FitOptions::from_lists(tolerance, init, bounds, fixed).config(model)?)
 }
 
 fn fitter<'m>(
@@ -158,64 +129,90 @@ fn json_text(value: serde_json::Value) -> String {
     value.to_string()
 }
 
-/// The fit configuration and device of an inference call, as the Python layer sends them (JSON);
-/// the verb and its own arguments travel separately as an `ns_inference::request::Request`.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Options {
-    init: Option<Vec<f64>>,
-    bounds: Option<Vec<(f64, f64)>>,
-    fixed: Option<Vec<bool>>,
-    #[serde(default = "default_tolerance")]
-    tolerance: f64,
-    #[serde(default = "default_device")]
-    device: String,
+/// The call of a Python verb (`ns_inference::call::Call` as JSON, without its model: the
+/// model is `model`, whose source is filled in).
+fn call_of(model: &PyModel, call: &str) -> PyResult<Call> {
+    let value: serde_json::Value = serde_json::from_str(call)
+        .map_err(|e| InvalidInputError::new_err(format!("bad call: {e}")))?;
+    let mut call = Call::from_json(value).map_err(to_py)?;
+    if call.model.is_none() {
+        call.model = model.source.clone();
+    }
+    Ok(call)
 }
 
-fn default_tolerance() -> f64 {
-    1e-6
-}
-fn default_device() -> String {
-    "cpu".into()
-}
-
-/// Run an inference request (JSON, e.g. `{"verb": "hypotest", "mu": 1.0}`) on `data` with the
-/// JSON `options`; returns the result's report JSON (`ns_inference::report`). With a
-/// `progress` label, long requests (toys, scans, rankings, limit grids) show a tqdm bar.
+/// Run an inference call (JSON, e.g. `{"request": {"verb": "hypotest", "mu": 1.0}, "data":
+/// {"values": [...]}}`) on `model`; returns the result's report JSON (`ns_inference::report`).
+/// With a `progress` label, long requests (toys, scans, rankings, limit grids) show a tqdm bar.
 #[pyfunction]
-#[pyo3(signature = (model, data, options, request, progress=None))]
+#[pyo3(signature = (model, call, progress=None))]
 pub(crate) fn infer(
     py: Python<'_>,
     model: &PyModel,
-    data: Vec<f64>,
-    options: &str,
-    request: &str,
+    call: &str,
     progress: Option<&str>,
 ) -> PyResult<String> {
-    let o: Options = serde_json::from_str(options)
-        .map_err(|e| InvalidInputError::new_err(format!("bad options: {e}")))?;
-    let request: Request = serde_json::from_str(request)
-        .map_err(|e| InvalidInputError::new_err(format!("bad request: {e}")))?;
-    let bar = Progress::new(py, progress, request.progress_steps(&model.model));
+    let call = call_of(model, call)?;
+    run_call_on(py, &model.model, &call, progress)
+}
+
+/// The call JSON `infer` would run (the model's workspace inline): what `save_call` writes.
+#[pyfunction]
+pub(crate) fn call_json(model: &PyModel, call: &str) -> PyResult<String> {
+    let call = call_of(model, call)?;
+    if call.model.is_none() {
+        return Err(InvalidInputError::new_err(
+            "this model was not built from a workspace, so a call cannot name it",
+        ));
+    }
+    serde_json::to_string_pretty(&call.to_json())
+        .map_err(|e| NextStatError::new_err(e.to_string()))
+}
+
+/// Run a saved call (JSON text; relative paths read from `base`): (verb, report JSON).
+#[pyfunction]
+#[pyo3(signature = (call, base=None, progress=None))]
+pub(crate) fn run_call(
+    py: Python<'_>,
+    call: &str,
+    base: Option<std::path::PathBuf>,
+    progress: Option<&str>,
+) -> PyResult<(String, String)> {
+    let value: serde_json::Value = serde_json::from_str(call)
+        .map_err(|e| InvalidInputError::new_err(format!("bad call: {e}")))?;
+    let mut call = Call::from_json(value).map_err(to_py)?;
+    let Some(model_ref) = call.model.as_mut() else {
+        return Err(InvalidInputError::new_err("the call names no model"));
+    };
+    if let Some(base) = base {
+        model_ref.resolve_paths(&base);
+    }
+    let (_, model) = model_ref
+        .load(&ns_translate::load::read_json)
+        .map_err(to_py)?;
+    let verb = serde_json::to_value(&call.request)
+        .ok()
+        .and_then(|v| v["verb"].as_str().map(String::from))
+        .unwrap_or_default();
+    Ok((verb, run_call_on(py, &model, &call, progress)?))
+}
+
+fn run_call_on(
+    py: Python<'_>,
+    model: &HistFactoryModel,
+    call: &Call,
+    progress: Option<&str>,
+) -> PyResult<String> {
+    let bar = Progress::new(py, progress, call.request.progress_steps(model));
     let done = bar.as_ref().map(|p| p.done.clone());
     let stop = Arc::new(AtomicBool::new(false));
     run_watched(py, bar, &|| stop.store(true, Ordering::Relaxed), || {
-        let m = &model.model;
-        let config = fit_config(
-            m,
-            o.init.clone(),
-            o.bounds.clone(),
-            o.fixed.clone(),
-            o.tolerance,
-        )?;
-        let prepared = model.prepared(&data)?;
-        let f = fitter(m, &o.device, request.workload(m), &stop)?;
-        let outcome = request.run(&f, &prepared, &config, &|k| {
+        let outcome = call.run(model, stop.clone(), &|k| {
             if let Some(done) = &done {
                 done.fetch_max(k, Ordering::Relaxed);
             }
         })?;
-        Ok(json_text(outcome.report(m, true)))
+        Ok(json_text(outcome.report(model, true)))
     })
 }
 
@@ -237,9 +234,7 @@ pub(crate) fn fit_toys<'py>(
         let config = fit_config(m, None, None, None, tolerance)?;
         let f = fitter(m, device, Workload::Batch { fits: n_toys }, stop)?;
         // The optimizer's variable scaling, once for all toys: at the Asimov data of `params`.
-        let (main, aux) = CpuEvaluator::new(&m.compiled)
-            .expected_data(&params, &mut Scratch::new(&m.compiled))?;
-        let config = f.with_scale(&PreparedData::new(&m.compiled, main, aux)?, &config)?;
+        let config = f.with_scale(&m.asimov(&params)?, &config)?;
         let (toys, results) = ns_inference::fit_toys(&f, &params, n_toys, seed, &config, &|_| {})?;
         let rows = toys
             .iter()

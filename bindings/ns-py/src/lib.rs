@@ -80,6 +80,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<differentiable::PyDifferentiable>()?;
     for f in [
         wrap_pyfunction!(infer::infer, m)?,
+        wrap_pyfunction!(infer::call_json, m)?,
+        wrap_pyfunction!(infer::run_call, m)?,
         wrap_pyfunction!(infer::fit_toys, m)?,
         wrap_pyfunction!(infer::fit_from_data, m)?,
         wrap_pyfunction!(has_cuda, m)?,

@@ -11,6 +11,8 @@ use crate::{NsResult, invalid, to_py};
 #[pyclass(module = "nextstat._core", name = "Model", frozen)]
 pub(crate) struct PyModel {
     pub(crate) model: HistFactoryModel,
+    /// Where the model comes from, for calls that name it (`save_call`).
+    pub(crate) source: Option<ns_translate::ModelRef>,
 }
 
 impl PyModel {

@@ -50,18 +50,32 @@ impl PyWorkspace {
         histosys: Option<&str>,
     ) -> PyResult<PyModel> {
         let mut codes = InterpCodes::default();
+        let mut overrides = Vec::new();
         if let Some(n) = normsys {
             codes.normsys = NormsysCode::from_name(n).map_err(to_py)?;
+            overrides.push(format!("normsys={n}"));
         }
         if let Some(h) = histosys {
             codes.histosys = HistosysCode::from_name(h).map_err(to_py)?;
+            overrides.push(format!("histosys={h}"));
         }
+        let source = ns_translate::ModelRef {
+            workspace: ns_translate::Source::Inline(self.ws.to_value()),
+            patchset: None,
+            patches: Vec::new(),
+            measurement: measurement_name.clone(),
+            interpolation: ns_translate::Interpolation {
+                defaults: "pyhf".into(),
+                codes: (!overrides.is_empty()).then(|| overrides.join(",")),
+            },
+        };
         let options = ModelOptions {
             measurement: measurement_name,
             codes,
         };
         Ok(PyModel {
             model: HistFactoryModel::from_workspace(&self.ws, &options).map_err(to_py)?,
+            source: Some(source),
         })
     }
 

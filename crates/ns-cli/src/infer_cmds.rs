@@ -2,17 +2,19 @@
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use ns_compute::PreparedData;
+use ns_compute::Likelihood;
 use ns_core::{Error, Result};
+use ns_inference::call::{Call, DEFAULT_TOLERANCE, DataChoice, FitOptions, linspace};
 use ns_inference::limits::Outside;
-use ns_inference::optimizer::LbfgsbOptions;
 use ns_inference::request::{Outcome, Request};
-use ns_inference::{Device, FitConfig, Fitter, TestStatistic, Workload};
-use serde_json::Value;
+use ns_inference::{Device, TestStatistic};
+use serde_json::{Map, Value, json};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
-use crate::input::{Loaded, ModelArgs};
+use crate::input::ModelArgs;
 use crate::{emit, to_json};
 
 /// Options shared by the inference verbs.
@@ -20,17 +22,10 @@ use crate::{emit, to_json};
 pub struct InferArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Write the JSON result here instead of stdout
-    #[arg(short = 'o', long = "output-file")]
-    pub output: Option<PathBuf>,
-    /// Output format: json (default) or a human-readable text summary
-    #[arg(long, default_value = "json", value_parser = ["json", "text"])]
-    pub format: String,
-    /// Worker threads for parallel work (default: all cores; at most 4 per core)
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// Convergence tolerance on the projected gradient of twice_nll
-    #[arg(long, default_value_t = 1e-6, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE, allow_negative_numbers = true)]
     pub tolerance: f64,
     /// Starting parameters (as eval --pars: a list in pyhf order or an object by name)
     #[arg(long, value_name = "FILE.json")]
@@ -51,6 +46,35 @@ pub struct InferArgs {
     /// Fit Asimov data generated at the conditional MLE for this POI value
     #[arg(long, value_name = "MU", allow_negative_numbers = true)]
     pub asimov: Option<f64>,
+    /// Also write the call this command runs (model, request, fit options, device, data) as
+    /// JSON to FILE: `nextstat run FILE` runs it again
+    #[arg(long, value_name = "FILE.json")]
+    pub save_call: Option<PathBuf>,
+}
+
+/// Options of `nextstat run`: a saved call and how to print its result.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// A call as `--save-call` writes it (docs/call.schema.json); relative paths in it are read
+    /// from the call file's folder
+    #[arg(value_name = "CALL.json")]
+    pub call: PathBuf,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Where and how a result is printed.
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Write the JSON result here instead of stdout
+    #[arg(short = 'o', long = "output-file")]
+    pub output: Option<PathBuf>,
+    /// Output format: json (default) or a human-readable text summary
+    #[arg(long, default_value = "json", value_parser = ["json", "text"])]
+    pub format: String,
+    /// Worker threads for parallel work (default: all cores; at most 4 per core)
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -87,8 +111,8 @@ pub enum InferCommand {
         #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
         /// Test statistic: qtilde (default), q, q0
-        #[arg(long, default_value = "qtilde")]
-        test_stat: String,
+        #[arg(long, default_value = "qtilde", value_parser = test_statistic)]
+        test_stat: TestStatistic,
     },
     /// Toy-based CLs at a POI value (pyhf's calctype="toybased")
     HypotestToys {
@@ -98,8 +122,8 @@ pub enum InferCommand {
         #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
         /// Test statistic: qtilde (default), q, q0
-        #[arg(long, default_value = "qtilde")]
-        test_stat: String,
+        #[arg(long, default_value = "qtilde", value_parser = test_statistic)]
+        test_stat: TestStatistic,
         /// Toys per hypothesis
         #[arg(long, default_value_t = 2000)]
         n_toys: usize,
@@ -136,12 +160,6 @@ pub enum InferCommand {
     },
 }
 
-struct Session {
-    loaded: Loaded,
-    data: PreparedData,
-    config: FitConfig,
-}
-
 /// `--gpu`'s value, refused here with the parser's message when it names no device.
 fn device_name(name: &str) -> std::result::Result<String, String> {
     Device::from_name(name)
@@ -149,24 +167,14 @@ fn device_name(name: &str) -> std::result::Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-impl InferArgs {
-    /// A fitter on the device chosen by `--gpu` for this workload.
-    fn fitter<'m>(
-        &self,
-        model: &'m ns_translate::HistFactoryModel,
-        workload: Workload,
-    ) -> Result<Fitter<'m>> {
-        let device = Device::from_name(&self.device)?;
-        let fitter = Fitter::on_device(model, device, workload)?;
-        if device == Device::Auto
-            && let Some(problem) = ns_compute::cuda::cuda_driver_problem()
-        {
-            eprintln!("note: --gpu auto runs on the CPU: {problem}");
-        }
-        Ok(fitter)
-    }
+/// `--test-stat`'s value.
+fn test_statistic(name: &str) -> std::result::Result<TestStatistic, String> {
+    TestStatistic::from_name(name).map_err(|e| e.to_string())
+}
 
-    fn session(&self) -> Result<Session> {
+impl OutputArgs {
+    /// The thread pool `--threads` asks for.
+    fn configure_threads(&self) -> Result<()> {
         if let Some(n) = self.threads {
             let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
             if n == 0 || n > 4 * cores {
@@ -179,79 +187,7 @@ impl InferArgs {
             // Only the first configuration of the global pool takes effect; later calls are no-ops.
             let _ = rayon_pool(n);
         }
-        if !(self.tolerance > 0.0 && self.tolerance.is_finite()) {
-            return Err(Error::InvalidInput(format!(
-                "--tolerance {}: it must be a positive, finite number (default 1e-6)",
-                self.tolerance
-            )));
-        }
-        let loaded = self.model.load()?;
-        let model = &loaded.model;
-        let mut config = FitConfig {
-            optimizer: LbfgsbOptions {
-                pg_tol: self.tolerance,
-                ..Default::default()
-            },
-            ..FitConfig::suggested(model)
-        };
-        if let Some(path) = &self.init {
-            config.init = ns_inference::params::params_from_json(
-                model,
-                &crate::input::read_json(path)?,
-                &config.init,
-            )?;
-        }
-        for item in &self.bounds {
-            let bad =
-                || Error::InvalidInput(format!("--bound '{item}' must look like NAME=LOW,HIGH"));
-            let (name, range) = item.split_once('=').ok_or_else(bad)?;
-            let (lo, hi) = range.split_once(',').ok_or_else(bad)?;
-            let (lo, hi): (f64, f64) = (
-                lo.trim().parse().map_err(|_| bad())?,
-                hi.trim().parse().map_err(|_| bad())?,
-            );
-            let indices: Vec<usize> = match model.parameter_set(name.trim()) {
-                Some(set) => (set.offset..set.offset + set.n_parameters).collect(),
-                None => vec![
-                    model
-                        .parameter_index(name.trim())
-                        .map_err(|e| Error::InvalidInput(format!("--bound: {e}")))?,
-                ],
-            };
-            for i in indices {
-                config.bounds[i] = (lo, hi);
-            }
-        }
-        let observed =
-            PreparedData::from_full(&model.compiled, &loaded.workspace.data(model, true)?)?;
-        let data = match (&self.data, self.asimov) {
-            (Some(path), _) => {
-                let values = crate::input::read_json(path)?;
-                let values: Vec<f64> = values
-                    .as_array()
-                    .and_then(|a| a.iter().map(|v| v.as_f64()).collect())
-                    .ok_or_else(|| {
-                        Error::InvalidInput(format!(
-                            "{}: data must be a JSON list of numbers",
-                            path.display()
-                        ))
-                    })?;
-                if values.len() == model.compiled.n_main {
-                    PreparedData::new(&model.compiled, values, model.auxdata.clone())?
-                } else {
-                    PreparedData::from_full(&model.compiled, &values)?
-                }
-            }
-            (None, Some(mu)) => {
-                ns_inference::hypotest::asimov_data(&Fitter::new(model), mu, &observed, &config)?.0
-            }
-            (None, None) => observed,
-        };
-        Ok(Session {
-            loaded,
-            data,
-            config,
-        })
+        Ok(())
     }
 
     fn finish(&self, value: Value, text: String) -> Result<()> {
@@ -260,6 +196,80 @@ impl InferArgs {
         } else {
             emit(&to_json(&value), self.output.as_ref())
         }
+    }
+}
+
+/// `NAME=REST` of a repeatable option, split.
+fn name_value<'a>(flag: &str, item: &'a str, shape: &str) -> Result<(&'a str, &'a str)> {
+    item.split_once('=')
+        .map(|(n, v)| (n.trim(), v.trim()))
+        .ok_or_else(|| Error::InvalidInput(format!("{flag} '{item}' must look like {shape}")))
+}
+
+/// A JSON number for a value JSON can hold; null (refused by the engine's checks, naming the
+/// parameter) for NaN and ±inf.
+fn json_number(v: f64) -> Value {
+    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+}
+
+impl InferArgs {
+    /// The call these options make with `request` and the parameters `fix` fixes.
+    fn call(&self, request: Request, fix: &[String]) -> Result<Call> {
+        let init = self
+            .init
+            .as_ref()
+            .map(|path| crate::input::read_json(path))
+            .transpose()?;
+        let mut bounds = Map::new();
+        for item in &self.bounds {
+            let (name, range) = name_value("--bound", item, "NAME=LOW,HIGH")?;
+            let bad =
+                || Error::InvalidInput(format!("--bound '{item}' must look like NAME=LOW,HIGH"));
+            let (lo, hi) = range.split_once(',').ok_or_else(bad)?;
+            let (lo, hi): (f64, f64) = (
+                lo.trim().parse().map_err(|_| bad())?,
+                hi.trim().parse().map_err(|_| bad())?,
+            );
+            bounds.insert(name.to_string(), json!([json_number(lo), json_number(hi)]));
+        }
+        let mut fixed = Map::new();
+        for item in fix {
+            let (name, value) = name_value("--fix", item, "NAME=VALUE")?;
+            let value: f64 = value.parse().map_err(|_| {
+                Error::InvalidInput(format!("--fix {name}: '{value}' is not a number"))
+            })?;
+            fixed.insert(name.to_string(), json_number(value));
+        }
+        let data = match (&self.data, self.asimov) {
+            (Some(path), _) => {
+                let values = crate::input::read_json(path)?;
+                DataChoice::Values(
+                    values
+                        .as_array()
+                        .and_then(|a| a.iter().map(|v| v.as_f64()).collect())
+                        .ok_or_else(|| {
+                            Error::InvalidInput(format!(
+                                "{}: data must be a JSON list of numbers",
+                                path.display()
+                            ))
+                        })?,
+                )
+            }
+            (None, Some(mu)) => DataChoice::Asimov(mu),
+            (None, None) => DataChoice::Observed,
+        };
+        Ok(Call {
+            model: Some(self.model.model_ref()?),
+            request,
+            fit: FitOptions {
+                tolerance: self.tolerance,
+                init,
+                bounds: (!bounds.is_empty()).then_some(Value::Object(bounds)),
+                fixed: (!fixed.is_empty()).then_some(Value::Object(fixed)),
+            },
+            device: self.device.clone(),
+            data,
+        })
     }
 }
 
@@ -285,36 +295,17 @@ fn progress(len: u64, what: &str) -> ProgressBar {
     bar
 }
 
-/// Most points of a scan grid (each point is one or more fits).
-const MAX_GRID_POINTS: f64 = 100_000.0;
-
-fn linspace(option: &str, spec: &[f64]) -> Result<Vec<f64>> {
-    let (start, stop, count) = (spec[0], spec[1], spec[2]);
-    if !((2.0..=MAX_GRID_POINTS).contains(&count) && count.fract() == 0.0) {
-        return Err(Error::InvalidInput(format!(
-            "{option} START STOP COUNT: COUNT must be a whole number from 2 to {MAX_GRID_POINTS}, not {count}"
-        )));
-    }
-    if !(start.is_finite() && stop.is_finite()) {
-        return Err(Error::InvalidInput(format!(
-            "{option} START STOP COUNT: START and STOP must be finite numbers, not {start} and {stop}"
-        )));
-    }
-    let n = count as usize;
-    Ok((0..n)
-        .map(|i| start + (stop - start) * i as f64 / (n - 1) as f64)
-        .collect())
+/// `START STOP COUNT` of a grid option.
+fn grid(option: &str, spec: &[f64]) -> Result<Vec<f64>> {
+    linspace(spec[0], spec[1], spec[2]).map_err(|e| match e {
+        Error::InvalidInput(m) => Error::InvalidInput(format!("{option} {m}")),
+        other => other,
+    })
 }
 
-/// What `fit` adds to its request: parameters fixed on the command line, and whether to write
-/// the matrices.
-struct FitExtras {
-    fix: Vec<String>,
-    covariance: bool,
-}
-
-/// The engine request of a command (`ns_inference::request`), its shared options, and what a fit adds.
-fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Option<FitExtras>)> {
+/// The shared options of a command, its engine request (`ns_inference::request`) and the
+/// parameters `fit` fixes.
+fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
     Ok(match cmd {
         InferCommand::Fit {
             args,
@@ -326,16 +317,17 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Option<FitExtras
             Request::Fit {
                 uncertainties: true,
                 minos,
+                covariance,
             },
-            Some(FitExtras { fix, covariance }),
+            fix,
         ),
-        InferCommand::Ranking { args } => (args, Request::Ranking, None),
-        InferCommand::Gof { args } => (args, Request::Gof, None),
+        InferCommand::Ranking { args } => (args, Request::Ranking, vec![]),
+        InferCommand::Gof { args } => (args, Request::Gof, vec![]),
         InferCommand::Hypotest {
             args,
             mu,
             test_stat,
-        } => (args, Request::Hypotest { mu, test_stat }, None),
+        } => (args, Request::Hypotest { mu, test_stat }, vec![]),
         InferCommand::HypotestToys {
             args,
             mu,
@@ -350,20 +342,20 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Option<FitExtras
                 n_toys,
                 seed,
             },
-            None,
+            vec![],
         ),
         InferCommand::UpperLimit { args, level, scan } => {
-            let scan = scan.map(|spec| linspace("--scan", &spec)).transpose()?;
-            (args, Request::UpperLimit { level, scan }, None)
+            let scan = scan.map(|spec| grid("--scan", &spec)).transpose()?;
+            (args, Request::UpperLimit { level, scan }, vec![])
         }
-        InferCommand::Significance { args } => (args, Request::Significance, None),
+        InferCommand::Significance { args } => (args, Request::Significance, vec![]),
         InferCommand::Scan {
             args,
             parameter,
             range,
         } => {
-            let values = linspace("--range", &range)?;
-            (args, Request::ProfileScan { parameter, values }, None)
+            let values = grid("--range", &range)?;
+            (args, Request::ProfileScan { parameter, values }, vec![])
         }
     })
 }
@@ -381,29 +373,66 @@ fn label(request: &Request) -> &'static str {
 }
 
 pub fn run(cmd: InferCommand) -> Result<()> {
-    let (args, request, extras) = request_of(cmd)?;
-    let mut s = args.session()?;
-    let model = &s.loaded.model;
-    if let Some(extras) = &extras {
-        for item in &extras.fix {
-            let (name, value) = item.split_once('=').ok_or_else(|| {
-                Error::InvalidInput(format!("--fix '{item}' must look like NAME=VALUE"))
-            })?;
-            let index = model
-                .parameter_index(name.trim())
-                .map_err(|e| Error::InvalidInput(format!("--fix: {e}")))?;
-            let value: f64 = value.trim().parse().map_err(|_| {
-                Error::InvalidInput(format!("--fix {name}: '{value}' is not a number"))
-            })?;
-            s.config = s.config.with_fixed(index, value);
-        }
+    let (args, request, fix) = request_of(cmd)?;
+    args.out.configure_threads()?;
+    let call = args.call(request, &fix)?;
+    if let Some(path) = &args.save_call {
+        save_call(&call, path)?;
     }
-    let fitter = args.fitter(model, request.workload(model))?;
-    let bar = progress(request.progress_steps(model), label(&request));
-    let outcome = request.run(&fitter, &s.data, &s.config, &|k| bar.set_position(k as u64));
+    execute(&call, Path::new(""), &args.out)
+}
+
+/// Run a call built by a verb without the shared inference options (`eval`): JSON to `output`.
+pub fn run_call(call: &Call, save: Option<&Path>, output: Option<PathBuf>) -> Result<()> {
+    if let Some(path) = save {
+        save_call(call, path)?;
+    }
+    let out = OutputArgs {
+        output,
+        format: "json".into(),
+        threads: None,
+    };
+    execute(call, Path::new(""), &out)
+}
+
+/// `nextstat run CALL.json`.
+pub fn run_saved(args: RunArgs) -> Result<()> {
+    args.output.configure_threads()?;
+    let call = Call::from_json(crate::input::read_json(&args.call)?)?;
+    let base = args.call.parent().unwrap_or(Path::new("")).to_path_buf();
+    execute(&call, &base, &args.output)
+}
+
+/// Write `call` with absolute paths (it runs from any folder on this machine).
+fn save_call(call: &Call, path: &Path) -> Result<()> {
+    let mut call = call.clone();
+    if let Some(model) = &mut call.model {
+        let cwd = std::env::current_dir().map_err(|e| Error::io("the current folder", e))?;
+        model.resolve_paths(&cwd);
+    }
+    crate::emit(&to_json(&call.to_json()), Some(&path.to_path_buf()))
+}
+
+/// Run a call (its relative paths read from `base`) and print its result as the verb does.
+fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
+    let mut model_ref = call.model.clone().ok_or_else(|| {
+        Error::InvalidInput("the call names no model (\"model\": {\"workspace\": ...})".into())
+    })?;
+    model_ref.resolve_paths(base);
+    let device = call.validate()?;
+    let (_, model) = model_ref.load(&crate::input::read_json)?;
+    if device == Device::Auto
+        && let Some(problem) = ns_compute::cuda::cuda_driver_problem()
+    {
+        eprintln!("note: --gpu auto runs on the CPU: {problem}");
+    }
+    let request = &call.request;
+    let bar = progress(request.progress_steps(&model), label(request));
+    let outcome = call.run(&model, Arc::new(AtomicBool::new(false)), &|k| {
+        bar.set_position(k as u64)
+    });
     bar.finish_and_clear();
     let outcome = outcome?;
-    let matrices = extras.as_ref().is_some_and(|e| e.covariance);
     let warning = match &outcome {
         Outcome::Fit { fit, .. } => fit.warning.clone(),
         Outcome::HypotestToys { result, .. } => result.warning.clone(),
@@ -413,9 +442,10 @@ pub fn run(cmd: InferCommand) -> Result<()> {
     if let Some(w) = warning {
         eprintln!("warning: {w}");
     }
-    args.finish(
-        outcome.report(model, matrices),
-        text_of(&outcome, model, matrices),
+    let matrices = matches!(request, Request::Fit { covariance: true, .. });
+    out.finish(
+        outcome.report(&model, matrices),
+        text_of(&outcome, &model, matrices),
     )
 }
 
@@ -448,7 +478,7 @@ fn band(what: &str, values: &[f64; 5]) -> String {
 }
 
 /// The human-readable summary of `--format text`.
-fn text_of(outcome: &Outcome, model: &ns_translate::HistFactoryModel, matrices: bool) -> String {
+fn text_of(outcome: &Outcome, model: &dyn Likelihood, matrices: bool) -> String {
     match outcome {
         Outcome::Eval { .. } => String::new(),
         Outcome::Fit { fit, minos } => {
@@ -457,7 +487,7 @@ fn text_of(outcome: &Outcome, model: &ns_translate::HistFactoryModel, matrices: 
                 fit.twice_nll,
                 fit.termination.describe()
             );
-            for (i, name) in model.par_names.iter().enumerate() {
+            for (i, name) in model.parameter_names().iter().enumerate() {
                 let sigma = fit.uncertainties.as_ref().map_or(f64::NAN, |u| u[i]);
                 text.push_str(&format!(
                     "{name:>40} = {:>12.6} ± {:<10.6}{}\n",

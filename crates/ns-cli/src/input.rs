@@ -1,10 +1,8 @@
 //! The workspace/model options every verb shares, and loading a model from them.
 
 use clap::Args;
-use ns_core::{Error, HistosysCode, InterpCodes, NormsysCode, Result};
-use ns_translate::FromWorkspace;
-use ns_translate::patch::{PatchSet, apply_patch};
-use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
+use ns_core::{Error, Result};
+use ns_translate::{Interpolation, ModelRef, PatchsetPatch, Source};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -90,78 +88,29 @@ pub struct ModelArgs {
     pub interp_defaults: String,
 }
 
-/// A loaded workspace and its model.
-pub struct Loaded {
-    pub workspace: Workspace,
-    pub model: HistFactoryModel,
-}
-
-/// Parse `--interp-defaults` and `--interp-codes` into the model's codes.
-pub fn interp_codes(defaults: &str, overrides: Option<&str>) -> Result<InterpCodes> {
-    let mut codes = match defaults {
-        "pyhf" => InterpCodes::default(),
-        "legacy" => InterpCodes::legacy(),
-        other => {
-            return Err(Error::InvalidInput(format!(
-                "--interp-defaults must be 'pyhf' or 'legacy', not '{other}'"
-            )));
-        }
-    };
-    let mut named: Vec<&str> = Vec::new();
-    for item in overrides
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        let (kind, code) = item.split_once('=').ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "--interp-codes entry '{item}' must look like TYPE=CODE"
-            ))
-        })?;
-        let kind = kind.trim();
-        if named.contains(&kind) {
-            return Err(Error::InvalidInput(format!(
-                "--interp-codes names '{kind}' twice: give one code per modifier type"
-            )));
-        }
-        named.push(kind);
-        match kind {
-            "normsys" => codes.normsys = NormsysCode::from_name(code)?,
-            "histosys" => codes.histosys = HistosysCode::from_name(code)?,
-            other => {
-                return Err(Error::InvalidInput(format!(
-                    "--interp-codes: '{other}' has no interpolation code (only normsys and histosys do)"
-                )));
-            }
-        }
-    }
-    Ok(codes)
-}
-
 impl ModelArgs {
+    /// The model these options name, as the serialisable call holds it.
+    pub fn model_ref(&self) -> Result<ModelRef> {
+        Ok(ModelRef {
+            workspace: Source::Path(self.ws.path()?),
+            patchset: match (&self.patchset, &self.patch_name) {
+                (Some(path), Some(name)) => Some(PatchsetPatch {
+                    patchset: Source::Path(path.clone()),
+                    patch: name.clone(),
+                }),
+                _ => None,
+            },
+            patches: self.patches.iter().cloned().map(Source::Path).collect(),
+            measurement: self.measurement.clone(),
+            interpolation: Interpolation {
+                defaults: self.interp_defaults.clone(),
+                codes: self.interp_codes.clone(),
+            },
+        })
+    }
+
     /// The workspace JSON after the patchset patch and the `-p` patches.
     pub fn workspace_value(&self) -> Result<Value> {
-        let path = self.ws.path()?;
-        let mut doc = read_json(&path)?;
-        if let (Some(ps_path), Some(name)) = (&self.patchset, &self.patch_name) {
-            let patchset = PatchSet::from_value(read_json(ps_path)?)?;
-            doc = patchset.apply(&doc, name)?;
-        }
-        for patch_path in &self.patches {
-            let patch = read_json(patch_path)?;
-            apply_patch(&mut doc, &patch, &patch_path.display().to_string())?;
-        }
-        Ok(doc)
-    }
-
-    pub fn load(&self) -> Result<Loaded> {
-        let workspace = Workspace::from_value(self.workspace_value()?)?;
-        let options = ModelOptions {
-            measurement: self.measurement.clone(),
-            codes: interp_codes(&self.interp_defaults, self.interp_codes.as_deref())?,
-        };
-        let model = HistFactoryModel::from_workspace(&workspace, &options)?;
-        Ok(Loaded { workspace, model })
+        self.model_ref()?.workspace_value(&read_json)
     }
 }

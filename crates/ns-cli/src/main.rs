@@ -7,10 +7,9 @@ mod workspace_cmds;
 
 use clap::{Parser, Subcommand};
 use input::ModelArgs;
-use ns_compute::PreparedData;
 use ns_core::Result;
+use ns_inference::call::Call;
 use ns_inference::request::Request;
-use ns_inference::{FitConfig, Fitter};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,7 +37,13 @@ enum Command {
         /// Write the JSON here instead of stdout
         #[arg(short = 'o', long = "output-file")]
         output: Option<PathBuf>,
+        /// Also write the call this command runs as JSON to FILE (`nextstat run FILE` runs it)
+        #[arg(long, value_name = "FILE.json")]
+        save_call: Option<PathBuf>,
     },
+    /// Run a call saved with --save-call (or written by hand: docs/call.schema.json) and print
+    /// what its verb prints
+    Run(infer_cmds::RunArgs),
     /// List the compute devices of this machine: CPU threads, CUDA GPUs, Vulkan/Metal adapters
     Devices {
         /// JSON for scripts instead of the text list
@@ -62,20 +67,17 @@ pub fn to_json(value: &Value) -> String {
 }
 
 /// `eval`: the engine's eval request at the suggested init or the given points.
-fn eval(model_args: &ModelArgs, pars: Option<&PathBuf>, output: Option<&PathBuf>) -> Result<()> {
-    let loaded = model_args.load()?;
-    let model = &loaded.model;
-    let data = PreparedData::from_full(&model.compiled, &loaded.workspace.data(model, true)?)?;
+fn eval(
+    model_args: &ModelArgs,
+    pars: Option<&PathBuf>,
+    output: Option<&PathBuf>,
+    save_call: Option<&PathBuf>,
+) -> Result<()> {
     let request = Request::Eval {
         pars: pars.map(|p| crate::input::read_json(p)).transpose()?,
     };
-    let outcome = request.run(
-        &Fitter::new(model),
-        &data,
-        &FitConfig::suggested(model),
-        &|_| {},
-    )?;
-    emit(&to_json(&outcome.report(model, false)), output)
+    let call = Call::new(Some(model_args.model_ref()?), request);
+    infer_cmds::run_call(&call, save_call.map(PathBuf::as_path), output.cloned())
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -84,7 +86,9 @@ fn run(cli: Cli) -> Result<()> {
             model,
             pars,
             output,
-        } => eval(&model, pars.as_ref(), output.as_ref()),
+            save_call,
+        } => eval(&model, pars.as_ref(), output.as_ref(), save_call.as_ref()),
+        Command::Run(args) => infer_cmds::run_saved(args),
         Command::Devices { json } => devices(json),
         Command::Infer(cmd) => infer_cmds::run(cmd),
         Command::Workspace(cmd) => workspace_cmds::run(cmd),

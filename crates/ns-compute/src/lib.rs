@@ -1,4 +1,6 @@
-//! Evaluators of a [`CompiledModel`](ns_core::CompiledModel) behind one [`Backend`] interface.
+//! Evaluators of a [`CompiledModel`](ns_core::CompiledModel) behind one [`Backend`] interface,
+//! and the [`Likelihood`] interface through which inference sees a model (HistFactory's in
+//! [`histfactory`]).
 //!
 //! `cpu` is the f64 reference: NLL, analytic reverse-mode gradient and expected data, single
 //! or batched over many parameter vectors and datasets (rayon, deterministic for any thread
@@ -11,7 +13,9 @@ pub mod cuda;
 pub mod data;
 pub mod detmath;
 pub mod device;
+pub mod histfactory;
 pub mod layout;
+pub mod likelihood;
 pub mod poisson;
 pub mod rng;
 pub mod signal;
@@ -26,5 +30,6 @@ pub use backend::{
 pub use cpu::{CpuBackend, CpuEvaluator, Scratch};
 pub use data::{MAX_COUNT, PreparedData};
 pub use device::{AdapterSummary, CudaGpus, Device, Inventory, Workload};
+pub use likelihood::{Likelihood, Reach, Saturated};
 pub use signal::ExternalSignal;
 pub use toys::ToyEnsembleRates;

@@ -79,6 +79,9 @@ pub struct HistFactoryModel {
     pub compiled: CompiledModel,
     /// The sample of each block of `compiled.samples` (its channel follows from the block's bins).
     pub block_samples: Vec<String>,
+    /// The workspace's observed main data in channel order, where it has observations for every
+    /// channel.
+    pub observations: Option<Vec<f64>>,
 }
 
 impl HistFactoryModel {
@@ -124,6 +127,7 @@ impl HistFactoryModel {
             auxdata,
             compiled,
             block_samples,
+            observations: None,
         }
     }
 

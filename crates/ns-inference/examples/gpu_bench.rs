@@ -98,7 +98,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "kernels_report": session.kernel_report(),
     });
     drop(session);
-    let cuda = Fitter::with_backend(&model, Box::new(backend));
+    let cuda = Fitter::with_backend(&model, Box::new(backend))?;
     out["backend"] = cuda.backend_description().into();
     // With --vulkan, the f32 backend on the same GPU (its Vulkan driver) as a third column.
     let vulkan = args

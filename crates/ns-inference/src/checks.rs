@@ -2,7 +2,7 @@
 //! says why, never a plausible number (a pinned POI, a μ outside its bounds, a likelihood that is
 //! undefined where the fit starts).
 
-use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 
 use crate::fit::{FitConfig, FitResult, Fitter};
@@ -13,19 +13,19 @@ use crate::optimizer::Termination;
 pub fn free_poi(fitter: &Fitter, config: &FitConfig) -> Result<usize> {
     let model = fitter.model();
     let poi = model.poi()?;
-    let name = &model.par_names[poi];
+    let name = &model.parameter_names()[poi];
     if config.fixed[poi] {
         return Err(Error::InvalidModel(format!(
-            "the POI '{name}' is fixed (\"fixed\": true in measurement '{}', or --fix): a \
+            "the POI '{name}' is fixed (by {} or by the call's fixed parameters): a \
              hypothesis test, limit, scan or ranking needs it free",
-            model.measurement
+            model.origin()
         )));
     }
     let (lo, hi) = config.bounds[poi];
     if !(lo < hi) {
         return Err(Error::InvalidModel(format!(
-            "the POI '{name}' has bounds [{lo}, {hi}] (measurement '{}'): it needs a range to vary in",
-            model.measurement
+            "the POI '{name}' has bounds [{lo}, {hi}] ({}): it needs a range to vary in",
+            model.origin()
         )));
     }
     Ok(poi)
@@ -43,7 +43,7 @@ pub fn value_in_bounds(
     if !(value.is_finite() && lo <= value && value <= hi) {
         return Err(Error::InvalidInput(format!(
             "{what} = {value} is outside the bounds of '{}', [{lo}, {hi}]",
-            fitter.model().par_names[index]
+            fitter.model().parameter_names()[index]
         )));
     }
     Ok(())
@@ -68,7 +68,6 @@ pub fn started(fitter: &Fitter, fit: &FitResult, data: &PreparedData) -> Result<
         return Ok(());
     }
     let model = fitter.model();
-    let compiled = &model.compiled;
     // Defined in f64 but not on an f32 backend: f32's range, not the model, is the problem.
     if fitter.backend().precision() != ns_compute::Precision::F64
         && fitter
@@ -78,53 +77,15 @@ pub fn started(fitter: &Fitter, fit: &FitResult, data: &PreparedData) -> Result<
         return Err(Error::Computation(format!(
             "the likelihood overflows f32 on the {} backend where the fit starts (it is finite in \
              f64: counts, yields or their terms pass f32's range of about 3.4e38, or its \
-             resolution); run it with --gpu cpu or cuda (f64)",
+             resolution); run it on the cpu or cuda device (f64)",
             fitter.device().name()
         )));
     }
-    let expected = CpuEvaluator::new(compiled)
-        .expected_data(&fit.parameters, &mut Scratch::new(compiled))
-        .map(|(main, _)| main)
-        .unwrap_or_default();
-    let undefined = expected.iter().zip(&data.main).position(|(&lambda, &n)| {
-        !(lambda <= ns_compute::MAX_COUNT) || lambda < 0.0 || (lambda == 0.0 && n > 0.0)
-    });
-    let place = match undefined {
-        Some(bin) => {
-            let channel = model
-                .channels
-                .iter()
-                .find(|c| (c.bin_start..c.bin_start + c.n_bins).contains(&bin));
-            match channel {
-                Some(c) => format!(
-                    "channel '{}' bin {} expects {} events and observes {}",
-                    c.name,
-                    bin - c.bin_start,
-                    count(expected[bin]),
-                    count(data.main[bin])
-                ),
-                None => format!("main bin {bin} expects {}", count(expected[bin])),
-            }
-        }
-        None => "a constraint term is not finite".to_string(),
-    };
+    let place = model
+        .where_undefined(&fit.parameters, data)
+        .unwrap_or_else(|| "a term of the likelihood is not finite".to_string());
     Err(Error::InvalidModel(format!(
         "the likelihood is undefined where the fit starts ({place}); check the model's yields \
          and the starting parameters"
     )))
-}
-
-/// A count for a message: plain where short, in exponent form where huge or tiny, and said to
-/// overflow where it passes what the likelihood's arithmetic holds.
-fn count(v: f64) -> String {
-    if v.is_infinite() || v > ns_compute::MAX_COUNT {
-        format!(
-            "{v:e} (beyond f64's range for a likelihood: at most {:e})",
-            ns_compute::MAX_COUNT
-        )
-    } else if v != 0.0 && !(1e-3..1e6).contains(&v.abs()) {
-        format!("{v:e}")
-    } else {
-        format!("{v}")
-    }
 }

@@ -5,7 +5,6 @@ use ns_core::Result;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 use crate::fit::{FitConfig, FitResult, Fitter};
-use ns_core::Constraint;
 
 #[derive(Clone, Debug)]
 pub struct GoodnessOfFit {
@@ -19,9 +18,9 @@ pub struct GoodnessOfFit {
     pub fit: FitResult,
 }
 
-/// The saturated model has Poisson(n | n) in every bin and every constraint term at its
-/// maximum (θ = aux for Gaussian, γτ = aux for Poisson); ndof is the number of main bins minus
-/// the number of free unconstrained parameters (cabinetry's definition).
+/// −2 ln λ of the best fit against the likelihood's saturated model (HistFactory: Poisson(n | n)
+/// in every bin and every constraint at its maximum; ndof the main bins minus the free
+/// unconstrained parameters, cabinetry's definition).
 pub fn goodness_of_fit(
     fitter: &Fitter,
     data: &PreparedData,
@@ -30,20 +29,8 @@ pub fn goodness_of_fit(
     let model = fitter.model();
     let fit = fitter.fit(data, config)?;
     crate::checks::started(fitter, &fit, data)?;
-    // The saturated NLL is the data-only constant itself: every Poisson deviance is zero at
-    // λ = n and every Gaussian pull at θ = aux.
-    let twice_nll_saturated = 2.0 * data.constant;
-    let unconstrained_free = model
-        .parameter_sets
-        .iter()
-        .filter(|s| s.constraint == Constraint::None)
-        .map(|s| {
-            (0..s.n_parameters)
-                .filter(|&i| !config.fixed[s.offset + i])
-                .count()
-        })
-        .sum::<usize>();
-    let ndof = model.compiled.n_main.saturating_sub(unconstrained_free);
+    let saturated = model.saturated(data, &config.fixed)?;
+    let (twice_nll_saturated, ndof) = (saturated.twice_nll, saturated.ndof);
     let minus_two_log_lambda = fit.twice_nll - twice_nll_saturated;
     let p_value = if ndof == 0 {
         f64::NAN

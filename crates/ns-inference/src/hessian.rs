@@ -11,8 +11,8 @@
 //! globals' probes by symmetry — and the covariance diagonal follows from the Schur complement of
 //! the block-diagonal part. Memory: O(n · globals).
 
-use ns_compute::PreparedData;
-use ns_core::{CompiledModel, Error, Result};
+use ns_compute::{Likelihood, PreparedData, Reach};
+use ns_core::{Error, Result};
 
 use crate::fit::Fitter;
 use crate::linalg::{cholesky, cholesky_inverse};
@@ -27,55 +27,22 @@ pub(crate) struct Structure {
 }
 
 impl Structure {
-    /// The coupling of the `free` parameters in `model`.
-    pub fn of(model: &CompiledModel, free: &[usize]) -> Structure {
-        // Per parameter: None (acts on no bin), Some(Some(bin)) one bin, Some(None) several.
-        let mut reach: Vec<Option<Option<usize>>> = vec![None; model.n_params];
-        let mut touch = |p: usize, bin: usize| {
-            reach[p] = match reach[p] {
-                None => Some(Some(bin)),
-                Some(Some(b)) if b == bin => Some(Some(b)),
-                _ => Some(None),
+    /// The coupling of the `free` parameters of `model`: dense where it describes none.
+    pub fn of(model: &dyn Likelihood, free: &[usize]) -> Structure {
+        let Some(reach) = model.reach() else {
+            return Structure {
+                globals: free.to_vec(),
+                blocks: Vec::new(),
             };
         };
-        for block in &model.samples {
-            let (b0, n, e0) = (
-                block.bin_start as usize,
-                block.n_bins as usize,
-                block.entry_start as usize,
-            );
-            let block_params = model.scalar_factors
-                [block.scalar_start as usize..block.scalar_end as usize]
-                .iter()
-                .map(|f| f.param as usize)
-                .chain(
-                    model.histosys_param
-                        [block.histosys_start as usize..block.histosys_end as usize]
-                        .iter()
-                        .map(|&p| p as usize),
-                );
-            for p in block_params {
-                for bin in b0..b0 + n {
-                    touch(p, bin);
-                }
-            }
-            for i in 0..n {
-                let e = e0 + i;
-                for &p in &model.entry_factor_param
-                    [model.entry_factor_start[e] as usize..model.entry_factor_start[e + 1] as usize]
-                {
-                    touch(p as usize, b0 + i);
-                }
-            }
-        }
         let mut globals = Vec::new();
         let mut by_bin: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
         for &p in free {
             match reach[p] {
-                Some(Some(bin)) => by_bin.entry(bin).or_default().push(p),
+                Reach::One(bin) => by_bin.entry(bin).or_default().push(p),
                 // A parameter acting on no bin couples to nothing: a block of its own.
-                None => by_bin.entry(usize::MAX - p).or_default().push(p),
-                Some(None) => globals.push(p),
+                Reach::Nothing => by_bin.entry(usize::MAX - p).or_default().push(p),
+                Reach::Several => globals.push(p),
             }
         }
         Structure {
@@ -216,10 +183,10 @@ pub(crate) fn arrow_variances(
     Ok(free.iter().map(|&p| variance[p]).collect())
 }
 
-fn not_positive(model: &ns_core::HistFactoryModel, p: usize) -> Error {
+fn not_positive(model: &dyn ns_compute::Likelihood, p: usize) -> Error {
     Error::InvalidModel(format!(
         "the Hessian is not positive definite at '{}': no uncertainties",
-        model.par_names[p]
+        model.parameter_names()[p]
     ))
 }
 
@@ -272,7 +239,7 @@ mod tests {
         let free: Vec<usize> = (0..model.n_params())
             .filter(|&i| !config.fixed[i])
             .collect();
-        let structure = Structure::of(&model.compiled, &free);
+        let structure = Structure::of(&model, &free);
         assert_eq!(
             structure.globals.len(),
             3,
@@ -289,7 +256,7 @@ mod tests {
             assert!(
                 (arrow[i] - exact).abs() <= 1e-6 * exact,
                 "{}: {} vs dense {exact}",
-                model.par_names[p],
+                model.parameter_names()[p],
                 arrow[i]
             );
         }

@@ -1,7 +1,7 @@
 //! Profile-likelihood test statistics and asymptotic CLs with pyhf's conventions
 //! (`pyhf.infer.test_statistics`, `pyhf.infer.calculators.AsymptoticCalculator`).
 
-use ns_compute::{CpuEvaluator, PreparedData, Scratch};
+use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 
 use crate::checks;
@@ -11,14 +11,38 @@ use crate::stats::normal_cdf;
 /// pyhf's test statistics (`pyhf.infer.utils.get_test_stat`). q̃μ is qμ computed with the POI
 /// bounded below at 0 (the bound comes from the fit configuration, as in pyhf); it differs from
 /// qμ in the asymptotic formula.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// As JSON, its name: `"q0"`, `"q"` or `"qtilde"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(try_from = "String", into = "&'static str", rename_all = "lowercase")]
 pub enum TestStatistic {
     Q0,
     Q,
     QTilde,
 }
 
+impl TryFrom<String> for TestStatistic {
+    type Error = Error;
+    fn try_from(name: String) -> Result<Self> {
+        TestStatistic::from_name(&name)
+    }
+}
+
+impl From<TestStatistic> for &'static str {
+    fn from(t: TestStatistic) -> Self {
+        t.name()
+    }
+}
+
 impl TestStatistic {
+    pub fn name(self) -> &'static str {
+        match self {
+            TestStatistic::Q0 => "q0",
+            TestStatistic::Q => "q",
+            TestStatistic::QTilde => "qtilde",
+        }
+    }
+
     pub fn from_name(name: &str) -> Result<Self> {
         match name {
             "q0" => Ok(TestStatistic::Q0),
@@ -111,10 +135,7 @@ pub fn asimov_data(
 
 /// The data (main and aux) the model expects at a fit's parameters.
 pub(crate) fn expected_data(fitter: &Fitter, fit: &FitResult) -> Result<PreparedData> {
-    let compiled = &fitter.model().compiled;
-    let (main, aux) =
-        CpuEvaluator::new(compiled).expected_data(&fit.parameters, &mut Scratch::new(compiled))?;
-    PreparedData::new(compiled, main, aux)
+    fitter.model().asimov(&fit.parameters)
 }
 
 /// CLs with its tail probabilities, observed and expected. The expected values are for

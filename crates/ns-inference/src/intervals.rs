@@ -30,7 +30,7 @@ pub fn profile_interval(
     if config.fixed[index] {
         return Err(Error::InvalidInput(format!(
             "'{}' is fixed: it has no interval",
-            model.par_names[index]
+            model.parameter_names()[index]
         )));
     }
     let best = fitter.fit(
@@ -81,7 +81,7 @@ pub fn profile_interval(
     };
     let (lower, upper) = (end(-1.0)?, end(1.0)?);
     Ok(ProfileInterval {
-        parameter: model.par_names[index].clone(),
+        parameter: model.parameter_names()[index].clone(),
         bestfit: theta_hat,
         lower,
         upper,

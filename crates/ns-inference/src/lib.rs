@@ -4,6 +4,7 @@
 //! The engine never prints or exits: results and typed errors only; long loops report progress
 //! through a callback.
 
+pub mod call;
 pub mod checks;
 pub mod differentiable;
 pub mod fit;

@@ -82,14 +82,14 @@ pub fn ranking(
                 if !fit.converged {
                     failures.push(format!(
                         "{} at {value}: {}",
-                        model.par_names[index],
+                        model.parameter_names()[index],
                         fit.termination.describe()
                     ));
                 }
                 fit.parameters[poi] - mu_hat
             }
             Err(e) => {
-                failures.push(format!("{} at {value}: {e}", model.par_names[index]));
+                failures.push(format!("{} at {value}: {e}", model.parameter_names()[index]));
                 f64::NAN
             }
         });
@@ -105,7 +105,7 @@ pub fn ranking(
                 None => (None, None),
             };
             RankingEntry {
-                name: model.par_names[index].clone(),
+                name: model.parameter_names()[index].clone(),
                 index,
                 bestfit: theta,
                 uncertainty: sigma,
@@ -122,7 +122,7 @@ pub fn ranking(
     let key = |e: &RankingEntry| e.impact_postfit_up.abs().max(e.impact_postfit_down.abs());
     entries.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index)));
     Ok(Ranking {
-        poi: model.par_names[poi].clone(),
+        poi: model.parameter_names()[poi].clone(),
         nominal,
         entries,
         failed_refits: failures,
@@ -132,20 +132,21 @@ pub fn ranking(
 /// The parameters ranked: every free one but the POI, as (index, prefit width and centre where
 /// constrained).
 fn targets(
-    model: &ns_core::HistFactoryModel,
+    model: &dyn ns_compute::Likelihood,
     poi: usize,
     config: &FitConfig,
 ) -> Vec<(usize, Option<f64>, Option<f64>)> {
-    let mut targets = Vec::new();
-    for set in &model.parameter_sets {
-        for i in 0..set.n_parameters {
-            let index = set.offset + i;
-            if index != poi && !config.fixed[index] {
-                targets.push((index, set.prefit_width(i), set.prefit_center(i)));
-            }
-        }
-    }
-    targets
+    (0..model.n_params())
+        .filter(|&index| index != poi && !config.fixed[index])
+        .map(|index| {
+            let constraint = model.constraint(index);
+            (
+                index,
+                constraint.map(|(_, width)| width),
+                constraint.map(|(center, _)| center),
+            )
+        })
+        .collect()
 }
 
 /// Every refit of every target (±1σ postfit, then ±prefit width where constrained) as one batch

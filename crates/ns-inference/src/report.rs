@@ -2,7 +2,7 @@
 //! output and from the Python package's `.to_dict()`. One builder per result, shared by all
 //! front doors, so the contract cannot drift between them.
 
-use ns_core::HistFactoryModel;
+use ns_compute::Likelihood;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -12,7 +12,7 @@ use crate::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestStatistic
 use crate::intervals::ProfileInterval;
 use crate::limits::{Outside, UpperLimit};
 use crate::ranking::Ranking;
-use crate::request::EvalPoint;
+use crate::request::{EvalPoint, Outcome};
 use crate::scan::ProfileScan;
 use crate::toys::ToyHypotest;
 
@@ -22,9 +22,9 @@ fn matrix(values: Option<&Vec<f64>>, n: usize) -> Option<Vec<Vec<f64>>> {
 
 /// A fit; `matrices` adds the covariance and correlation (n×n: on large models hundreds of MB of
 /// JSON, so the CLI writes them only when asked).
-pub fn fit(model: &HistFactoryModel, fit: &FitResult, matrices: bool) -> Value {
+pub fn fit(model: &dyn Likelihood, fit: &FitResult, matrices: bool) -> Value {
     let mut value = json!({
-        "parameter_names": model.par_names,
+        "parameter_names": model.parameter_names(),
         "bestfit": fit.parameters,
         "uncertainties": fit.uncertainties,
         "twice_nll": fit.twice_nll,
@@ -44,7 +44,7 @@ pub fn fit(model: &HistFactoryModel, fit: &FitResult, matrices: bool) -> Value {
     value
 }
 
-pub fn ranking(model: &HistFactoryModel, r: &Ranking) -> Value {
+pub fn ranking(model: &dyn Likelihood, r: &Ranking) -> Value {
     let poi = model.poi().unwrap_or(0);
     let entries: Vec<Value> = r
         .entries
@@ -192,7 +192,7 @@ fn eval_point(params: &[f64], nll: f64, gradient: &[f64], main: &[f64], aux: &[f
 
 /// A fit with its MINOS-like intervals (under "minos", by parameter name, when any were asked).
 pub fn fit_with_minos(
-    model: &HistFactoryModel,
+    model: &dyn Likelihood,
     result: &FitResult,
     minos: &[(String, ProfileInterval)],
     matrices: bool,
@@ -210,8 +210,8 @@ pub fn fit_with_minos(
 }
 
 /// Evaluated points: one object, or `{"points": [...]}` for a list; with the parameter names and
-/// interpolation codes.
-pub fn eval(model: &HistFactoryModel, points: &[EvalPoint], list: bool) -> Value {
+/// model's settings (HistFactory: the interpolation codes).
+pub fn eval(model: &dyn Likelihood, points: &[EvalPoint], list: bool) -> Value {
     let point = |p: &EvalPoint| {
         eval_point(
             &p.parameters,
@@ -226,8 +226,10 @@ pub fn eval(model: &HistFactoryModel, points: &[EvalPoint], list: bool) -> Value
     } else {
         points.first().map(point).unwrap_or_else(|| json!({}))
     };
-    out["parameter_names"] = json!(model.par_names);
-    out["interp_codes"] = json!(model.compiled.codes.to_string());
+    out["parameter_names"] = json!(model.parameter_names());
+    for (name, value) in model.settings() {
+        out[name] = json!(value);
+    }
     out
 }
 
@@ -284,3 +286,20 @@ pub fn devices(inventory: &ns_compute::Inventory) -> Value {
 /// Why no f32 adapter is listed where the backend is built in but finds none.
 pub const NO_WGPU_ADAPTER: &str =
     "no Vulkan or Metal adapter (Linux: install a Vulkan driver, e.g. mesa-vulkan-drivers)";
+
+impl Outcome {
+    /// The result's JSON; `matrices` adds a fit's covariance and correlation.
+    pub fn report(&self, model: &dyn Likelihood, matrices: bool) -> Value {
+        match self {
+            Outcome::Eval { points, list } => eval(model, points, *list),
+            Outcome::Fit { fit, minos } => fit_with_minos(model, fit, minos, matrices),
+            Outcome::Hypotest { test_stat, result } => hypotest(test_stat.name(), result),
+            Outcome::HypotestToys { test_stat, result } => hypotest_toys(test_stat.name(), result),
+            Outcome::UpperLimit { level, result } => upper_limit(result, *level),
+            Outcome::Significance(result) => significance(result),
+            Outcome::ProfileScan(result) => scan(result),
+            Outcome::Ranking(result) => ranking(model, result),
+            Outcome::Gof(result) => gof(result),
+        }
+    }
+}

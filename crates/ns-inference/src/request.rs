@@ -4,10 +4,10 @@
 //! deserialised here), and the HTTP server to come from request bodies; none of them dispatches
 //! verbs itself.
 
-use ns_compute::{CpuEvaluator, PreparedData, Scratch};
-use ns_core::HistFactoryModel;
+use ns_compute::{Likelihood, PreparedData};
 use ns_core::{Error, Result};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::fit::{FitConfig, FitResult, Fitter};
@@ -19,13 +19,12 @@ use crate::intervals::{ProfileInterval, profile_interval};
 use crate::limits::{UpperLimit, upper_limit_root, upper_limit_scan};
 use crate::params::params_from_json;
 use crate::ranking::{Ranking, ranking};
-use crate::report;
 use crate::scan::{ProfileScan, profile_scan};
 use crate::toys::{ToyHypotest, hypotest_toys};
 use ns_compute::Workload;
 
-fn qtilde() -> String {
-    "qtilde".into()
+fn qtilde() -> TestStatistic {
+    TestStatistic::QTilde
 }
 
 fn default_level() -> f64 {
@@ -38,7 +37,7 @@ const LIMIT_RTOL: f64 = 1e-6;
 /// An inference request: the verb and its own arguments. The fit configuration (init, bounds,
 /// fixed parameters, tolerance) and the device travel beside it, since every verb shares them.
 /// As JSON: `{"verb": "hypotest", "mu": 1.0, "test_stat": "qtilde"}`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "verb", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// twice_nll, the NLL gradient and the expected data at parameter points: `pars` is one
@@ -55,18 +54,21 @@ pub enum Request {
         uncertainties: bool,
         #[serde(default)]
         minos: Vec<String>,
+        /// Report the covariance and correlation matrices (n×n: large on large models).
+        #[serde(default)]
+        covariance: bool,
     },
     /// Asymptotic CLs (or p0 for q0) at `mu`.
     Hypotest {
         mu: f64,
         #[serde(default = "qtilde")]
-        test_stat: String,
+        test_stat: TestStatistic,
     },
     /// Toy-based CLs at `mu`.
     HypotestToys {
         mu: f64,
         #[serde(default = "qtilde")]
-        test_stat: String,
+        test_stat: TestStatistic,
         n_toys: usize,
         #[serde(default)]
         seed: u64,
@@ -105,11 +107,11 @@ pub enum Outcome {
         minos: Vec<(String, ProfileInterval)>,
     },
     Hypotest {
-        test_stat: String,
+        test_stat: TestStatistic,
         result: AsymptoticHypotest,
     },
     HypotestToys {
-        test_stat: String,
+        test_stat: TestStatistic,
         result: ToyHypotest,
     },
     UpperLimit {
@@ -124,7 +126,7 @@ pub enum Outcome {
 
 impl Request {
     /// The shape of the work, for choosing a device (`auto`).
-    pub fn workload(&self, model: &HistFactoryModel) -> Workload {
+    pub fn workload(&self, model: &dyn Likelihood) -> Workload {
         match self {
             Request::HypotestToys { n_toys, .. } => Workload::Batch {
                 fits: n_toys.saturating_mul(4),
@@ -138,7 +140,7 @@ impl Request {
 
     /// Steps the progress callback of [`run`](Self::run) counts up to, where known in advance
     /// (0: unknown, e.g. the hypotests of a root-finding limit).
-    pub fn progress_steps(&self, model: &HistFactoryModel) -> u64 {
+    pub fn progress_steps(&self, model: &dyn Likelihood) -> u64 {
         match self {
             Request::HypotestToys { n_toys, .. } => (*n_toys as u64).saturating_mul(2),
             Request::Ranking => 4 * model.n_params() as u64,
@@ -160,10 +162,11 @@ impl Request {
     ) -> Result<Outcome> {
         let model = fitter.model();
         Ok(match self {
-            Request::Eval { pars } => eval_points(model, data, pars.as_ref())?,
+            Request::Eval { pars } => eval_points(fitter, data, pars.as_ref())?,
             Request::Fit {
                 uncertainties,
                 minos,
+                ..
             } => {
                 let config = FitConfig {
                     uncertainties: *uncertainties,
@@ -177,14 +180,8 @@ impl Request {
                 Outcome::Fit { fit, minos }
             }
             Request::Hypotest { mu, test_stat } => Outcome::Hypotest {
-                result: hypotest_asymptotic(
-                    fitter,
-                    *mu,
-                    data,
-                    config,
-                    TestStatistic::from_name(test_stat)?,
-                )?,
-                test_stat: test_stat.clone(),
+                result: hypotest_asymptotic(fitter, *mu, data, config, *test_stat)?,
+                test_stat: *test_stat,
             },
             Request::HypotestToys {
                 mu,
@@ -197,12 +194,12 @@ impl Request {
                     *mu,
                     data,
                     config,
-                    TestStatistic::from_name(test_stat)?,
+                    *test_stat,
                     *n_toys,
                     *seed,
                     progress,
                 )?,
-                test_stat: test_stat.clone(),
+                test_stat: *test_stat,
             },
             Request::UpperLimit { level, scan } => {
                 let mut step = |k: usize| progress(k);
@@ -248,12 +245,10 @@ pub struct EvalPoint {
     pub expected_aux: Vec<f64>,
 }
 
-/// [`Request::Eval`]: the suggested init, one point, or each point of a list.
-fn eval_points(
-    model: &HistFactoryModel,
-    data: &PreparedData,
-    pars: Option<&Value>,
-) -> Result<Outcome> {
+/// [`Request::Eval`]: the suggested init, one point, or each point of a list, evaluated on the
+/// fitter's backend.
+fn eval_points(fitter: &Fitter, data: &PreparedData, pars: Option<&Value>) -> Result<Outcome> {
+    let model = fitter.model();
     let init = model.suggested_init();
     let (points, list) = match pars {
         // A list of points (lists or objects) evaluates each.
@@ -268,27 +263,24 @@ fn eval_points(
         None => (Vec::new(), false),
     };
     let points = if points.is_empty() {
-        vec![evaluate(model, data, init)?]
+        vec![evaluate(fitter, data, init)?]
     } else {
         points
             .into_iter()
-            .map(|p| evaluate(model, data, params_from_json(model, p, &init)?))
+            .map(|p| evaluate(fitter, data, params_from_json(model, p, &init)?))
             .collect::<Result<Vec<_>>>()?
     };
     Ok(Outcome::Eval { points, list })
 }
 
-/// The NLL, its gradient and the expected data at `parameters`, by the CPU reference evaluator.
-fn evaluate(
-    model: &HistFactoryModel,
-    data: &PreparedData,
-    parameters: Vec<f64>,
-) -> Result<EvalPoint> {
-    let eval = CpuEvaluator::new(&model.compiled);
-    let mut scratch = Scratch::new(&model.compiled);
+/// The NLL, its gradient and the expected data at `parameters`.
+fn evaluate(fitter: &Fitter, data: &PreparedData, parameters: Vec<f64>) -> Result<EvalPoint> {
     let mut gradient = vec![0.0; parameters.len()];
-    let nll = eval.nll_with_gradient(&parameters, data, &mut scratch, Some(&mut gradient))?;
-    let (expected_main, expected_aux) = eval.expected_data(&parameters, &mut scratch)?;
+    let nll = 0.5 * fitter.twice_nll_and_gradient(&parameters, data, &mut gradient)?;
+    for g in &mut gradient {
+        *g *= 0.5;
+    }
+    let (expected_main, expected_aux) = fitter.model().expected(&parameters)?;
     Ok(EvalPoint {
         parameters,
         nll,
@@ -310,7 +302,7 @@ fn minos_intervals(
     let names: Vec<String> = if names.iter().any(|m| m == "all") {
         (0..model.n_params())
             .filter(|&i| !config.fixed[i])
-            .map(|i| model.par_names[i].clone())
+            .map(|i| model.parameter_names()[i].clone())
             .collect()
     } else {
         names.to_vec()
@@ -330,23 +322,6 @@ fn minos_intervals(
         .collect()
 }
 
-impl Outcome {
-    /// The result's JSON (`report.rs`); `matrices` adds a fit's covariance and correlation.
-    pub fn report(&self, model: &HistFactoryModel, matrices: bool) -> Value {
-        match self {
-            Outcome::Eval { points, list } => report::eval(model, points, *list),
-            Outcome::Fit { fit, minos } => report::fit_with_minos(model, fit, minos, matrices),
-            Outcome::Hypotest { test_stat, result } => report::hypotest(test_stat, result),
-            Outcome::HypotestToys { test_stat, result } => report::hypotest_toys(test_stat, result),
-            Outcome::UpperLimit { level, result } => report::upper_limit(result, *level),
-            Outcome::Significance(result) => report::significance(result),
-            Outcome::ProfileScan(result) => report::scan(result),
-            Outcome::Ranking(result) => report::ranking(model, result),
-            Outcome::Gof(result) => report::gof(result),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,7 +333,7 @@ mod tests {
             r,
             Request::Hypotest {
                 mu: 1.5,
-                test_stat: "qtilde".into()
+                test_stat: TestStatistic::QTilde
             }
         );
         let r: Request =

@@ -32,7 +32,7 @@ pub fn profile_scan(
     config: &FitConfig,
     progress: &mut dyn FnMut(usize),
 ) -> Result<ProfileScan> {
-    let name = &fitter.model().par_names[parameter];
+    let name = &fitter.model().parameter_names()[parameter];
     if config.fixed[parameter] {
         return Err(ns_core::Error::InvalidInput(format!(
             "'{name}' is fixed (in the measurement or by --fix): a profile scan needs it free"
@@ -91,7 +91,7 @@ pub fn profile_scan(
     }
     let twice_nll: Vec<f64> = fits.iter().map(|f| f.twice_nll).collect();
     Ok(ProfileScan {
-        parameter: fitter.model().par_names[parameter].clone(),
+        parameter: fitter.model().parameter_names()[parameter].clone(),
         values: values.to_vec(),
         delta_twice_nll: twice_nll.iter().map(|t| t - free_fit.twice_nll).collect(),
         twice_nll,

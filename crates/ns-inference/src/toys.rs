@@ -11,7 +11,7 @@
 //! Both ensembles are fitted as one batch — a free and a fixed-μ fit per toy — through
 //! [`Fitter::fit_batch`]: in parallel on the CPU, in lockstep on a GPU.
 
-use ns_compute::{PreparedData, SampledToys, ToyEnsembleRates};
+use ns_compute::{PreparedData, SampledToys};
 use ns_core::Result;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,8 +47,12 @@ pub fn generate_toy(
     stream: u32,
     index: u32,
 ) -> Result<PreparedData> {
-    let compiled = &fitter.model().compiled;
-    ToyEnsembleRates::at(compiled, params, stream)?.sample(compiled, seed, index)
+    let mut toys = fitter
+        .model()
+        .sample_toys(fitter.host(), &[(params, stream)], seed, index, 1)?;
+    toys.host
+        .pop()
+        .ok_or_else(|| ns_core::Error::Computation("no toy was sampled".into()))
 }
 
 /// One ensemble of toy test statistics.
@@ -105,14 +109,9 @@ fn generate_ensembles(
     n_toys: usize,
     seed: u64,
 ) -> Result<SampledToys> {
-    let compiled = &fitter.model().compiled;
-    let rates = ensembles
-        .iter()
-        .map(|&(params, stream)| ToyEnsembleRates::at(compiled, params, stream))
-        .collect::<Result<Vec<_>>>()?;
     fitter
-        .backend()
-        .sample_toys(compiled, &rates, seed, first, n_toys)
+        .model()
+        .sample_toys(fitter.backend(), ensembles, seed, first, n_toys)
 }
 
 /// Fit `jobs` against sampled toys: on the backend's copy where it sampled them itself.
@@ -280,7 +279,7 @@ pub fn fit_toys(
 ) -> Result<(Vec<PreparedData>, Vec<Result<FitResult>>)> {
     // Every dataset is returned: refuse ensembles whose data alone would not fit in memory.
     let values =
-        n_toys.saturating_mul(fitter.model().compiled.n_main + fitter.model().compiled.n_aux);
+        n_toys.saturating_mul(fitter.model().dataset_size());
     if values > MAX_RETURNED_TOY_VALUES {
         return Err(ns_core::Error::InvalidInput(format!(
             "{n_toys} toys of {} values each would take {:.1} GB to return; draw fewer (hypotest_toys \

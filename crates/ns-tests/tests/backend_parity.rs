@@ -503,7 +503,7 @@ fn batches_on_several_gpus_are_one_gpus_bits() {
     let first = Device::Cuda(ns_compute::CudaGpus::FIRST);
     let shared = || ns_tests::all_gpus_backend(&model.compiled);
     let one = fitter_on(&model, first);
-    let several = Fitter::with_backend(&model, shared());
+    let several = Fitter::with_backend(&model, shared()).unwrap();
     let config = FitConfig::suggested(&model);
 
     let toys = |fitter: &Fitter| {

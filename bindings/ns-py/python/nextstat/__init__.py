@@ -47,7 +47,7 @@ __all__ = [
     "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "fit", "fixed_poi_fit", "hypotest",
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
-    "has_metal", "devices", "infer",
+    "has_metal", "devices", "infer", "run_call",
 ]
 
 Spec = Union[dict, str, os.PathLike]
@@ -292,27 +292,49 @@ def _progress_label(progress: Any, label: str) -> Optional[str]:
     return label if interactive else None
 
 
-def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, **extra):
-    """Run an inference verb in the engine and wrap its JSON report (observed data by default)."""
+def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra):
+    """Run an inference verb in the engine as one call (``ns_inference::call``, JSON) and wrap its
+    report (observed data by default); with ``save_call``, first write that call to the path."""
     if not isinstance(model, Model):
         raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()), not {type(model).__name__}")
     data = model.observed if data is None else data
     if not isinstance(device, str):
         raise TypeError(f"device must be a string ('cpu', 'cuda' or 'auto'), not {device!r}")
-    options = dict(
+    fit_options = dict(
         init=None if init_pars is None else _finite_list(init_pars, "init_pars"),
         bounds=None if par_bounds is None else _bounds(par_bounds),
         fixed=None if fixed_params is None else _flags(fixed_params),
         tolerance=_number(tolerance, "tolerance"),
-        device=device,
     )
-    request = dict(verb=verb, **{k: v for k, v in extra.items() if v is not None})
+    call = dict(
+        request=dict(verb=verb, **{k: v for k, v in extra.items() if v is not None}),
+        fit={k: v for k, v in fit_options.items() if v is not None},
+        device=device,
+        data=dict(values=_array(data, "data").tolist()),
+    )
     try:
-        options_text, request_text = json.dumps(options, allow_nan=False), json.dumps(request, allow_nan=False)
+        call_text = json.dumps(call, allow_nan=False)
     except ValueError:
         raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
-    report = _core.infer(model._model, _array(data, "data").tolist(), options_text, request_text, progress)
+    if save_call is not None:
+        Path(save_call).write_text(_core.call_json(model._model, call_text) + "\n", encoding="utf-8")
+    report = _core.infer(model._model, call_text, progress)
     return result_type._from_json(report)
+
+
+_RESULT_OF_VERB = {}
+
+
+def run_call(call: Spec, *, progress=True):
+    """Run a saved call (a path, JSON text or a dict, as ``save_call=`` or ``nextstat --save-call``
+    write it); returns what the verb's function returns. Relative paths in a call file are read
+    from the file's folder."""
+    text, origin = _json_text(call, "call")
+    base = str(Path(origin).parent) if Path(origin).is_file() else None
+    verb, report = _core.run_call(text, base, _progress_label(progress, "call"))
+    if verb == "eval":
+        return json.loads(report)
+    return _RESULT_OF_VERB[verb]._from_json(report)
 
 
 def _test_stat(name: Any) -> str:
@@ -321,9 +343,9 @@ def _test_stat(name: Any) -> str:
     return name
 
 
-def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> FitResult:
+def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None) -> FitResult:
     """Maximum-likelihood fit with uncertainties (observed data unless ``data`` is given)."""
-    return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, uncertainties=True)
+    return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, uncertainties=True)
 
 
 def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> FitResult:
@@ -337,41 +359,41 @@ def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par
     return fit(model, data, init, par_bounds, fixed, tolerance=tolerance, device=device)
 
 
-def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> AsymptoticHypotestResult:
+def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None) -> AsymptoticHypotestResult:
     """Asymptotic CLs at ``poi_value``."""
-    return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, mu=_number(poi_value, "poi_value"), test_stat=_test_stat(test_stat))
+    return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, mu=_number(poi_value, "poi_value"), test_stat=_test_stat(test_stat))
 
 
-def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", progress=True) -> ToyHypotestResult:
+def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None, progress=True) -> ToyHypotestResult:
     """Toy-based CLs at ``poi_value``; the same seed gives the same toys on any device."""
-    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "toys"), mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat))
+    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "toys"), save_call, mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat))
 
 
-def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", progress=True) -> UpperLimitResult:
+def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None, progress=True) -> UpperLimitResult:
     """Observed and expected CLs upper limits: root finding, or a scan over ``scan``."""
     grid = None if scan is None else _array(scan, "scan").tolist()
-    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "CLs scan"), level=_number(level, "level"), scan=grid)
+    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "CLs scan"), save_call, level=_number(level, "level"), scan=grid)
 
 
-def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> SignificanceResult:
+def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None) -> SignificanceResult:
     """Discovery p0 and Z (asymptotic q0), observed and expected."""
-    return _infer("significance", SignificanceResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device)
+    return _infer("significance", SignificanceResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
 
 
-def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", progress=True) -> ProfileScanResult:
+def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None, progress=True) -> ProfileScanResult:
     """Profile likelihood of the POI (or ``parameter``) at ``mu_values``."""
     values = _array(mu_values, "mu_values").tolist()
-    return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), values=values, parameter=parameter)
+    return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), save_call, values=values, parameter=parameter)
 
 
-def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", progress=True) -> RankingResult:
+def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None, progress=True) -> RankingResult:
     """Pulls, constraints and pre/post-fit impacts on the POI of every nuisance parameter."""
-    return _infer("ranking", RankingResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "ranking refits"))
+    return _infer("ranking", RankingResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "ranking refits"), save_call)
 
 
-def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6) -> GofResult:
+def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None) -> GofResult:
     """Goodness of fit against the saturated model."""
-    return _infer("gof", GofResult, model, data, init_pars, par_bounds, fixed_params, tolerance, "cpu")
+    return _infer("gof", GofResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
 
 
 def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=1e-6, device="cuda") -> ToyFits:
@@ -393,6 +415,12 @@ def fit_toys_from_data_gpu(model: Model, data, init=None, bounds=None, *, tolera
 def hypotest_qtilde_toys_gpu(poi_value: float, model: Model, n_toys: int, seed: int = 0, data=None, *, tolerance=1e-6, device="cuda") -> ToyHypotestResult:
     """Toy-based CLs with q̃_μ on the GPU (observed data unless ``data`` is given)."""
     return hypotest_toys(poi_value, model, n_toys, seed, data, "qtilde", tolerance=tolerance, device=device)
+
+
+_RESULT_OF_VERB.update(
+    fit=FitResult, hypotest=AsymptoticHypotestResult, hypotest_toys=ToyHypotestResult, upper_limit=UpperLimitResult,
+    significance=SignificanceResult, profile_scan=ProfileScanResult, ranking=RankingResult, gof=GofResult,
+)
 
 
 def has_cuda() -> bool:

@@ -43,10 +43,16 @@ class Model:
 
 Bounds = Optional[List[Tuple[float, float]]]
 
-def infer(model: Model, data: List[float], options: str, request: str, progress: Optional[str] = None) -> str:
-    """Run an inference request (JSON: {"verb": "fit" | "hypotest" | "hypotest_toys" | "upper_limit" |
-    "significance" | "profile_scan" | "ranking" | "gof", plus the verb's arguments}) with the JSON fit
-    options; returns the report JSON."""
+def infer(model: Model, call: str, progress: Optional[str] = None) -> str:
+    """Run an inference call on ``model`` (JSON as docs/call.schema.json, without "model": {"request":
+    {"verb": ..., plus the verb's arguments}, "fit": {...}, "device": ..., "data": ...}); returns the
+    report JSON."""
+    ...
+def call_json(model: Model, call: str) -> str:
+    """The call ``infer`` would run, with the model's workspace inline (what ``save_call=`` writes)."""
+    ...
+def run_call(call: str, base: Optional[str] = None, progress: Optional[str] = None) -> Tuple[str, str]:
+    """Run a saved call (relative paths read from ``base``): (verb, report JSON)."""
     ...
 def fit_toys(model: Model, params: List[float], n_toys: int, seed: int = 0, tolerance: float = 1e-6, device: str = "cuda") -> Tuple[npt.NDArray[np.float64], List[str]]: ...
 def fit_from_data(model: Model, data: npt.NDArray[np.float64], init: Optional[List[List[float]]] = None, bounds: Optional[List[Bounds]] = None, tolerance: float = 1e-6, device: str = "cuda") -> List[str]: ...

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ns_core::HistFactoryModel;
+use ns_compute::Likelihood;
 use ns_core::optim::LbfgsbOptions;
 
 /// Starting point, box and fixed parameters of a fit (pyhf's `init_pars`, `par_bounds`,
@@ -24,7 +24,7 @@ pub struct FitConfig {
 
 impl FitConfig {
     /// The model's suggested init, bounds and fixed parameters.
-    pub fn suggested(model: &HistFactoryModel) -> Self {
+    pub fn suggested(model: &dyn Likelihood) -> Self {
         FitConfig {
             init: model.suggested_init(),
             bounds: model.suggested_bounds(),

@@ -20,12 +20,9 @@ mod uncertainty;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ns_compute::{
-    Backend, Batching, CpuBackend, CpuEvaluator, Datasets, Device, Precision, PreparedData,
-    Scratch, Workload,
-};
+use ns_compute::{Backend, Batching, Datasets, Device, Likelihood, Precision, PreparedData, Workload};
 use ns_core::optim::{LbfgsbOptions, Termination};
-use ns_core::{Error, HistFactoryModel, Result};
+use ns_core::{Error, Result};
 
 pub(crate) use batch::{device_fits, device_optimizer_takes};
 pub use config::{FitConfig, FitJob};
@@ -40,12 +37,13 @@ use crate::optimizer::Lbfgsb;
 /// structure of the likelihood instead ([`crate::hessian`]).
 pub(crate) const DENSE_PARAMETER_LIMIT: usize = 2000;
 
-/// Fits one model against datasets on one backend.
+/// Fits one likelihood against datasets on one backend.
 pub struct Fitter<'m> {
-    model: &'m HistFactoryModel,
-    /// Host-side evaluations (the optimizer's scaling probes) stay on the CPU whatever the backend.
-    eval: CpuEvaluator<'m>,
+    model: &'m dyn Likelihood,
     backend: Box<dyn Backend + 'm>,
+    /// The likelihood's CPU backend where `backend` is another one: host-side probes (the
+    /// optimizer's variable scaling; Hessians of f32 fits) are f64 reference evaluations.
+    host: Option<Box<dyn Backend + 'm>>,
     /// Set by the caller to stop: fits check it every iteration, batches between fits (CPU) or
     /// between launches (device), and return `Error::Interrupted`.
     interrupt: Arc<AtomicBool>,
@@ -53,37 +51,40 @@ pub struct Fitter<'m> {
 
 impl<'m> Fitter<'m> {
     /// A fitter that evaluates on the CPU.
-    pub fn new(model: &'m HistFactoryModel) -> Self {
-        Fitter::with_backend(model, Box::new(CpuBackend::new(&model.compiled)))
+    pub fn new(model: &'m dyn Likelihood) -> Self {
+        Fitter::on_device(model, Device::Cpu, Workload::Sequential)
+            .expect("the CPU backend of a likelihood always opens")
     }
 
-    /// A fitter on an opened backend (of this model's compiled layout).
-    pub fn with_backend(model: &'m HistFactoryModel, backend: Box<dyn Backend + 'm>) -> Self {
-        Fitter {
+    /// A fitter on an opened backend (of this likelihood).
+    pub fn with_backend(model: &'m dyn Likelihood, backend: Box<dyn Backend + 'm>) -> Result<Self> {
+        let host = match backend.device() {
+            Device::Cpu => None,
+            _ => Some(model.open(Device::Cpu)?),
+        };
+        Ok(Fitter {
             model,
-            eval: CpuEvaluator::new(&model.compiled),
             backend,
+            host,
             interrupt: Arc::new(AtomicBool::new(false)),
-        }
+        })
     }
 
-    /// A fitter on `device`; `Auto` resolves by the workload (see [`Device::resolve`]).
-    pub fn on_device(
-        model: &'m HistFactoryModel,
-        device: Device,
-        workload: Workload,
-    ) -> Result<Self> {
-        let device = device.resolve(&model.compiled, workload);
-        Ok(Fitter::with_backend(
-            model,
-            ns_compute::backend::open(device, &model.compiled)?,
-        ))
+    /// A fitter on `device`; `Auto` resolves by the workload (see [`Likelihood::resolve`]).
+    pub fn on_device(model: &'m dyn Likelihood, device: Device, workload: Workload) -> Result<Self> {
+        let device = model.resolve(device, workload);
+        Fitter::with_backend(model, model.open(device)?)
     }
 
     /// The same fitter, stopping with `Error::Interrupted` once `flag` is set.
     pub fn with_interrupt(mut self, flag: Arc<AtomicBool>) -> Self {
         self.interrupt = flag;
         self
+    }
+
+    /// The flag that stops this fitter's work.
+    pub fn interrupt(&self) -> &Arc<AtomicBool> {
+        &self.interrupt
     }
 
     fn check_interrupt(&self) -> Result<()> {
@@ -97,7 +98,7 @@ impl<'m> Fitter<'m> {
     /// Whether many fits run together on a device (lockstep or its own optimizer) rather than
     /// one per CPU thread: independent fits are then cheapest as one batch.
     pub fn batches_on_device(&self) -> bool {
-        self.backend.batching() == ns_compute::Batching::Lockstep
+        self.backend.batching() == Batching::Lockstep
     }
 
     /// The device this fitter evaluates on (never `Auto`).
@@ -114,37 +115,35 @@ impl<'m> Fitter<'m> {
         self.backend.as_ref()
     }
 
-    pub fn model(&self) -> &'m HistFactoryModel {
+    /// The f64 CPU backend of the likelihood (the fitter's own backend where that is the CPU).
+    pub(crate) fn host(&self) -> &dyn Backend {
+        self.host.as_deref().unwrap_or(self.backend.as_ref())
+    }
+
+    pub fn model(&self) -> &'m dyn Likelihood {
         self.model
     }
 
-    /// twice_nll and its gradient at a full parameter vector.
-    pub fn twice_nll_and_gradient(
+    /// twice_nll minus its data-only constant, with its gradient, at one point on `backend`:
+    /// the optimizer's objective (same minimizer, far finer resolution near the minimum on
+    /// large models).
+    fn objective_on(
         &self,
+        backend: &dyn Backend,
         params: &[f64],
         data: &PreparedData,
-        scratch: &mut Scratch,
         grad: &mut [f64],
     ) -> Result<f64> {
-        Ok(2.0 * data.constant + self.objective(params, data, scratch, grad)?)
-    }
-
-    /// twice_nll minus its data-only constant, with its gradient: the optimizer's objective
-    /// (same minimizer, far finer resolution near the minimum on large models).
-    fn objective(
-        &self,
-        params: &[f64],
-        data: &PreparedData,
-        scratch: &mut Scratch,
-        grad: &mut [f64],
-    ) -> Result<f64> {
-        let nll = self
-            .eval
-            .nll_minus_constant(params, data, scratch, Some(grad))?;
-        for g in grad.iter_mut() {
-            *g *= 2.0;
-        }
-        Ok(2.0 * nll)
+        let mut f = [0.0];
+        self.objective_batch_on(
+            backend,
+            params,
+            Datasets::Host(std::slice::from_ref(data)),
+            &[0],
+            &mut f,
+            grad,
+        )?;
+        Ok(f[0])
     }
 
     /// The objective and gradient at many points (rows of `points`), point `i` against
@@ -174,8 +173,7 @@ impl<'m> Fitter<'m> {
         if self.backend.precision() == Precision::F64 {
             return self.objective_batch(points, datasets, which, f, grad);
         }
-        let cpu = CpuBackend::new(&self.model.compiled);
-        self.objective_batch_on(&cpu, points, datasets, which, f, grad)
+        self.objective_batch_on(self.host(), points, datasets, which, f, grad)
     }
 
     fn objective_batch_on(
@@ -194,11 +192,21 @@ impl<'m> Fitter<'m> {
         Ok(())
     }
 
+    /// twice_nll (with its data-only constant) at a full parameter vector, on the backend.
     pub fn twice_nll(&self, params: &[f64], data: &PreparedData) -> Result<f64> {
-        Ok(2.0
-            * self
-                .eval
-                .nll(params, data, &mut Scratch::new(&self.model.compiled))?)
+        let mut grad = vec![0.0; self.model.n_params()];
+        let f = self.objective_on(&*self.backend, params, data, &mut grad)?;
+        Ok(2.0 * data.constant + f)
+    }
+
+    /// twice_nll and its gradient at a full parameter vector, on the backend.
+    pub fn twice_nll_and_gradient(
+        &self,
+        params: &[f64],
+        data: &PreparedData,
+        grad: &mut [f64],
+    ) -> Result<f64> {
+        Ok(2.0 * data.constant + self.objective_on(&*self.backend, params, data, grad)?)
     }
 
     fn check(&self, config: &FitConfig) -> Result<()> {
@@ -213,7 +221,7 @@ impl<'m> Fitter<'m> {
         }
         for i in 0..n {
             let (lo, hi) = config.bounds[i];
-            let name = &self.model.par_names[i];
+            let name = &self.model.parameter_names()[i];
             if lo.is_nan() || hi.is_nan() {
                 return Err(Error::InvalidInput(format!(
                     "bounds of '{name}' are [{lo}, {hi}]: a bound is not a number"
@@ -257,13 +265,7 @@ impl<'m> Fitter<'m> {
         // parameters (~1) look alike to the quasi-Newton model.
         let scale = match &config.scale {
             Some(all) if all.len() == n => free.iter().map(|&i| all[i]).collect(),
-            _ => self.curvature_scale(
-                &config.init,
-                &free,
-                &config.bounds,
-                data,
-                &mut Scratch::new(&self.model.compiled),
-            )?,
+            _ => self.curvature_scale(&config.init, &free, &config.bounds, data)?,
         };
         let scaled = |v: &dyn Fn(usize) -> f64| -> Vec<f64> {
             free.iter().zip(&scale).map(|(&i, s)| v(i) * s).collect()
@@ -290,12 +292,11 @@ impl<'m> Fitter<'m> {
         let mut run = self.start(data, config)?;
         match self.backend.batching() {
             Batching::Parallel => {
-                let mut scratch = Scratch::new(&self.model.compiled);
                 let mut grad = vec![0.0; self.model.n_params()];
                 while let Some(x) = run.ask() {
                     self.check_interrupt()?;
                     let x = x.to_vec();
-                    let f = self.objective(&x, data, &mut scratch, &mut grad)?;
+                    let f = self.objective_on(&*self.backend, &x, data, &mut grad)?;
                     run.tell(f, &grad);
                 }
             }
@@ -402,7 +403,9 @@ impl<'m> Fitter<'m> {
         from_there.uncertainties = false;
         // The f64 fit starts where the f32 one stopped, so it only descends (the f32 twice_nll
         // is not comparable: it carries the f32 rounding).
-        let mut refined = Fitter::new(self.model).fit(data, &from_there)?;
+        let host = Fitter::with_backend(self.model, self.model.open(Device::Cpu)?)?
+            .with_interrupt(self.interrupt.clone());
+        let mut refined = host.fit(data, &from_there)?;
         refined.iterations += stalled.iterations;
         refined.evaluations += stalled.evaluations;
         Ok(refined)

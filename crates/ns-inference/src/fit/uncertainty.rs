@@ -2,7 +2,7 @@
 //! gradient, and the uncertainties and covariance from it (dense, or from the arrow structure of
 //! large models).
 
-use ns_compute::{Datasets, PreparedData, Scratch};
+use ns_compute::{Datasets, PreparedData};
 use ns_core::Result;
 
 use super::{DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter};
@@ -21,17 +21,17 @@ impl Fitter<'_> {
         free: &[usize],
         bounds: &[(f64, f64)],
         data: &PreparedData,
-        scratch: &mut Scratch,
     ) -> Result<Vec<f64>> {
         let n = x.len();
         let (mut g0, mut g1) = (vec![0.0; n], vec![0.0; n]);
-        self.twice_nll_and_gradient(x, data, scratch, &mut g0)?;
+        // On the host in f64 whatever the backend: the scale is part of the fit's definition.
+        self.objective_on(self.host(), x, data, &mut g0)?;
         // One probe per parameter; on large models the per-bin parameters of different bins share
         // probes (their gradients do not see each other), so the cost stays a few evaluations.
         let columns: Vec<Vec<usize>> = if free.len() <= DENSE_PARAMETER_LIMIT {
             free.iter().map(|&j| vec![j]).collect()
         } else {
-            Structure::of(&self.model.compiled, free).columns()
+            Structure::of(self.model, free).columns()
         };
         let step = |j: usize| {
             let (lo, hi) = bounds[j];
@@ -49,7 +49,7 @@ impl Fitter<'_> {
                 probe[j] = x[j] + step(j);
             }
             let finite = matches!(
-                self.twice_nll_and_gradient(&probe, data, scratch, &mut g1),
+                self.objective_on(self.host(), &probe, data, &mut g1),
                 Ok(f) if f.is_finite()
             );
             for &j in column {
@@ -80,7 +80,7 @@ impl Fitter<'_> {
         data: &PreparedData,
         free: &[usize],
     ) -> Result<()> {
-        let structure = Structure::of(&self.model.compiled, free);
+        let structure = Structure::of(self.model, free);
         let bytes = structure.memory_bytes(self.model.n_params());
         if bytes > MAX_HESSIAN_BYTES {
             result.warn(format!(
@@ -110,13 +110,7 @@ impl Fitter<'_> {
     pub fn with_scale(&self, data: &PreparedData, config: &FitConfig) -> Result<FitConfig> {
         let n = self.model.n_params();
         let all: Vec<usize> = (0..n).collect();
-        let scale = self.curvature_scale(
-            &config.init,
-            &all,
-            &config.bounds,
-            data,
-            &mut Scratch::new(&self.model.compiled),
-        )?;
+        let scale = self.curvature_scale(&config.init, &all, &config.bounds, data)?;
         Ok(FitConfig {
             scale: Some(scale),
             ..config.clone()
@@ -190,11 +184,11 @@ impl Fitter<'_> {
             Err(pivot) => {
                 let negative: Vec<&str> = (0..k)
                     .filter(|&i| !(hessian[i * k + i] > 0.0))
-                    .map(|i| self.model.par_names[free[i]].as_str())
+                    .map(|i| self.model.parameter_names()[free[i]].as_str())
                     .collect();
                 result.warn(format!(
                     "the Hessian is not positive definite (Cholesky fails at '{}'{}); uncertainties come from a general inverse and may be unreliable",
-                    self.model.par_names[free[pivot]],
+                    self.model.parameter_names()[free[pivot]],
                     if negative.is_empty() {
                         String::new()
                     } else {

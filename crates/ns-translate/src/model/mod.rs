@@ -190,7 +190,7 @@ impl FromWorkspace for HistFactoryModel {
             n_params,
             options.codes,
         )?;
-        Ok(HistFactoryModel::new(
+        let mut model = HistFactoryModel::new(
             measurement.name.clone(),
             channels,
             samples,
@@ -198,7 +198,9 @@ impl FromWorkspace for HistFactoryModel {
             measurement.config.poi.clone(),
             compiled,
             placed.iter().map(|p| p.sample.name.clone()).collect(),
-        ))
+        );
+        model.observations = workspace.data(&model, false).ok();
+        Ok(model)
     }
 }
 

@@ -1,0 +1,224 @@
+//! The HistFactory model as a [`Likelihood`]: pyhf's parameter layout over the compiled model,
+//! binned datasets (main bin counts + auxiliary data), the backends of [`crate::backend::open`],
+//! toys from [`ToyEnsembleRates`], and the bin coupling of its parameters.
+
+use ns_core::{Constraint, Error, HistFactoryModel, Result};
+
+use crate::backend::{Backend, SampledToys};
+use crate::cpu::{CpuEvaluator, Scratch};
+use crate::data::{MAX_COUNT, PreparedData};
+use crate::device::{Device, Workload};
+use crate::likelihood::{Likelihood, Reach, Saturated};
+use crate::toys::ToyEnsembleRates;
+
+impl Likelihood for HistFactoryModel {
+    fn parameter_names(&self) -> &[String] {
+        &self.par_names
+    }
+
+    fn n_params(&self) -> usize {
+        self.compiled.n_params
+    }
+
+    fn origin(&self) -> String {
+        format!("measurement '{}'", self.measurement)
+    }
+
+    fn suggested_init(&self) -> Vec<f64> {
+        HistFactoryModel::suggested_init(self)
+    }
+
+    fn suggested_bounds(&self) -> Vec<(f64, f64)> {
+        HistFactoryModel::suggested_bounds(self)
+    }
+
+    fn suggested_fixed(&self) -> Vec<bool> {
+        HistFactoryModel::suggested_fixed(self)
+    }
+
+    fn poi(&self) -> Result<usize> {
+        HistFactoryModel::poi(self)
+    }
+
+    fn poi_index(&self) -> Option<usize> {
+        HistFactoryModel::poi_index(self)
+    }
+
+    fn parameter_index(&self, name: &str) -> std::result::Result<usize, String> {
+        HistFactoryModel::parameter_index(self, name)
+    }
+
+    fn parameter_groups(&self) -> Vec<(String, std::ops::Range<usize>)> {
+        self.parameter_sets
+            .iter()
+            .map(|s| (s.name.clone(), s.offset..s.offset + s.n_parameters))
+            .collect()
+    }
+
+    fn constraint(&self, index: usize) -> Option<(f64, f64)> {
+        let set = self
+            .parameter_sets
+            .iter()
+            .find(|s| (s.offset..s.offset + s.n_parameters).contains(&index))?;
+        let i = index - set.offset;
+        Some((set.prefit_center(i)?, set.prefit_width(i)?))
+    }
+
+    fn observed(&self) -> Result<PreparedData> {
+        let main = self.observations.clone().ok_or_else(|| {
+            Error::InvalidWorkspace(format!(
+                "{}: the workspace has no observations for every channel of the model",
+                self.origin()
+            ))
+        })?;
+        PreparedData::new(&self.compiled, main, self.auxdata.clone())
+    }
+
+    fn dataset(&self, values: &[f64]) -> Result<PreparedData> {
+        if values.len() == self.compiled.n_main {
+            PreparedData::new(&self.compiled, values.to_vec(), self.auxdata.clone())
+        } else {
+            PreparedData::from_full(&self.compiled, values)
+        }
+    }
+
+    fn asimov(&self, params: &[f64]) -> Result<PreparedData> {
+        let (main, aux) = self.expected(params)?;
+        PreparedData::new(&self.compiled, main, aux)
+    }
+
+    fn expected(&self, params: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+        CpuEvaluator::new(&self.compiled).expected_data(params, &mut Scratch::new(&self.compiled))
+    }
+
+    fn sample_toys(
+        &self,
+        backend: &dyn Backend,
+        ensembles: &[(&[f64], u32)],
+        seed: u64,
+        first: u32,
+        n_toys: usize,
+    ) -> Result<SampledToys> {
+        let rates = ensembles
+            .iter()
+            .map(|&(params, stream)| ToyEnsembleRates::at(&self.compiled, params, stream))
+            .collect::<Result<Vec<_>>>()?;
+        backend.sample_toys(&self.compiled, &rates, seed, first, n_toys)
+    }
+
+    fn dataset_size(&self) -> usize {
+        self.compiled.n_main + self.compiled.n_aux
+    }
+
+    fn open(&self, device: Device) -> Result<Box<dyn Backend + '_>> {
+        crate::backend::open(device, &self.compiled)
+    }
+
+    fn resolve(&self, device: Device, workload: Workload) -> Device {
+        device.resolve(&self.compiled, workload)
+    }
+
+    /// A parameter couples to another only through a main bin both act on: constraint terms
+    /// hold one parameter each.
+    fn reach(&self) -> Option<Vec<Reach>> {
+        let model = &self.compiled;
+        let mut reach = vec![Reach::Nothing; model.n_params];
+        let mut touch = |p: usize, bin: usize| {
+            reach[p] = match reach[p] {
+                Reach::Nothing => Reach::One(bin),
+                Reach::One(b) if b == bin => Reach::One(b),
+                _ => Reach::Several,
+            };
+        };
+        for block in &model.samples {
+            let (b0, n, e0) = (
+                block.bin_start as usize,
+                block.n_bins as usize,
+                block.entry_start as usize,
+            );
+            let block_params = model.scalar_factors
+                [block.scalar_start as usize..block.scalar_end as usize]
+                .iter()
+                .map(|f| f.param as usize)
+                .chain(
+                    model.histosys_param
+                        [block.histosys_start as usize..block.histosys_end as usize]
+                        .iter()
+                        .map(|&p| p as usize),
+                );
+            for p in block_params {
+                for bin in b0..b0 + n {
+                    touch(p, bin);
+                }
+            }
+            for i in 0..n {
+                let e = e0 + i;
+                for &p in &model.entry_factor_param
+                    [model.entry_factor_start[e] as usize..model.entry_factor_start[e + 1] as usize]
+                {
+                    touch(p as usize, b0 + i);
+                }
+            }
+        }
+        Some(reach)
+    }
+
+    /// Poisson(n | n) in every bin and every constraint at its maximum: the data-only constant
+    /// itself. ndof: main bins minus free unconstrained parameters (cabinetry's definition).
+    fn saturated(&self, data: &PreparedData, fixed: &[bool]) -> Result<Saturated> {
+        let unconstrained_free = self
+            .parameter_sets
+            .iter()
+            .filter(|s| s.constraint == Constraint::None)
+            .map(|s| {
+                (0..s.n_parameters)
+                    .filter(|&i| !fixed[s.offset + i])
+                    .count()
+            })
+            .sum::<usize>();
+        Ok(Saturated {
+            twice_nll: 2.0 * data.constant,
+            ndof: self.compiled.n_main.saturating_sub(unconstrained_free),
+        })
+    }
+
+    /// The first main bin (channel and bin index) whose Poisson term is undefined.
+    fn where_undefined(&self, params: &[f64], data: &PreparedData) -> Option<String> {
+        let expected = self.expected(params).map(|(main, _)| main).ok()?;
+        let bin = expected.iter().zip(&data.main).position(|(&lambda, &n)| {
+            !(lambda <= MAX_COUNT) || lambda < 0.0 || (lambda == 0.0 && n > 0.0)
+        })?;
+        Some(
+            match self
+                .channels
+                .iter()
+                .find(|c| (c.bin_start..c.bin_start + c.n_bins).contains(&bin))
+            {
+                Some(c) => format!(
+                    "channel '{}' bin {} expects {} events and observes {}",
+                    c.name,
+                    bin - c.bin_start,
+                    count(expected[bin]),
+                    count(data.main[bin])
+                ),
+                None => format!("main bin {bin} expects {}", count(expected[bin])),
+            },
+        )
+    }
+
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        vec![("interp_codes", self.compiled.codes.to_string())]
+    }
+}
+
+/// A count for a message: plain where short, in exponent form where huge or tiny, and said to
+/// overflow where it passes what the likelihood's arithmetic holds.
+fn count(v: f64) -> String {
+    if v.is_infinite() || v > MAX_COUNT {
+        format!("{v:e} (beyond f64's range for a likelihood: at most {MAX_COUNT:e})")
+    } else if v != 0.0 && !(1e-3..1e6).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}

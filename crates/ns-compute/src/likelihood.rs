@@ -1,0 +1,161 @@
+//! The likelihood interface: what inference needs of a model, whatever kind it is. Parameters
+//! (names, suggested start, box, fixed set, POI, constraints), datasets (observed, Asimov, toys,
+//! each carrying its data-only constant), backends that evaluate the NLL and its gradient in
+//! batches, and an optional coupling description that lets the Hessian of a large model be
+//! measured sparsely. Every inference algorithm (`ns-inference`) works through it.
+//!
+//! A dataset is a [`PreparedData`]: the observations in the layout the likelihood defines
+//! (`main`: bin counts for a binned model; event coordinates for an event-level one),
+//! the auxiliary data (global observables of the constraints) and the data-only constant of
+//! the NLL. Only the likelihood that made a dataset reads its `main`.
+//!
+//! The HistFactory model implements it here ([`crate::histfactory`]); adding a model type is
+//! listed in docs/ARCHITECTURE.md.
+
+use ns_core::{Error, Result};
+
+use crate::backend::{Backend, SampledToys};
+use crate::data::PreparedData;
+use crate::device::{Device, Workload};
+
+/// Where one parameter acts, for the Hessian's sparsity: on one observation (a bin), on several,
+/// or on none (it then couples to nothing but itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    Nothing,
+    One(usize),
+    Several,
+}
+
+/// The saturated model of a goodness-of-fit test: its twice_nll on a dataset and the degrees of
+/// freedom of −2 ln λ.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Saturated {
+    pub twice_nll: f64,
+    pub ndof: usize,
+}
+
+/// A likelihood that inference can fit, test, scan, rank and sample toys from.
+pub trait Likelihood: Send + Sync {
+    /// The parameter names, in the order of every parameter vector.
+    fn parameter_names(&self) -> &[String];
+
+    fn n_params(&self) -> usize {
+        self.parameter_names().len()
+    }
+
+    /// Where the model comes from, in words, for messages ("measurement 'NormalMeasurement'").
+    fn origin(&self) -> String;
+
+    fn suggested_init(&self) -> Vec<f64>;
+    fn suggested_bounds(&self) -> Vec<(f64, f64)>;
+    fn suggested_fixed(&self) -> Vec<bool>;
+
+    /// Index of the parameter of interest, or an error naming why there is none.
+    fn poi(&self) -> Result<usize>;
+
+    /// The POI's index where the model has one.
+    fn poi_index(&self) -> Option<usize> {
+        self.poi().ok()
+    }
+
+    /// Index of a parameter by its name. A name two parameters share is refused.
+    fn parameter_index(&self, name: &str) -> std::result::Result<usize, String> {
+        let mut hits = self
+            .parameter_names()
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| *n == name)
+            .map(|(i, _)| i);
+        match (hits.next(), hits.next()) {
+            (Some(i), None) => Ok(i),
+            (None, _) => Err(format!("unknown parameter '{name}' (see parameter_names)")),
+            (Some(a), Some(b)) => Err(format!(
+                "'{name}' names two parameters (positions {a} and {b} of parameter_names)"
+            )),
+        }
+    }
+
+    /// Named groups of parameters in order (a vector parameter such as `staterror_SR` is one
+    /// group), each with the positions it covers: by default one group per parameter.
+    fn parameter_groups(&self) -> Vec<(String, std::ops::Range<usize>)> {
+        self.parameter_names()
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.clone(), i..i + 1))
+            .collect()
+    }
+
+    /// The constraint of parameter `index`: the value it is centred on and its prefit width;
+    /// `None` for a free parameter.
+    fn constraint(&self, index: usize) -> Option<(f64, f64)>;
+
+    /// The observed dataset.
+    fn observed(&self) -> Result<PreparedData>;
+
+    /// A dataset from user values: the observations alone (the auxiliary data then come from
+    /// the model), or the observations followed by the auxiliary data.
+    fn dataset(&self, values: &[f64]) -> Result<PreparedData>;
+
+    /// The Asimov dataset at `params`: the observations and auxiliary data the model expects.
+    fn asimov(&self, params: &[f64]) -> Result<PreparedData>;
+
+    /// The expected observations and auxiliary data at `params` (what `eval` reports).
+    fn expected(&self, params: &[f64]) -> Result<(Vec<f64>, Vec<f64>)>;
+
+    /// Toys `first..first + n_toys` of each `(generating parameters, stream)` ensemble, ensemble
+    /// after ensemble, from the counter-based generator: toy `i` of stream `s` under `seed` is the
+    /// same dataset on every backend. `backend` (opened by this likelihood) may sample them where
+    /// it lives.
+    fn sample_toys(
+        &self,
+        backend: &dyn Backend,
+        ensembles: &[(&[f64], u32)],
+        seed: u64,
+        first: u32,
+        n_toys: usize,
+    ) -> Result<SampledToys>;
+
+    /// Values one dataset holds (what a batch of toys costs in memory).
+    fn dataset_size(&self) -> usize;
+
+    /// The backend of `device` for this likelihood (`Auto` resolved first, see
+    /// [`resolve`](Self::resolve)).
+    fn open(&self, device: Device) -> Result<Box<dyn Backend + '_>>;
+
+    /// The concrete device for `workload` when `Auto` is asked: by default the CPU.
+    fn resolve(&self, device: Device, workload: Workload) -> Device {
+        let _ = workload;
+        match device {
+            Device::Auto => Device::Cpu,
+            d => d,
+        }
+    }
+
+    /// Where each parameter acts, for a sparse Hessian; `None`: treat every pair as coupled.
+    fn reach(&self) -> Option<Vec<Reach>> {
+        None
+    }
+
+    /// The saturated model on `data` with the parameters `fixed` fixed; an error where the
+    /// likelihood has none.
+    fn saturated(&self, data: &PreparedData, fixed: &[bool]) -> Result<Saturated> {
+        let _ = (data, fixed);
+        Err(Error::InvalidModel(format!(
+            "{} has no saturated model: goodness of fit is defined for binned likelihoods",
+            self.origin()
+        )))
+    }
+
+    /// Why the likelihood is not finite at `params` on `data`, naming the observation or term,
+    /// where the model can tell.
+    fn where_undefined(&self, params: &[f64], data: &PreparedData) -> Option<String> {
+        let _ = (params, data);
+        None
+    }
+
+    /// Settings of the model worth reporting beside an evaluation (name, value).
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+}

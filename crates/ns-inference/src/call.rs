@@ -1,0 +1,389 @@
+//! The serialisable call: everything one inference run needs — the model, the request, the fit
+//! options, the device and the data — as one JSON document. The CLI (`--save-call`, `nextstat
+//! run`), the Python package and the HTTP server build and run this type; its rules live in
+//! [`Call::validate`] and [`Call::prepare`] only, its defaults here only. The JSON Schema of the
+//! type is committed as `docs/call.schema.json` (a test fails when it drifts).
+//!
+//! ```json
+//! {"model": {"workspace": "analysis.json"},
+//!  "request": {"verb": "hypotest", "mu": 1.0},
+//!  "fit": {"tolerance": 1e-6, "fixed": {"bkg_norm": 0.5}},
+//!  "device": "cpu", "data": "observed"}
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use ns_compute::{Device, Likelihood, PreparedData};
+use ns_core::{Error, Result};
+use ns_translate::ModelRef;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::fit::{FitConfig, Fitter};
+use crate::params::params_from_json;
+use crate::request::{Outcome, Request};
+
+/// The convergence tolerance of every fit unless a call sets one: the projected gradient of
+/// twice_nll (pyhf's scipy default is of the same order).
+pub const DEFAULT_TOLERANCE: f64 = 1e-6;
+
+/// Most points of a scan grid (each point is one or more fits).
+pub const MAX_GRID_POINTS: usize = 100_000;
+
+/// One inference run, as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    /// The model; a front door that holds a loaded model (a Python `Model`) may leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelRef>,
+    pub request: Request,
+    #[serde(default)]
+    pub fit: FitOptions,
+    /// cpu, cuda, cuda:N, cuda:N,M, cuda:all, vulkan, metal or auto.
+    #[serde(default = "cpu")]
+    pub device: String,
+    #[serde(default)]
+    pub data: DataChoice,
+}
+
+fn cpu() -> String {
+    "cpu".into()
+}
+
+fn default_tolerance() -> f64 {
+    DEFAULT_TOLERANCE
+}
+
+/// Starting point, box, fixed parameters and tolerance of every fit of a call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FitOptions {
+    /// Convergence tolerance on the projected gradient of twice_nll: positive and finite.
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
+    /// Starting values: a list in parameter order, or an object by parameter or group name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<Value>,
+    /// Bounds: a list of `[low, high]` in parameter order, or an object mapping a parameter or
+    /// group name to `[low, high]` (the others keep the model's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<Value>,
+    /// Fixed parameters: a list of flags in parameter order (fixed at their starting values),
+    /// or an object mapping a parameter name to the value it is fixed at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<Value>,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        FitOptions {
+            tolerance: DEFAULT_TOLERANCE,
+            init: None,
+            bounds: None,
+            fixed: None,
+        }
+    }
+}
+
+impl FitOptions {
+    /// The options of a front door that holds them as plain lists (Python's `init_pars`,
+    /// `par_bounds`, `fixed_params`).
+    pub fn from_lists(
+        tolerance: f64,
+        init: Option<Vec<f64>>,
+        bounds: Option<Vec<(f64, f64)>>,
+        fixed: Option<Vec<bool>>,
+    ) -> Self {
+        let number = |v: f64| serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number);
+        FitOptions {
+            tolerance,
+            init: init.map(|v| Value::Array(v.into_iter().map(number).collect())),
+            bounds: bounds.map(|v| {
+                Value::Array(
+                    v.into_iter()
+                        .map(|(lo, hi)| Value::Array(vec![number(lo), number(hi)]))
+                        .collect(),
+                )
+            }),
+            fixed: fixed.map(|v| Value::Array(v.into_iter().map(Value::Bool).collect())),
+        }
+    }
+
+    fn check_tolerance(&self) -> Result<()> {
+        let tol = self.tolerance;
+        if !(tol > 0.0 && tol.is_finite()) {
+            return Err(Error::InvalidInput(format!(
+                "tolerance {tol}: it must be a positive, finite number (default {DEFAULT_TOLERANCE:e})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The fit configuration: the model's suggestion with this tolerance, starting values,
+    /// bounds and fixed parameters (in that order, so that a parameter fixed by name is fixed at
+    /// the value given, within the bounds given).
+    pub fn config(&self, model: &dyn Likelihood) -> Result<FitConfig> {
+        self.check_tolerance()?;
+        let mut config = FitConfig::suggested(model);
+        config.optimizer.pg_tol = self.tolerance;
+        if let Some(init) = &self.init {
+            config.init = params_from_json(model, init, &config.init)?;
+        }
+        if let Some(bounds) = &self.bounds {
+            apply_bounds(model, bounds, &mut config)?;
+        }
+        if let Some(fixed) = &self.fixed {
+            apply_fixed(model, fixed, &mut config)?;
+        }
+        Ok(config)
+    }
+}
+
+/// The dataset a call fits.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum DataChoice {
+    /// The model's observations.
+    #[default]
+    Observed,
+    /// These observations (the auxiliary data then come from the model), or these observations
+    /// followed by the auxiliary data.
+    Values(Vec<f64>),
+    /// Asimov data generated at the conditional MLE for this POI value, on the observations.
+    Asimov(f64),
+}
+
+/// A call's model-dependent parts, resolved: the fit configuration and the dataset.
+pub struct Prepared {
+    pub config: FitConfig,
+    pub data: PreparedData,
+}
+
+impl Call {
+    /// A call of `request` on `model` with every default.
+    pub fn new(model: Option<ModelRef>, request: Request) -> Self {
+        Call {
+            model,
+            request,
+            fit: FitOptions::default(),
+            device: cpu(),
+            data: DataChoice::Observed,
+        }
+    }
+
+    /// The call from its JSON, naming the place of the first problem.
+    pub fn from_json(value: Value) -> Result<Self> {
+        let call: Call = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            Error::InvalidInput(format!("call: {}: {}", path, e.inner()))
+        })?;
+        Ok(call)
+    }
+
+    /// The call's JSON (what `--save-call` writes).
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The rules that need no model: tolerance, device, grids and request values.
+    pub fn validate(&self) -> Result<Device> {
+        self.fit.check_tolerance()?;
+        let device = Device::from_name(&self.device)?;
+        match &self.request {
+            Request::UpperLimit { scan: Some(grid), .. } => check_grid("upper-limit scan", grid)?,
+            Request::ProfileScan { values, .. } => check_grid("profile scan", values)?,
+            _ => {}
+        }
+        if let DataChoice::Asimov(mu) = self.data
+            && !mu.is_finite()
+        {
+            return Err(Error::InvalidInput(format!(
+                "Asimov data at POI value {mu}: it must be a finite number"
+            )));
+        }
+        Ok(device)
+    }
+
+    /// The fit configuration and the dataset of this call on `model` (the data-only parts: no
+    /// fit runs unless Asimov data are asked for, which `fitter` then fits).
+    pub fn prepare(&self, model: &dyn Likelihood, fitter: &Fitter) -> Result<Prepared> {
+        let config = self.fit_config(model)?;
+        let data = match &self.data {
+            DataChoice::Observed => model.observed()?,
+            DataChoice::Values(values) => model.dataset(values)?,
+            DataChoice::Asimov(mu) => {
+                crate::hypotest::asimov_data(fitter, *mu, &model.observed()?, &config)?.0
+            }
+        };
+        Ok(Prepared { config, data })
+    }
+
+    /// The fit configuration of this call on `model` ([`FitOptions::config`]).
+    pub fn fit_config(&self, model: &dyn Likelihood) -> Result<FitConfig> {
+        self.fit.config(model)
+    }
+
+    /// Validate, prepare and run the call on `model` (the model this call names, loaded by the
+    /// front door), stopping once `stop` is set; `progress` receives the steps done.
+    pub fn run(
+        &self,
+        model: &dyn Likelihood,
+        stop: Arc<AtomicBool>,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Outcome> {
+        let device = self.validate()?;
+        let fitter = Fitter::on_device(model, device, self.request.workload(model))?
+            .with_interrupt(stop);
+        let Prepared { config, data } = if matches!(self.data, DataChoice::Asimov(_)) {
+            // The Asimov data's own fit runs on the CPU, as a single fit would.
+            self.prepare(model, &Fitter::new(model).with_interrupt(fitter.interrupt().clone()))?
+        } else {
+            self.prepare(model, &fitter)?
+        };
+        self.request.run(&fitter, &data, &config, progress)
+    }
+}
+
+/// A grid of at most [`MAX_GRID_POINTS`] finite values.
+fn check_grid(what: &str, grid: &[f64]) -> Result<()> {
+    if grid.is_empty() || grid.len() > MAX_GRID_POINTS {
+        return Err(Error::InvalidInput(format!(
+            "the {what} has {} points: give from 1 to {MAX_GRID_POINTS}",
+            grid.len()
+        )));
+    }
+    if let Some(v) = grid.iter().find(|v| !v.is_finite()) {
+        return Err(Error::InvalidInput(format!(
+            "the {what} holds {v}: every point must be a finite number"
+        )));
+    }
+    Ok(())
+}
+
+/// `count` evenly spaced values from `start` to `stop` (numpy's linspace), `count` a whole
+/// number from 2 to [`MAX_GRID_POINTS`].
+pub fn linspace(start: f64, stop: f64, count: f64) -> Result<Vec<f64>> {
+    if !((2.0..=MAX_GRID_POINTS as f64).contains(&count) && count.fract() == 0.0) {
+        return Err(Error::InvalidInput(format!(
+            "START STOP COUNT: COUNT must be a whole number from 2 to {MAX_GRID_POINTS}, not {count}"
+        )));
+    }
+    if !(start.is_finite() && stop.is_finite()) {
+        return Err(Error::InvalidInput(format!(
+            "START STOP COUNT: START and STOP must be finite numbers, not {start} and {stop}"
+        )));
+    }
+    let n = count as usize;
+    Ok((0..n)
+        .map(|i| start + (stop - start) * i as f64 / (n - 1) as f64)
+        .collect())
+}
+
+/// The positions a parameter or group name stands for.
+fn positions(model: &dyn Likelihood, name: &str) -> Result<std::ops::Range<usize>> {
+    if let Some((_, range)) = model.parameter_groups().into_iter().find(|(g, _)| g == name) {
+        return Ok(range);
+    }
+    let i = model.parameter_index(name).map_err(Error::InvalidInput)?;
+    Ok(i..i + 1)
+}
+
+fn pair(value: &Value, what: &str) -> Result<(f64, f64)> {
+    let bad = || Error::InvalidInput(format!("bounds of '{what}' must be [low, high], not {value}"));
+    let items = value.as_array().filter(|a| a.len() == 2).ok_or_else(bad)?;
+    let number = |v: &Value| match v {
+        Value::Number(n) => n.as_f64().ok_or_else(bad),
+        // A bound that is not a number reaches the fit's own check with its message.
+        Value::Null => Ok(f64::NAN),
+        _ => Err(bad()),
+    };
+    Ok((number(&items[0])?, number(&items[1])?))
+}
+
+/// Bounds by position (a list of pairs) or by name (an object of pairs).
+fn apply_bounds(model: &dyn Likelihood, bounds: &Value, config: &mut FitConfig) -> Result<()> {
+    let n = model.n_params();
+    match bounds {
+        Value::Array(items) => {
+            if items.len() != n {
+                return Err(Error::InvalidInput(format!(
+                    "bounds has {} entries but the model has {n} parameters",
+                    items.len()
+                )));
+            }
+            for (i, item) in items.iter().enumerate() {
+                config.bounds[i] = pair(item, &model.parameter_names()[i])?;
+            }
+        }
+        Value::Object(map) => {
+            for (name, item) in map {
+                let range = positions(model, name).map_err(|e| prefixed("bounds", e))?;
+                let bound = pair(item, name)?;
+                for i in range {
+                    config.bounds[i] = bound;
+                }
+            }
+        }
+        other => {
+            return Err(Error::InvalidInput(format!(
+                "bounds must be a list of [low, high] or an object by parameter name, not {other}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Fixed parameters by position (flags: fixed at their starting values) or by name (fixed at
+/// the value given).
+fn apply_fixed(model: &dyn Likelihood, fixed: &Value, config: &mut FitConfig) -> Result<()> {
+    let n = model.n_params();
+    match fixed {
+        Value::Array(items) => {
+            if items.len() != n {
+                return Err(Error::InvalidInput(format!(
+                    "fixed has {} entries but the model has {n} parameters",
+                    items.len()
+                )));
+            }
+            for (i, item) in items.iter().enumerate() {
+                config.fixed[i] = item.as_bool().ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "fixed[{i}] ('{}') must be true or false, not {item}",
+                        model.parameter_names()[i]
+                    ))
+                })?;
+            }
+        }
+        Value::Object(map) => {
+            for (name, item) in map {
+                let index = model
+                    .parameter_index(name)
+                    .map_err(|e| prefixed("fixed", Error::InvalidInput(e)))?;
+                let value = match item {
+                    // A value JSON cannot hold (NaN, ±inf) reaches the fit's own check.
+                    Value::Null => f64::NAN,
+                    _ => item.as_f64().ok_or_else(|| {
+                        Error::InvalidInput(format!("fixed {name}: '{item}' is not a number"))
+                    })?,
+                };
+                *config = config.with_fixed(index, value);
+            }
+        }
+        other => {
+            return Err(Error::InvalidInput(format!(
+                "fixed must be a list of flags or an object by parameter name, not {other}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn prefixed(what: &str, e: Error) -> Error {
+    match e {
+        Error::InvalidInput(m) => Error::InvalidInput(format!("{what}: {m}")),
+        other => other,
+    }
+}

@@ -1,0 +1,200 @@
+//! Where a model comes from, as data: a pyhf workspace (a file or inline JSON), the patches and
+//! the patchset patch applied to it, the measurement and the interpolation codes. Part of the
+//! serialisable call (`ns_inference::call`); every front door loads models through it.
+
+use std::path::{Path, PathBuf};
+
+use ns_core::{Error, HistFactoryModel, HistosysCode, InterpCodes, NormsysCode, Result};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::{FromWorkspace, ModelOptions};
+use crate::patch::{PatchSet, apply_patch};
+use crate::spec::Workspace;
+
+/// A JSON document: the path of a file (`-`: standard input), or the document itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Source {
+    Path(PathBuf),
+    Inline(Value),
+}
+
+impl Source {
+    /// The document, reading a file through `read` (which may enforce the front door's rules).
+    pub fn value(&self, read: &dyn Fn(&Path) -> Result<Value>) -> Result<Value> {
+        match self {
+            Source::Path(path) => read(path),
+            Source::Inline(value) => Ok(value.clone()),
+        }
+    }
+
+    fn origin(&self) -> String {
+        match self {
+            Source::Path(path) => path.display().to_string(),
+            Source::Inline(_) => "an inline patch".into(),
+        }
+    }
+}
+
+/// One patch of a HEPData patchset, applied after checking the patchset's digest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchsetPatch {
+    pub patchset: Source,
+    pub patch: String,
+}
+
+/// The interpolation codes: a base set and per-type overrides.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Interpolation {
+    /// `pyhf` (normsys code4, histosys code4p) or `legacy` (code1, code0).
+    #[serde(default = "pyhf_codes")]
+    pub defaults: String,
+    /// Overrides as `TYPE=CODE,...` (e.g. `normsys=code1,histosys=code0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codes: Option<String>,
+}
+
+fn pyhf_codes() -> String {
+    "pyhf".into()
+}
+
+impl Default for Interpolation {
+    fn default() -> Self {
+        Interpolation {
+            defaults: pyhf_codes(),
+            codes: None,
+        }
+    }
+}
+
+impl Interpolation {
+    /// The model's codes; an error names the entry that is wrong.
+    pub fn codes(&self) -> Result<InterpCodes> {
+        let mut codes = match self.defaults.as_str() {
+            "pyhf" => InterpCodes::default(),
+            "legacy" => InterpCodes::legacy(),
+            other => {
+                return Err(Error::InvalidInput(format!(
+                    "interpolation defaults must be 'pyhf' or 'legacy', not '{other}'"
+                )));
+            }
+        };
+        let mut named: Vec<&str> = Vec::new();
+        for item in self
+            .codes
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let (kind, code) = item.split_once('=').ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "interpolation code entry '{item}' must look like TYPE=CODE"
+                ))
+            })?;
+            let kind = kind.trim();
+            if named.contains(&kind) {
+                return Err(Error::InvalidInput(format!(
+                    "interpolation codes name '{kind}' twice: give one code per modifier type"
+                )));
+            }
+            named.push(kind);
+            match kind {
+                "normsys" => codes.normsys = NormsysCode::from_name(code)?,
+                "histosys" => codes.histosys = HistosysCode::from_name(code)?,
+                other => {
+                    return Err(Error::InvalidInput(format!(
+                        "interpolation codes: '{other}' has no interpolation code (only normsys \
+                         and histosys do)"
+                    )));
+                }
+            }
+        }
+        Ok(codes)
+    }
+}
+
+/// A HistFactory model from a pyhf workspace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelRef {
+    pub workspace: Source,
+    /// A patch of a HEPData patchset, applied first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patchset: Option<PatchsetPatch>,
+    /// RFC 6902 JSON patches, applied in order after the patchset's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<Source>,
+    /// The measurement (default: the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measurement: Option<String>,
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+impl ModelRef {
+    /// The workspace of a file with every default.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        ModelRef {
+            workspace: Source::Path(path.into()),
+            patchset: None,
+            patches: Vec::new(),
+            measurement: None,
+            interpolation: Interpolation::default(),
+        }
+    }
+
+    /// Every document this reference reads.
+    pub fn sources_mut(&mut self) -> Vec<&mut Source> {
+        let mut sources = vec![&mut self.workspace];
+        if let Some(p) = &mut self.patchset {
+            sources.push(&mut p.patchset);
+        }
+        sources.extend(self.patches.iter_mut());
+        sources
+    }
+
+    /// Relative file paths read from `base` instead of the current folder.
+    pub fn resolve_paths(&mut self, base: &Path) {
+        for source in self.sources_mut() {
+            if let Source::Path(p) = source
+                && p.is_relative()
+                && p.as_os_str() != "-"
+            {
+                *p = base.join(&*p);
+            }
+        }
+    }
+
+    /// The workspace JSON after the patchset patch and the patches.
+    pub fn workspace_value(&self, read: &dyn Fn(&Path) -> Result<Value>) -> Result<Value> {
+        let mut doc = self.workspace.value(read)?;
+        if let Some(p) = &self.patchset {
+            let patchset = PatchSet::from_value(p.patchset.value(read)?)?;
+            doc = patchset.apply(&doc, &p.patch)?;
+        }
+        for patch in &self.patches {
+            apply_patch(&mut doc, &patch.value(read)?, &patch.origin())?;
+        }
+        Ok(doc)
+    }
+
+    /// The patched workspace and its model.
+    pub fn load(
+        &self,
+        read: &dyn Fn(&Path) -> Result<Value>,
+    ) -> Result<(Workspace, HistFactoryModel)> {
+        let workspace = Workspace::from_value(self.workspace_value(read)?)?;
+        let options = ModelOptions {
+            measurement: self.measurement.clone(),
+            codes: self.interpolation.codes()?,
+        };
+        let model = HistFactoryModel::from_workspace(&workspace, &options)?;
+        Ok((workspace, model))
+    }
+}
