@@ -407,7 +407,7 @@ fn f32_overflow_is_named_as_such() {
     let (code, _, err) = run(&["fit", path(&file), "--gpu", "vulkan"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("overflows f32") && err.contains("--gpu cpu"),
+        err.contains("overflows f32") && err.contains("on the cpu or cuda device"),
         "{err}"
     );
     let (code, _, err) = run(&["fit", path(&file)]);

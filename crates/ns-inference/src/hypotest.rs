@@ -13,12 +13,25 @@ use crate::stats::normal_cdf;
 /// qμ in the asymptotic formula.
 ///
 /// As JSON, its name: `"q0"`, `"q"` or `"qtilde"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(try_from = "String", into = "&'static str", rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "&'static str")]
 pub enum TestStatistic {
     Q0,
     Q,
     QTilde,
+}
+
+impl schemars::JsonSchema for TestStatistic {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TestStatistic".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "pyhf's test statistic: q0 (discovery), q or qtilde (upper limits)",
+            "enum": ["q0", "q", "qtilde"]
+        })
+    }
 }
 
 impl TryFrom<String> for TestStatistic {

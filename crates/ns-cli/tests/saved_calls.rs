@@ -1,0 +1,95 @@
+//! `--save-call` writes the call a verb runs; `nextstat run` of that file, from another folder,
+//! prints exactly what the verb printed, for every verb on the bundled example analysis.
+
+mod common;
+
+use common::Scratch;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn example() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/analysis.json")
+}
+
+fn nextstat(args: &[&str], cwd: &Path) -> (bool, Vec<u8>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nextstat"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_reproduces_every_verb_byte_for_byte() {
+    let dir = Scratch::new("saved-calls");
+    let elsewhere = Scratch::new("saved-calls-elsewhere");
+    let data = dir.write(
+        "data.json",
+        &serde_json::json!([120, 95, 70, 52, 61, 40, 33]),
+    );
+    let example = example();
+    let ws = example.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["eval", ws],
+        vec!["fit", ws, "--covariance", "--fix", "wjets_norm=1.1", "--minos", "mu_sig"],
+        vec!["fit", ws, "--format", "text", "--bound", "mu_sig=0,5"],
+        vec!["hypotest", ws, "--mu", "1.5", "--test-stat", "q"],
+        vec!["hypotest-toys", ws, "--n-toys", "60", "--seed", "3"],
+        vec!["upper-limit", ws],
+        vec!["upper-limit", ws, "--scan", "0", "4", "9", "--format", "text"],
+        vec!["significance", ws, "--asimov", "1"],
+        vec!["scan", ws, "--range", "0", "2", "5"],
+        vec!["ranking", ws],
+        vec!["gof", ws, "--data", data.to_str().unwrap()],
+    ];
+    for (k, args) in cases.iter().enumerate() {
+        let call = dir.0.join(format!("call{k}.json"));
+        let mut with_save = args.clone();
+        with_save.extend(["--save-call", call.to_str().unwrap()]);
+        let (ok, direct, err) = nextstat(&with_save, &dir.0);
+        assert!(ok, "{args:?}: {err}");
+        let mut run = vec!["run", call.to_str().unwrap()];
+        if args.contains(&"text") {
+            run.extend(["--format", "text"]);
+        }
+        let (ok, rerun, err) = nextstat(&run, &elsewhere.0);
+        assert!(ok, "run of {args:?}: {err}");
+        assert!(
+            direct == rerun,
+            "{args:?}: the saved call printed something else:\n{}\n---\n{}",
+            String::from_utf8_lossy(&direct),
+            String::from_utf8_lossy(&rerun)
+        );
+    }
+}
+
+#[test]
+fn a_call_without_an_answer_is_refused_naming_the_field() {
+    let dir = Scratch::new("saved-calls-bad");
+    let cases = [
+        (r#"{"request": {"verb": "fit"}}"#, "names no model"),
+        (
+            r#"{"model": {"workspace": "nowhere.json"}, "request": {"verb": "fit"}}"#,
+            "nowhere.json",
+        ),
+        (
+            r#"{"model": {"workspace": "x.json"}, "request": {"verb": "fit"}, "fit": {"tolerance": -1}}"#,
+            "tolerance -1",
+        ),
+        (
+            r#"{"model": {"workspace": "x.json"}, "request": {"verb": "scan"}}"#,
+            "request",
+        ),
+    ];
+    for (k, (text, words)) in cases.iter().enumerate() {
+        let call = dir.0.join(format!("bad{k}.json"));
+        std::fs::write(&call, text).unwrap();
+        let (ok, _, err) = nextstat(&["run", call.to_str().unwrap()], &dir.0);
+        assert!(!ok && err.contains(words), "{text}: {err}");
+    }
+}
