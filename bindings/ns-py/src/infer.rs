@@ -23,7 +23,7 @@ pub(crate) fn fit_config(
     fixed: Option<Vec<bool>>,
     tolerance: f64,
 ) -> NsResult<FitConfig> {
-    Ok(FitOptions::from_lists(tolerance, init, bounds, fixed).config(model)?)
+    FitOptions::from_lists(tolerance, init, bounds, fixed).config(model)
 }
 
 fn fitter<'m>(

@@ -143,9 +143,9 @@ impl Likelihood for GaussianMeasurement {
     }
 
     fn dataset(&self, values: &[f64]) -> Result<PreparedData> {
-        match values {
-            &[x] => Ok(Self::data(x, A_OBS)),
-            &[x, a] => Ok(Self::data(x, a)),
+        match *values {
+            [x] => Ok(Self::data(x, A_OBS)),
+            [x, a] => Ok(Self::data(x, a)),
             _ => Err(Error::InvalidInput("give x, or x and a".into())),
         }
     }
