@@ -72,6 +72,8 @@ fn devices() -> String {
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The engine's environment settings, read once at import.
+    ns_core::settings::install(ns_core::settings::Settings::from_environment());
     m.add("NextStatError", m.py().get_type::<NextStatError>())?;
     m.add("InvalidInputError", m.py().get_type::<InvalidInputError>())?;
     m.add("ComputationError", m.py().get_type::<ComputationError>())?;

@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use ns_compute::Likelihood;
 use ns_core::{Error, Result};
-use ns_inference::call::{Call, DEFAULT_TOLERANCE, DataChoice, FitOptions, linspace};
+use ns_inference::call::{Call, DEFAULT_TOLERANCE, DataChoice, FitOptions, bound_value, linspace};
 use ns_inference::limits::Outside;
 use ns_inference::request::{Outcome, Request};
 use ns_inference::{Device, TestStatistic};
@@ -230,7 +230,12 @@ impl InferArgs {
                 lo.trim().parse().map_err(|_| bad())?,
                 hi.trim().parse().map_err(|_| bad())?,
             );
-            bounds.insert(name.to_string(), json!([json_number(lo), json_number(hi)]));
+            if lo.is_nan() || hi.is_nan() {
+                return Err(Error::InvalidInput(format!(
+                    "--bound '{item}': a bound is not a number (inf: no bound)"
+                )));
+            }
+            bounds.insert(name.to_string(), json!([bound_value(lo), bound_value(hi)]));
         }
         let mut fixed = Map::new();
         for item in fix {

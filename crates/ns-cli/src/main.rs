@@ -151,6 +151,8 @@ fn main() -> ExitCode {
         // SAFETY: the process is single-threaded here; nothing reads the environment concurrently.
         unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
     }
+    // The engine's environment settings, read once here.
+    ns_core::settings::install(ns_core::settings::Settings::from_environment());
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    ns_core::settings::install(ns_core::settings::Settings::from_environment());
     let mut args = std::env::args().skip(1);
     let Some(dir) = args.next().map(PathBuf::from) else {
         eprintln!("usage: prebuild_kernels DIR [ARCH ...]   (ARCH such as 90 for sm_90)");

@@ -10,6 +10,7 @@ pub mod interp;
 pub mod layout;
 pub mod model;
 pub mod optim;
+pub mod settings;
 
 pub use error::{Error, Result};
 pub use interp::{HistosysCode, InterpCodes, NormsysCode};

@@ -155,7 +155,7 @@ impl HistFactoryModel {
                 )),
                 None => Error::InvalidModel(format!(
                     "measurement '{}' names the POI '{}', which is not a parameter of the model \
-                 (a background-only workspace? apply a signal patch with -p or --patchset)",
+                 (a background-only workspace? apply a signal patch or a patchset patch)",
                     self.measurement, self.poi_name
                 )),
             })
@@ -186,7 +186,7 @@ impl HistFactoryModel {
             (Some(a), Some(b)) => Err(format!(
                 "'{name}' names two parameters (positions {a} and {b} of parameter_names): a \
                  parameter is named like an element of a vector parameter; rename one of the \
-                 modifiers (nextstat rename --modifier OLD NEW) to address it"
+                 modifiers (the rename operation) to address it"
             )),
         }
     }

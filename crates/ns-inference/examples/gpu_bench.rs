@@ -27,6 +27,7 @@ fn median_seconds(mut f: impl FnMut(), runs: usize) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    ns_core::settings::install(ns_core::settings::Settings::from_environment());
     let args: Vec<String> = std::env::args().collect();
     let path = args
         .get(1)

@@ -68,7 +68,7 @@ pub struct FitOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<Value>,
     /// Bounds: a list of `[low, high]` in parameter order, or an object mapping a parameter or
-    /// group name to `[low, high]` (the others keep the model's).
+    /// group name to `[low, high]` (the others keep the model's); `null`: no bound on that side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounds: Option<Value>,
     /// Fixed parameters: a list of flags in parameter order (fixed at their starting values),
@@ -97,7 +97,7 @@ impl FitOptions {
         bounds: Option<Vec<(f64, f64)>>,
         fixed: Option<Vec<bool>>,
     ) -> Self {
-        let number = |v: f64| serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number);
+        let number = bound_value;
         FitOptions {
             tolerance,
             init: init.map(|v| Value::Array(v.into_iter().map(number).collect())),
@@ -291,16 +291,32 @@ fn positions(model: &dyn Likelihood, name: &str) -> Result<std::ops::Range<usize
     Ok(i..i + 1)
 }
 
+/// A bound as JSON: a number, `null` for none (±∞, which JSON cannot hold), and NaN as the
+/// string `"NaN"`, refused by [`pair`].
+pub fn bound_value(v: f64) -> Value {
+    if v.is_nan() {
+        Value::String("NaN".into())
+    } else {
+        serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// `[low, high]`, `null` meaning no bound on that side.
 fn pair(value: &Value, what: &str) -> Result<(f64, f64)> {
     let bad = || Error::InvalidInput(format!("bounds of '{what}' must be [low, high], not {value}"));
     let items = value.as_array().filter(|a| a.len() == 2).ok_or_else(bad)?;
-    let number = |v: &Value| match v {
+    let number = |v: &Value, none: f64| match v {
         Value::Number(n) => n.as_f64().ok_or_else(bad),
-        // A bound that is not a number reaches the fit's own check with its message.
-        Value::Null => Ok(f64::NAN),
+        Value::Null => Ok(none),
+        Value::String(_) => Err(Error::InvalidInput(format!(
+            "bounds of '{what}' are {value}: a bound is not a number"
+        ))),
         _ => Err(bad()),
     };
-    Ok((number(&items[0])?, number(&items[1])?))
+    Ok((
+        number(&items[0], f64::NEG_INFINITY)?,
+        number(&items[1], f64::INFINITY)?,
+    ))
 }
 
 /// Bounds by position (a list of pairs) or by name (an object of pairs).

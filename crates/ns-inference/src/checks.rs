@@ -71,7 +71,7 @@ pub fn started(fitter: &Fitter, fit: &FitResult, data: &PreparedData) -> Result<
     // Defined in f64 but not on an f32 backend: f32's range, not the model, is the problem.
     if fitter.backend().precision() != ns_compute::Precision::F64
         && fitter
-            .twice_nll(&fit.parameters, data)
+            .twice_nll_on_host(&fit.parameters, data)
             .is_ok_and(f64::is_finite)
     {
         return Err(Error::Computation(format!(

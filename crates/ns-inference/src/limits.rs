@@ -287,7 +287,7 @@ pub fn upper_limit_root(
         if cls_at_bound.is_nan() {
             return Err(Error::Computation(format!(
                 "CLs is undefined at the POI's upper bound μ = {upper_bound}: no limit can be \
-                 bracketed (a linear scan, --scan START STOP COUNT, shows the CLs curve)"
+                 bracketed (a linear scan of μ values shows the CLs curve)"
             )));
         }
         if cls_at_bound > level {
@@ -318,7 +318,7 @@ pub fn upper_limit_root(
     Ok(UpperLimit::new(
         limits,
         outside,
-        "the POI's bounds (widen them with --bound to look further)",
+        "the POI's bounds (widen them to look further)",
         curve.points(),
     ))
 }

@@ -35,7 +35,8 @@ pub fn profile_scan(
     let name = &fitter.model().parameter_names()[parameter];
     if config.fixed[parameter] {
         return Err(ns_core::Error::InvalidInput(format!(
-            "'{name}' is fixed (in the measurement or by --fix): a profile scan needs it free"
+            "'{name}' is fixed (in the measurement or by the call's fixed parameters): a profile scan \
+             needs it free"
         )));
     }
     if values.is_empty() {

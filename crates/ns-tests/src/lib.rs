@@ -247,6 +247,9 @@ pub fn model_and_data(
 /// Whether a CUDA device is present; a CUDA test run without one fails saying so (on a GPU
 /// machine a missing device is an error, not a skip).
 pub fn require_cuda(test: &str) {
+    // GPU runs choose the kernel cache and launch settings through the environment
+    // (bench/gpu_run.sh): the tests are a front door.
+    ns_core::settings::install(ns_core::settings::Settings::from_environment());
     assert!(
         ns_compute::cuda::has_cuda(),
         "{test}: no CUDA device on this machine"

@@ -148,13 +148,9 @@ fn looks_like_utf16(bytes: &[u8]) -> bool {
             || head.chunks(2).all(|pair| pair[0] == 0 && pair[1] != 0))
 }
 
-/// The largest JSON input read: 4096 MB, or `NEXTSTAT_MAX_INPUT_MB`.
+/// The largest JSON input read (`ns_core::settings::Settings::max_input_bytes`).
 pub fn max_input_bytes() -> u64 {
-    std::env::var("NEXTSTAT_MAX_INPUT_MB")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(4096)
-        .saturating_mul(1 << 20)
+    ns_core::settings::settings().max_input_bytes
 }
 
 /// Convert a JSON value into a typed struct, naming the JSON path of the first problem.

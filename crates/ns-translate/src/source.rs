@@ -100,7 +100,9 @@ impl Interpolation {
             let kind = kind.trim();
             if named.contains(&kind) {
                 return Err(Error::InvalidInput(format!(
-                    "interpolation codes name '{kind}' twice: give one code per modifier type"
+                    "interpolation codes: '{}' names '{kind}' twice: give one code per modifier \
+                     type",
+                    self.codes.as_deref().unwrap_or("")
                 )));
             }
             named.push(kind);

@@ -19,11 +19,38 @@ use crate::signal::ExternalSignal;
 /// The CPU backend of one model, borrowed (`&CompiledModel`) or owned (`Arc<CompiledModel>`).
 pub struct CpuBackend<M> {
     model: M,
+    /// Working memory of single evaluations, reused: a fit evaluates point after point.
+    scratch: Mutex<Vec<Scratch>>,
 }
 
 impl<M: Borrow<CompiledModel>> CpuBackend<M> {
     pub fn new(model: M) -> Self {
-        CpuBackend { model }
+        CpuBackend {
+            model,
+            scratch: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// One evaluation on the calling thread (a fit's step: no hop to the thread pool), with
+    /// pooled working memory.
+    fn nll_grad_one(
+        &self,
+        point: &[f64],
+        data: &PreparedData,
+        grad: &mut [f64],
+        stop: &AtomicBool,
+    ) -> Result<f64> {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Error::Interrupted);
+        }
+        let model = self.model.borrow();
+        let pooled = self.scratch.lock().ok().and_then(|mut pool| pool.pop());
+        let mut scratch = pooled.unwrap_or_else(|| Scratch::new(model));
+        let value = CpuEvaluator::new(model).nll_minus_constant(point, data, &mut scratch, Some(grad));
+        if let Ok(mut pool) = self.scratch.lock() {
+            pool.push(scratch);
+        }
+        value
     }
 }
 
@@ -93,6 +120,10 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
             Datasets::Resident(r) => r.storage::<Vec<PreparedData>>()?,
         };
         check_batch(points, which, nll, grad, n, host.len())?;
+        if let [d] = *which {
+            nll[0] = self.nll_grad_one(points, &host[d as usize], grad, stop)?;
+            return Ok(());
+        }
         nll.par_iter_mut()
             .zip(grad.par_chunks_mut(n.max(1)))
             .zip(points.par_chunks(n.max(1)))

@@ -53,16 +53,9 @@ fn nvrtc_version() -> Result<(i32, i32)> {
     Ok((major, minor))
 }
 
-/// Where cubins are cached: `$NEXTSTAT_KERNEL_CACHE`, else `$XDG_CACHE_HOME/nextstat`, else
-/// `~/.cache/nextstat`.
+/// Where cubins are cached (`ns_core::settings::Settings::kernel_cache`).
 pub fn cache_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("NEXTSTAT_KERNEL_CACHE") {
-        return Some(PathBuf::from(dir));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("nextstat"))
+    ns_core::settings::settings().kernel_cache.clone()
 }
 
 /// How the module was obtained (reported by the GPU benchmark).
@@ -237,15 +230,11 @@ pub(crate) fn kernel_cubin(
 }
 
 /// The fit kernel's register budget as resident blocks per multiprocessor: 4 by default (64
-/// registers a thread at 256 threads a block); `NEXTSTAT_FIT_MIN_BLOCKS` to experiment (a value
+/// registers a thread at 256 threads a block); `Settings::fit_min_blocks` to experiment (a value
 /// no embedded cubin was built for compiles with NVRTC). The choices measured are in
 /// docs/gpu.md.
 fn fit_min_blocks() -> String {
-    let blocks = std::env::var("NEXTSTAT_FIT_MIN_BLOCKS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|&b| (1..=16).contains(&b))
-        .unwrap_or(4);
+    let blocks = ns_core::settings::settings().fit_min_blocks.unwrap_or(4);
     format!("-DNS_FIT_MIN_BLOCKS={blocks}")
 }
 

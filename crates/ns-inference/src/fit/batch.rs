@@ -268,7 +268,7 @@ impl Fitter<'_> {
     }
 
     /// Whether the backend's own optimizer runs these jobs: it runs every fit of a batch with one
-    /// set of options and at most its memory of correction pairs; `NEXTSTAT_GPU_OPTIMIZER=host`
+    /// set of options and at most its memory of correction pairs; `Settings::gpu_optimizer_on_host`
     /// keeps the optimizer on the host (lockstep, one launch per step) for comparison.
     fn device_optimizer_applies(&self, jobs: &[FitJob]) -> bool {
         let Some(first) = jobs.first() else {
@@ -293,11 +293,10 @@ impl Fitter<'_> {
     }
 }
 
-/// Whether `backend`'s own optimizer can run fits with `options` (`NEXTSTAT_GPU_OPTIMIZER=host`
+/// Whether `backend`'s own optimizer can run fits with `options` (`Settings::gpu_optimizer_on_host`
 /// keeps the optimizer on the host for comparison).
 pub(crate) fn device_optimizer_takes(backend: &dyn Backend, options: LbfgsbOptions) -> bool {
-    let host_requested = std::env::var("NEXTSTAT_GPU_OPTIMIZER").is_ok_and(|v| v == "host");
-    !host_requested
+    !ns_core::settings::settings().gpu_optimizer_on_host
         && backend
             .device_optimizer_memory()
             .is_some_and(|max| (1..=max).contains(&options.memory))

@@ -1,18 +1,22 @@
-//! Maximum-likelihood fits of a HistFactory model: free, with the POI fixed, or with any set of
+//! Maximum-likelihood fits of a likelihood: free, with the POI fixed, or with any set of
 //! fixed parameters; uncertainties, covariance and correlations from the Hessian.
 //!
-//! A [`Fitter`] holds a model and a compute backend ([`ns_compute::Backend`]): the CPU, or a
-//! device. Single fits, batches of fits and every procedure built on them (scans, limits,
+//! A [`Fitter`] holds a likelihood ([`ns_compute::Likelihood`]) and the compute backend it opened
+//! ([`ns_compute::Backend`]): the CPU, or a device. Single fits, batches of fits and every procedure built on them (scans, limits,
 //! ranking, toys) go through it and never name a device.
 //!
 //! - `config`: what a fit is asked (starting point, box, fixed parameters, optimizer options);
 //! - `run`: one fit in progress, as the optimizer's ask/tell machine;
 //! - `result`: the result, assembled from where an optimizer (host or device) ended;
 //! - `batch`: many fits at once, in parallel, in lockstep or on the device optimizer;
-//! - `uncertainty`: variable scaling, Hessian, uncertainties and covariance.
+//! - `uncertainty`: variable scaling, Hessian, uncertainties and covariance;
+//! - `newton`: the projected-Newton polish of fits L-BFGS-B leaves short of the tolerance;
+//! - `hessian`: the arrow-structured Hessian of large models.
 
 mod batch;
 mod config;
+mod hessian;
+mod newton;
 mod result;
 mod run;
 mod uncertainty;
@@ -34,7 +38,7 @@ use crate::optimizer::Lbfgsb;
 
 /// Most free parameters for dense Hessians (k² doubles, 2k gradient evaluations): the Newton polish,
 /// the covariance matrix and one curvature probe per parameter. Larger models use the sparse
-/// structure of the likelihood instead ([`crate::hessian`]).
+/// structure of the likelihood instead ([`hessian`]).
 pub(crate) const DENSE_PARAMETER_LIMIT: usize = 2000;
 
 /// Fits one likelihood against datasets on one backend.
@@ -199,6 +203,12 @@ impl<'m> Fitter<'m> {
         Ok(2.0 * data.constant + f)
     }
 
+    /// twice_nll at a full parameter vector in f64 on the likelihood's CPU backend.
+    pub(crate) fn twice_nll_on_host(&self, params: &[f64], data: &PreparedData) -> Result<f64> {
+        let mut grad = vec![0.0; self.model.n_params()];
+        Ok(2.0 * data.constant + self.objective_on(self.host(), params, data, &mut grad)?)
+    }
+
     /// twice_nll and its gradient at a full parameter vector, on the backend.
     pub fn twice_nll_and_gradient(
         &self,
@@ -331,15 +341,15 @@ impl<'m> Fitter<'m> {
         let free = &run.free;
         let mut result = if self.backend.precision() != Precision::F64
             && !free.is_empty()
-            && crate::newton::stalled(&result)
+            && newton::stalled(&result)
         {
             self.refine_in_f64(result, data, config)?
-        } else if crate::newton::applies(&result, free.len()) {
-            crate::newton::polish(self, result, data, config, free)?
+        } else if newton::applies(&result, free.len()) {
+            newton::polish(self, result, data, config, free)?
         } else {
             result
         };
-        if crate::newton::stalled(&result) {
+        if newton::stalled(&result) {
             self.converged_when_scaled(&mut result, data, config, run)?;
         }
         if result.all_at_bound(config) {

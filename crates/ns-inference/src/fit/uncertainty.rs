@@ -6,7 +6,7 @@ use ns_compute::{Datasets, PreparedData};
 use ns_core::Result;
 
 use super::{DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter};
-use crate::hessian::{Structure, arrow_variances};
+use super::hessian::{Structure, arrow_variances};
 use crate::linalg::{cholesky, cholesky_inverse, inverse};
 
 /// Most memory the structured Hessian of a large model may take (probes and blocks).
@@ -73,7 +73,7 @@ impl Fitter<'_> {
     }
 
     /// Uncertainties of a large model from the arrow structure of its Hessian
-    /// ([`crate::hessian`]): no dense n×n matrix, so no covariance either.
+    /// ([`super::hessian`]): no dense n×n matrix, so no covariance either.
     fn add_structured_uncertainties(
         &self,
         result: &mut FitResult,

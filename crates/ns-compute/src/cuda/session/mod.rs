@@ -317,12 +317,9 @@ impl CudaSession {
         let layout = KernelLayout::new(model);
         let (view, model_buffers) = upload_model(&stream, model, &layout)?;
 
-        let blocks_per_sm = match std::env::var("NEXTSTAT_CUDA_BLOCKS_PER_SM")
-            .ok()
-            .and_then(|v| v.parse().ok())
-        {
-            Some(n) if n > 0 => n,
-            _ => kernels
+        let blocks_per_sm = match ns_core::settings::settings().cuda_blocks_per_sm {
+            Some(n) => n,
+            None => kernels
                 .nll_grad
                 .occupancy_max_active_blocks_per_multiprocessor(BLOCK_THREADS, 0, None)
                 .map_err(|e| driver("occupancy query", e))?

@@ -12,7 +12,7 @@
 use ns_compute::PreparedData;
 use ns_core::Result;
 
-use crate::fit::{
+use super::{
     DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter, at_bound, projected_gradient,
 };
 use crate::linalg::{cholesky, cholesky_solve, dot};

@@ -14,7 +14,7 @@
 use ns_compute::{Likelihood, PreparedData, Reach};
 use ns_core::{Error, Result};
 
-use crate::fit::Fitter;
+use super::Fitter;
 use crate::linalg::{cholesky, cholesky_inverse};
 use ns_compute::Datasets;
 

@@ -1,0 +1,88 @@
+//! The layering rules of docs/ARCHITECTURE.md that the compiler does not check: engine crates
+//! read no environment variables (front doors install `ns_core::settings`), inference
+//! algorithms name no model type, and engine messages name no CLI flag.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The non-test source of an engine crate's files: (path, text before any `#[cfg(test)]`).
+fn engine(krate: &str) -> Vec<(PathBuf, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(krate).join("src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
+            (p, code)
+        })
+        .collect()
+}
+
+const ENGINE: [&str; 4] = ["ns-core", "ns-translate", "ns-compute", "ns-inference"];
+
+#[test]
+fn engine_crates_read_no_environment_variables() {
+    for krate in ENGINE {
+        for (path, code) in engine(krate) {
+            if path.ends_with("settings.rs") {
+                continue;
+            }
+            assert!(
+                !code.contains("env::var"),
+                "{} reads the environment: take it from ns_core::settings instead",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn inference_algorithms_name_no_model_type() {
+    for (path, code) in engine("ns-inference") {
+        // The binned-template layer of nextstat.torch is HistFactory's by nature.
+        if path.ends_with("differentiable.rs") {
+            continue;
+        }
+        for name in ["HistFactoryModel", "CompiledModel", "CpuEvaluator"] {
+            assert!(
+                !code.contains(name),
+                "{} names {name}: go through ns_compute::Likelihood",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn engine_messages_name_no_cli_flag() {
+    let flags = [
+        "--fix", "--bound", "--scan", "--gpu ", "--tolerance", "--data", "--patchset", "--range",
+        "--interp", "--modifier", "--init", "--threads", "-p ",
+    ];
+    for krate in ENGINE {
+        for (path, code) in engine(krate) {
+            for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                for flag in flags {
+                    assert!(
+                        !line.contains(flag),
+                        "{}: '{}' names the CLI flag {flag}; name the call's field",
+                        path.display(),
+                        line.trim()
+                    );
+                }
+            }
+        }
+    }
+}
