@@ -403,7 +403,11 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
 #ifndef NS_FIT_MIN_BLOCKS
 #define NS_FIT_MIN_BLOCKS 4
 #endif
-extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lbfgsb(ModelView m, SignalView sv, FitArgs a, double* __restrict__ scratch) {
+extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lbfgsb(const FitLaunch args) {
+    const ModelView m = args.model;
+    const SignalView sv = args.signal;
+    const FitArgs a = args.fits;
+    double* __restrict__ scratch = args.scratch;
     __shared__ OptShared sh;
     const int tid = threadIdx.x, P = m.n_params, memory = a.memory;
     double* eval_scratch = scratch + (size_t)blockIdx.x * ns_scratch_stride(m);

@@ -80,7 +80,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let eval_4000 = median_seconds(
         || {
             session
-                .nll_grad(&points, &on_device, &[0; 4000], &mut nll, &mut grad)
+                .nll_grad(&points, &on_device, &[0; 4000], &mut nll, &mut grad, &Default::default())
                 .unwrap()
         },
         5,

@@ -19,6 +19,8 @@ use crate::signal::ExternalSignal;
 /// The CPU backend of one model, borrowed (`&CompiledModel`) or owned (`Arc<CompiledModel>`).
 pub struct CpuBackend<M> {
     model: M,
+    /// What the evaluator derives from the model, once.
+    histosys_params: Vec<usize>,
     /// Working memory of single evaluations, reused: a fit evaluates point after point.
     scratch: Mutex<Vec<Scratch>>,
 }
@@ -26,9 +28,14 @@ pub struct CpuBackend<M> {
 impl<M: Borrow<CompiledModel>> CpuBackend<M> {
     pub fn new(model: M) -> Self {
         CpuBackend {
+            histosys_params: CpuEvaluator::histosys_params_of(model.borrow()),
             model,
             scratch: Mutex::new(Vec::new()),
         }
+    }
+
+    fn evaluator(&self) -> CpuEvaluator<'_> {
+        CpuEvaluator::with_histosys_params(self.model.borrow(), &self.histosys_params)
     }
 
     /// One evaluation on the calling thread (a fit's step: no hop to the thread pool), with
@@ -46,7 +53,9 @@ impl<M: Borrow<CompiledModel>> CpuBackend<M> {
         let model = self.model.borrow();
         let pooled = self.scratch.lock().ok().and_then(|mut pool| pool.pop());
         let mut scratch = pooled.unwrap_or_else(|| Scratch::new(model));
-        let value = CpuEvaluator::new(model).nll_minus_constant(point, data, &mut scratch, Some(grad));
+        let value = self
+            .evaluator()
+            .nll_minus_constant(point, data, &mut scratch, Some(grad));
         if let Ok(mut pool) = self.scratch.lock() {
             pool.push(scratch);
         }
@@ -113,7 +122,7 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
         stop: &AtomicBool,
     ) -> Result<()> {
         let model = self.model.borrow();
-        let eval = CpuEvaluator::new(model);
+        let eval = self.evaluator();
         let n = model.n_params;
         let host: &[PreparedData] = match datasets {
             Datasets::Host(h) => h,

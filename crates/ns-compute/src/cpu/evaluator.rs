@@ -1,5 +1,7 @@
 //! The CPU f64 evaluator: NLL (pyhf's `−logpdf`), analytic reverse-mode gradient and expected data.
 
+use std::borrow::Cow;
+
 use ns_core::interp::HistosysWeights;
 use ns_core::layout::ScalarFactor;
 use ns_core::{CompiledModel, Error, Result};
@@ -12,7 +14,7 @@ use crate::poisson::poisson_deviance;
 pub struct CpuEvaluator<'m> {
     model: &'m CompiledModel,
     /// Parameters that drive a histosys: their weights are computed once per evaluation.
-    histosys_params: Vec<usize>,
+    histosys_params: Cow<'m, [usize]>,
 }
 
 /// Working memory of one evaluation; reuse it across calls to avoid allocation.
@@ -114,14 +116,27 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 
 impl<'m> CpuEvaluator<'m> {
     pub fn new(model: &'m CompiledModel) -> Self {
-        let mut histosys_params: Vec<usize> =
-            model.histosys_param.iter().map(|&p| p as usize).collect();
-        histosys_params.sort_unstable();
-        histosys_params.dedup();
         CpuEvaluator {
             model,
-            histosys_params,
+            histosys_params: Cow::Owned(Self::histosys_params_of(model)),
         }
+    }
+
+    /// An evaluator from the parameters `histosys_params_of(model)` gave (kept by a caller that
+    /// evaluates point after point, so that none is sorted again).
+    pub fn with_histosys_params(model: &'m CompiledModel, histosys_params: &'m [usize]) -> Self {
+        CpuEvaluator {
+            model,
+            histosys_params: Cow::Borrowed(histosys_params),
+        }
+    }
+
+    /// The parameters that drive a histosys, each once, ascending.
+    pub fn histosys_params_of(model: &CompiledModel) -> Vec<usize> {
+        let mut params: Vec<usize> = model.histosys_param.iter().map(|&p| p as usize).collect();
+        params.sort_unstable();
+        params.dedup();
+        params
     }
 
     pub fn model(&self) -> &'m CompiledModel {
@@ -143,7 +158,7 @@ impl<'m> CpuEvaluator<'m> {
     fn forward(&self, params: &[f64], s: &mut Scratch) {
         let m = self.model;
         let codes = m.codes;
-        for &p in &self.histosys_params {
+        for &p in self.histosys_params.iter() {
             s.histosys_weights[p] = HistosysWeights::new(codes.histosys, params[p]);
         }
         s.expected.fill(0.0);

@@ -42,7 +42,8 @@ macro_rules! kernel_struct {
         }
 
         impl $name {
-            /// The C++ definition, fields in the same order, with its size checked at compile time.
+            /// The C++ definition, fields in the same order, with its size checked at compile
+            /// time (every field's offset is checked when a session opens: [`layout_kernel`]).
             pub(crate) fn c_definition() -> String {
                 let mut c = format!("struct {} {{\n", stringify!($name));
                 $(c.push_str(&format!("    {} {};\n", $c, stringify!($field)));)*
@@ -52,6 +53,25 @@ macro_rules! kernel_struct {
                     stringify!($name),
                     std::mem::size_of::<$name>()
                 ));
+                c
+            }
+
+            /// Every field as (`Struct::field`, its offset in Rust) in declaration order.
+            pub(crate) fn field_offsets() -> Vec<(String, usize)> {
+                vec![$((
+                    format!("{}::{}", stringify!($name), stringify!($field)),
+                    std::mem::offset_of!($name, $field),
+                ),)*]
+            }
+
+            /// C++ that writes every field's offset, in declaration order, to `out[k++]`.
+            fn c_offsets() -> String {
+                let mut c = format!("    {{ {} s;\n", stringify!($name));
+                $(c.push_str(&format!(
+                    "      out[k++] = (unsigned long long)((const char*)&s.{} - (const char*)&s);\n",
+                    stringify!($field)
+                ));)*
+                c.push_str("    }\n");
                 c
             }
         }
@@ -168,15 +188,77 @@ kernel_struct! {
     }
 }
 
-// SAFETY: #[repr(C)] plain data (device pointers as u64 and ints) whose layout the generated C++
-// definition mirrors, checked by its static_assert; no references, no drop glue.
+kernel_struct! {
+    /// The one argument of `nll_grad`: the model and the external signal (null values: the
+    /// model's own yields); per evaluation (row) the parameters (`params_stride` apart: 0 shares
+    /// one row) and its dataset; the datasets; the constant added to each NLL; the scratch and
+    /// the outputs.
+    struct NllGradArgs {
+        model: ModelView => "ModelView",
+        signal: SignalView => "SignalView",
+        params: u64 => "const double*",
+        eval_dataset: u64 => "const unsigned*",
+        main_data: u64 => "const double*",
+        aux_data: u64 => "const double*",
+        scratch: u64 => "double*",
+        nll_out: u64 => "double*",
+        grad_out: u64 => "double*",
+        nll_offset: f64 => "double",
+        params_stride: i32 => "int",
+        n_eval: i32 => "int",
+    }
+}
+
+kernel_struct! {
+    /// The one argument of `fit_lbfgsb`: the model, the fits' external signal, the fits and the
+    /// evaluation scratch.
+    struct FitLaunch {
+        model: ModelView => "ModelView",
+        signal: SignalView => "SignalView",
+        fits: FitArgs => "FitArgs",
+        scratch: u64 => "double*",
+    }
+}
+
+kernel_struct! {
+    /// The one argument of `sample_toys`: per ensemble the expected main data, the Gaussian
+    /// means and the Poisson rates (rows), the constraints' widths and auxiliary positions, the
+    /// generator's seed, streams and first toy index, and the outputs (toy after toy).
+    struct ToyArgs {
+        main_rate: u64 => "const double*",
+        gauss_mean: u64 => "const double*",
+        gauss_sigma: u64 => "const double*",
+        gauss_aux: u64 => "const unsigned*",
+        pois_rate: u64 => "const double*",
+        pois_aux: u64 => "const unsigned*",
+        streams: u64 => "const unsigned*",
+        main_out: u64 => "double*",
+        aux_out: u64 => "double*",
+        seed: u64 => "unsigned long long",
+        n_main: i32 => "int",
+        n_gauss: i32 => "int",
+        n_pois: i32 => "int",
+        n_aux: i32 => "int",
+        first_toy: u32 => "unsigned",
+        n_toys: i32 => "int",
+        n_ensembles: i32 => "int",
+    }
+}
+
+// SAFETY (each): #[repr(C)] plain data (device pointers as u64, doubles, ints and structs of
+// them) whose layout the generated C++ definition mirrors, checked by its static_asserts on the
+// size and every field's offset; no references, no drop glue.
 unsafe impl DeviceRepr for ModelView {}
-// SAFETY: #[repr(C)] plain data (device pointers as u64, a double and ints) whose layout the
-// generated C++ definition mirrors, checked by its static_assert; no references, no drop glue.
+// SAFETY: as above.
 unsafe impl DeviceRepr for FitArgs {}
-// SAFETY: #[repr(C)] plain data (device pointers as u64 and ints) whose layout the generated C++
-// definition mirrors, checked by its static_assert; no references, no drop glue.
+// SAFETY: as above.
 unsafe impl DeviceRepr for SignalView {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for NllGradArgs {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for FitLaunch {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for ToyArgs {}
 
 /// A double as a C literal that reads back to the same value.
 fn c_double(v: f64) -> String {
@@ -212,7 +294,47 @@ pub(crate) fn header() -> String {
     h.push_str(&ModelView::c_definition());
     h.push_str(&FitArgs::c_definition());
     h.push_str(&SignalView::c_definition());
+    h.push_str(&NllGradArgs::c_definition());
+    h.push_str(&FitLaunch::c_definition());
+    h.push_str(&ToyArgs::c_definition());
+    h.push_str(&layout_kernel());
     h
+}
+
+/// Every field of every kernel-argument struct as (`Struct::field`, offset in Rust), in the
+/// order [`layout_kernel`] writes the device's offsets.
+pub(crate) fn field_offsets() -> Vec<(String, usize)> {
+    [
+        ModelView::field_offsets(),
+        FitArgs::field_offsets(),
+        SignalView::field_offsets(),
+        NllGradArgs::field_offsets(),
+        FitLaunch::field_offsets(),
+        ToyArgs::field_offsets(),
+    ]
+    .concat()
+}
+
+/// The kernel `ns_abi_layout`: it writes the offset of every field as the kernels' compiler laid
+/// it out. NVRTC has no `offsetof` for a compile-time check, so a session compares these with
+/// [`field_offsets`] when it opens: two swapped fields of one size are an error, not wrong
+/// numbers.
+fn layout_kernel() -> String {
+    let mut c = String::from(
+        "extern \"C\" __global__ void ns_abi_layout(unsigned long long* out) {\n    int k = 0;\n",
+    );
+    for part in [
+        ModelView::c_offsets(),
+        FitArgs::c_offsets(),
+        SignalView::c_offsets(),
+        NllGradArgs::c_offsets(),
+        FitLaunch::c_offsets(),
+        ToyArgs::c_offsets(),
+    ] {
+        c.push_str(&part);
+    }
+    c.push_str("}\n");
+    c
 }
 
 #[cfg(test)]
@@ -233,6 +355,16 @@ mod tests {
         let signal = SignalView::c_definition();
         assert!(signal.contains("    double* d_signal;\n"));
         assert!(signal.contains("static_assert(sizeof(SignalView) == 120,"));
+        let launch = NllGradArgs::c_definition();
+        assert!(launch.starts_with("struct NllGradArgs {\n    ModelView model;\n    SignalView signal;\n"));
+        // Every field's offset, in the order the layout kernel writes the device's.
+        let offsets = field_offsets();
+        assert!(offsets.contains(&("FitArgs::pg_tol".to_string(), 128)));
+        assert!(offsets.contains(&("FitArgs::n_fits".to_string(), 136)));
+        assert!(offsets.contains(&("NllGradArgs::signal".to_string(), 216)));
+        let kernel = layout_kernel();
+        assert_eq!(kernel.matches("out[k++]").count(), offsets.len());
+        assert!(kernel.contains("{ FitArgs s;\n"));
     }
 
     #[test]
@@ -254,7 +386,14 @@ mod tests {
                     "{file} redefines {name}"
                 );
             }
-            for name in ["ModelView", "FitArgs", "SignalView"] {
+            for name in [
+                "ModelView",
+                "FitArgs",
+                "SignalView",
+                "NllGradArgs",
+                "FitLaunch",
+                "ToyArgs",
+            ] {
                 assert!(
                     !source.contains(&format!("struct {name} {{")),
                     "{file} defines {name}"

@@ -87,16 +87,16 @@ impl Backend for CudaBackend {
         which: &[u32],
         nll: &mut [f64],
         grad: &mut [f64],
-        _stop: &AtomicBool,
+        stop: &AtomicBool,
     ) -> Result<()> {
         let mut session = self.session();
         match datasets {
             Datasets::Resident(r) => {
-                session.nll_grad(points, r.storage::<DeviceDatasets>()?, which, nll, grad)
+                session.nll_grad(points, r.storage::<DeviceDatasets>()?, which, nll, grad, stop)
             }
             Datasets::Host(host) => {
                 let on_device = session.upload_datasets(&host.iter().collect::<Vec<_>>())?;
-                session.nll_grad(points, &on_device, which, nll, grad)
+                session.nll_grad(points, &on_device, which, nll, grad, stop)
             }
         }
     }

@@ -7,7 +7,7 @@ use ns_core::{Error, Result};
 use super::{CudaSession, DeviceDatasets, DeviceSignal, driver};
 use crate::backend::{DeviceFitOutput, DeviceFitProblem, check_dataset_indices};
 use crate::cuda::abi::{
-    BLOCK_THREADS, DEVICE_MAX_MEMORY, FitArgs, SignalView, lbfgsb_workspace_doubles,
+    BLOCK_THREADS, DEVICE_MAX_MEMORY, FitArgs, FitLaunch, SignalView, lbfgsb_workspace_doubles,
 };
 
 /// External yields of device fits: the signal's layout and one row of yields per fit.
@@ -163,13 +163,18 @@ impl CudaSession {
             block_dim: (BLOCK_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
+        let launch_args = FitLaunch {
+            model: self.view,
+            signal: view,
+            fits: args,
+            scratch: self.scratch.device_ptr(&s).0,
+        };
         let mut launch = s.launch_builder(&self.kernels.fit_lbfgsb);
-        launch
-            .arg(&self.view)
-            .arg(&view)
-            .arg(&args)
-            .arg(&mut self.scratch);
-        // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
+        launch.arg(&launch_args);
+        // SAFETY: `launch_args` is the kernel's one parameter (its layout checked against the
+        // generated header); its pointers are this session's buffers, sized for the launch's
+        // fits above, which outlive the launch (the results are read back below on the same
+        // stream); the grid and block are within the limits queried from the device.
         unsafe { launch.launch(cfg) }.map_err(|e| driver("fit kernel launch", e))?;
         let down = |e| driver("fit kernel", e);
         s.memcpy_dtoh(&x, &mut out.x[rows.clone()]).map_err(down)?;

@@ -8,6 +8,7 @@ mod toys;
 pub use signal::DeviceSignal;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError,
@@ -16,7 +17,7 @@ use cudarc::driver::{
 use ns_core::{CompiledModel, Error, Result};
 
 use crate::backend::check_batch;
-use crate::cuda::abi::{BLOCK_THREADS, ModelView, SignalView};
+use crate::cuda::abi::{BLOCK_THREADS, ModelView, NllGradArgs, SignalView};
 use crate::cuda::compile::{KernelOrigin, kernel_cubin, prebuilt_cubin};
 use crate::data::PreparedData;
 use crate::layout::KernelLayout;
@@ -152,6 +153,7 @@ struct Kernels {
     nll_grad: CudaFunction,
     sample_toys: CudaFunction,
     fit_lbfgsb: CudaFunction,
+    abi_layout: CudaFunction,
 }
 
 /// Load the kernels for the device of `ctx`: embedded at build time where a cubin matches the
@@ -189,6 +191,7 @@ fn load_kernels(ctx: &Arc<CudaContext>) -> Result<(Kernels, DeviceInfo)> {
         nll_grad: function("nll_grad")?,
         sample_toys: function("sample_toys")?,
         fit_lbfgsb: function("fit_lbfgsb")?,
+        abi_layout: function("ns_abi_layout")?,
     };
     let info = DeviceInfo {
         name: ctx.name().map_err(|e| driver("name query", e))?,
@@ -200,6 +203,39 @@ fn load_kernels(ctx: &Arc<CudaContext>) -> Result<(Kernels, DeviceInfo)> {
         kernels: origin,
     };
     Ok((kernels, info))
+}
+
+/// Every kernel-argument field where the kernels' compiler put it, against where Rust puts it
+/// (`abi::field_offsets`): a mismatch is an error before any launch reads a wrong field.
+fn check_abi(stream: &Arc<CudaStream>, layout: &CudaFunction) -> Result<()> {
+    let expected = crate::cuda::abi::field_offsets();
+    let mut out = stream
+        .alloc_zeros::<u64>(expected.len())
+        .map_err(|e| driver("ABI check allocation", e))?;
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = stream.launch_builder(layout);
+    launch.arg(&mut out);
+    // SAFETY: `ns_abi_layout` takes one pointer to as many u64 as `field_offsets` lists, which
+    // `out` holds; one thread.
+    unsafe { launch.launch(cfg) }.map_err(|e| driver("ABI check launch", e))?;
+    let device = stream
+        .clone_dtoh(&out)
+        .map_err(|e| driver("ABI check", e))?;
+    match expected
+        .iter()
+        .zip(&device)
+        .find(|((_, rust), dev)| *rust as u64 != **dev)
+    {
+        Some(((field, rust), dev)) => Err(Error::Device(format!(
+            "kernel ABI: {field} is at byte {dev} in the compiled kernels but at byte {rust} in \
+             ns_compute::cuda::abi (a stale kernel cache or embedded cubin?)"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The model's arrays on the device (kept alive for the pointers in `ModelView`).
@@ -314,6 +350,7 @@ impl CudaSession {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let (kernels, info) = load_kernels(&ctx)?;
+        check_abi(&stream, &kernels.abi_layout)?;
         let layout = KernelLayout::new(model);
         let (view, model_buffers) = upload_model(&stream, model, &layout)?;
 
@@ -429,7 +466,8 @@ impl CudaSession {
     /// NLL without its data-only constant (the deviance form of
     /// `CpuEvaluator::nll_minus_constant`) and its gradient, for each row of `params`
     /// (`n_params` long) against dataset `eval_dataset[row]` of `datasets`. Fills `nll` (one per
-    /// row) and `grad` (row-major).
+    /// row) and `grad` (row-major). Stops with `Error::Interrupted` between launches once `stop`
+    /// is set.
     pub fn nll_grad(
         &mut self,
         params: &[f64],
@@ -437,6 +475,7 @@ impl CudaSession {
         eval_dataset: &[u32],
         nll: &mut [f64],
         grad: &mut [f64],
+        stop: &AtomicBool,
     ) -> Result<()> {
         let n = eval_dataset.len();
         check_batch(
@@ -450,6 +489,9 @@ impl CudaSession {
         let np = self.n_params;
         let mut start = 0;
         while start < n {
+            if stop.load(Ordering::Relaxed) {
+                return Err(Error::Interrupted);
+            }
             let end = (start + self.max_batch).min(n);
             self.launch_chunk(
                 &params[start * np..end * np],
@@ -486,29 +528,31 @@ impl CudaSession {
         );
         let nll_dev = self.nll.slice.as_mut().expect("sized above");
         let grad_dev = self.grad.slice.as_mut().expect("sized above");
-        let n_eval = n as i32;
-        let (no_signal, params_stride, no_offset) =
-            (SignalView::default(), self.n_params as i32, 0.0);
+        let args = NllGradArgs {
+            model: self.view,
+            signal: SignalView::default(),
+            params: params_dev.device_ptr(&s).0,
+            eval_dataset: index_dev.device_ptr(&s).0,
+            main_data: datasets.main.device_ptr(&s).0,
+            aux_data: datasets.aux.device_ptr(&s).0,
+            scratch: self.scratch.device_ptr(&s).0,
+            nll_out: nll_dev.device_ptr(&s).0,
+            grad_out: grad_dev.device_ptr(&s).0,
+            nll_offset: 0.0,
+            params_stride: self.n_params as i32,
+            n_eval: n as i32,
+        };
         let cfg = LaunchConfig {
             grid_dim: (self.grid.min(n as u32).max(1), 1, 1),
             block_dim: (BLOCK_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut launch = s.launch_builder(&self.kernels.nll_grad);
-        launch
-            .arg(&self.view)
-            .arg(&no_signal)
-            .arg(params_dev)
-            .arg(&params_stride)
-            .arg(index_dev)
-            .arg(&datasets.main)
-            .arg(&datasets.aux)
-            .arg(&n_eval)
-            .arg(&no_offset)
-            .arg(&mut self.scratch)
-            .arg(&mut *nll_dev)
-            .arg(&mut *grad_dev);
-        // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
+        launch.arg(&args);
+        // SAFETY: `args` is the kernel's one parameter (its layout checked against the generated
+        // header); its pointers are this session's buffers, sized for the launch's rows above,
+        // which outlive the launch (the results are read back below on the same stream); the
+        // grid and block are within the limits queried from the device.
         unsafe { launch.launch(cfg) }.map_err(|e| driver("NLL kernel launch", e))?;
         let download = |e| driver("NLL kernel", e);
         s.memcpy_dtoh(&nll_dev.slice(0..n), nll).map_err(download)?;

@@ -9,7 +9,7 @@ use ns_core::{Error, Result};
 
 use super::{Buffer, CudaSession, ModelBuffers, driver};
 use crate::backend::{DeviceSlice, SignalBatch, Values, ValuesMut, not_finite};
-use crate::cuda::abi::{EVAL_MAX_THREADS, SignalView};
+use crate::cuda::abi::{EVAL_MAX_THREADS, NllGradArgs, SignalView};
 use crate::data::PreparedData;
 use crate::layout::SignalLayout;
 use crate::signal::ExternalSignal;
@@ -207,29 +207,29 @@ impl CudaSession {
         view.values = signals_ptr;
         view.d_signal = d_signal_ptr;
         view.width_terms = 1;
-        let params_stride = if shared { 0 } else { p as i32 };
-        let n_eval = rows as i32;
-        let scratch_ptr = self.scratch.device_ptr(&s).0;
+        let args = NllGradArgs {
+            model: self.view,
+            signal: view,
+            params: pars_ptr,
+            eval_dataset: zeros_ptr,
+            main_data: main_ptr,
+            aux_data: aux_ptr,
+            scratch: self.scratch.device_ptr(&s).0,
+            nll_out: nll_ptr,
+            grad_out: d_pars_ptr,
+            nll_offset: batch.data.constant,
+            params_stride: if shared { 0 } else { p as i32 },
+            n_eval: rows as i32,
+        };
         let cfg = LaunchConfig {
             grid_dim: (self.grid.min(rows as u32).max(1), 1, 1),
             block_dim: (EVAL_MAX_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut launch = s.launch_builder(&self.kernels.nll_grad);
-        launch
-            .arg(&self.view)
-            .arg(&view)
-            .arg(&pars_ptr)
-            .arg(&params_stride)
-            .arg(&zeros_ptr)
-            .arg(&main_ptr)
-            .arg(&aux_ptr)
-            .arg(&n_eval)
-            .arg(&batch.data.constant)
-            .arg(&scratch_ptr)
-            .arg(&nll_ptr)
-            .arg(&d_pars_ptr);
-        // SAFETY: the arguments match nll_grad's parameter list; every pointer is a buffer of
+        launch.arg(&args);
+        // SAFETY: `args` is nll_grad's one parameter (its layout checked against the generated
+        // header); every pointer is a buffer of
         // this session sized for `rows` above, or device memory the driver confirmed holds the
         // values `batch.rows` checked the lengths of; the grid and block are within the limits
         // the kernel was compiled for (NS_EVAL_MAX_BLOCK).

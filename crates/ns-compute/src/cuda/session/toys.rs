@@ -1,9 +1,10 @@
 //! Toy datasets sampled on the device: the CPU's generator and samplers, bit for bit.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
 use ns_core::{CompiledModel, Result};
 
 use super::{CudaSession, DeviceDatasets, TOY_BLOCK, driver, upload};
+use crate::cuda::abi::ToyArgs;
 use crate::toys::ToyEnsembleRates;
 
 impl CudaSession {
@@ -53,45 +54,41 @@ impl CudaSession {
         .map_err(err)?;
         let streams = up32(&streams).map_err(err)?;
         let alloc = |e| driver("toy allocation", e);
-        let mut main = s
+        let main = s
             .alloc_zeros::<f64>(total * self.n_main + 1)
             .map_err(alloc)?;
-        let mut aux = s
+        let aux = s
             .alloc_zeros::<f64>(total * self.n_aux + 1)
             .map_err(alloc)?;
-        let (n_main, n_gauss, n_pois, n_aux, n, n_ens) = (
-            self.n_main as i32,
-            model.gaussian.len() as i32,
-            model.poisson.len() as i32,
-            self.n_aux as i32,
-            n_toys as i32,
-            ensembles.len() as i32,
-        );
+        let args = ToyArgs {
+            main_rate: rate.device_ptr(s).0,
+            gauss_mean: mean.device_ptr(s).0,
+            gauss_sigma: sigma.device_ptr(s).0,
+            gauss_aux: gauss_aux.device_ptr(s).0,
+            pois_rate: prate.device_ptr(s).0,
+            pois_aux: pois_aux.device_ptr(s).0,
+            streams: streams.device_ptr(s).0,
+            main_out: main.device_ptr(s).0,
+            aux_out: aux.device_ptr(s).0,
+            seed,
+            n_main: self.n_main as i32,
+            n_gauss: model.gaussian.len() as i32,
+            n_pois: model.poisson.len() as i32,
+            n_aux: self.n_aux as i32,
+            first_toy,
+            n_toys: n_toys as i32,
+            n_ensembles: ensembles.len() as i32,
+        };
         let cfg = LaunchConfig {
             grid_dim: ((total as u32).div_ceil(TOY_BLOCK).max(1), 1, 1),
             block_dim: (TOY_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut launch = s.launch_builder(&self.kernels.sample_toys);
-        launch
-            .arg(&rate)
-            .arg(&n_main)
-            .arg(&mean)
-            .arg(&sigma)
-            .arg(&gauss_aux)
-            .arg(&n_gauss)
-            .arg(&prate)
-            .arg(&pois_aux)
-            .arg(&n_pois)
-            .arg(&n_aux)
-            .arg(&seed)
-            .arg(&streams)
-            .arg(&first_toy)
-            .arg(&n)
-            .arg(&n_ens)
-            .arg(&mut main)
-            .arg(&mut aux);
-        // SAFETY: the arguments match the kernel's parameter list in kernels/*.cu (this session's buffers, sized for the launch's rows before the call) and the grid and shared memory are within the limits queried from the device.
+        launch.arg(&args);
+        // SAFETY: `args` is the kernel's one parameter (its layout checked against the generated
+        // header); its pointers are the buffers uploaded and allocated above, sized for the
+        // launch's toys, which live until the kernel is synchronised below.
         unsafe { launch.launch(cfg) }.map_err(|e| driver("toy kernel launch", e))?;
         s.synchronize().map_err(|e| driver("toy kernel", e))?;
         Ok(DeviceDatasets {
