@@ -127,6 +127,15 @@ pub fn tolerance(key: &str) -> f64 {
         .unwrap_or_else(|| panic!("tolerance '{key}' missing"))
 }
 
+/// A tolerance of the backend under test against the CPU f64 reference (`tests/tolerances.json`):
+/// `f32_KEY` on the f32 backends (Vulkan, Metal), `f64_backend_KEY` on the others.
+pub fn backend_tolerance(device: ns_compute::Device, key: &str) -> f64 {
+    match device {
+        ns_compute::Device::Vulkan | ns_compute::Device::Metal => tolerance(&format!("f32_{key}")),
+        _ => tolerance(&format!("f64_backend_{key}")),
+    }
+}
+
 /// Floats of a JSON array.
 pub fn floats(v: &Value) -> Vec<f64> {
     v.as_array()
@@ -272,18 +281,35 @@ pub fn all_gpus_backend(model: &ns_core::CompiledModel) -> Box<dyn ns_compute::B
     )
 }
 
-/// One test per behaviour and backend: `test_device!(body)` turns `fn body(device: Device)`
-/// into `body::cpu` (always run) and `body::cuda`, `#[ignore]`d so that CI, which has no GPU,
-/// reports it as ignored, never as passed; GPU machines run it with `--include-ignored`
-/// (`bench/gpu_run.sh`). A new backend adds one arm here.
+/// One test per behaviour and backend: `test_device!(body)` turns `fn body(device: Device)` into
+/// `body::cpu` (always run), `body::vulkan` (the f32 backend: Mesa's lavapipe in CI, NVIDIA's
+/// Vulkan driver on the GPU machine; never skipped — without an adapter it fails with the reason)
+/// and `body::cuda`, `#[ignore]`d so that CI, which has no GPU, reports it as ignored, never as
+/// passed; GPU machines run it with `--include-ignored` (`bench/gpu_run.sh`).
+/// `test_device!(f64: body)` leaves out the f32 arm, for behaviours only f64 arithmetic has
+/// (toy-by-toy test statistics, published likelihoods near f32's range). Tolerances come from
+/// [`backend_tolerance`]. A new backend adds one arm here.
 #[macro_export]
 macro_rules! test_device {
     ($body:ident) => {
+        $crate::test_device!(@arms $body, vulkan);
+    };
+    (f64: $body:ident) => {
+        $crate::test_device!(@arms $body);
+    };
+    (@arms $body:ident $(, $f32:ident)?) => {
         mod $body {
             #[test]
             fn cpu() {
                 super::$body(ns_compute::Device::Cpu)
             }
+
+            $(
+                #[test]
+                fn $f32() {
+                    super::$body(ns_compute::Device::Vulkan)
+                }
+            )?
 
             #[test]
             #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine (bench/gpu_run.sh)"]

@@ -625,7 +625,8 @@ fn signal_nll_on_every_backend(device: ns_compute::Device) {
     }
 }
 
-ns_tests::test_device!(signal_nll_on_every_backend);
+// The f32 arm of the differentiable layer is in f32_parity.rs.
+ns_tests::test_device!(f64: signal_nll_on_every_backend);
 
 /// Every backend's batches of profiled statistics (on a GPU every row's two fits run in one
 /// device batch, the fits' widths following staterror-linked yields) against one-row statistics
@@ -711,7 +712,8 @@ fn profiled_batches_on_every_backend(device: ns_compute::Device) {
     }
 }
 
-ns_tests::test_device!(profiled_batches_on_every_backend);
+// The f32 arm of the differentiable layer is in f32_parity.rs.
+ns_tests::test_device!(f64: profiled_batches_on_every_backend);
 
 /// Signal evaluations and profiled batches (device fits with each row's signal, staterror widths
 /// following the yields) on several GPUs give one GPU's bits. Where the host has one GPU, two

@@ -1,16 +1,15 @@
-//! The f32 backend (wgpu) against the CPU f64 reference: design.md's f32 column. Runs on any
-//! Vulkan adapter — in CI on Mesa's lavapipe (`mesa-vulkan-drivers`, installed by
-//! scripts/test.sh), on the GPU machine on NVIDIA's driver. Without an adapter these tests fail
-//! with the reason: they are never skipped.
+//! What only the f32 backend (wgpu) has, against the CPU f64 reference: design.md's f32 column
+//! for CLs (asymptotic, and toys fitted in f32), the differentiable NLL in f32, and the requests
+//! it refuses. Evaluations, interpolation codes, fits, scans and limit grids run on it in
+//! backend_parity.rs (its `vulkan` arms). Runs on any Vulkan adapter — in CI on Mesa's lavapipe
+//! (`mesa-vulkan-drivers`, installed by scripts/test.sh), on the GPU machine on NVIDIA's driver.
+//! Without an adapter these tests fail with the reason: they are never skipped.
 
 use std::sync::atomic::AtomicBool;
 
 use ns_compute::backend::open;
-use ns_compute::{CpuEvaluator, Datasets, Device, PreparedData, Scratch};
-use ns_core::HistFactoryModel;
-use ns_tests::{
-    TestRng, model_and_data, points_for, random_point, shared_workspaces, workspace_path,
-};
+use ns_compute::{Datasets, Device};
+use ns_tests::{TestRng, model_and_data, random_point, workspace_path};
 use ns_translate::Workspace;
 
 const DEVICE: Device = Device::Vulkan;
@@ -20,147 +19,6 @@ const DEVICE: Device = Device::Vulkan;
 /// max(1, |g|), best-fit parameters in σ, twice_nll at the minimum, uncertainties, CLs.
 fn tol(key: &str) -> f64 {
     ns_tests::tolerance(&format!("f32_{key}"))
-}
-
-/// The largest NLL difference as a fraction of its tolerance, and the largest gradient
-/// difference relative to max(1, |g|), over `points`.
-fn worst_differences(
-    model: &HistFactoryModel,
-    data: &PreparedData,
-    points: &[Vec<f64>],
-) -> (f64, f64) {
-    let backend =
-        open(DEVICE, &model.compiled).expect("a Vulkan adapter (install mesa-vulkan-drivers)");
-    let resident = backend.upload(std::slice::from_ref(data)).unwrap();
-    let n = model.n_params();
-    let (mut nll, mut grad) = (
-        vec![f64::NAN; points.len()],
-        vec![f64::NAN; points.len() * n],
-    );
-    backend
-        .nll_grad_batch(
-            &points.concat(),
-            Datasets::Resident(&resident),
-            &vec![0; points.len()],
-            &mut nll,
-            &mut grad,
-            &AtomicBool::new(false),
-        )
-        .unwrap();
-    let cpu = CpuEvaluator::new(&model.compiled);
-    let mut scratch = Scratch::new(&model.compiled);
-    let (mut worst_nll, mut worst_grad) = (0.0f64, 0.0f64);
-    for (k, p) in points.iter().enumerate() {
-        let mut g = vec![0.0; n];
-        let want = cpu
-            .nll_minus_constant(p, data, &mut scratch, Some(&mut g))
-            .unwrap();
-        if want.is_nan() {
-            // A yield driven negative: pyhf's NaN on both sides.
-            assert!(
-                nll[k].is_nan(),
-                "point {k}: f32 {} where the CPU has NaN",
-                nll[k]
-            );
-            continue;
-        }
-        worst_nll =
-            worst_nll.max((nll[k] - want).abs() / (tol("nll_atol") + tol("nll_rtol") * want.abs()));
-        for i in 0..n {
-            worst_grad = worst_grad.max((grad[k * n + i] - g[i]).abs() / g[i].abs().max(1.0));
-        }
-    }
-    (worst_nll, worst_grad)
-}
-
-/// The deviance-form NLL (the NLL relative to the saturated model's) within
-/// `tol("nll_atol") + tol("nll_rtol")·|NLL|`, every gradient element within `tol("gradient_rel")·max(1, |g|)`, at the
-/// suggested init and random points of every shared workspace.
-#[test]
-fn nll_and_gradient_match_cpu_on_every_workspace() {
-    for (name, ws) in shared_workspaces() {
-        let (model, data) = model_and_data(&ws, Default::default());
-        let (nll, grad) = worst_differences(&model, &data, &points_for(&model, 11, 10));
-        eprintln!("{name}: NLL {nll:.2e} of the tolerance, gradient {grad:.2e}");
-        assert!(nll <= 1.0, "{name}: NLL differs by {nll} of its tolerance");
-        assert!(
-            grad <= tol("gradient_rel"),
-            "{name}: a gradient element differs by {grad} (relative)"
-        );
-    }
-}
-
-/// Every interpolation code, on a model with normsys and histosys on every sample.
-#[test]
-fn every_interpolation_code_matches_cpu() {
-    let ws = Workspace::from_path(&workspace_path("nextstat_tHu.json")).unwrap();
-    for codes in ns_tests::all_code_pairs() {
-        let (model, data) = model_and_data(&ws, codes);
-        let (nll, grad) = worst_differences(&model, &data, &points_for(&model, 3, 6));
-        assert!(
-            nll <= 1.0 && grad <= tol("gradient_rel"),
-            "{codes}: NLL {nll}, gradient {grad}"
-        );
-    }
-}
-
-/// Fits on the f32 backend against CPU fits: best-fit parameters within `PARAM_SIGMA` of their
-/// CPU uncertainty, twice the NLL at the minimum within `2 · NLL_MIN`, uncertainties (f64 Hessian
-/// at the f32 minimum) within `UNCERTAINTY_RTOL`, and the fit converged at the f32 tolerance.
-#[test]
-fn fits_match_cpu_fits() {
-    use ns_inference::{FitConfig, Fitter};
-    for file in [
-        "nextstat_simple_workspace.json",
-        "nextstat_complex_workspace.json",
-        "nextstat_shape_workspace.json",
-        "pyhf_validation_2bin_2channel_coupledhistosys.json",
-        "tutorial_bkg_only_1Lbb_CRs.json",
-        "nextstat_tHu.json",
-    ] {
-        let ws = Workspace::from_path(&workspace_path(file)).unwrap();
-        let (model, data) = model_and_data(&ws, Default::default());
-        let mut config = FitConfig::suggested(&model);
-        config.uncertainties = true;
-        let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
-        let f32_fitter = Fitter::on_device(&model, DEVICE, ns_compute::Workload::Sequential)
-            .expect("a Vulkan adapter (install mesa-vulkan-drivers)");
-        let got = f32_fitter.fit(&data, &config).unwrap();
-        eprintln!(
-            "{file}: converged {} ({:?}, {} iterations), twice_nll {} vs {}",
-            got.converged, got.termination, got.iterations, got.twice_nll, cpu.twice_nll
-        );
-        let (cpu_sigma, got_sigma) = (
-            cpu.uncertainties.clone().unwrap(),
-            got.uncertainties.clone().unwrap(),
-        );
-        let mut worst_pull: f64 = 0.0;
-        let mut worst_unc: f64 = 0.0;
-        for i in 0..model.n_params() {
-            let sigma = cpu_sigma[i];
-            if !(sigma > 0.0) {
-                continue;
-            }
-            worst_pull = worst_pull.max((got.parameters[i] - cpu.parameters[i]).abs() / sigma);
-            worst_unc = worst_unc.max((got_sigma[i] - sigma).abs() / sigma);
-        }
-        eprintln!("   worst |Δθ|/σ {worst_pull:.2e}, worst Δσ/σ {worst_unc:.2e}");
-        assert!(got.converged, "{file}: {:?}", got.termination);
-        assert!(
-            worst_pull <= tol("bestfit_sigma_frac"),
-            "{file}: |Δθ|/σ = {worst_pull}"
-        );
-        assert!(
-            worst_unc <= tol("uncertainty_rtol"),
-            "{file}: Δσ/σ = {worst_unc}"
-        );
-        assert!(
-            (got.twice_nll - cpu.twice_nll).abs() <= tol("twice_nll_at_min_atol"),
-            "{file}: {} vs {}",
-            got.twice_nll,
-            cpu.twice_nll
-        );
-    }
 }
 
 /// Asymptotic CLs (q̃μ) within 1e-3 of the CPU's, and toy CLs with the same seed within 1e-2:
