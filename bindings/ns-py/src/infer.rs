@@ -1,14 +1,13 @@
-//! Inference entry points: one `infer` over the request layer, and the toy-batch functions.
+//! Inference entry points: `infer` runs an `ns_inference::call::Call` on a model, `call_json`
+//! writes it, `run_call` runs a saved one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ns_compute::Likelihood;
 use ns_inference::call::{Call, FitOptions};
-use ns_inference::{Device, FitConfig, Fitter, Workload, report};
+use ns_inference::FitConfig;
 use ns_translate::HistFactoryModel;
-use numpy::{PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -24,31 +23,6 @@ pub(crate) fn fit_config(
     tolerance: f64,
 ) -> NsResult<FitConfig> {
     FitOptions::from_lists(tolerance, init, bounds, fixed).config(model)
-}
-
-fn fitter<'m>(
-    model: &'m HistFactoryModel,
-    device: &str,
-    workload: Workload,
-    stop: &Arc<AtomicBool>,
-) -> NsResult<Fitter<'m>> {
-    Ok(
-        Fitter::on_device(model, Device::from_name(device)?, workload)?
-            .with_interrupt(stop.clone()),
-    )
-}
-
-/// Run `work` on a worker thread while this (the Python) thread, without the GIL, watches for
-/// signals: Ctrl-C sets the interrupt flag, waits for the engine to stop at its next check, and
-/// raises KeyboardInterrupt.
-pub(crate) fn run_interruptible<T: Send>(
-    py: Python<'_>,
-    work: impl FnOnce(&Arc<AtomicBool>) -> NsResult<T> + Send,
-) -> PyResult<T> {
-    let stop = Arc::new(AtomicBool::new(false));
-    run_watched(py, None, &|| stop.store(true, Ordering::Relaxed), || {
-        work(&stop)
-    })
 }
 
 /// A progress bar of a long call: tqdm's, moved by the watching thread to the steps the worker
@@ -213,78 +187,5 @@ fn run_call_on(
             }
         })?;
         Ok(json_text(outcome.report(model, true)))
-    })
-}
-
-/// Draw `n_toys` toys at `params` and fit each on `device`: (toy data rows, fit report JSONs).
-#[pyfunction]
-#[pyo3(signature = (model, params, n_toys, seed=0, tolerance=1e-6, device="cuda"))]
-pub(crate) fn fit_toys<'py>(
-    py: Python<'py>,
-    model: &PyModel,
-    params: Vec<f64>,
-    n_toys: usize,
-    seed: u64,
-    tolerance: f64,
-    device: &str,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, Vec<String>)> {
-    let (rows, fits) = run_interruptible(py, |stop| -> NsResult<(Vec<Vec<f64>>, Vec<String>)> {
-        let m = &model.model;
-        model.params(&params)?;
-        let config = fit_config(m, None, None, None, tolerance)?;
-        let f = fitter(m, device, Workload::Batch { fits: n_toys }, stop)?;
-        // The optimizer's variable scaling, once for all toys: at the Asimov data of `params`.
-        let config = f.with_scale(&m.asimov(&params)?, &config)?;
-        let (toys, results) = ns_inference::fit_toys(&f, &params, n_toys, seed, &config, &|_| {})?;
-        let rows = toys
-            .iter()
-            .map(|t| t.main.iter().chain(&t.aux).copied().collect())
-            .collect();
-        let fits = results
-            .into_iter()
-            .map(|r| r.map(|fit| json_text(report::fit(m, &fit, true))))
-            .collect::<NsResult<Vec<_>>>()?;
-        Ok((rows, fits))
-    })?;
-    let array =
-        PyArray2::from_vec2(py, &rows).map_err(|e| NextStatError::new_err(e.to_string()))?;
-    Ok((array, fits))
-}
-
-/// Fit caller-supplied datasets (rows of full data) in one batch on `device`, each with its own
-/// init and bounds (or one of each for all).
-#[pyfunction]
-#[pyo3(signature = (model, data, init=None, bounds=None, tolerance=1e-6, device="cuda"))]
-pub(crate) fn fit_from_data(
-    py: Python<'_>,
-    model: &PyModel,
-    data: PyReadonlyArray2<f64>,
-    init: Option<Vec<Vec<f64>>>,
-    bounds: Option<Vec<Vec<(f64, f64)>>>,
-    tolerance: f64,
-    device: &str,
-) -> PyResult<Vec<String>> {
-    let rows: Vec<Vec<f64>> = data.as_array().outer_iter().map(|r| r.to_vec()).collect();
-    run_interruptible(py, |stop| -> NsResult<Vec<String>> {
-        let m = &model.model;
-        let datasets = rows
-            .iter()
-            .map(|r| model.prepared(r))
-            .collect::<NsResult<Vec<_>>>()?;
-        let base = fit_config(m, None, None, None, tolerance)?;
-        let init = init.unwrap_or_else(|| vec![base.init.clone()]);
-        let bounds = bounds.unwrap_or_else(|| vec![base.bounds.clone()]);
-        let f = fitter(
-            m,
-            device,
-            Workload::Batch {
-                fits: datasets.len(),
-            },
-            stop,
-        )?;
-        f.fit_datasets(&datasets, &init, &bounds, &base, &|_| {})?
-            .into_iter()
-            .map(|r| r.map(|fit| json_text(report::fit(m, &fit, true))))
-            .collect()
     })
 }

@@ -84,8 +84,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(infer::infer, m)?,
         wrap_pyfunction!(infer::call_json, m)?,
         wrap_pyfunction!(infer::run_call, m)?,
-        wrap_pyfunction!(infer::fit_toys, m)?,
-        wrap_pyfunction!(infer::fit_from_data, m)?,
         wrap_pyfunction!(has_cuda, m)?,
         wrap_pyfunction!(has_metal, m)?,
         wrap_pyfunction!(devices, m)?,

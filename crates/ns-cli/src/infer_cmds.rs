@@ -485,7 +485,8 @@ fn band(what: &str, values: &[f64; 5]) -> String {
 /// The human-readable summary of `--format text`.
 fn text_of(outcome: &Outcome, model: &dyn Likelihood, matrices: bool) -> String {
     match outcome {
-        Outcome::Eval { .. } => String::new(),
+        // No verb of the CLI asks for these (the Python package's batch fits).
+        Outcome::Eval { .. } | Outcome::FitToys { .. } | Outcome::FitDatasets(_) => String::new(),
         Outcome::Fit { fit, minos } => {
             let mut text = format!(
                 "twice_nll = {:.10}  ({})\n",

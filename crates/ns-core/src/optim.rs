@@ -14,11 +14,15 @@ pub struct LbfgsbOptions {
     pub max_evaluations: usize,
 }
 
+/// The convergence tolerance of every fit unless a call sets one: the projected gradient of
+/// twice_nll (pyhf's scipy default is of the same order). Written here only.
+pub const DEFAULT_PG_TOL: f64 = 1e-6;
+
 impl Default for LbfgsbOptions {
     fn default() -> Self {
         LbfgsbOptions {
             memory: 10,
-            pg_tol: 1e-6,
+            pg_tol: DEFAULT_PG_TOL,
             max_iterations: 2000,
             max_evaluations: 20000,
         }

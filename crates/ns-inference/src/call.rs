@@ -25,9 +25,8 @@ use crate::fit::{FitConfig, Fitter};
 use crate::params::params_from_json;
 use crate::request::{Outcome, Request};
 
-/// The convergence tolerance of every fit unless a call sets one: the projected gradient of
-/// twice_nll (pyhf's scipy default is of the same order).
-pub const DEFAULT_TOLERANCE: f64 = 1e-6;
+/// The convergence tolerance of every fit unless a call sets one (`ns_core::optim`).
+pub const DEFAULT_TOLERANCE: f64 = ns_core::optim::DEFAULT_PG_TOL;
 
 /// Most points of a scan grid (each point is one or more fits).
 pub const MAX_GRID_POINTS: usize = 100_000;

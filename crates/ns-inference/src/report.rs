@@ -300,6 +300,16 @@ impl Outcome {
             Outcome::ProfileScan(result) => scan(result),
             Outcome::Ranking(result) => ranking(model, result),
             Outcome::Gof(result) => gof(result),
+            Outcome::FitToys { toys, fits } => json!({
+                "toys": toys
+                    .iter()
+                    .map(|t| t.main.iter().chain(&t.aux).copied().collect::<Vec<f64>>())
+                    .collect::<Vec<_>>(),
+                "fits": fits.iter().map(|f| fit(model, f, matrices)).collect::<Vec<_>>(),
+            }),
+            Outcome::FitDatasets(fits) => json!({
+                "fits": fits.iter().map(|f| fit(model, f, matrices)).collect::<Vec<_>>(),
+            }),
         }
     }
 }

@@ -20,7 +20,7 @@ use crate::limits::{UpperLimit, upper_limit_root, upper_limit_scan};
 use crate::params::params_from_json;
 use crate::ranking::{Ranking, ranking};
 use crate::scan::{ProfileScan, profile_scan};
-use crate::toys::{ToyHypotest, hypotest_toys};
+use crate::toys::{ToyHypotest, fit_toys, hypotest_toys};
 use ns_compute::Workload;
 
 fn qtilde() -> TestStatistic {
@@ -92,6 +92,24 @@ pub enum Request {
     Ranking,
     /// Goodness of fit against the saturated model.
     Gof,
+    /// `n_toys` toys drawn at `pars` (a list in parameter order), each fitted in one batch: the
+    /// toy datasets and their fits.
+    FitToys {
+        pars: Vec<f64>,
+        n_toys: usize,
+        #[serde(default)]
+        seed: u64,
+    },
+    /// The given datasets (rows: the observations, or the observations then the auxiliary
+    /// data) fitted in one batch, each from `init` and within `bounds` (one for all or one per
+    /// dataset, in parameter order; the call's fit options where absent).
+    FitDatasets {
+        datasets: Vec<Vec<f64>>,
+        #[serde(default)]
+        init: Option<Vec<Vec<f64>>>,
+        #[serde(default)]
+        bounds: Option<Vec<Vec<(f64, f64)>>>,
+    },
 }
 
 /// The typed result of a [`Request`].
@@ -122,6 +140,12 @@ pub enum Outcome {
     ProfileScan(ProfileScan),
     Ranking(Ranking),
     Gof(GoodnessOfFit),
+    /// Toy datasets and their fits, toy by toy.
+    FitToys {
+        toys: Vec<PreparedData>,
+        fits: Vec<FitResult>,
+    },
+    FitDatasets(Vec<FitResult>),
 }
 
 impl Request {
@@ -134,6 +158,10 @@ impl Request {
             Request::Ranking => Workload::Batch {
                 fits: model.n_params().saturating_mul(4),
             },
+            Request::FitToys { n_toys, .. } => Workload::Batch { fits: *n_toys },
+            Request::FitDatasets { datasets, .. } => Workload::Batch {
+                fits: datasets.len(),
+            },
             _ => Workload::Sequential,
         }
     }
@@ -145,6 +173,8 @@ impl Request {
             Request::HypotestToys { n_toys, .. } => (*n_toys as u64).saturating_mul(2),
             Request::Ranking => 4 * model.n_params() as u64,
             Request::ProfileScan { values, .. } => values.len() as u64,
+            Request::FitToys { n_toys, .. } => *n_toys as u64,
+            Request::FitDatasets { datasets, .. } => datasets.len() as u64,
             Request::UpperLimit {
                 scan: Some(grid), ..
             } => grid.len() as u64,
@@ -231,6 +261,35 @@ impl Request {
             }
             Request::Ranking => Outcome::Ranking(ranking(fitter, data, config, progress)?),
             Request::Gof => Outcome::Gof(goodness_of_fit(fitter, data, config)?),
+            Request::FitToys { pars, n_toys, seed } => {
+                let pars = params_from_json(model, &serde_json::json!(pars), &config.init)?;
+                // The optimizer's variable scaling, once for all toys: at the Asimov data of
+                // the generating point.
+                let config = fitter.with_scale(&model.asimov(&pars)?, config)?;
+                let (toys, fits) = fit_toys(fitter, &pars, *n_toys, *seed, &config, progress)?;
+                Outcome::FitToys {
+                    toys,
+                    fits: fits.into_iter().collect::<Result<_>>()?,
+                }
+            }
+            Request::FitDatasets {
+                datasets,
+                init,
+                bounds,
+            } => {
+                let datasets = datasets
+                    .iter()
+                    .map(|row| model.dataset(row))
+                    .collect::<Result<Vec<_>>>()?;
+                let init = init.clone().unwrap_or_else(|| vec![config.init.clone()]);
+                let bounds = bounds.clone().unwrap_or_else(|| vec![config.bounds.clone()]);
+                Outcome::FitDatasets(
+                    fitter
+                        .fit_datasets(&datasets, &init, &bounds, config, progress)?
+                        .into_iter()
+                        .collect::<Result<_>>()?,
+                )
+            }
         })
     }
 }

@@ -295,6 +295,12 @@ def _progress_label(progress: Any, label: str) -> Optional[str]:
 def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra):
     """Run an inference verb in the engine as one call (``ns_inference::call``, JSON) and wrap its
     report (observed data by default); with ``save_call``, first write that call to the path."""
+    return result_type._from_json(_run(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress, save_call, **extra))
+
+
+def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra) -> str:
+    """The report JSON of the engine's call of ``verb`` (see ``_infer``); the engine's default
+    tolerance where ``tolerance`` is None."""
     if not isinstance(model, Model):
         raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()), not {type(model).__name__}")
     data = model.observed if data is None else data
@@ -304,7 +310,7 @@ def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fi
         init=None if init_pars is None else _finite_list(init_pars, "init_pars"),
         bounds=None if par_bounds is None else _bounds(par_bounds),
         fixed=None if fixed_params is None else _flags(fixed_params),
-        tolerance=_number(tolerance, "tolerance"),
+        tolerance=None if tolerance is None else _number(tolerance, "tolerance"),
     )
     call = dict(
         request=dict(verb=verb, **{k: v for k, v in extra.items() if v is not None}),
@@ -318,8 +324,7 @@ def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fi
         raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
     if save_call is not None:
         Path(save_call).write_text(_core.call_json(model._model, call_text) + "\n", encoding="utf-8")
-    report = _core.infer(model._model, call_text, progress)
-    return result_type._from_json(report)
+    return _core.infer(model._model, call_text, progress)
 
 
 _RESULT_OF_VERB = {}
@@ -343,12 +348,12 @@ def _test_stat(name: Any) -> str:
     return name
 
 
-def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None) -> FitResult:
+def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> FitResult:
     """Maximum-likelihood fit with uncertainties (observed data unless ``data`` is given)."""
     return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, uncertainties=True)
 
 
-def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu") -> FitResult:
+def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu") -> FitResult:
     """Fit with the POI fixed at ``poi_value``."""
     poi = model.config.poi_index
     if poi is None:
@@ -359,60 +364,65 @@ def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par
     return fit(model, data, init, par_bounds, fixed, tolerance=tolerance, device=device)
 
 
-def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None) -> AsymptoticHypotestResult:
+def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> AsymptoticHypotestResult:
     """Asymptotic CLs at ``poi_value``."""
     return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, mu=_number(poi_value, "poi_value"), test_stat=_test_stat(test_stat))
 
 
-def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None, progress=True) -> ToyHypotestResult:
+def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> ToyHypotestResult:
     """Toy-based CLs at ``poi_value``; the same seed gives the same toys on any device."""
     return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "toys"), save_call, mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat))
 
 
-def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None, progress=True) -> UpperLimitResult:
+def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> UpperLimitResult:
     """Observed and expected CLs upper limits: root finding, or a scan over ``scan``."""
     grid = None if scan is None else _array(scan, "scan").tolist()
     return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "CLs scan"), save_call, level=_number(level, "level"), scan=grid)
 
 
-def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None) -> SignificanceResult:
+def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> SignificanceResult:
     """Discovery p0 and Z (asymptotic q0), observed and expected."""
     return _infer("significance", SignificanceResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
 
 
-def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None, progress=True) -> ProfileScanResult:
+def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> ProfileScanResult:
     """Profile likelihood of the POI (or ``parameter``) at ``mu_values``."""
     values = _array(mu_values, "mu_values").tolist()
     return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), save_call, values=values, parameter=parameter)
 
 
-def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None, progress=True) -> RankingResult:
+def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> RankingResult:
     """Pulls, constraints and pre/post-fit impacts on the POI of every nuisance parameter."""
     return _infer("ranking", RankingResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "ranking refits"), save_call)
 
 
-def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=1e-6, device="cpu", save_call=None) -> GofResult:
+def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> GofResult:
     """Goodness of fit against the saturated model."""
     return _infer("gof", GofResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
 
 
-def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=1e-6, device="cuda") -> ToyFits:
+def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=None, device="cuda") -> ToyFits:
     """Draw ``n_toys`` toys at ``params`` and fit each, all in one batch on the GPU."""
-    data, fits = _core.fit_toys(model._model, _finite_list(params, "params"), _integer(n_toys, "n_toys"), _integer(seed, "seed"), _number(tolerance, "tolerance"), device)
-    return ToyFits(data, [FitResult._from_json(f) for f in fits])
+    report = json.loads(_run("fit_toys", model, None, None, None, None, tolerance, device, pars=_finite_list(params, "params"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed")))
+    n_data = len(model.observed)
+    data = np.array(report["toys"], dtype=np.float64).reshape(-1, n_data)
+    return ToyFits(data, [FitResult._from_json(json.dumps(f)) for f in report["fits"]])
 
 
-def fit_toys_from_data_gpu(model: Model, data, init=None, bounds=None, *, tolerance=1e-6, device="cuda") -> List[FitResult]:
+def fit_toys_from_data_gpu(model: Model, data, init=None, bounds=None, *, tolerance=None, device="cuda") -> List[FitResult]:
     """Fit each row of ``data`` (main then aux) in one batch; ``init``/``bounds`` one per row or one for all."""
     rows = np.ascontiguousarray(data, dtype=np.float64)
     if rows.ndim != 2:
         raise InvalidInputError(f"data must be 2-dimensional (one dataset per row), not shape {rows.shape}")
-    init_rows = None if init is None else [list(map(float, r)) for r in np.atleast_2d(np.asarray(init, dtype=np.float64))]
-    bound_rows = None if bounds is None else ([[tuple(map(float, b)) for b in bounds]] if np.ndim(bounds) == 2 else [[tuple(map(float, b)) for b in row] for row in bounds])
-    return [FitResult._from_json(f) for f in _core.fit_from_data(model._model, rows, init_rows, bound_rows, float(tolerance), device)]
+    if not np.isfinite(rows).all():
+        raise InvalidInputError("data holds a value that is not a finite number")
+    init_rows = None if init is None else [_finite_list(r, "init") for r in np.atleast_2d(np.asarray(init, dtype=np.float64))]
+    bound_rows = None if bounds is None else ([_bounds(bounds)] if np.ndim(bounds) == 2 else [_bounds(row) for row in bounds])
+    report = json.loads(_run("fit_datasets", model, None, None, None, None, tolerance, device, datasets=rows.tolist(), init=init_rows, bounds=bound_rows))
+    return [FitResult._from_json(json.dumps(f)) for f in report["fits"]]
 
 
-def hypotest_qtilde_toys_gpu(poi_value: float, model: Model, n_toys: int, seed: int = 0, data=None, *, tolerance=1e-6, device="cuda") -> ToyHypotestResult:
+def hypotest_qtilde_toys_gpu(poi_value: float, model: Model, n_toys: int, seed: int = 0, data=None, *, tolerance=None, device="cuda") -> ToyHypotestResult:
     """Toy-based CLs with q̃_μ on the GPU (observed data unless ``data`` is given)."""
     return hypotest_toys(poi_value, model, n_toys, seed, data, "qtilde", tolerance=tolerance, device=device)
 

@@ -28,7 +28,7 @@ def fit(
     unknown = set(kwargs) - {"tolerance"}
     if unknown:
         raise InvalidInputError(f"fit: unsupported arguments {sorted(unknown)}")
-    r = _fit(pdf, data, init_pars, par_bounds, fixed_params, tolerance=kwargs.get("tolerance", 1e-6), device=device)
+    r = _fit(pdf, data, init_pars, par_bounds, fixed_params, tolerance=kwargs.get("tolerance"), device=device)
     pars = r.bestfit
     if return_uncertainties:
         pars = np.stack([pars, r.uncertainties], axis=1)
