@@ -1,11 +1,10 @@
-//! Inference verbs: fit, hypotest, upper-limit, significance, scan.
+//! Inference verbs: their flags turned into one `ns_inference::call::Call`, `--save-call`,
+//! `nextstat run`, and the printing of a result (JSON, or the text of `text.rs`).
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use ns_compute::Likelihood;
 use ns_core::{Error, Result};
 use ns_inference::call::{Call, DEFAULT_TOLERANCE, DataChoice, FitOptions, bound_value, linspace};
-use ns_inference::limits::Outside;
 use ns_inference::request::{Outcome, Request};
 use ns_inference::{Device, TestStatistic};
 use serde_json::{Map, Value, json};
@@ -15,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::input::ModelArgs;
+use crate::text::text_of;
 use crate::{emit, to_json};
 
 /// Options shared by the inference verbs.
@@ -452,153 +452,4 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
         outcome.report(&model, matrices),
         text_of(&outcome, &model, matrices),
     )
-}
-
-/// The expected band's labels in pyhf's order (n_σ = 2 … −2: the "−2σ" CLs first).
-const BAND_LABELS: [&str; 5] = ["-2σ", "-1σ", "median", "+1σ", "+2σ"];
-
-/// One number style for every text output: 6 significant digits, exponent form for tiny or huge.
-fn number(v: f64) -> String {
-    if v.is_nan() {
-        return "nan".into();
-    }
-    if v == 0.0 {
-        return "0".into();
-    }
-    if (1e-3..1e6).contains(&v.abs()) {
-        let digits = (5 - v.abs().log10().floor() as i32).max(0) as usize;
-        format!("{v:.digits$}")
-    } else {
-        format!("{v:.5e}")
-    }
-}
-
-/// An expected band, one labelled value per line.
-fn band(what: &str, values: &[f64; 5]) -> String {
-    BAND_LABELS
-        .iter()
-        .zip(values)
-        .map(|(label, v)| format!("{what} {label:>6} = {}\n", number(*v)))
-        .collect()
-}
-
-/// The human-readable summary of `--format text`.
-fn text_of(outcome: &Outcome, model: &dyn Likelihood, matrices: bool) -> String {
-    match outcome {
-        // No verb of the CLI asks for these (the Python package's batch fits).
-        Outcome::Eval { .. } | Outcome::FitToys { .. } | Outcome::FitDatasets(_) => String::new(),
-        Outcome::Fit { fit, minos } => {
-            let mut text = format!(
-                "twice_nll = {:.10}  ({})\n",
-                fit.twice_nll,
-                fit.termination.describe()
-            );
-            for (i, name) in model.parameter_names().iter().enumerate() {
-                let sigma = fit.uncertainties.as_ref().map_or(f64::NAN, |u| u[i]);
-                text.push_str(&format!(
-                    "{name:>40} = {:>12.6} ± {:<10.6}{}\n",
-                    fit.parameters[i],
-                    sigma,
-                    if fit.at_bound[i] { "  (at bound)" } else { "" }
-                ));
-            }
-            for (name, iv) in minos {
-                // An end the rise does not reach before the parameter's bound has no interval.
-                let end = |e: Option<f64>| {
-                    e.map_or("none before the bound".to_string(), |v| format!("{v:+.6}"))
-                };
-                text.push_str(&format!(
-                    "{name:>40}: {} / {} (profile likelihood)\n",
-                    end(iv.error_down),
-                    end(iv.error_up)
-                ));
-            }
-            if matrices {
-                text.push_str(match fit.correlation() {
-                    Some(_) => "the correlation and covariance matrices are in the JSON output (--format json)\n",
-                    None => "no correlation or covariance matrix: the Hessian gave none (see the warning)\n",
-                });
-            }
-            text
-        }
-        Outcome::Ranking(r) => {
-            let mut text = format!(
-                "{:>40}  {:>9}  {:>9}  {:>10}  {:>10}\n",
-                "parameter", "pull", "constr.", "Δμ post+", "Δμ post−"
-            );
-            for e in &r.entries {
-                let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.4}"));
-                text.push_str(&format!(
-                    "{:>40}  {:>9}  {:>9}  {:>10.5}  {:>10.5}\n",
-                    e.name,
-                    opt(e.pull),
-                    opt(e.constraint),
-                    e.impact_postfit_up,
-                    e.impact_postfit_down
-                ));
-            }
-            text
-        }
-        Outcome::Gof(g) => format!(
-            "-2 ln λ = {:.4} for {} degrees of freedom: p = {:.4}\n",
-            g.minus_two_log_lambda, g.ndof, g.p_value
-        ),
-        Outcome::Hypotest { result: h, .. } => {
-            if h.test_statistic == TestStatistic::Q0 {
-                format!(
-                    "p0 observed = {}\n{}",
-                    number(h.cls.clsb_obs),
-                    band("p0 expected", &h.cls.clsb_exp)
-                )
-            } else {
-                format!(
-                    "mu = {}\nCLs observed = {}  (CLsb = {}, CLb = {})\n{}",
-                    number(h.mu),
-                    number(h.cls.cls_obs),
-                    number(h.cls.clsb_obs),
-                    number(h.cls.clb_obs),
-                    band("CLs expected", &h.cls.cls_exp)
-                )
-            }
-        }
-        Outcome::HypotestToys { result: h, .. } => format!(
-            "mu = {}\nCLs observed = {}  (CLsb = {}, CLb = {})\n{}toys: {} per hypothesis, {} failed\n",
-            number(h.mu),
-            number(h.cls.cls_obs),
-            number(h.cls.clsb_obs),
-            number(h.cls.clb_obs),
-            band("CLs expected", &h.cls.cls_exp),
-            h.n_toys,
-            h.signal.n_failed + h.background.n_failed
-        ),
-        Outcome::UpperLimit { result: ul, .. } => {
-            let limit = |value: f64, outside: Option<Outside>| match outside {
-                Some(Outside::Above(mu)) => format!("> {} (outside {})", number(mu), ul.range),
-                Some(Outside::Below(mu)) => format!("< {} (outside {})", number(mu), ul.range),
-                None => number(value),
-            };
-            let mut text = format!("upper limit observed = {}\n", limit(ul.obs, ul.outside[0]));
-            for (k, label) in BAND_LABELS.iter().enumerate() {
-                text.push_str(&format!(
-                    "upper limit expected {label} = {}\n",
-                    limit(ul.exp[k], ul.outside[k + 1])
-                ));
-            }
-            text
-        }
-        Outcome::Significance(r) => format!(
-            "p0 observed = {}  (Z = {})\n{}{}",
-            number(r.p0_obs),
-            number(r.z_obs),
-            band("p0 expected", &r.p0_exp),
-            band("Z expected", &r.z_exp)
-        ),
-        Outcome::ProfileScan(scan) => {
-            let mut text = format!("{:>12}  {:>16}\n", scan.parameter, "Δ twice_nll");
-            for (v, d) in scan.values.iter().zip(&scan.delta_twice_nll) {
-                text.push_str(&format!("{v:>12.6}  {d:>16.8}\n"));
-            }
-            text
-        }
-    }
 }

@@ -3,6 +3,7 @@
 mod infer_cmds;
 mod input;
 mod output;
+mod text;
 mod workspace_cmds;
 
 use clap::{Parser, Subcommand};

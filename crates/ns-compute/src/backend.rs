@@ -396,14 +396,16 @@ pub trait Backend: Send + Sync {
 
     /// Run many fits to completion on the backend (optimizer and evaluations where it lives).
     /// Only called where [`device_optimizer_memory`](Self::device_optimizer_memory) allows
-    /// `options.memory`.
+    /// `options.memory`. Large batches stop between launches with `Error::Interrupted` once
+    /// `stop` is set.
     fn fit_lbfgsb(
         &self,
         problem: &DeviceFitProblem,
         datasets: &Resident,
         options: LbfgsbOptions,
+        stop: &AtomicBool,
     ) -> Result<DeviceFitOutput> {
-        let _ = (problem, datasets, options);
+        let _ = (problem, datasets, options, stop);
         Err(Error::Device(format!(
             "the {} backend has no device optimizer",
             self.device().name()

@@ -175,11 +175,27 @@ impl Call {
 
     /// The call from its JSON, naming the place of the first problem.
     pub fn from_json(value: Value) -> Result<Self> {
-        let call: Call = serde_path_to_error::deserialize(value).map_err(|e| {
+        if !value.is_object() {
+            return Err(Error::InvalidInput(format!(
+                "a call is a JSON object with \"request\" (and \"model\", \"fit\", \"device\", \
+                 \"data\"; docs/call.schema.json), not {}",
+                match value {
+                    Value::Array(_) => "an array",
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    _ => "null",
+                }
+            )));
+        }
+        serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
-            Error::InvalidInput(format!("call: {}: {}", path, e.inner()))
-        })?;
-        Ok(call)
+            if path == "." {
+                Error::InvalidInput(format!("call: {}", e.inner()))
+            } else {
+                Error::InvalidInput(format!("call: {path}: {}", e.inner()))
+            }
+        })
     }
 
     /// The call's JSON (what `--save-call` writes).

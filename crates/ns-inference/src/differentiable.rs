@@ -390,6 +390,7 @@ impl DifferentiableSession {
             &resident,
             config.optimizer,
             Some(signal),
+            &self.interrupt,
         )?;
         rows.par_iter()
             .enumerate()

@@ -63,4 +63,6 @@ fn calls_round_trip_and_refuse_what_has_no_answer() {
         serde_json::json!({"request": {"verb": "hypotest_toys", "mu": 1}}),
         "request: missing field `n_toys`",
     );
+    refused(serde_json::json!([1, 2]), "a call is a JSON object");
+    refused(serde_json::json!({}), "call: missing field `request`");
 }

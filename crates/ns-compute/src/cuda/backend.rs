@@ -161,6 +161,7 @@ impl Backend for CudaBackend {
         problem: &DeviceFitProblem,
         datasets: &Resident,
         options: LbfgsbOptions,
+        stop: &AtomicBool,
     ) -> Result<DeviceFitOutput> {
         let signal = match &problem.signal {
             Some(fs) => {
@@ -174,6 +175,7 @@ impl Backend for CudaBackend {
             datasets.storage::<DeviceDatasets>()?,
             options,
             signal,
+            stop,
         )
     }
 }

@@ -235,6 +235,7 @@ impl Backend for MultiCudaBackend {
         problem: &DeviceFitProblem,
         datasets: &Resident,
         options: LbfgsbOptions,
+        stop: &AtomicBool,
     ) -> Result<DeviceFitOutput> {
         let (n_fits, np) = (problem.dataset.len(), self.n_params);
         problem.check_rows(np)?;
@@ -278,7 +279,7 @@ impl Backend for MultiCudaBackend {
                 dataset: rows_of(problem.dataset, &r, 1),
                 signal,
             };
-            gpu.fit_lbfgsb(&share, &replicas[k], options)
+            gpu.fit_lbfgsb(&share, &replicas[k], options, stop)
         })?;
         let mut out = DeviceFitOutput::default();
         for part in parts {

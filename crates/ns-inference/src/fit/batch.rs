@@ -3,7 +3,7 @@
 //! optimizer.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use ns_compute::backend::{DeviceFitOutput, DeviceFitProblem, FitSignal};
 use ns_compute::{Backend, Batching, Datasets, PreparedData, Resident};
@@ -142,7 +142,9 @@ impl Fitter<'_> {
                 .expect("each launch is started before it runs");
             let (ends, done, next) = std::thread::scope(|scope| {
                 let device =
-                    scope.spawn(|| current.run_on_device(&*self.backend, resident, chunks[k]));
+                    scope.spawn(|| {
+                        current.run_on_device(&*self.backend, resident, chunks[k], &self.interrupt)
+                    });
                 let done = launched
                     .take()
                     .map(|(c, started, ends)| self.complete_chunk(host, c, started, ends.as_ref()));
@@ -311,6 +313,7 @@ pub(crate) fn device_fits(
     datasets: &Resident,
     options: LbfgsbOptions,
     signal: Option<FitSignal>,
+    stop: &AtomicBool,
 ) -> Result<DeviceEnds> {
     let n = runs.first().map_or(0, |r| r.full.len());
     let rows = runs.len() * n;
@@ -339,7 +342,7 @@ pub(crate) fn device_fits(
         dataset: which,
         signal,
     };
-    let out = backend.fit_lbfgsb(&problem, datasets, options)?;
+    let out = backend.fit_lbfgsb(&problem, datasets, options, stop)?;
     Ok(DeviceEnds { out, n_params: n })
 }
 
@@ -358,6 +361,7 @@ impl StartedChunk {
         backend: &dyn Backend,
         datasets: &Resident,
         jobs: &[FitJob],
+        stop: &AtomicBool,
     ) -> Result<Option<DeviceEnds>> {
         if self.runs.is_empty() {
             return Ok(None);
@@ -369,6 +373,7 @@ impl StartedChunk {
             datasets,
             jobs[0].config.optimizer,
             None,
+            stop,
         )
         .map(Some)
     }

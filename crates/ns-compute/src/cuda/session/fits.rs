@@ -1,5 +1,7 @@
 //! The device-resident optimizer: many whole fits per launch, one thread block per fit.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 use ns_core::optim::LbfgsbOptions;
 use ns_core::{Error, Result};
@@ -23,6 +25,7 @@ impl CudaSession {
         datasets: &DeviceDatasets,
         options: LbfgsbOptions,
         signal: Signal,
+        stop: &AtomicBool,
     ) -> Result<DeviceFitOutput> {
         self.check_fit_problem(problem, datasets, options)?;
         if let Some((on_device, values)) = signal
@@ -53,6 +56,9 @@ impl CudaSession {
             .map_err(|e| driver("optimizer workspace allocation", e))?;
         let mut start = 0;
         while start < n_fits {
+            if stop.load(Ordering::Relaxed) {
+                return Err(Error::Interrupted);
+            }
             let end = (start + chunk).min(n_fits);
             self.launch_fits(
                 problem,
