@@ -21,8 +21,10 @@ pub struct CpuBackend<M> {
     model: M,
     /// What the evaluator derives from the model, once.
     histosys_params: Vec<usize>,
-    /// Working memory of single evaluations, reused: a fit evaluates point after point.
-    scratch: Mutex<Vec<Scratch>>,
+    /// Working memory of single evaluations, reused (a fit evaluates point after point): one
+    /// slot per thread of the pool, so that parallel fits never wait on each other, and one for
+    /// any other thread.
+    scratch: Vec<Mutex<Option<Scratch>>>,
 }
 
 impl<M: Borrow<CompiledModel>> CpuBackend<M> {
@@ -30,7 +32,9 @@ impl<M: Borrow<CompiledModel>> CpuBackend<M> {
         CpuBackend {
             histosys_params: CpuEvaluator::histosys_params_of(model.borrow()),
             model,
-            scratch: Mutex::new(Vec::new()),
+            scratch: (0..=rayon::current_num_threads())
+                .map(|_| Mutex::new(None))
+                .collect(),
         }
     }
 
@@ -51,15 +55,19 @@ impl<M: Borrow<CompiledModel>> CpuBackend<M> {
             return Err(Error::Interrupted);
         }
         let model = self.model.borrow();
-        let pooled = self.scratch.lock().ok().and_then(|mut pool| pool.pop());
-        let mut scratch = pooled.unwrap_or_else(|| Scratch::new(model));
-        let value = self
-            .evaluator()
-            .nll_minus_constant(point, data, &mut scratch, Some(grad));
-        if let Ok(mut pool) = self.scratch.lock() {
-            pool.push(scratch);
+        let others = self.scratch.len() - 1;
+        let slot = rayon::current_thread_index()
+            .filter(|&i| i < others)
+            .unwrap_or(others);
+        let eval = self.evaluator();
+        match self.scratch[slot].try_lock() {
+            Ok(mut held) => {
+                let scratch = held.get_or_insert_with(|| Scratch::new(model));
+                eval.nll_minus_constant(point, data, scratch, Some(grad))
+            }
+            // Two threads outside the pool at once (or a poisoned slot): working memory of its own.
+            Err(_) => eval.nll_minus_constant(point, data, &mut Scratch::new(model), Some(grad)),
         }
-        value
     }
 }
 
