@@ -403,11 +403,7 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
 #ifndef NS_FIT_MIN_BLOCKS
 #define NS_FIT_MIN_BLOCKS 4
 #endif
-extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lbfgsb(const FitLaunch args) {
-    const ModelView m = args.model;
-    const SignalView sv = args.signal;
-    const FitArgs a = args.fits;
-    double* __restrict__ scratch = args.scratch;
+__device__ __forceinline__ void ns_fit_lbfgsb(ModelView m, SignalView sv, FitArgs a, double* __restrict__ scratch) {
     __shared__ OptShared sh;
     const int tid = threadIdx.x, P = m.n_params, memory = a.memory;
     double* eval_scratch = scratch + (size_t)blockIdx.x * ns_scratch_stride(m);
@@ -652,4 +648,10 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lb
         }
         __syncthreads();
     }
+}
+
+// The kernel takes one argument struct (ns_compute::cuda::abi::FitLaunch); the body above keeps
+// its parameter list, inlined.
+extern "C" __global__ void __launch_bounds__(NS_BLOCK, NS_FIT_MIN_BLOCKS) fit_lbfgsb(const FitLaunch args) {
+    ns_fit_lbfgsb(args.model, args.signal, args.fits, args.scratch);
 }

@@ -316,18 +316,11 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
 // Evaluation ev takes parameter row ev (params_stride 0: one row for all), dataset
 // eval_dataset[ev] and, with external yields (sv.values not null), signal row ev; nll_offset is
 // added to every NLL (the data constant, where the caller wants the full NLL).
-extern "C" __global__ void __launch_bounds__(NS_EVAL_MAX_BLOCK) nll_grad(const NllGradArgs args) {
-    const ModelView m = args.model;
-    const SignalView sv = args.signal;
-    const double* __restrict__ params = args.params;
-    const unsigned* __restrict__ eval_dataset = args.eval_dataset;
-    const double* __restrict__ main_data = args.main_data;
-    const double* __restrict__ aux_data = args.aux_data;
-    double* __restrict__ scratch = args.scratch;
-    double* __restrict__ nll_out = args.nll_out;
-    double* __restrict__ grad_out = args.grad_out;
-    const int params_stride = args.params_stride, n_eval = args.n_eval;
-    const double nll_offset = args.nll_offset;
+__device__ __forceinline__ void ns_nll_grad(
+    ModelView m, SignalView sv, const double* __restrict__ params, int params_stride,
+    const unsigned* __restrict__ eval_dataset, const double* __restrict__ main_data,
+    const double* __restrict__ aux_data, int n_eval, double nll_offset, double* __restrict__ scratch,
+    double* __restrict__ nll_out, double* __restrict__ grad_out) {
     __shared__ double red[NS_EVAL_MAX_BLOCK];
     double* my_scratch = scratch + (size_t)blockIdx.x * ns_scratch_stride(m);
     for (int ev = blockIdx.x; ev < n_eval; ev += gridDim.x) {
@@ -339,4 +332,12 @@ extern "C" __global__ void __launch_bounds__(NS_EVAL_MAX_BLOCK) nll_grad(const N
                                        my_scratch, grad_out + (size_t)ev * m.n_params, red);
         if (threadIdx.x == 0) nll_out[ev] = nll + nll_offset;
     }
+}
+
+// The kernel takes one argument struct (ns_compute::cuda::abi::NllGradArgs); the body above keeps
+// its parameter list, inlined, so that its __restrict__ pointers are what the compiler sees.
+extern "C" __global__ void __launch_bounds__(NS_EVAL_MAX_BLOCK) nll_grad(const NllGradArgs args) {
+    ns_nll_grad(args.model, args.signal, args.params, args.params_stride, args.eval_dataset,
+                args.main_data, args.aux_data, args.n_eval, args.nll_offset, args.scratch,
+                args.nll_out, args.grad_out);
 }

@@ -95,20 +95,13 @@ __device__ double ns_poisson(NsToyStream* s, double lambda) {
 // Gaussian auxiliary data, then the Poisson auxiliary data. Several ensembles (each its own
 // rates and stream number) go in one launch: thread t makes toy first_toy + t % n_toys of
 // ensemble t / n_toys.
-extern "C" __global__ void sample_toys(const ToyArgs args) {
-    const double* __restrict__ main_rate = args.main_rate;
-    const double* __restrict__ gauss_mean = args.gauss_mean;
-    const double* __restrict__ gauss_sigma = args.gauss_sigma;
-    const unsigned* __restrict__ gauss_aux = args.gauss_aux;
-    const double* __restrict__ pois_rate = args.pois_rate;
-    const unsigned* __restrict__ pois_aux = args.pois_aux;
-    const unsigned* __restrict__ streams = args.streams;
-    double* __restrict__ main_out = args.main_out;
-    double* __restrict__ aux_out = args.aux_out;
-    const int n_main = args.n_main, n_gauss = args.n_gauss, n_pois = args.n_pois, n_aux = args.n_aux;
-    const int n_toys = args.n_toys, n_ensembles = args.n_ensembles;
-    const unsigned long long seed = args.seed;
-    const unsigned first_toy = args.first_toy;
+__device__ __forceinline__ void ns_sample_toys(
+    const double* __restrict__ main_rate, int n_main,
+    const double* __restrict__ gauss_mean, const double* __restrict__ gauss_sigma,
+    const unsigned* __restrict__ gauss_aux, int n_gauss,
+    const double* __restrict__ pois_rate, const unsigned* __restrict__ pois_aux, int n_pois,
+    int n_aux, unsigned long long seed, const unsigned* __restrict__ streams, unsigned first_toy,
+    int n_toys, int n_ensembles, double* __restrict__ main_out, double* __restrict__ aux_out) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_toys * n_ensembles) return;
     const int e = t / n_toys;
@@ -123,4 +116,13 @@ extern "C" __global__ void sample_toys(const ToyArgs args) {
     for (int b = 0; b < n_main; ++b) main_row[b] = ns_poisson(&s, rate[b]);
     for (int c = 0; c < n_gauss; ++c) aux_row[gauss_aux[c]] = mean[c] + gauss_sigma[c] * ns_normal(&s);
     for (int c = 0; c < n_pois; ++c) aux_row[pois_aux[c]] = ns_poisson(&s, prate[c]);
+}
+
+// The kernel takes one argument struct (ns_compute::cuda::abi::ToyArgs); the body above keeps its
+// parameter list, inlined.
+extern "C" __global__ void sample_toys(const ToyArgs args) {
+    ns_sample_toys(args.main_rate, args.n_main, args.gauss_mean, args.gauss_sigma, args.gauss_aux,
+                   args.n_gauss, args.pois_rate, args.pois_aux, args.n_pois, args.n_aux, args.seed,
+                   args.streams, args.first_toy, args.n_toys, args.n_ensembles, args.main_out,
+                   args.aux_out);
 }
