@@ -104,15 +104,11 @@ fn json_text(value: serde_json::Value) -> String {
 }
 
 /// The call of a Python verb (`ns_inference::call::Call` as JSON, without its model: the
-/// model is `model`, whose source is filled in).
-fn call_of(model: &PyModel, call: &str) -> PyResult<Call> {
+/// model is `model`).
+fn call_of(call: &str) -> PyResult<Call> {
     let value: serde_json::Value = serde_json::from_str(call)
         .map_err(|e| InvalidInputError::new_err(format!("bad call: {e}")))?;
-    let mut call = Call::from_json(value).map_err(to_py)?;
-    if call.model.is_none() {
-        call.model = model.source.clone();
-    }
-    Ok(call)
+    Call::from_json(value).map_err(to_py)
 }
 
 /// Run an inference call (JSON, e.g. `{"request": {"verb": "hypotest", "mu": 1.0}, "data":
@@ -126,19 +122,21 @@ pub(crate) fn infer(
     call: &str,
     progress: Option<&str>,
 ) -> PyResult<String> {
-    let call = call_of(model, call)?;
+    let call = call_of(call)?;
     run_call_on(py, &model.model, &call, progress)
 }
 
 /// The call JSON `infer` would run (the model's workspace inline): what `save_call` writes.
 #[pyfunction]
 pub(crate) fn call_json(model: &PyModel, call: &str) -> PyResult<String> {
-    let call = call_of(model, call)?;
-    if call.model.is_none() {
+    let mut call = call_of(call)?;
+    let Some(source) = &model.source else {
         return Err(InvalidInputError::new_err(
             "this model was not built from a workspace, so a call cannot name it",
         ));
-    }
+    };
+    call.model = Some(source.model_ref());
+    call.check_serialisable().map_err(to_py)?;
     serde_json::to_string_pretty(&call.to_json())
         .map_err(|e| NextStatError::new_err(e.to_string()))
 }

@@ -12,7 +12,27 @@ use crate::{NsResult, invalid, to_py};
 pub(crate) struct PyModel {
     pub(crate) model: HistFactoryModel,
     /// Where the model comes from, for calls that name it (`save_call`).
-    pub(crate) source: Option<ns_translate::ModelRef>,
+    pub(crate) source: Option<ModelSource>,
+}
+
+/// The workspace and settings a model was built from.
+pub(crate) struct ModelSource {
+    pub(crate) workspace: std::sync::Arc<ns_translate::Workspace>,
+    pub(crate) measurement: Option<String>,
+    pub(crate) interpolation: ns_translate::Interpolation,
+}
+
+impl ModelSource {
+    /// The model as a call names it: the workspace inline (serialised only when asked).
+    pub(crate) fn model_ref(&self) -> ns_translate::ModelRef {
+        ns_translate::ModelRef {
+            workspace: ns_translate::Source::Inline(self.workspace.to_value()),
+            patchset: None,
+            patches: Vec::new(),
+            measurement: self.measurement.clone(),
+            interpolation: self.interpolation.clone(),
+        }
+    }
 }
 
 impl PyModel {

@@ -1,6 +1,7 @@
 //! `nextstat._core.Workspace`: a validated pyhf workspace and the pyhf workspace operations.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use ns_core::{HistosysCode, InterpCodes, NormsysCode};
 use ns_translate::ops::{Join, Prune, Rename};
@@ -8,13 +9,14 @@ use ns_translate::patch::{PatchSet, apply_patch};
 use ns_translate::{FromWorkspace, HistFactoryModel, ModelOptions, Workspace};
 use pyo3::prelude::*;
 
-use crate::model::PyModel;
+use crate::model::{ModelSource, PyModel};
 use crate::{NextStatError, to_py};
 
 /// A pyhf workspace (validated).
 #[pyclass(module = "nextstat._core", name = "Workspace", frozen)]
 pub(crate) struct PyWorkspace {
-    ws: Workspace,
+    /// Shared with the models built from it (a call names their workspace).
+    ws: Arc<Workspace>,
 }
 
 #[pymethods]
@@ -25,12 +27,12 @@ impl PyWorkspace {
     fn from_json(text: &str, origin: &str) -> PyResult<Self> {
         let value = ns_translate::load::parse_json(text, origin).map_err(to_py)?;
         Ok(PyWorkspace {
-            ws: Workspace::from_value(value).map_err(|e| match e {
+            ws: Arc::new(Workspace::from_value(value).map_err(|e| match e {
                 ns_core::Error::InvalidWorkspace(m) if origin != "workspace" => {
                     to_py(ns_core::Error::InvalidWorkspace(format!("{origin}: {m}")))
                 }
                 other => to_py(other),
-            })?,
+            })?),
         })
     }
 
@@ -59,10 +61,8 @@ impl PyWorkspace {
             codes.histosys = HistosysCode::from_name(h).map_err(to_py)?;
             overrides.push(format!("histosys={h}"));
         }
-        let source = ns_translate::ModelRef {
-            workspace: ns_translate::Source::Inline(self.ws.to_value()),
-            patchset: None,
-            patches: Vec::new(),
+        let source = ModelSource {
+            workspace: self.ws.clone(),
             measurement: measurement_name.clone(),
             interpolation: ns_translate::Interpolation {
                 defaults: "pyhf".into(),
@@ -106,7 +106,7 @@ impl PyWorkspace {
             measurements,
         };
         Ok(PyWorkspace {
-            ws: self.ws.prune(&prune).map_err(to_py)?,
+            ws: Arc::new(self.ws.prune(&prune).map_err(to_py)?),
         })
     }
 
@@ -125,13 +125,13 @@ impl PyWorkspace {
             measurements,
         };
         Ok(PyWorkspace {
-            ws: self.ws.rename(&rename).map_err(to_py)?,
+            ws: Arc::new(self.ws.rename(&rename).map_err(to_py)?),
         })
     }
 
     fn sorted(&self) -> Self {
         PyWorkspace {
-            ws: self.ws.sorted(),
+            ws: Arc::new(self.ws.sorted()),
         }
     }
 
@@ -145,7 +145,7 @@ impl PyWorkspace {
     ) -> PyResult<Self> {
         let join = Join::from_name(join).map_err(to_py)?;
         Ok(PyWorkspace {
-            ws: Workspace::combine(&left.ws, &right.ws, join, merge_channels).map_err(to_py)?,
+            ws: Arc::new(Workspace::combine(&left.ws, &right.ws, join, merge_channels).map_err(to_py)?),
         })
     }
 
@@ -155,7 +155,7 @@ impl PyWorkspace {
         let mut doc = self.ws.to_value();
         apply_patch(&mut doc, &patch, "patch").map_err(to_py)?;
         Ok(PyWorkspace {
-            ws: Workspace::from_value(doc).map_err(to_py)?,
+            ws: Arc::new(Workspace::from_value(doc).map_err(to_py)?),
         })
     }
 
@@ -165,7 +165,7 @@ impl PyWorkspace {
         let patchset = PatchSet::from_value(value).map_err(to_py)?;
         let doc = patchset.apply(&self.ws.to_value(), name).map_err(to_py)?;
         Ok(PyWorkspace {
-            ws: Workspace::from_value(doc).map_err(to_py)?,
+            ws: Arc::new(Workspace::from_value(doc).map_err(to_py)?),
         })
     }
 }

@@ -4,8 +4,11 @@
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use ns_core::{Error, Result};
-use ns_inference::call::{Call, DEFAULT_TOLERANCE, DataChoice, FitOptions, bound_value, linspace};
-use ns_inference::request::{Outcome, Request};
+use ns_inference::call::{
+    Call, DEFAULT_DEVICE, DEFAULT_TOLERANCE, DataChoice, FitOptions, linspace,
+};
+use ns_inference::params::number_json;
+use ns_inference::request::{DEFAULT_CLS_LEVEL, DEFAULT_TEST_STATISTIC, Outcome, Request};
 use ns_inference::{Device, TestStatistic};
 use serde_json::{Map, Value, json};
 use std::io::IsTerminal;
@@ -37,7 +40,7 @@ pub struct InferArgs {
     /// between GPUs), vulkan or metal (f32, docs/gpu-f32.md), or auto (CUDA for large batches of
     /// fits on large models, where a GPU exists; see docs/benchmarks.md for the crossover).
     /// `nextstat devices` lists what this machine offers
-    #[arg(long = "gpu", value_name = "DEVICE", default_value = "cpu", value_parser = device_name)]
+    #[arg(long = "gpu", value_name = "DEVICE", default_value = DEFAULT_DEVICE, value_parser = device_name)]
     pub device: String,
     /// Fit this data instead of the workspace's observations: a JSON list of main bins (auxdata
     /// from the model) or of main bins followed by auxdata
@@ -111,7 +114,7 @@ pub enum InferCommand {
         #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
         /// Test statistic: qtilde (default), q, q0
-        #[arg(long, default_value = "qtilde", value_parser = test_statistic)]
+        #[arg(long, default_value = DEFAULT_TEST_STATISTIC.name(), value_parser = test_statistic)]
         test_stat: TestStatistic,
     },
     /// Toy-based CLs at a POI value (pyhf's calctype="toybased")
@@ -122,7 +125,7 @@ pub enum InferCommand {
         #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         mu: f64,
         /// Test statistic: qtilde (default), q, q0
-        #[arg(long, default_value = "qtilde", value_parser = test_statistic)]
+        #[arg(long, default_value = DEFAULT_TEST_STATISTIC.name(), value_parser = test_statistic)]
         test_stat: TestStatistic,
         /// Toys per hypothesis
         #[arg(long, default_value_t = 2000)]
@@ -136,7 +139,7 @@ pub enum InferCommand {
         #[command(flatten)]
         args: InferArgs,
         /// CLs level (0.05 = 95% CL)
-        #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+        #[arg(long, default_value_t = DEFAULT_CLS_LEVEL, allow_negative_numbers = true)]
         level: f64,
         /// Linear scan instead of root finding: START STOP COUNT (pyhf's scan=np.linspace)
         #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"], allow_negative_numbers = true)]
@@ -206,12 +209,6 @@ fn name_value<'a>(flag: &str, item: &'a str, shape: &str) -> Result<(&'a str, &'
         .ok_or_else(|| Error::InvalidInput(format!("{flag} '{item}' must look like {shape}")))
 }
 
-/// A JSON number for a value JSON can hold; null (refused by the engine's checks, naming the
-/// parameter) for NaN and ±inf.
-fn json_number(v: f64) -> Value {
-    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
-}
-
 impl InferArgs {
     /// The call these options make with `request` and the parameters `fix` fixes.
     fn call(&self, request: Request, fix: &[String]) -> Result<Call> {
@@ -230,12 +227,7 @@ impl InferArgs {
                 lo.trim().parse().map_err(|_| bad())?,
                 hi.trim().parse().map_err(|_| bad())?,
             );
-            if lo.is_nan() || hi.is_nan() {
-                return Err(Error::InvalidInput(format!(
-                    "--bound '{item}': a bound is not a number (inf: no bound)"
-                )));
-            }
-            bounds.insert(name.to_string(), json!([bound_value(lo), bound_value(hi)]));
+            bounds.insert(name.to_string(), json!([number_json(lo), number_json(hi)]));
         }
         let mut fixed = Map::new();
         for item in fix {
@@ -243,7 +235,7 @@ impl InferArgs {
             let value: f64 = value.parse().map_err(|_| {
                 Error::InvalidInput(format!("--fix {name}: '{value}' is not a number"))
             })?;
-            fixed.insert(name.to_string(), json_number(value));
+            fixed.insert(name.to_string(), number_json(value));
         }
         let data = match (&self.data, self.asimov) {
             (Some(path), _) => {
@@ -408,14 +400,23 @@ pub fn run_saved(args: RunArgs) -> Result<()> {
     execute(&call, &base, &args.output)
 }
 
-/// Write `call` with absolute paths (it runs from any folder on this machine).
+/// Write `call` with absolute paths (it runs from any folder on this machine), after its
+/// model-independent checks; never over one of the files it reads.
 fn save_call(call: &Call, path: &Path) -> Result<()> {
+    call.validate()?;
+    call.check_serialisable()?;
     let mut call = call.clone();
     if let Some(model) = &mut call.model {
         let cwd = std::env::current_dir().map_err(|e| Error::io("the current folder", e))?;
         model.resolve_paths(&cwd);
+        for source in model.sources_mut() {
+            if let ns_translate::Source::Path(p) = source {
+                crate::input::remember(p);
+            }
+        }
     }
-    crate::emit(&to_json(&call.to_json()), Some(&path.to_path_buf()))
+    let text = format!("{}\n", to_json(&call.to_json()));
+    crate::output::write_file_of("--save-call", path, &text)
 }
 
 /// Run a call (its relative paths read from `base`) and print its result as the verb does.

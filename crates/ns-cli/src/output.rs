@@ -38,19 +38,24 @@ pub fn emit_as_pyhf(text: &str, path: Option<&Path>) -> Result<()> {
 /// `path` is either untouched or complete. `-` is stdout. A symbolic link is followed (its
 /// target is replaced, the link stays); a folder, or a file this command read, is refused.
 pub fn write_file(path: &Path, text: &str) -> Result<()> {
+    write_file_of("-o", path, text)
+}
+
+/// [`write_file`] for the option `flag` (named in its refusals).
+pub fn write_file_of(flag: &str, path: &Path, text: &str) -> Result<()> {
     if path.as_os_str() == "-" {
         return print(text);
     }
     if path.is_dir() {
         return Err(Error::InvalidInput(format!(
-            "-o {}: that is a folder; give a file name",
+            "{flag} {}: that is a folder; give a file name",
             path.display()
         )));
     }
     if let Some(input) = crate::input::input_at(path) {
         return Err(Error::InvalidInput(format!(
-            "-o {}: that is {}, an input of this command; writing the result there would \
-             replace it (choose another output file)",
+            "{flag} {}: that is {}, an input of this command; writing there would replace it \
+             (choose another file)",
             path.display(),
             input.display()
         )));

@@ -93,3 +93,37 @@ fn a_call_without_an_answer_is_refused_naming_the_field() {
         assert!(!ok && err.contains(words), "{text}: {err}");
     }
 }
+
+#[test]
+fn a_saved_call_never_replaces_an_input_and_keeps_infinities() {
+    let dir = Scratch::new("saved-calls-inputs");
+    let ws = dir.write(
+        "ws.json",
+        &serde_json::from_str(&std::fs::read_to_string(example()).unwrap()).unwrap(),
+    );
+    let ws = ws.to_str().unwrap();
+    // The workspace itself as the call file: refused, the workspace untouched.
+    let before = std::fs::read(ws).unwrap();
+    let (ok, _, err) = nextstat(&["fit", ws, "--save-call", ws], &dir.0);
+    assert!(!ok && err.contains("--save-call") && err.contains("an input"), "{err}");
+    assert_eq!(std::fs::read(ws).unwrap(), before);
+    // ±inf keep their sign through the call: an inverted box is still refused, and a fix at
+    // infinity is named as such.
+    let call = dir.0.join("call.json");
+    let (ok, _, err) = nextstat(
+        &["fit", ws, "--bound", "mu_sig=inf,5", "--save-call", call.to_str().unwrap()],
+        &dir.0,
+    );
+    assert!(!ok && err.contains("low must not exceed high"), "{err}");
+    let (ok, _, err) = nextstat(&["fit", ws, "--fix", "mu_sig=inf"], &dir.0);
+    assert!(!ok && err.contains("fixed at inf"), "{err}");
+    // An unbounded side runs, and its saved call runs again to the same output.
+    let (ok, direct, err) = nextstat(
+        &["fit", ws, "--bound", "mu_sig=0,inf", "--save-call", call.to_str().unwrap()],
+        &dir.0,
+    );
+    assert!(ok, "{err}");
+    assert!(std::fs::read_to_string(&call).unwrap().contains("\"inf\""));
+    let (ok, rerun, err) = nextstat(&["run", call.to_str().unwrap()], &dir.0);
+    assert!(ok && rerun == direct, "{err}");
+}

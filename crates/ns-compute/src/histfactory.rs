@@ -65,11 +65,8 @@ impl Likelihood for HistFactoryModel {
     }
 
     fn observed(&self) -> Result<PreparedData> {
-        let main = self.observations.clone().ok_or_else(|| {
-            Error::InvalidWorkspace(format!(
-                "{}: the workspace has no observations for every channel of the model",
-                self.origin()
-            ))
+        let main = self.observations.clone().map_err(|why| {
+            Error::InvalidWorkspace(format!("{}: {why}", self.origin()))
         })?;
         PreparedData::new(&self.compiled, main, self.auxdata.clone())
     }
@@ -182,12 +179,15 @@ impl Likelihood for HistFactoryModel {
         })
     }
 
-    /// The first main bin (channel and bin index) whose Poisson term is undefined.
+    /// The first main bin (channel and bin index) whose Poisson term is undefined, else a
+    /// constraint term.
     fn where_undefined(&self, params: &[f64], data: &PreparedData) -> Option<String> {
         let expected = self.expected(params).map(|(main, _)| main).ok()?;
-        let bin = expected.iter().zip(&data.main).position(|(&lambda, &n)| {
+        let Some(bin) = expected.iter().zip(&data.main).position(|(&lambda, &n)| {
             !(lambda <= MAX_COUNT) || lambda < 0.0 || (lambda == 0.0 && n > 0.0)
-        })?;
+        }) else {
+            return Some("a constraint term is not finite".into());
+        };
         Some(
             match self
                 .channels

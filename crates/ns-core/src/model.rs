@@ -79,9 +79,9 @@ pub struct HistFactoryModel {
     pub compiled: CompiledModel,
     /// The sample of each block of `compiled.samples` (its channel follows from the block's bins).
     pub block_samples: Vec<String>,
-    /// The workspace's observed main data in channel order, where it has observations for every
-    /// channel.
-    pub observations: Option<Vec<f64>>,
+    /// The workspace's observed main data in channel order, or why there are none (a channel
+    /// without observations).
+    pub observations: std::result::Result<Vec<f64>, String>,
 }
 
 impl HistFactoryModel {
@@ -127,7 +127,7 @@ impl HistFactoryModel {
             auxdata,
             compiled,
             block_samples,
-            observations: None,
+            observations: Err("the model was built without a workspace's observations".into()),
         }
     }
 

@@ -1,7 +1,9 @@
 //! Engine settings that come from the environment. A front door (the CLI, the Python package, the
 //! server) reads them once with [`Settings::from_environment`] and [`install`]s them; engine code
 //! reads [`settings`] and never the environment itself, so a library user (or a test) sets them
-//! explicitly and a long-lived process is not reconfigured behind its back.
+//! explicitly and a long-lived process is not reconfigured behind its back. Without an
+//! installation the defaults hold — among them no kernel disk cache, so a Rust program that wants
+//! the CLI's behaviour installs `Settings::from_environment()` first.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::fit::{FitConfig, Fitter};
-use crate::params::params_from_json;
+use crate::params::{bounds_from_json, number_json, number_of, params_from_json, prefixed};
 use crate::request::{Outcome, Request};
 
 /// The convergence tolerance of every fit unless a call sets one (`ns_core::optim`).
@@ -48,8 +48,11 @@ pub struct Call {
     pub data: DataChoice,
 }
 
+/// The device of a call unless asked.
+pub const DEFAULT_DEVICE: &str = "cpu";
+
 fn cpu() -> String {
-    "cpu".into()
+    DEFAULT_DEVICE.into()
 }
 
 fn default_tolerance() -> f64 {
@@ -96,7 +99,7 @@ impl FitOptions {
         bounds: Option<Vec<(f64, f64)>>,
         fixed: Option<Vec<bool>>,
     ) -> Self {
-        let number = bound_value;
+        let number = number_json;
         FitOptions {
             tolerance,
             init: init.map(|v| Value::Array(v.into_iter().map(number).collect())),
@@ -132,7 +135,7 @@ impl FitOptions {
             config.init = params_from_json(model, init, &config.init)?;
         }
         if let Some(bounds) = &self.bounds {
-            apply_bounds(model, bounds, &mut config)?;
+            config.bounds = bounds_from_json(model, bounds, &config.bounds)?;
         }
         if let Some(fixed) = &self.fixed {
             apply_fixed(model, fixed, &mut config)?;
@@ -203,6 +206,19 @@ impl Call {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
+    /// An error where the call holds a number JSON cannot carry (NaN or ±∞ in the request, where
+    /// only finite numbers mean something): its JSON would not be this call.
+    pub fn check_serialisable(&self) -> Result<()> {
+        match Call::from_json(self.to_json()) {
+            Ok(read_back) if read_back == *self => Ok(()),
+            _ => Err(Error::InvalidInput(
+                "the call holds a number that is not finite (NaN or infinity) where only finite \
+                 ones mean something (mu, level, scan points, data): it cannot be saved"
+                    .into(),
+            )),
+        }
+    }
+
     /// The rules that need no model: tolerance, device, grids and request values.
     pub fn validate(&self) -> Result<Device> {
         self.fit.check_tolerance()?;
@@ -230,7 +246,14 @@ impl Call {
             DataChoice::Observed => model.observed()?,
             DataChoice::Values(values) => model.dataset(values)?,
             DataChoice::Asimov(mu) => {
-                crate::hypotest::asimov_data(fitter, *mu, &model.observed()?, &config)?.0
+                // Generated with the model's fixed parameters: the call's fixes apply to the
+                // fits of the Asimov data, not to the fit that makes them.
+                let unfixed = FitOptions {
+                    fixed: None,
+                    ..self.fit.clone()
+                }
+                .config(model)?;
+                crate::hypotest::asimov_data(fitter, *mu, &model.observed()?, &unfixed)?.0
             }
         };
         Ok(Prepared { config, data })
@@ -297,76 +320,6 @@ pub fn linspace(start: f64, stop: f64, count: f64) -> Result<Vec<f64>> {
         .collect())
 }
 
-/// The positions a parameter or group name stands for.
-fn positions(model: &dyn Likelihood, name: &str) -> Result<std::ops::Range<usize>> {
-    if let Some((_, range)) = model.parameter_groups().into_iter().find(|(g, _)| g == name) {
-        return Ok(range);
-    }
-    let i = model.parameter_index(name).map_err(Error::InvalidInput)?;
-    Ok(i..i + 1)
-}
-
-/// A bound as JSON: a number, `null` for none (±∞, which JSON cannot hold), and NaN as the
-/// string `"NaN"`, refused by [`pair`].
-pub fn bound_value(v: f64) -> Value {
-    if v.is_nan() {
-        Value::String("NaN".into())
-    } else {
-        serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
-    }
-}
-
-/// `[low, high]`, `null` meaning no bound on that side.
-fn pair(value: &Value, what: &str) -> Result<(f64, f64)> {
-    let bad = || Error::InvalidInput(format!("bounds of '{what}' must be [low, high], not {value}"));
-    let items = value.as_array().filter(|a| a.len() == 2).ok_or_else(bad)?;
-    let number = |v: &Value, none: f64| match v {
-        Value::Number(n) => n.as_f64().ok_or_else(bad),
-        Value::Null => Ok(none),
-        Value::String(_) => Err(Error::InvalidInput(format!(
-            "bounds of '{what}' are {value}: a bound is not a number"
-        ))),
-        _ => Err(bad()),
-    };
-    Ok((
-        number(&items[0], f64::NEG_INFINITY)?,
-        number(&items[1], f64::INFINITY)?,
-    ))
-}
-
-/// Bounds by position (a list of pairs) or by name (an object of pairs).
-fn apply_bounds(model: &dyn Likelihood, bounds: &Value, config: &mut FitConfig) -> Result<()> {
-    let n = model.n_params();
-    match bounds {
-        Value::Array(items) => {
-            if items.len() != n {
-                return Err(Error::InvalidInput(format!(
-                    "bounds has {} entries but the model has {n} parameters",
-                    items.len()
-                )));
-            }
-            for (i, item) in items.iter().enumerate() {
-                config.bounds[i] = pair(item, &model.parameter_names()[i])?;
-            }
-        }
-        Value::Object(map) => {
-            for (name, item) in map {
-                let range = positions(model, name).map_err(|e| prefixed("bounds", e))?;
-                let bound = pair(item, name)?;
-                for i in range {
-                    config.bounds[i] = bound;
-                }
-            }
-        }
-        other => {
-            return Err(Error::InvalidInput(format!(
-                "bounds must be a list of [low, high] or an object by parameter name, not {other}"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Fixed parameters by position (flags: fixed at their starting values) or by name (fixed at
 /// the value given).
 fn apply_fixed(model: &dyn Likelihood, fixed: &Value, config: &mut FitConfig) -> Result<()> {
@@ -393,13 +346,10 @@ fn apply_fixed(model: &dyn Likelihood, fixed: &Value, config: &mut FitConfig) ->
                 let index = model
                     .parameter_index(name)
                     .map_err(|e| prefixed("fixed", Error::InvalidInput(e)))?;
-                let value = match item {
-                    // A value JSON cannot hold (NaN, ±inf) reaches the fit's own check.
-                    Value::Null => f64::NAN,
-                    _ => item.as_f64().ok_or_else(|| {
-                        Error::InvalidInput(format!("fixed {name}: '{item}' is not a number"))
-                    })?,
-                };
+                // NaN and ±inf (as "NaN", "inf", "-inf") reach the fit's own check.
+                let value = number_of(item, None).ok_or_else(|| {
+                    Error::InvalidInput(format!("fixed {name}: '{item}' is not a number"))
+                })?;
                 *config = config.with_fixed(index, value);
             }
         }
@@ -412,9 +362,3 @@ fn apply_fixed(model: &dyn Likelihood, fixed: &Value, config: &mut FitConfig) ->
     Ok(())
 }
 
-fn prefixed(what: &str, e: Error) -> Error {
-    match e {
-        Error::InvalidInput(m) => Error::InvalidInput(format!("{what}: {m}")),
-        other => other,
-    }
-}

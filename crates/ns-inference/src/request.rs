@@ -17,18 +17,24 @@ use crate::hypotest::{
 };
 use crate::intervals::{ProfileInterval, profile_interval};
 use crate::limits::{UpperLimit, upper_limit_root, upper_limit_scan};
-use crate::params::params_from_json;
+use crate::params::{bounds_from_json, params_from_json};
 use crate::ranking::{Ranking, ranking};
 use crate::scan::{ProfileScan, profile_scan};
 use crate::toys::{ToyHypotest, fit_toys, hypotest_toys};
 use ns_compute::Workload;
 
+/// The CLs level of an upper limit unless asked: 95 % CL.
+pub const DEFAULT_CLS_LEVEL: f64 = 0.05;
+
+/// The test statistic of hypotests unless asked (pyhf's default).
+pub const DEFAULT_TEST_STATISTIC: TestStatistic = TestStatistic::QTilde;
+
 fn qtilde() -> TestStatistic {
-    TestStatistic::QTilde
+    DEFAULT_TEST_STATISTIC
 }
 
 fn default_level() -> f64 {
-    0.05
+    DEFAULT_CLS_LEVEL
 }
 
 /// Relative tolerance of the upper-limit root finding (on μ).
@@ -107,8 +113,9 @@ pub enum Request {
         datasets: Vec<Vec<f64>>,
         #[serde(default)]
         init: Option<Vec<Vec<f64>>>,
+        /// Each a list of `[low, high]` in parameter order (`null` or `"inf"`: no bound).
         #[serde(default)]
-        bounds: Option<Vec<Vec<(f64, f64)>>>,
+        bounds: Option<Vec<Value>>,
     },
 }
 
@@ -282,7 +289,13 @@ impl Request {
                     .map(|row| model.dataset(row))
                     .collect::<Result<Vec<_>>>()?;
                 let init = init.clone().unwrap_or_else(|| vec![config.init.clone()]);
-                let bounds = bounds.clone().unwrap_or_else(|| vec![config.bounds.clone()]);
+                let bounds = match bounds {
+                    Some(specs) => specs
+                        .iter()
+                        .map(|spec| bounds_from_json(model, spec, &config.bounds))
+                        .collect::<Result<Vec<_>>>()?,
+                    None => vec![config.bounds.clone()],
+                };
                 Outcome::FitDatasets(
                     fitter
                         .fit_datasets(&datasets, &init, &bounds, config, progress)?

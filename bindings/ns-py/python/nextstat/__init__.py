@@ -238,9 +238,14 @@ def _bounds(bounds: Any) -> List[Tuple[float, float]]:
         low, high = (_number(x, f"par_bounds[{i}]") for x in b)
         if np.isnan(low) or np.isnan(high):
             raise ValueError(f"par_bounds[{i}] is ({low}, {high}); a bound is not a number")
-        # JSON has no infinities: an unbounded side travels as the largest double.
-        pairs.append(tuple(float(np.clip(x, -np.finfo(float).max, np.finfo(float).max)) for x in (low, high)))
+        # JSON has no infinities: a call writes them as "inf" and "-inf", as the engine reads them.
+        pairs.append(tuple(_json_number(x) for x in (low, high)))
     return pairs
+
+
+def _json_number(x: float):
+    """A number as a call's JSON holds it: ±inf as "inf"/"-inf" (``ns_inference::params``)."""
+    return ("inf" if x > 0 else "-inf") if np.isinf(x) else float(x)
 
 
 def _flags(flags: Any) -> List[bool]:
@@ -339,6 +344,12 @@ def run_call(call: Spec, *, progress=True):
     verb, report = _core.run_call(text, base, _progress_label(progress, "call"))
     if verb == "eval":
         return json.loads(report)
+    if verb == "fit_toys":
+        fits = json.loads(report)
+        n_data = len(fits["toys"][0]) if fits["toys"] else 0
+        return _toy_fits(report, n_data)
+    if verb == "fit_datasets":
+        return _fits(report)
     return _RESULT_OF_VERB[verb]._from_json(report)
 
 
@@ -353,7 +364,7 @@ def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=N
     return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, uncertainties=True)
 
 
-def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu") -> FitResult:
+def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> FitResult:
     """Fit with the POI fixed at ``poi_value``."""
     poi = model.config.poi_index
     if poi is None:
@@ -361,7 +372,7 @@ def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par
     init = list(model.config.suggested_init() if init_pars is None else _array(init_pars, "init_pars"))
     fixed = list(model.config.suggested_fixed() if fixed_params is None else fixed_params)
     init[poi], fixed[poi] = float(poi_value), True
-    return fit(model, data, init, par_bounds, fixed, tolerance=tolerance, device=device)
+    return fit(model, data, init, par_bounds, fixed, tolerance=tolerance, device=device, save_call=save_call)
 
 
 def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> AsymptoticHypotestResult:
@@ -374,10 +385,10 @@ def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int 
     return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "toys"), save_call, mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat))
 
 
-def upper_limit(model: Model, data=None, level: float = 0.05, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> UpperLimitResult:
+def upper_limit(model: Model, data=None, level: Optional[float] = None, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> UpperLimitResult:
     """Observed and expected CLs upper limits: root finding, or a scan over ``scan``."""
     grid = None if scan is None else _array(scan, "scan").tolist()
-    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "CLs scan"), save_call, level=_number(level, "level"), scan=grid)
+    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "CLs scan"), save_call, level=None if level is None else _number(level, "level"), scan=grid)
 
 
 def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> SignificanceResult:
@@ -401,15 +412,25 @@ def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=N
     return _infer("gof", GofResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
 
 
-def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=None, device="cuda") -> ToyFits:
+def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=None, device="cuda", save_call=None) -> ToyFits:
     """Draw ``n_toys`` toys at ``params`` and fit each, all in one batch on the GPU."""
-    report = json.loads(_run("fit_toys", model, None, None, None, None, tolerance, device, pars=_finite_list(params, "params"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed")))
-    n_data = len(model.observed)
+    report = _run("fit_toys", model, None, None, None, None, tolerance, device, None, save_call, pars=_finite_list(params, "params"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"))
+    return _toy_fits(report, len(model.observed))
+
+
+def _toy_fits(report: str, n_data: int) -> ToyFits:
+    """The ``fit_toys`` report as toy rows and their fits."""
+    report = json.loads(report)
     data = np.array(report["toys"], dtype=np.float64).reshape(-1, n_data)
     return ToyFits(data, [FitResult._from_json(json.dumps(f)) for f in report["fits"]])
 
 
-def fit_toys_from_data_gpu(model: Model, data, init=None, bounds=None, *, tolerance=None, device="cuda") -> List[FitResult]:
+def _fits(report: str) -> List[FitResult]:
+    """The ``fit_datasets`` report as fits."""
+    return [FitResult._from_json(json.dumps(f)) for f in json.loads(report)["fits"]]
+
+
+def fit_toys_from_data_gpu(model: Model, data, init=None, bounds=None, *, tolerance=None, device="cuda", save_call=None) -> List[FitResult]:
     """Fit each row of ``data`` (main then aux) in one batch; ``init``/``bounds`` one per row or one for all."""
     rows = np.ascontiguousarray(data, dtype=np.float64)
     if rows.ndim != 2:
@@ -418,13 +439,12 @@ def fit_toys_from_data_gpu(model: Model, data, init=None, bounds=None, *, tolera
         raise InvalidInputError("data holds a value that is not a finite number")
     init_rows = None if init is None else [_finite_list(r, "init") for r in np.atleast_2d(np.asarray(init, dtype=np.float64))]
     bound_rows = None if bounds is None else ([_bounds(bounds)] if np.ndim(bounds) == 2 else [_bounds(row) for row in bounds])
-    report = json.loads(_run("fit_datasets", model, None, None, None, None, tolerance, device, datasets=rows.tolist(), init=init_rows, bounds=bound_rows))
-    return [FitResult._from_json(json.dumps(f)) for f in report["fits"]]
+    return _fits(_run("fit_datasets", model, None, None, None, None, tolerance, device, None, save_call, datasets=rows.tolist(), init=init_rows, bounds=bound_rows))
 
 
-def hypotest_qtilde_toys_gpu(poi_value: float, model: Model, n_toys: int, seed: int = 0, data=None, *, tolerance=None, device="cuda") -> ToyHypotestResult:
+def hypotest_qtilde_toys_gpu(poi_value: float, model: Model, n_toys: int, seed: int = 0, data=None, *, tolerance=None, device="cuda", save_call=None) -> ToyHypotestResult:
     """Toy-based CLs with q̃_μ on the GPU (observed data unless ``data`` is given)."""
-    return hypotest_toys(poi_value, model, n_toys, seed, data, "qtilde", tolerance=tolerance, device=device)
+    return hypotest_toys(poi_value, model, n_toys, seed, data, "qtilde", tolerance=tolerance, device=device, save_call=save_call)
 
 
 _RESULT_OF_VERB.update(

@@ -246,8 +246,10 @@ kernel_struct! {
 }
 
 // SAFETY (each): #[repr(C)] plain data (device pointers as u64, doubles, ints and structs of
-// them) whose layout the generated C++ definition mirrors, checked by its static_asserts on the
-// size and every field's offset; no references, no drop glue.
+// them) whose layout the generated C++ definition mirrors: its size by a static_assert at compile
+// time, every field's offset by `ns_abi_layout` when a session opens; no references, no drop
+// glue. The pointers are taken with `device_ptr(..).0`, dropping cudarc's sync guard at once:
+// sound because a session disables event tracking and does all its work on one stream, in order.
 unsafe impl DeviceRepr for ModelView {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for FitArgs {}

@@ -196,7 +196,8 @@ impl<'m> Fitter<'m> {
         Ok(())
     }
 
-    /// twice_nll (with its data-only constant) at a full parameter vector, on the backend.
+    /// twice_nll (with its data-only constant) at a full parameter vector, on the fitter's
+    /// backend (in f32 on an f32 backend).
     pub fn twice_nll(&self, params: &[f64], data: &PreparedData) -> Result<f64> {
         let mut grad = vec![0.0; self.model.n_params()];
         let f = self.objective_on(&*self.backend, params, data, &mut grad)?;

@@ -199,7 +199,7 @@ impl FromWorkspace for HistFactoryModel {
             compiled,
             placed.iter().map(|p| p.sample.name.clone()).collect(),
         );
-        model.observations = workspace.data(&model, false).ok();
+        model.observations = workspace.data(&model, false).map_err(|e| e.to_string());
         Ok(model)
     }
 }
