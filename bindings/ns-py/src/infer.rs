@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ns_inference::call::{Call, FitOptions};
 use ns_inference::FitConfig;
+use ns_inference::call::{Call, FitOptions};
 use ns_translate::HistFactoryModel;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -137,8 +137,7 @@ pub(crate) fn call_json(model: &PyModel, call: &str) -> PyResult<String> {
     };
     call.model = Some(source.model_ref());
     call.check_serialisable().map_err(to_py)?;
-    serde_json::to_string_pretty(&call.to_json())
-        .map_err(|e| NextStatError::new_err(e.to_string()))
+    serde_json::to_string_pretty(&call.to_json()).map_err(|e| NextStatError::new_err(e.to_string()))
 }
 
 /// Run a saved call (JSON text; relative paths read from `base`): (verb, report JSON).

@@ -145,7 +145,9 @@ impl PyWorkspace {
     ) -> PyResult<Self> {
         let join = Join::from_name(join).map_err(to_py)?;
         Ok(PyWorkspace {
-            ws: Arc::new(Workspace::combine(&left.ws, &right.ws, join, merge_channels).map_err(to_py)?),
+            ws: Arc::new(
+                Workspace::combine(&left.ws, &right.ws, join, merge_channels).map_err(to_py)?,
+            ),
         })
     }
 

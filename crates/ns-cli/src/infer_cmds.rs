@@ -448,7 +448,13 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
     if let Some(w) = warning {
         eprintln!("warning: {w}");
     }
-    let matrices = matches!(request, Request::Fit { covariance: true, .. });
+    let matrices = matches!(
+        request,
+        Request::Fit {
+            covariance: true,
+            ..
+        }
+    );
     out.finish(
         outcome.report(&model, matrices),
         text_of(&outcome, &model, matrices),

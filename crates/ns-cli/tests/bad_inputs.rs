@@ -156,8 +156,14 @@ fn each_bad_request_is_a_clear_error() {
             vec!["fit", ws, "--fix", "bkg_norm=7"],
             "'bkg_norm' is fixed at 7, outside its bounds [-5, 5]",
         ),
-        (vec!["fit", ws, "--tolerance", "inf"], "tolerance inf: it must be"),
-        (vec!["fit", ws, "--tolerance", "-1"], "tolerance -1: it must be"),
+        (
+            vec!["fit", ws, "--tolerance", "inf"],
+            "tolerance inf: it must be",
+        ),
+        (
+            vec!["fit", ws, "--tolerance", "-1"],
+            "tolerance -1: it must be",
+        ),
         (vec!["fit", ws, "--threads", "100000"], "--threads 100000"),
         (vec!["fit", ws, "--threads", "0"], "--threads 0"),
         (vec!["fit", ws, "--bound", "mu=nan,2"], "not a number"),

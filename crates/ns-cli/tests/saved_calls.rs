@@ -36,12 +36,29 @@ fn run_reproduces_every_verb_byte_for_byte() {
     let ws = example.to_str().unwrap();
     let cases: Vec<Vec<&str>> = vec![
         vec!["eval", ws],
-        vec!["fit", ws, "--covariance", "--fix", "wjets_norm=1.1", "--minos", "mu_sig"],
+        vec![
+            "fit",
+            ws,
+            "--covariance",
+            "--fix",
+            "wjets_norm=1.1",
+            "--minos",
+            "mu_sig",
+        ],
         vec!["fit", ws, "--format", "text", "--bound", "mu_sig=0,5"],
         vec!["hypotest", ws, "--mu", "1.5", "--test-stat", "q"],
         vec!["hypotest-toys", ws, "--n-toys", "60", "--seed", "3"],
         vec!["upper-limit", ws],
-        vec!["upper-limit", ws, "--scan", "0", "4", "9", "--format", "text"],
+        vec![
+            "upper-limit",
+            ws,
+            "--scan",
+            "0",
+            "4",
+            "9",
+            "--format",
+            "text",
+        ],
         vec!["significance", ws, "--asimov", "1"],
         vec!["scan", ws, "--range", "0", "2", "5"],
         vec!["ranking", ws],
@@ -105,13 +122,23 @@ fn a_saved_call_never_replaces_an_input_and_keeps_infinities() {
     // The workspace itself as the call file: refused, the workspace untouched.
     let before = std::fs::read(ws).unwrap();
     let (ok, _, err) = nextstat(&["fit", ws, "--save-call", ws], &dir.0);
-    assert!(!ok && err.contains("--save-call") && err.contains("an input"), "{err}");
+    assert!(
+        !ok && err.contains("--save-call") && err.contains("an input"),
+        "{err}"
+    );
     assert_eq!(std::fs::read(ws).unwrap(), before);
     // ±inf keep their sign through the call: an inverted box is still refused, and a fix at
     // infinity is named as such.
     let call = dir.0.join("call.json");
     let (ok, _, err) = nextstat(
-        &["fit", ws, "--bound", "mu_sig=inf,5", "--save-call", call.to_str().unwrap()],
+        &[
+            "fit",
+            ws,
+            "--bound",
+            "mu_sig=inf,5",
+            "--save-call",
+            call.to_str().unwrap(),
+        ],
         &dir.0,
     );
     assert!(!ok && err.contains("low must not exceed high"), "{err}");
@@ -119,7 +146,14 @@ fn a_saved_call_never_replaces_an_input_and_keeps_infinities() {
     assert!(!ok && err.contains("fixed at inf"), "{err}");
     // An unbounded side runs, and its saved call runs again to the same output.
     let (ok, direct, err) = nextstat(
-        &["fit", ws, "--bound", "mu_sig=0,inf", "--save-call", call.to_str().unwrap()],
+        &[
+            "fit",
+            ws,
+            "--bound",
+            "mu_sig=0,inf",
+            "--save-call",
+            call.to_str().unwrap(),
+        ],
         &dir.0,
     );
     assert!(ok, "{err}");

@@ -65,9 +65,10 @@ impl Likelihood for HistFactoryModel {
     }
 
     fn observed(&self) -> Result<PreparedData> {
-        let main = self.observations.clone().map_err(|why| {
-            Error::InvalidWorkspace(format!("{}: {why}", self.origin()))
-        })?;
+        let main = self
+            .observations
+            .clone()
+            .map_err(|why| Error::InvalidWorkspace(format!("{}: {why}", self.origin())))?;
         PreparedData::new(&self.compiled, main, self.auxdata.clone())
     }
 

@@ -80,7 +80,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let eval_4000 = median_seconds(
         || {
             session
-                .nll_grad(&points, &on_device, &[0; 4000], &mut nll, &mut grad, &Default::default())
+                .nll_grad(
+                    &points,
+                    &on_device,
+                    &[0; 4000],
+                    &mut nll,
+                    &mut grad,
+                    &Default::default(),
+                )
                 .unwrap()
         },
         5,

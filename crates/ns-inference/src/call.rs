@@ -224,7 +224,9 @@ impl Call {
         self.fit.check_tolerance()?;
         let device = Device::from_name(&self.device)?;
         match &self.request {
-            Request::UpperLimit { scan: Some(grid), .. } => check_grid("upper-limit scan", grid)?,
+            Request::UpperLimit {
+                scan: Some(grid), ..
+            } => check_grid("upper-limit scan", grid)?,
             Request::ProfileScan { values, .. } => check_grid("profile scan", values)?,
             _ => {}
         }
@@ -273,11 +275,14 @@ impl Call {
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Outcome> {
         let device = self.validate()?;
-        let fitter = Fitter::on_device(model, device, self.request.workload(model))?
-            .with_interrupt(stop);
+        let fitter =
+            Fitter::on_device(model, device, self.request.workload(model))?.with_interrupt(stop);
         let Prepared { config, data } = if matches!(self.data, DataChoice::Asimov(_)) {
             // The Asimov data's own fit runs on the CPU, as a single fit would.
-            self.prepare(model, &Fitter::new(model).with_interrupt(fitter.interrupt().clone()))?
+            self.prepare(
+                model,
+                &Fitter::new(model).with_interrupt(fitter.interrupt().clone()),
+            )?
         } else {
             self.prepare(model, &fitter)?
         };
@@ -361,4 +366,3 @@ fn apply_fixed(model: &dyn Likelihood, fixed: &Value, config: &mut FitConfig) ->
     }
     Ok(())
 }
-

@@ -26,7 +26,10 @@ pub fn params_from_json(model: &dyn Likelihood, value: &Value, base: &[f64]) -> 
                 )));
             }
             for (i, v) in items.iter().enumerate() {
-                params[i] = number(v, &format!("parameter {i} ('{}')", model.parameter_names()[i]))?;
+                params[i] = number(
+                    v,
+                    &format!("parameter {i} ('{}')", model.parameter_names()[i]),
+                )?;
             }
         }
         Value::Object(map) => {
@@ -108,7 +111,11 @@ pub(crate) fn prefixed(what: &str, e: Error) -> Error {
 
 /// The positions a parameter or group name stands for.
 fn positions(model: &dyn Likelihood, name: &str) -> Result<std::ops::Range<usize>> {
-    if let Some((_, range)) = model.parameter_groups().into_iter().find(|(g, _)| g == name) {
+    if let Some((_, range)) = model
+        .parameter_groups()
+        .into_iter()
+        .find(|(g, _)| g == name)
+    {
         return Ok(range);
     }
     let i = model.parameter_index(name).map_err(Error::InvalidInput)?;
@@ -118,7 +125,11 @@ fn positions(model: &dyn Likelihood, name: &str) -> Result<std::ops::Range<usize
 /// `[low, high]` of `what`; `null` is no bound on that side. A bound that is not a number, or a
 /// low above the high, reaches the fit's own check with its message.
 fn pair(value: &Value, what: &str) -> Result<(f64, f64)> {
-    let bad = || Error::InvalidInput(format!("bounds of '{what}' must be [low, high], not {value}"));
+    let bad = || {
+        Error::InvalidInput(format!(
+            "bounds of '{what}' must be [low, high], not {value}"
+        ))
+    };
     let items = value.as_array().filter(|a| a.len() == 2).ok_or_else(bad)?;
     Ok((
         number_of(&items[0], Some(f64::NEG_INFINITY)).ok_or_else(bad)?,

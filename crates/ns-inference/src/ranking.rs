@@ -89,7 +89,10 @@ pub fn ranking(
                 fit.parameters[poi] - mu_hat
             }
             Err(e) => {
-                failures.push(format!("{} at {value}: {e}", model.parameter_names()[index]));
+                failures.push(format!(
+                    "{} at {value}: {e}",
+                    model.parameter_names()[index]
+                ));
                 f64::NAN
             }
         });

@@ -227,14 +227,7 @@ impl Request {
                 seed,
             } => Outcome::HypotestToys {
                 result: hypotest_toys(
-                    fitter,
-                    *mu,
-                    data,
-                    config,
-                    *test_stat,
-                    *n_toys,
-                    *seed,
-                    progress,
+                    fitter, *mu, data, config, *test_stat, *n_toys, *seed, progress,
                 )?,
                 test_stat: *test_stat,
             },

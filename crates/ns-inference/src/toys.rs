@@ -47,9 +47,10 @@ pub fn generate_toy(
     stream: u32,
     index: u32,
 ) -> Result<PreparedData> {
-    let mut toys = fitter
-        .model()
-        .sample_toys(fitter.host(), &[(params, stream)], seed, index, 1)?;
+    let mut toys =
+        fitter
+            .model()
+            .sample_toys(fitter.host(), &[(params, stream)], seed, index, 1)?;
     toys.host
         .pop()
         .ok_or_else(|| ns_core::Error::Computation("no toy was sampled".into()))
@@ -278,8 +279,7 @@ pub fn fit_toys(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<(Vec<PreparedData>, Vec<Result<FitResult>>)> {
     // Every dataset is returned: refuse ensembles whose data alone would not fit in memory.
-    let values =
-        n_toys.saturating_mul(fitter.model().dataset_size());
+    let values = n_toys.saturating_mul(fitter.model().dataset_size());
     if values > MAX_RETURNED_TOY_VALUES {
         return Err(ns_core::Error::InvalidInput(format!(
             "{n_toys} toys of {} values each would take {:.1} GB to return; draw fewer (hypotest_toys \

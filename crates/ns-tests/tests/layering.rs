@@ -17,7 +17,10 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The non-test source of an engine crate's files: (path, text before any `#[cfg(test)]`).
 fn engine(krate: &str) -> Vec<(PathBuf, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(krate).join("src");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(krate)
+        .join("src");
     let mut files = Vec::new();
     sources(&root, &mut files);
     files
@@ -68,8 +71,19 @@ fn inference_algorithms_name_no_model_type() {
 #[test]
 fn engine_messages_name_no_cli_flag() {
     let flags = [
-        "--fix", "--bound", "--scan", "--gpu ", "--tolerance", "--data", "--patchset", "--range",
-        "--interp", "--modifier", "--init", "--threads", "-p ",
+        "--fix",
+        "--bound",
+        "--scan",
+        "--gpu ",
+        "--tolerance",
+        "--data",
+        "--patchset",
+        "--range",
+        "--interp",
+        "--modifier",
+        "--init",
+        "--threads",
+        "-p ",
     ];
     for krate in ENGINE {
         for (path, code) in engine(krate) {

@@ -323,7 +323,12 @@ fn toys_agree_with_the_exact_asymptotics() {
         h.cls.clsb_obs,
         err(h.cls.clsb_obs),
     );
-    close("toy CLb", toys.cls.clb_obs, h.cls.clb_obs, err(h.cls.clb_obs));
+    close(
+        "toy CLb",
+        toys.cls.clb_obs,
+        h.cls.clb_obs,
+        err(h.cls.clb_obs),
+    );
     // The same seed gives the same toys: the result is reproducible.
     let again = hypotest_toys(
         &fitter,

@@ -358,7 +358,11 @@ mod tests {
         assert!(signal.contains("    double* d_signal;\n"));
         assert!(signal.contains("static_assert(sizeof(SignalView) == 120,"));
         let launch = NllGradArgs::c_definition();
-        assert!(launch.starts_with("struct NllGradArgs {\n    ModelView model;\n    SignalView signal;\n"));
+        assert!(
+            launch.starts_with(
+                "struct NllGradArgs {\n    ModelView model;\n    SignalView signal;\n"
+            )
+        );
         // Every field's offset, in the order the layout kernel writes the device's.
         let offsets = field_offsets();
         assert!(offsets.contains(&("FitArgs::pg_tol".to_string(), 128)));

@@ -91,9 +91,14 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         let mut session = self.session();
         match datasets {
-            Datasets::Resident(r) => {
-                session.nll_grad(points, r.storage::<DeviceDatasets>()?, which, nll, grad, stop)
-            }
+            Datasets::Resident(r) => session.nll_grad(
+                points,
+                r.storage::<DeviceDatasets>()?,
+                which,
+                nll,
+                grad,
+                stop,
+            ),
             Datasets::Host(host) => {
                 let on_device = session.upload_datasets(&host.iter().collect::<Vec<_>>())?;
                 session.nll_grad(points, &on_device, which, nll, grad, stop)

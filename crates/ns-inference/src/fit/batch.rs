@@ -141,10 +141,9 @@ impl Fitter<'_> {
                 .take()
                 .expect("each launch is started before it runs");
             let (ends, done, next) = std::thread::scope(|scope| {
-                let device =
-                    scope.spawn(|| {
-                        current.run_on_device(&*self.backend, resident, chunks[k], &self.interrupt)
-                    });
+                let device = scope.spawn(|| {
+                    current.run_on_device(&*self.backend, resident, chunks[k], &self.interrupt)
+                });
                 let done = launched
                     .take()
                     .map(|(c, started, ends)| self.complete_chunk(host, c, started, ends.as_ref()));

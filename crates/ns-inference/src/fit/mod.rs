@@ -24,7 +24,9 @@ mod uncertainty;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ns_compute::{Backend, Batching, Datasets, Device, Likelihood, Precision, PreparedData, Workload};
+use ns_compute::{
+    Backend, Batching, Datasets, Device, Likelihood, Precision, PreparedData, Workload,
+};
 use ns_core::optim::{LbfgsbOptions, Termination};
 use ns_core::{Error, Result};
 
@@ -75,7 +77,11 @@ impl<'m> Fitter<'m> {
     }
 
     /// A fitter on `device`; `Auto` resolves by the workload (see [`Likelihood::resolve`]).
-    pub fn on_device(model: &'m dyn Likelihood, device: Device, workload: Workload) -> Result<Self> {
+    pub fn on_device(
+        model: &'m dyn Likelihood,
+        device: Device,
+        workload: Workload,
+    ) -> Result<Self> {
         let device = model.resolve(device, workload);
         Fitter::with_backend(model, model.open(device)?)
     }

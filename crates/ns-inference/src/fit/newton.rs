@@ -12,9 +12,7 @@
 use ns_compute::PreparedData;
 use ns_core::Result;
 
-use super::{
-    DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter, at_bound, projected_gradient,
-};
+use super::{DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter, at_bound, projected_gradient};
 use crate::linalg::{cholesky, cholesky_solve, dot};
 use crate::optimizer::Termination;
 use ns_compute::Datasets;

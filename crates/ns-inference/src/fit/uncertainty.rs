@@ -5,8 +5,8 @@
 use ns_compute::{Datasets, PreparedData};
 use ns_core::Result;
 
-use super::{DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter};
 use super::hessian::{Structure, arrow_variances};
+use super::{DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter};
 use crate::linalg::{cholesky, cholesky_inverse, inverse};
 
 /// Most memory the structured Hessian of a large model may take (probes and blocks).
