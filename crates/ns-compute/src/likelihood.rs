@@ -61,19 +61,7 @@ pub trait Likelihood: Send + Sync {
 
     /// Index of a parameter by its name. A name two parameters share is refused.
     fn parameter_index(&self, name: &str) -> std::result::Result<usize, String> {
-        let mut hits = self
-            .parameter_names()
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| *n == name)
-            .map(|(i, _)| i);
-        match (hits.next(), hits.next()) {
-            (Some(i), None) => Ok(i),
-            (None, _) => Err(format!("unknown parameter '{name}' (see parameter_names)")),
-            (Some(a), Some(b)) => Err(format!(
-                "'{name}' names two parameters (positions {a} and {b} of parameter_names)"
-            )),
-        }
+        ns_core::model::index_by_name(self.parameter_names(), name, "")
     }
 
     /// Named groups of parameters in order (a vector parameter such as `staterror_SR` is one

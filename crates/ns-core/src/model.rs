@@ -64,6 +64,27 @@ pub struct ChannelInfo {
     pub bin_start: usize,
 }
 
+/// The position of `name` in `names`; an error for an unknown name, and for a name two
+/// parameters share (it would address either), the message then ending with `clash`.
+pub fn index_by_name(
+    names: &[String],
+    name: &str,
+    clash: &str,
+) -> std::result::Result<usize, String> {
+    let mut hits = names
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| *n == name)
+        .map(|(i, _)| i);
+    match (hits.next(), hits.next()) {
+        (Some(i), None) => Ok(i),
+        (None, _) => Err(format!("unknown parameter '{name}' (see parameter_names)")),
+        (Some(a), Some(b)) => Err(format!(
+            "'{name}' names two parameters (positions {a} and {b} of parameter_names){clash}"
+        )),
+    }
+}
+
 /// A HistFactory model with pyhf's parameter layout, lowered into a [`CompiledModel`].
 #[derive(Clone, Debug)]
 pub struct HistFactoryModel {
@@ -174,21 +195,12 @@ impl HistFactoryModel {
     /// A name that two parameters share (a scalar parameter named like an element `uncorr[0]` of
     /// a vector parameter `uncorr`, which pyhf allows) is refused: it would address either.
     pub fn parameter_index(&self, name: &str) -> std::result::Result<usize, String> {
-        let mut hits = self
-            .par_names
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| *n == name)
-            .map(|(i, _)| i);
-        match (hits.next(), hits.next()) {
-            (Some(i), None) => Ok(i),
-            (None, _) => Err(format!("unknown parameter '{name}' (see parameter_names)")),
-            (Some(a), Some(b)) => Err(format!(
-                "'{name}' names two parameters (positions {a} and {b} of parameter_names): a \
-                 parameter is named like an element of a vector parameter; rename one of the \
-                 modifiers (the rename operation) to address it"
-            )),
-        }
+        index_by_name(
+            &self.par_names,
+            name,
+            ": a parameter is named like an element of a vector parameter; rename one of the \
+             modifiers (the rename operation) to address it",
+        )
     }
 
     /// pyhf's `par_order`: the parameter-set names in order.

@@ -302,17 +302,20 @@ fn toys_agree_with_the_exact_asymptotics() {
     let data = model.observed().unwrap();
     let config = FitConfig::suggested(&model);
     let (mu, n_toys) = (2.5, 4000);
-    let toys = hypotest_toys(
-        &fitter,
-        mu,
-        &data,
-        &config,
-        TestStatistic::QTilde,
-        n_toys,
-        7,
-        &|_| {},
-    )
-    .unwrap();
+    let run = || {
+        hypotest_toys(
+            &fitter,
+            mu,
+            &data,
+            &config,
+            TestStatistic::QTilde,
+            n_toys,
+            7,
+            &|_| {},
+        )
+        .unwrap()
+    };
+    let toys = run();
     assert_eq!(toys.signal.n_failed + toys.background.n_failed, 0);
     let h = hypotest_asymptotic(&fitter, mu, &data, &config, TestStatistic::QTilde).unwrap();
     // Binomial errors of the tail fractions, 4σ.
@@ -330,18 +333,7 @@ fn toys_agree_with_the_exact_asymptotics() {
         err(h.cls.clb_obs),
     );
     // The same seed gives the same toys: the result is reproducible.
-    let again = hypotest_toys(
-        &fitter,
-        mu,
-        &data,
-        &config,
-        TestStatistic::QTilde,
-        n_toys,
-        7,
-        &|_| {},
-    )
-    .unwrap();
-    assert_eq!(again.cls, toys.cls);
+    assert_eq!(run().cls, toys.cls);
 }
 
 #[test]
