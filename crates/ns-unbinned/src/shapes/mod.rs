@@ -1,0 +1,278 @@
+//! The parametric shapes of the HS3 distributions: each a log-density (unnormalised) and the
+//! logarithm of its integral over an interval, written once generically over [`Real`] so that
+//! [`Dual`] numbers give their exact gradients in the shape's arguments. Normalisation is
+//! analytic for every shape (ARGUS through the incomplete-gamma series); sampling inverts the
+//! CDF where it is closed (exponential, histogram) and otherwise accepts or rejects against a
+//! flat envelope above the shape's maximum on the range.
+
+mod argus;
+mod crystalball;
+mod polynomial;
+
+use ns_compute::rng::ToyStream;
+
+use crate::scalar::{Dual, Real};
+
+pub use crystalball::Tails;
+
+/// A histogram density: uniform bins on `[lo, hi]` with their contents.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    pub lo: f64,
+    pub hi: f64,
+    pub contents: Vec<f64>,
+}
+
+impl Histogram {
+    fn width(&self) -> f64 {
+        (self.hi - self.lo) / self.contents.len() as f64
+    }
+
+    fn bin(&self, x: f64) -> Option<usize> {
+        if !(x >= self.lo && x <= self.hi) {
+            return None;
+        }
+        Some((((x - self.lo) / self.width()) as usize).min(self.contents.len() - 1))
+    }
+
+    fn integral(&self, a: f64, b: f64) -> f64 {
+        let w = self.width();
+        self.contents
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (l, h) = (self.lo + i as f64 * w, self.lo + (i + 1) as f64 * w);
+                let overlap = (h.min(b) - l.max(a)).max(0.0);
+                c * overlap / w
+            })
+            .sum()
+    }
+}
+
+/// A shape and the meaning of its arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// exp(−(x − mean)²/2σ²); arguments: mean, sigma.
+    Gaussian,
+    /// exp(−c·x) (HS3's sign; RooFit's exp(c·x) is written with c = −c); argument: c.
+    Exponential,
+    /// The Crystal Ball: a Gaussian core with power-law tails ([`Tails`] says which and how
+    /// the arguments read).
+    CrystalBall(Tails),
+    /// m·(1 − (m/m0)²)^p·exp(c·(1 − (m/m0)²)) below m0; arguments: m0, c, p.
+    Argus,
+    /// 1 + Σ cᵢ·T_{i+1}(x′), x′ the observable mapped onto [−1, 1]; arguments: the cᵢ.
+    Chebychev(usize),
+    /// Σ aₖ·xᵏ from k = 0; arguments: the aₖ.
+    Polynomial(usize),
+    /// A fixed histogram; no arguments.
+    Histogram(Histogram),
+}
+
+/// The most arguments a shape takes (its gradient is carried in one forward pass).
+pub const MAX_ARGS: usize = 8;
+
+impl Shape {
+    /// The HS3 keys of its arguments, in order (for messages).
+    pub fn n_args(&self) -> usize {
+        match self {
+            Shape::Gaussian => 2,
+            Shape::Exponential => 1,
+            Shape::CrystalBall(t) => t.n_args(),
+            Shape::Argus => 3,
+            Shape::Chebychev(n) | Shape::Polynomial(n) => *n,
+            Shape::Histogram(_) => 0,
+        }
+    }
+
+    /// ln g(x) at arguments `a`, on the observable range `range` (which maps Chebychev's x).
+    pub fn log_density<T: Real>(&self, x: f64, a: &[T], range: (f64, f64)) -> T {
+        match self {
+            Shape::Gaussian => {
+                let t = (T::constant(x) - a[0]) / a[1];
+                t * t * -0.5
+            }
+            Shape::Exponential => a[0] * -(x - range.0),
+            Shape::CrystalBall(tails) => crystalball::log_density(*tails, x, a),
+            Shape::Argus => argus::log_density(x, a),
+            Shape::Chebychev(_) => polynomial::chebychev(x, a, range).ln(),
+            Shape::Polynomial(_) => polynomial::power_series(x, a).ln(),
+            Shape::Histogram(h) => {
+                T::constant(h.bin(x).map_or(0.0, |i| h.contents[i] / h.width()).ln())
+            }
+        }
+    }
+
+    /// ln ∫ g over `[lo, hi]` (within the observable range `range`), on the same scale as
+    /// [`log_density`](Self::log_density).
+    pub fn log_integral<T: Real>(&self, a: &[T], lo: f64, hi: f64, range: (f64, f64)) -> T {
+        match self {
+            Shape::Gaussian => {
+                let s2 = a[1] * std::f64::consts::SQRT_2;
+                let (u, v) = ((T::constant(lo) - a[0]) / s2, (T::constant(hi) - a[0]) / s2);
+                (a[1] * (std::f64::consts::PI / 2.0).sqrt() * erf_difference(u, v)).ln()
+            }
+            Shape::Exponential => {
+                // ∫_lo^hi exp(−c(x − range.0)) dx = exp(−c(lo − range.0))·(1 − exp(−cΔ))/c.
+                let c = a[0];
+                let delta = hi - lo;
+                let cd = c * delta;
+                let span = if cd.value().abs() < 1e-8 {
+                    (T::constant(1.0) - cd * 0.5 + cd * cd / 6.0) * delta
+                } else {
+                    -(-cd).exp_m1() / c
+                };
+                c * -(lo - range.0) + span.ln()
+            }
+            Shape::CrystalBall(tails) => crystalball::log_integral(*tails, a, lo, hi),
+            Shape::Argus => argus::log_integral(a, lo, hi),
+            Shape::Chebychev(_) => polynomial::chebychev_integral(a, lo, hi, range).ln(),
+            Shape::Polynomial(_) => polynomial::power_series_integral(a, lo, hi).ln(),
+            Shape::Histogram(h) => T::constant(h.integral(lo, hi).ln()),
+        }
+    }
+
+    /// ln of the normalisation and its gradient in the arguments `a` (first `n_args` slots).
+    pub fn log_norm_grad(&self, a: &[f64], range: (f64, f64), grad: &mut [f64]) -> f64 {
+        let duals: [Dual<MAX_ARGS>; MAX_ARGS] =
+            std::array::from_fn(|i| Dual::input(a.get(i).copied().unwrap_or(0.0), i));
+        let r = self.log_integral(&duals[..a.len()], range.0, range.1, range);
+        grad[..a.len()].copy_from_slice(&r.d[..a.len()]);
+        r.v
+    }
+
+    /// Every event of `xs`: ln g and its derivatives in the arguments (rows of `n_args`,
+    /// argument-major: `dlog[j * xs.len() + e]`).
+    pub fn log_density_grad(&self, xs: &[f64], a: &[f64], range: (f64, f64), log: &mut [f64], dlog: &mut [f64]) {
+        match self.n_args() {
+            0 => {
+                for (l, &x) in log.iter_mut().zip(xs) {
+                    *l = self.log_density::<f64>(x, &[], range);
+                }
+            }
+            1 => self.chunk::<1>(xs, a, range, log, dlog),
+            2 => self.chunk::<2>(xs, a, range, log, dlog),
+            3 => self.chunk::<3>(xs, a, range, log, dlog),
+            4 => self.chunk::<4>(xs, a, range, log, dlog),
+            5..=7 => self.chunk::<7>(xs, a, range, log, dlog),
+            _ => self.chunk::<MAX_ARGS>(xs, a, range, log, dlog),
+        }
+    }
+
+    fn chunk<const N: usize>(&self, xs: &[f64], a: &[f64], range: (f64, f64), log: &mut [f64], dlog: &mut [f64]) {
+        let k = a.len();
+        let duals: [Dual<N>; N] = std::array::from_fn(|i| Dual::input(a.get(i).copied().unwrap_or(0.0), i));
+        let n = xs.len();
+        for (e, &x) in xs.iter().enumerate() {
+            let r = self.log_density(x, &duals[..k], range);
+            log[e] = r.v;
+            for j in 0..k {
+                dlog[j * n + e] = r.d[j];
+            }
+        }
+    }
+
+    /// The largest value of g on `[lo, hi]` (for accept–reject), with a margin where it is
+    /// found numerically.
+    fn max_on(&self, a: &[f64], lo: f64, hi: f64) -> f64 {
+        let at = |x: f64| self.log_density::<f64>(x, a, (lo, hi)).exp();
+        match self {
+            Shape::Gaussian => at(a[0].clamp(lo, hi)),
+            Shape::CrystalBall(tails) => at(tails.peak(a).clamp(lo, hi)),
+            _ => {
+                // A grid, refined around its best point: smooth shapes with few extrema.
+                const GRID: usize = 4096;
+                let step = (hi - lo) / GRID as f64;
+                let (best, mut top) = (0..=GRID)
+                    .map(|i| {
+                        let x = lo + i as f64 * step;
+                        (x, at(x))
+                    })
+                    .fold((lo, 0.0f64), |b, p| if p.1 > b.1 { p } else { b });
+                let (mut l, mut h) = ((best - step).max(lo), (best + step).min(hi));
+                for _ in 0..60 {
+                    let (m1, m2) = (l + (h - l) / 3.0, h - (h - l) / 3.0);
+                    if at(m1) < at(m2) {
+                        l = m1;
+                    } else {
+                        h = m2;
+                    }
+                    top = top.max(at(m1)).max(at(m2));
+                }
+                top * 1.05
+            }
+        }
+    }
+
+    /// A prepared sampler of this shape at arguments `a` on `range`.
+    pub fn sampler<'a>(&'a self, a: &'a [f64], range: (f64, f64)) -> Sampler<'a> {
+        let top = match self {
+            Shape::Exponential | Shape::Histogram(_) => 0.0,
+            _ => self.max_on(a, range.0, range.1),
+        };
+        Sampler { shape: self, a, range, top }
+    }
+}
+
+/// erf(v) − erf(u) for u ≤ v, through erfc where both lie in one tail (no cancellation).
+fn erf_difference<T: Real>(u: T, v: T) -> T {
+    if u.value() >= 0.0 {
+        u.erfc() - v.erfc()
+    } else if v.value() <= 0.0 {
+        (-v).erfc() - (-u).erfc()
+    } else {
+        v.erf() - u.erf()
+    }
+}
+
+/// Draws from one shape at fixed arguments.
+pub struct Sampler<'a> {
+    shape: &'a Shape,
+    a: &'a [f64],
+    range: (f64, f64),
+    top: f64,
+}
+
+impl Sampler<'_> {
+    pub fn draw(&self, rng: &mut ToyStream) -> f64 {
+        let (lo, hi) = self.range;
+        match self.shape {
+            Shape::Exponential => {
+                // Inverse CDF of exp(−c(x − lo)) on [lo, hi].
+                let c = self.a[0];
+                let u = rng.uniform();
+                let x = if (c * (hi - lo)).abs() < 1e-12 {
+                    lo + u * (hi - lo)
+                } else {
+                    lo - (u * (-c * (hi - lo)).exp_m1()).ln_1p() / c
+                };
+                x.clamp(lo, hi)
+            }
+            Shape::Histogram(h) => {
+                let total = h.integral(lo, hi);
+                let target = rng.uniform() * total;
+                let w = h.width();
+                let mut acc = 0.0;
+                for (i, c) in h.contents.iter().enumerate() {
+                    let (l, r) = ((h.lo + i as f64 * w).max(lo), (h.lo + (i + 1) as f64 * w).min(hi));
+                    let mass = c * (r - l).max(0.0) / w;
+                    if acc + mass >= target && mass > 0.0 {
+                        return l + (target - acc) / mass * (r - l);
+                    }
+                    acc += mass;
+                }
+                hi
+            }
+            _ => loop {
+                let x = lo + rng.uniform() * (hi - lo);
+                let g = self.shape.log_density::<f64>(x, self.a, self.range).exp();
+                if rng.uniform() * self.top < g {
+                    return x;
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
