@@ -426,15 +426,16 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
     })?;
     model_ref.resolve_paths(base);
     let device = call.validate()?;
-    let (_, model) = model_ref.load(&crate::input::read_json)?;
+    let loaded = model_ref.load_model(&crate::input::read_json)?;
+    let model = loaded.likelihood();
     if device == Device::Auto
         && let Some(problem) = ns_compute::cuda::cuda_driver_problem()
     {
         eprintln!("note: --gpu auto runs on the CPU: {problem}");
     }
     let request = &call.request;
-    let bar = progress(request.progress_steps(&model), label(request));
-    let outcome = call.run(&model, Arc::new(AtomicBool::new(false)), &|k| {
+    let bar = progress(request.progress_steps(model), label(request));
+    let outcome = call.run(model, Arc::new(AtomicBool::new(false)), &|k| {
         bar.set_position(k as u64)
     });
     bar.finish_and_clear();
@@ -456,7 +457,7 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
         }
     );
     out.finish(
-        outcome.report(&model, matrices),
-        text_of(&outcome, &model, matrices),
+        outcome.report(model, matrices),
+        text_of(&outcome, model, matrices),
     )
 }

@@ -33,7 +33,13 @@ fn engine(krate: &str) -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-const ENGINE: [&str; 4] = ["ns-core", "ns-translate", "ns-compute", "ns-inference"];
+const ENGINE: [&str; 5] = [
+    "ns-core",
+    "ns-translate",
+    "ns-compute",
+    "ns-unbinned",
+    "ns-inference",
+];
 
 #[test]
 fn engine_crates_read_no_environment_variables() {

@@ -11,5 +11,5 @@ pub mod spec;
 
 pub use model::{FromWorkspace, ModelOptions};
 pub use ns_core::model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};
-pub use source::{Interpolation, ModelRef, PatchsetPatch, Source};
+pub use source::{Interpolation, LoadedModel, ModelRef, PatchsetPatch, Source};
 pub use spec::Workspace;

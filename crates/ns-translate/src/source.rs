@@ -161,6 +161,13 @@ impl ModelRef {
         sources
     }
 
+    fn model_origin(&self) -> String {
+        match &self.workspace {
+            Source::Path(p) => p.display().to_string(),
+            Source::Inline(_) => "the inline model".into(),
+        }
+    }
+
     /// Relative file paths read from `base` instead of the current folder.
     pub fn resolve_paths(&mut self, base: &Path) {
         for source in self.sources_mut() {
@@ -191,12 +198,75 @@ impl ModelRef {
         &self,
         read: &dyn Fn(&Path) -> Result<Value>,
     ) -> Result<(Workspace, HistFactoryModel)> {
-        let workspace = Workspace::from_value(self.workspace_value(read)?)?;
+        let doc = self.workspace_value(read)?;
+        if ns_unbinned::hs3::is_hs3(&doc) {
+            return Err(Error::InvalidInput(format!(
+                "{} is an HS3 (unbinned) model; this reads pyhf workspaces",
+                self.model_origin()
+            )));
+        }
+        self.binned(doc)
+    }
+
+    fn binned(&self, doc: Value) -> Result<(Workspace, HistFactoryModel)> {
+        let workspace = Workspace::from_value(doc)?;
         let options = ModelOptions {
             measurement: self.measurement.clone(),
             codes: self.interpolation.codes()?,
         };
         let model = HistFactoryModel::from_workspace(&workspace, &options)?;
         Ok((workspace, model))
+    }
+
+    /// The model, of whichever kind the document is: a pyhf workspace or an HS3 file (told
+    /// apart by content). For HS3, `measurement` names the analysis, patches apply to the
+    /// document, and data paths are relative to the file.
+    pub fn load_model(&self, read: &dyn Fn(&Path) -> Result<Value>) -> Result<LoadedModel> {
+        let doc = self.workspace_value(read)?;
+        if !ns_unbinned::hs3::is_hs3(&doc) {
+            let (workspace, model) = self.binned(doc)?;
+            return Ok(LoadedModel::Binned { workspace, model });
+        }
+        if self.patchset.is_some() {
+            return Err(Error::InvalidInput(format!(
+                "{} is an HS3 model: patchsets apply to pyhf workspaces",
+                self.model_origin()
+            )));
+        }
+        if self.interpolation != Interpolation::default() {
+            return Err(Error::InvalidInput(format!(
+                "{} is an HS3 model: interpolation codes apply to pyhf workspaces",
+                self.model_origin()
+            )));
+        }
+        let base = match &self.workspace {
+            Source::Path(p) => p.parent().map(Path::to_path_buf),
+            Source::Inline(_) => None,
+        };
+        let options = ns_unbinned::hs3::ReadOptions {
+            analysis: self.measurement.as_deref(),
+            base: base.as_deref(),
+        };
+        Ok(LoadedModel::Unbinned(ns_unbinned::hs3::read(
+            &doc, &options,
+        )?))
+    }
+}
+
+/// A loaded model: HistFactory (with its workspace) or unbinned.
+pub enum LoadedModel {
+    Binned {
+        workspace: Workspace,
+        model: HistFactoryModel,
+    },
+    Unbinned(ns_unbinned::UnbinnedModel),
+}
+
+impl LoadedModel {
+    pub fn likelihood(&self) -> &dyn ns_compute::Likelihood {
+        match self {
+            LoadedModel::Binned { model, .. } => model,
+            LoadedModel::Unbinned(model) => model,
+        }
     }
 }

@@ -68,10 +68,7 @@ pub enum Expr<L> {
 
 impl<L> Expr<L> {
     /// Replace every leaf through `f` (which may fail, naming the leaf).
-    pub fn try_map<M, E>(
-        self,
-        f: &mut dyn FnMut(L) -> Result<Expr<M>, E>,
-    ) -> Result<Expr<M>, E> {
+    pub fn try_map<M, E>(self, f: &mut dyn FnMut(L) -> Result<Expr<M>, E>) -> Result<Expr<M>, E> {
         let b = |e: Box<Expr<L>>, f: &mut dyn FnMut(L) -> Result<Expr<M>, E>| {
             e.try_map(f).map(Box::new)
         };
@@ -184,7 +181,11 @@ impl Parser<'_> {
 
     fn eat(&mut self, s: &str) -> bool {
         self.skip_space();
-        let rest: String = self.chars[self.pos..].iter().take(s.len()).map(|c| c.1).collect();
+        let rest: String = self.chars[self.pos..]
+            .iter()
+            .take(s.len())
+            .map(|c| c.1)
+            .collect();
         if rest == s {
             self.pos += s.chars().count();
             true
@@ -261,8 +262,8 @@ impl Parser<'_> {
         if c.is_ascii_digit() || c == '.' {
             while self.pos < self.chars.len() {
                 let c = self.chars[self.pos].1;
-                let exponent_sign = (c == '+' || c == '-')
-                    && matches!(self.chars[self.pos - 1].1, 'e' | 'E');
+                let exponent_sign =
+                    (c == '+' || c == '-') && matches!(self.chars[self.pos - 1].1, 'e' | 'E');
                 if c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || exponent_sign {
                     self.pos += 1;
                 } else {
@@ -314,7 +315,10 @@ impl Parser<'_> {
                 }
                 return Ok(if func == Func::Pow {
                     let exponent = args.pop().expect("two arguments");
-                    Expr::Pow(Box::new(args.pop().expect("two arguments")), Box::new(exponent))
+                    Expr::Pow(
+                        Box::new(args.pop().expect("two arguments")),
+                        Box::new(exponent),
+                    )
                 } else {
                     Expr::Call(func, args)
                 });
@@ -362,6 +366,23 @@ impl ParamExpr {
         ParamExpr::new(Expr::Leaf(index))
     }
 
+    /// The same expression with parameter `i` renumbered `map[i]`.
+    pub fn remapped(&self, map: &[usize]) -> Self {
+        let e: Result<Expr<usize>, ()> = self
+            .expr
+            .clone()
+            .try_map(&mut |i: usize| Ok(Expr::Leaf(map[i])));
+        ParamExpr::new(e.expect("renumbering cannot fail"))
+    }
+
+    /// The parameter it is, where it is one parameter and nothing else.
+    pub fn as_parameter(&self) -> Option<usize> {
+        match self.expr {
+            Expr::Leaf(i) => Some(i),
+            _ => None,
+        }
+    }
+
     /// The parameters it depends on, ascending.
     pub fn params(&self) -> &[usize] {
         &self.params
@@ -388,10 +409,12 @@ impl ParamExpr {
         }
         let mut value = 0.0;
         for block in self.params.chunks(SEEDS) {
-            let r: Dual<SEEDS> = self.expr.eval(&|&i: &usize| match block.iter().position(|&p| p == i) {
-                Some(slot) => Dual::input(theta[i], slot),
-                None => Dual::constant(theta[i]),
-            });
+            let r: Dual<SEEDS> =
+                self.expr
+                    .eval(&|&i: &usize| match block.iter().position(|&p| p == i) {
+                        Some(slot) => Dual::input(theta[i], slot),
+                        None => Dual::constant(theta[i]),
+                    });
             value = r.v;
             grad.extend_from_slice(&r.d[..block.len()]);
         }
@@ -406,14 +429,8 @@ mod tests {
     fn resolved(text: &str, names: &[&str]) -> ParamExpr {
         let e = parse(text).unwrap();
         ParamExpr::new(
-            e.try_map(&mut |n: String| {
-                names
-                    .iter()
-                    .position(|m| *m == n)
-                    .map(Expr::Leaf)
-                    .ok_or(n)
-            })
-            .unwrap(),
+            e.try_map(&mut |n: String| names.iter().position(|m| *m == n).map(Expr::Leaf).ok_or(n))
+                .unwrap(),
         )
     }
 
@@ -425,17 +442,38 @@ mod tests {
             ("nbkg*(1+0.1*theta)", 515.0, [1.03, 50.0, 0.0]),
             ("-c", 0.2, [0.0, 0.0, -1.0]),
             ("2^3 + theta**2 - -c", 8.09 - 0.2, [0.0, 0.6, 1.0]),
-            ("TMath::Exp(theta)*pow(nbkg, 2)/1e5", 0.3f64.exp() * 2.5, [0.3f64.exp() * 1e3 / 1e5, 0.3f64.exp() * 2.5, 0.0]),
-            ("sqrt(nbkg) + log(nbkg) + abs(c)", 500f64.sqrt() + 500f64.ln() + 0.2, [0.5 / 500f64.sqrt() + 1.0 / 500.0, 0.0, -1.0]),
-            ("nbkg^theta", 500f64.powf(0.3), [0.3 * 500f64.powf(-0.7), 500f64.powf(0.3) * 500f64.ln(), 0.0]),
+            (
+                "TMath::Exp(theta)*pow(nbkg, 2)/1e5",
+                0.3f64.exp() * 2.5,
+                [0.3f64.exp() * 1e3 / 1e5, 0.3f64.exp() * 2.5, 0.0],
+            ),
+            (
+                "sqrt(nbkg) + log(nbkg) + abs(c)",
+                500f64.sqrt() + 500f64.ln() + 0.2,
+                [0.5 / 500f64.sqrt() + 1.0 / 500.0, 0.0, -1.0],
+            ),
+            (
+                "nbkg^theta",
+                500f64.powf(0.3),
+                [0.3 * 500f64.powf(-0.7), 500f64.powf(0.3) * 500f64.ln(), 0.0],
+            ),
         ];
         for (text, value, grad) in cases {
             let e = resolved(text, &names);
             let mut g = Vec::new();
             let v = e.value_grad(&theta, &mut g);
-            assert!((v - value).abs() <= 1e-12 * value.abs().max(1.0), "{text}: {v} against {value}");
+            assert!(
+                (v - value).abs() <= 1e-12 * value.abs().max(1.0),
+                "{text}: {v} against {value}"
+            );
             for (k, &p) in e.params().iter().enumerate() {
-                assert!((g[k] - grad[p]).abs() <= 1e-12 * grad[p].abs().max(1.0), "{text}: ∂/∂{} = {} against {}", names[p], g[k], grad[p]);
+                assert!(
+                    (g[k] - grad[p]).abs() <= 1e-12 * grad[p].abs().max(1.0),
+                    "{text}: ∂/∂{} = {} against {}",
+                    names[p],
+                    g[k],
+                    grad[p]
+                );
             }
             for p in 0..3 {
                 if !e.params().contains(&p) {
@@ -449,7 +487,10 @@ mod tests {
     fn more_than_eight_parameters_take_several_passes() {
         let names: Vec<String> = (0..11).map(|i| format!("p{i}")).collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let text = (0..11).map(|i| format!("{}*p{i}", i + 1)).collect::<Vec<_>>().join("+");
+        let text = (0..11)
+            .map(|i| format!("{}*p{i}", i + 1))
+            .collect::<Vec<_>>()
+            .join("+");
         let e = resolved(&text, &refs);
         let mut g = Vec::new();
         e.value_grad(&[1.0; 11], &mut g);

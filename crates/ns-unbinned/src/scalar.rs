@@ -255,11 +255,7 @@ impl<const N: usize> Real for Dual<N> {
     fn powf(self, e: Self) -> Self {
         let p = self.v.powf(e.v);
         // d(a^b) = b a^(b−1) da + a^b ln a db; the ln a term only where b varies.
-        let da = if self.v == 0.0 {
-            0.0
-        } else {
-            e.v * p / self.v
-        };
+        let da = if self.v == 0.0 { 0.0 } else { e.v * p / self.v };
         let db = if e.d.iter().all(|&x| x == 0.0) {
             0.0
         } else {
@@ -309,11 +305,7 @@ mod tests {
         check(|x| x.exp_m1() / x, |x| x.exp_m1() / x, 1e-3);
         check(|x| x.ln_1p(), f64::ln_1p, 0.2);
         check(|x| x.powi(3) - x * 2.0, |x| x.powi(3) - 2.0 * x, 1.5);
-        check(
-            |x| x.powf(x + 1.0),
-            |x| x.powf(x + 1.0),
-            1.3,
-        );
+        check(|x| x.powf(x + 1.0), |x| x.powf(x + 1.0), 1.3);
         check(|x| (-x).abs() / (x + 1.0), |x| x.abs() / (x + 1.0), 0.8);
     }
 }

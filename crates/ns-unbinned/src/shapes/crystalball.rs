@@ -102,11 +102,19 @@ fn side<T: Real>(tail: Option<(T, T)>, t1: T, t2: T) -> T {
     match tail {
         Some((alpha, n)) => {
             if t1.value() < alpha.value() {
-                let end = if t2.value() < alpha.value() { t2 } else { alpha };
+                let end = if t2.value() < alpha.value() {
+                    t2
+                } else {
+                    alpha
+                };
                 total = total + core(t1, end);
             }
             if t2.value() > alpha.value() {
-                let start = if t1.value() > alpha.value() { t1 } else { alpha };
+                let start = if t1.value() > alpha.value() {
+                    t1
+                } else {
+                    alpha
+                };
                 let b = n / alpha - alpha;
                 total = total + power_tail(alpha, n, b + start, b + t2);
             }
@@ -123,14 +131,16 @@ pub fn log_integral<T: Real>(tails: Tails, a: &[T], lo: f64, hi: f64) -> T {
     if lo < m0 {
         // The left side, mirrored: t = (m0 − x)/σ_L from (m0 − min(hi, m0)) to (m0 − lo).
         let top = if hi < m0 { T::constant(hi) } else { p.m0 };
-        total = total
-            + side(p.left, (p.m0 - top) / p.sigma_l, (p.m0 - lo) / p.sigma_l) * p.sigma_l;
+        total = total + side(p.left, (p.m0 - top) / p.sigma_l, (p.m0 - lo) / p.sigma_l) * p.sigma_l;
     }
     if hi > m0 {
         let bottom = if lo > m0 { T::constant(lo) } else { p.m0 };
         total = total
-            + side(p.right, (bottom - p.m0) / p.sigma_r, (T::constant(hi) - p.m0) / p.sigma_r)
-                * p.sigma_r;
+            + side(
+                p.right,
+                (bottom - p.m0) / p.sigma_r,
+                (T::constant(hi) - p.m0) / p.sigma_r,
+            ) * p.sigma_r;
     }
     total.ln()
 }

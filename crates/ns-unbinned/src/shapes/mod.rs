@@ -143,7 +143,14 @@ impl Shape {
 
     /// Every event of `xs`: ln g and its derivatives in the arguments (rows of `n_args`,
     /// argument-major: `dlog[j * xs.len() + e]`).
-    pub fn log_density_grad(&self, xs: &[f64], a: &[f64], range: (f64, f64), log: &mut [f64], dlog: &mut [f64]) {
+    pub fn log_density_grad(
+        &self,
+        xs: &[f64],
+        a: &[f64],
+        range: (f64, f64),
+        log: &mut [f64],
+        dlog: &mut [f64],
+    ) {
         match self.n_args() {
             0 => {
                 for (l, &x) in log.iter_mut().zip(xs) {
@@ -159,9 +166,17 @@ impl Shape {
         }
     }
 
-    fn chunk<const N: usize>(&self, xs: &[f64], a: &[f64], range: (f64, f64), log: &mut [f64], dlog: &mut [f64]) {
+    fn chunk<const N: usize>(
+        &self,
+        xs: &[f64],
+        a: &[f64],
+        range: (f64, f64),
+        log: &mut [f64],
+        dlog: &mut [f64],
+    ) {
         let k = a.len();
-        let duals: [Dual<N>; N] = std::array::from_fn(|i| Dual::input(a.get(i).copied().unwrap_or(0.0), i));
+        let duals: [Dual<N>; N] =
+            std::array::from_fn(|i| Dual::input(a.get(i).copied().unwrap_or(0.0), i));
         let n = xs.len();
         for (e, &x) in xs.iter().enumerate() {
             let r = self.log_density(x, &duals[..k], range);
@@ -210,7 +225,12 @@ impl Shape {
             Shape::Exponential | Shape::Histogram(_) => 0.0,
             _ => self.max_on(a, range.0, range.1),
         };
-        Sampler { shape: self, a, range, top }
+        Sampler {
+            shape: self,
+            a,
+            range,
+            top,
+        }
     }
 }
 
@@ -254,7 +274,10 @@ impl Sampler<'_> {
                 let w = h.width();
                 let mut acc = 0.0;
                 for (i, c) in h.contents.iter().enumerate() {
-                    let (l, r) = ((h.lo + i as f64 * w).max(lo), (h.lo + (i + 1) as f64 * w).min(hi));
+                    let (l, r) = (
+                        (h.lo + i as f64 * w).max(lo),
+                        (h.lo + (i + 1) as f64 * w).min(hi),
+                    );
                     let mass = c * (r - l).max(0.0) / w;
                     if acc + mass >= target && mass > 0.0 {
                         return l + (target - acc) / mass * (r - l);

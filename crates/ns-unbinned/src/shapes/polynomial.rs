@@ -45,7 +45,9 @@ pub fn chebychev_integral<T: Real>(c: &[T], lo: f64, hi: f64, range: (f64, f64))
     let basis = |k: usize| (chebychev_antiderivative(v, k) - chebychev_antiderivative(u, k)) * jac;
     c.iter()
         .enumerate()
-        .fold(T::constant(basis(0)), |acc, (i, &ci)| acc + ci * basis(i + 1))
+        .fold(T::constant(basis(0)), |acc, (i, &ci)| {
+            acc + ci * basis(i + 1)
+        })
 }
 
 /// Σ aₖ·xᵏ.
@@ -56,8 +58,10 @@ pub fn power_series<T: Real>(x: f64, a: &[T]) -> T {
 }
 
 pub fn power_series_integral<T: Real>(a: &[T], lo: f64, hi: f64) -> T {
-    a.iter().enumerate().fold(T::constant(0.0), |acc, (k, &ak)| {
-        let e = (k + 1) as i32;
-        acc + ak * ((hi.powi(e) - lo.powi(e)) / (k + 1) as f64)
-    })
+    a.iter()
+        .enumerate()
+        .fold(T::constant(0.0), |acc, (k, &ak)| {
+            let e = (k + 1) as i32;
+            acc + ak * ((hi.powi(e) - lo.powi(e)) / (k + 1) as f64)
+        })
 }

@@ -2,36 +2,129 @@ use super::*;
 
 /// Each shape with arguments and a range, exercising its branches.
 fn cases() -> Vec<(&'static str, Shape, Vec<f64>, (f64, f64))> {
-    let two = Tails::DoubleSided { left: true, right: true };
+    let two = Tails::DoubleSided {
+        left: true,
+        right: true,
+    };
     vec![
         ("gaussian", Shape::Gaussian, vec![4.0, 1.3], (0.0, 10.0)),
-        ("gaussian far tail", Shape::Gaussian, vec![-3.0, 0.5], (0.0, 10.0)),
+        (
+            "gaussian far tail",
+            Shape::Gaussian,
+            vec![-3.0, 0.5],
+            (0.0, 10.0),
+        ),
         ("exponential", Shape::Exponential, vec![0.3], (1.0, 10.0)),
-        ("exponential rising", Shape::Exponential, vec![-0.2], (0.0, 10.0)),
-        ("exponential flat", Shape::Exponential, vec![1e-10], (0.0, 10.0)),
-        ("crystal ball one-sided", Shape::CrystalBall(Tails::OneSided), vec![5.0, 1.0, 1.5, 3.0], (0.0, 10.0)),
-        ("crystal ball right tail", Shape::CrystalBall(Tails::OneSided), vec![5.0, 1.0, -1.2, 2.5], (0.0, 10.0)),
-        ("crystal ball n = 1", Shape::CrystalBall(Tails::OneSided), vec![5.0, 1.0, 1.5, 1.0], (0.0, 10.0)),
-        ("crystal ball two-sided", Shape::CrystalBall(two), vec![5.0, 0.8, 1.3, 1.5, 3.0, 2.0, 4.0], (0.0, 10.0)),
-        ("crystal ball left only", Shape::CrystalBall(Tails::DoubleSided { left: true, right: false }), vec![5.0, 0.8, 0.8, 1.5, 3.0, 0.0, 0.0], (0.0, 10.0)),
-        ("crystal ball peak outside", Shape::CrystalBall(two), vec![12.0, 0.8, 1.3, 1.5, 3.0, 2.0, 4.0], (0.0, 10.0)),
+        (
+            "exponential rising",
+            Shape::Exponential,
+            vec![-0.2],
+            (0.0, 10.0),
+        ),
+        (
+            "exponential flat",
+            Shape::Exponential,
+            vec![1e-10],
+            (0.0, 10.0),
+        ),
+        (
+            "crystal ball one-sided",
+            Shape::CrystalBall(Tails::OneSided),
+            vec![5.0, 1.0, 1.5, 3.0],
+            (0.0, 10.0),
+        ),
+        (
+            "crystal ball right tail",
+            Shape::CrystalBall(Tails::OneSided),
+            vec![5.0, 1.0, -1.2, 2.5],
+            (0.0, 10.0),
+        ),
+        (
+            "crystal ball n = 1",
+            Shape::CrystalBall(Tails::OneSided),
+            vec![5.0, 1.0, 1.5, 1.0],
+            (0.0, 10.0),
+        ),
+        (
+            "crystal ball two-sided",
+            Shape::CrystalBall(two),
+            vec![5.0, 0.8, 1.3, 1.5, 3.0, 2.0, 4.0],
+            (0.0, 10.0),
+        ),
+        (
+            "crystal ball left only",
+            Shape::CrystalBall(Tails::DoubleSided {
+                left: true,
+                right: false,
+            }),
+            vec![5.0, 0.8, 0.8, 1.5, 3.0, 0.0, 0.0],
+            (0.0, 10.0),
+        ),
+        (
+            "crystal ball peak outside",
+            Shape::CrystalBall(two),
+            vec![12.0, 0.8, 1.3, 1.5, 3.0, 2.0, 4.0],
+            (0.0, 10.0),
+        ),
         ("argus", Shape::Argus, vec![5.29, -20.0, 0.5], (5.2, 5.3)),
-        ("argus power 1.3", Shape::Argus, vec![5.29, -35.0, 1.3], (5.0, 5.28)),
-        ("chebychev", Shape::Chebychev(3), vec![0.1, -0.2, 0.05], (0.0, 10.0)),
-        ("polynomial", Shape::Polynomial(3), vec![1.0, 0.1, 0.01], (0.0, 10.0)),
-        ("histogram", Shape::Histogram(Histogram { lo: -5.0, hi: 5.0, contents: (1..=10).map(f64::from).collect() }), vec![], (-5.0, 5.0)),
+        (
+            "argus power 1.3",
+            Shape::Argus,
+            vec![5.29, -35.0, 1.3],
+            (5.0, 5.28),
+        ),
+        (
+            "chebychev",
+            Shape::Chebychev(3),
+            vec![0.1, -0.2, 0.05],
+            (0.0, 10.0),
+        ),
+        (
+            "polynomial",
+            Shape::Polynomial(3),
+            vec![1.0, 0.1, 0.01],
+            (0.0, 10.0),
+        ),
+        (
+            "histogram",
+            Shape::Histogram(Histogram {
+                lo: -5.0,
+                hi: 5.0,
+                contents: (1..=10).map(f64::from).collect(),
+            }),
+            vec![],
+            (-5.0, 5.0),
+        ),
     ]
 }
 
 /// ∫ g by composite Gauss–Legendre (5 points on each of `n` panels).
 fn quadrature(f: impl Fn(f64) -> f64, lo: f64, hi: f64, n: usize) -> f64 {
-    let nodes = [0.0, 0.538469310105683, -0.538469310105683, 0.906179845938664, -0.906179845938664];
-    let weights = [0.568888888888889, 0.478628670499366, 0.478628670499366, 0.236926885056189, 0.236926885056189];
+    let nodes = [
+        0.0,
+        0.538469310105683,
+        -0.538469310105683,
+        0.906179845938664,
+        -0.906179845938664,
+    ];
+    let weights = [
+        0.568888888888889,
+        0.478628670499366,
+        0.478628670499366,
+        0.236926885056189,
+        0.236926885056189,
+    ];
     let h = (hi - lo) / n as f64;
     (0..n)
         .map(|i| {
             let mid = lo + (i as f64 + 0.5) * h;
-            nodes.iter().zip(weights).map(|(x, w)| w * f(mid + 0.5 * h * x)).sum::<f64>() * 0.5 * h
+            nodes
+                .iter()
+                .zip(weights)
+                .map(|(x, w)| w * f(mid + 0.5 * h * x))
+                .sum::<f64>()
+                * 0.5
+                * h
         })
         .sum()
 }
@@ -39,14 +132,33 @@ fn quadrature(f: impl Fn(f64) -> f64, lo: f64, hi: f64, n: usize) -> f64 {
 #[test]
 fn integrals_are_the_quadrature_of_the_density() {
     for (name, shape, a, range) in cases() {
-        let want = quadrature(|x| shape.log_density::<f64>(x, &a, range).exp(), range.0, range.1, 20_000);
+        let want = quadrature(
+            |x| shape.log_density::<f64>(x, &a, range).exp(),
+            range.0,
+            range.1,
+            20_000,
+        );
         let got = shape.log_integral::<f64>(&a, range.0, range.1, range).exp();
-        assert!((got - want).abs() <= 1e-9 * want, "{name}: {got} against quadrature {want}");
+        assert!(
+            (got - want).abs() <= 1e-9 * want,
+            "{name}: {got} against quadrature {want}"
+        );
         // A sub-range too.
-        let (l, h) = (range.0 + 0.3 * (range.1 - range.0), range.0 + 0.8 * (range.1 - range.0));
-        let want = quadrature(|x| shape.log_density::<f64>(x, &a, range).exp(), l, h, 20_000);
+        let (l, h) = (
+            range.0 + 0.3 * (range.1 - range.0),
+            range.0 + 0.8 * (range.1 - range.0),
+        );
+        let want = quadrature(
+            |x| shape.log_density::<f64>(x, &a, range).exp(),
+            l,
+            h,
+            20_000,
+        );
         let got = shape.log_integral::<f64>(&a, l, h, range).exp();
-        assert!((got - want).abs() <= 1e-9 * want, "{name} on [{l}, {h}]: {got} against {want}");
+        assert!(
+            (got - want).abs() <= 1e-9 * want,
+            "{name} on [{l}, {h}]: {got} against {want}"
+        );
     }
 }
 
@@ -55,7 +167,9 @@ fn gradients_are_the_finite_differences() {
     for (name, shape, a, range) in cases() {
         let mut grad = vec![0.0; MAX_ARGS];
         shape.log_norm_grad(&a, range, &mut grad);
-        let xs: Vec<f64> = (0..7).map(|i| range.0 + (i as f64 + 0.37) / 7.0 * (range.1 - range.0)).collect();
+        let xs: Vec<f64> = (0..7)
+            .map(|i| range.0 + (i as f64 + 0.37) / 7.0 * (range.1 - range.0))
+            .collect();
         let (mut log, mut dlog) = (vec![0.0; xs.len()], vec![0.0; xs.len() * a.len()]);
         shape.log_density_grad(&xs, &a, range, &mut log, &mut dlog);
         for j in 0..a.len() {
@@ -72,12 +186,21 @@ fn gradients_are_the_finite_differences() {
             let numeric = (shape.log_integral::<f64>(&up, range.0, range.1, range)
                 - shape.log_integral::<f64>(&down, range.0, range.1, range))
                 / (2.0 * h);
-            assert!((grad[j] - numeric).abs() <= 1e-6 * numeric.abs().max(1.0), "{name}: ∂ln I/∂a{j} = {} against {numeric}", grad[j]);
+            assert!(
+                (grad[j] - numeric).abs() <= 1e-6 * numeric.abs().max(1.0),
+                "{name}: ∂ln I/∂a{j} = {} against {numeric}",
+                grad[j]
+            );
             for (e, &x) in xs.iter().enumerate() {
-                let numeric = (shape.log_density::<f64>(x, &up, range) - shape.log_density::<f64>(x, &down, range)) / (2.0 * h);
+                let numeric = (shape.log_density::<f64>(x, &up, range)
+                    - shape.log_density::<f64>(x, &down, range))
+                    / (2.0 * h);
                 if numeric.is_finite() {
                     let got = dlog[j * xs.len() + e];
-                    assert!((got - numeric).abs() <= 1e-6 * numeric.abs().max(1.0), "{name} at x = {x}: ∂ln g/∂a{j} = {got} against {numeric}");
+                    assert!(
+                        (got - numeric).abs() <= 1e-6 * numeric.abs().max(1.0),
+                        "{name} at x = {x}: ∂ln g/∂a{j} = {got} against {numeric}"
+                    );
                     assert_eq!(log[e], shape.log_density::<f64>(x, &a, range));
                 }
             }
@@ -93,7 +216,10 @@ fn samples_follow_the_cdf() {
         let n = 20_000;
         let mut xs: Vec<f64> = (0..n).map(|_| sampler.draw(&mut rng)).collect();
         xs.sort_by(f64::total_cmp);
-        assert!(xs[0] >= range.0 && xs[n - 1] <= range.1, "{name}: a sample outside the range");
+        assert!(
+            xs[0] >= range.0 && xs[n - 1] <= range.1,
+            "{name}: a sample outside the range"
+        );
         // Kolmogorov–Smirnov distance against the analytic CDF; 1.95/√n is the 0.1 % level.
         let total = shape.log_integral::<f64>(&a, range.0, range.1, range).exp();
         let d = xs
@@ -101,7 +227,11 @@ fn samples_follow_the_cdf() {
             .enumerate()
             .step_by(97)
             .map(|(i, &x)| {
-                let cdf = if x > range.0 { shape.log_integral::<f64>(&a, range.0, x, range).exp() / total } else { 0.0 };
+                let cdf = if x > range.0 {
+                    shape.log_integral::<f64>(&a, range.0, x, range).exp() / total
+                } else {
+                    0.0
+                };
                 (cdf - (i as f64 + 0.5) / n as f64).abs()
             })
             .fold(0.0, f64::max);
