@@ -40,3 +40,26 @@ def test_differentiable_doc_snippets_run(capsys):
         exec(compile(code, "docs/differentiable.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "Z_A = " in out and "torch.Size([2, 3])" in out
+
+
+def test_unbinned_doc_commands_run(tmp_path):
+    """Every command of docs/unbinned.md's first ```bash block runs and prints JSON or text."""
+    import shlex
+    import subprocess
+
+    from conftest import BIN
+
+    text = (ROOT / "docs" / "unbinned.md").read_text()
+    block = re.findall(r"```bash\n(.*?)```", text, flags=re.S)[0]
+    ran = 0
+    for line in block.strip().splitlines():
+        if line.startswith("echo "):
+            payload = line[len("echo "):line.rindex(">")].strip()
+            (tmp_path / "p.json").write_text(shlex.split(payload)[0])
+            continue
+        args = shlex.split(line.replace("p.json", str(tmp_path / "p.json")))
+        assert args[0] == "nextstat"
+        proc = subprocess.run([str(BIN), *args[1:]], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode == 0 and proc.stdout.strip(), f"{line}: {proc.stderr}"
+        ran += 1
+    assert ran >= 6

@@ -225,7 +225,10 @@ impl ModelRef {
         let doc = self.workspace_value(read)?;
         if !ns_unbinned::hs3::is_hs3(&doc) {
             let (workspace, model) = self.binned(doc)?;
-            return Ok(LoadedModel::Binned { workspace, model });
+            return Ok(LoadedModel::Binned {
+                workspace: Box::new(workspace),
+                model: Box::new(model),
+            });
         }
         if self.patchset.is_some() {
             return Err(Error::InvalidInput(format!(
@@ -247,26 +250,25 @@ impl ModelRef {
             analysis: self.measurement.as_deref(),
             base: base.as_deref(),
         };
-        Ok(LoadedModel::Unbinned(ns_unbinned::hs3::read(
-            &doc, &options,
-        )?))
+        let model = ns_unbinned::hs3::read(&doc, &options)?;
+        Ok(LoadedModel::Unbinned(Box::new(model)))
     }
 }
 
 /// A loaded model: HistFactory (with its workspace) or unbinned.
 pub enum LoadedModel {
     Binned {
-        workspace: Workspace,
-        model: HistFactoryModel,
+        workspace: Box<Workspace>,
+        model: Box<HistFactoryModel>,
     },
-    Unbinned(ns_unbinned::UnbinnedModel),
+    Unbinned(Box<ns_unbinned::UnbinnedModel>),
 }
 
 impl LoadedModel {
     pub fn likelihood(&self) -> &dyn ns_compute::Likelihood {
         match self {
-            LoadedModel::Binned { model, .. } => model,
-            LoadedModel::Unbinned(model) => model,
+            LoadedModel::Binned { model, .. } => model.as_ref(),
+            LoadedModel::Unbinned(model) => model.as_ref(),
         }
     }
 }

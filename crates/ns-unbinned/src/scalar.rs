@@ -3,6 +3,9 @@
 //! `N` seeded inputs. Shapes and their normalisation integrals are generic over `Real`, so
 //! their analytic gradients come from the same code as their values.
 
+// The product and quotient rules mix operators inside `Mul` and `Div`: that is their meaning.
+#![allow(clippy::suspicious_arithmetic_impl)]
+
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 /// A number PDFs compute with: its value, and whatever derivatives it carries.

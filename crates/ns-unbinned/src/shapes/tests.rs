@@ -1,7 +1,10 @@
 use super::*;
 
+/// A named shape with its arguments and range.
+type Case = (&'static str, Shape, Vec<f64>, (f64, f64));
+
 /// Each shape with arguments and a range, exercising its branches.
-fn cases() -> Vec<(&'static str, Shape, Vec<f64>, (f64, f64))> {
+fn cases() -> Vec<Case> {
     let two = Tails::DoubleSided {
         left: true,
         right: true,
