@@ -268,24 +268,9 @@ impl ChannelBuilder<'_, '_> {
     }
 
     fn push(&mut self, name: &str, kind: NodeKind) -> usize {
-        let mut slots: Vec<usize> = match &kind {
-            NodeKind::Leaf { args, .. } => args.iter().flat_map(|a| a.params().to_vec()).collect(),
-            NodeKind::Product(c) => c
-                .iter()
-                .flat_map(|&c| self.nodes[c].slots.clone())
-                .collect(),
-            NodeKind::Mixture { children, coefs } => children
-                .iter()
-                .flat_map(|&c| self.nodes[c].slots.clone())
-                .chain(coefs.iter().flat_map(|a| a.params().to_vec()))
-                .collect(),
-        };
-        slots.sort_unstable();
-        slots.dedup();
         self.nodes.push(Node {
             name: name.to_string(),
             kind,
-            slots,
         });
         self.nodes.len() - 1
     }

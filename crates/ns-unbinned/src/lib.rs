@@ -11,6 +11,7 @@ pub mod model;
 pub mod parquet;
 pub mod scalar;
 pub mod shapes;
+pub mod simd;
 
 use rayon::prelude::*;
 

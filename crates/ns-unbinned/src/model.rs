@@ -46,12 +46,11 @@ pub enum NodeKind {
     },
 }
 
-/// A node of a channel's density tree, with the parameters its value depends on (ascending).
+/// A node of a channel's density tree.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
     pub name: String,
     pub kind: NodeKind,
-    pub slots: Vec<usize>,
 }
 
 impl Node {
@@ -65,10 +64,6 @@ impl Node {
         for e in exprs.iter_mut() {
             *e = e.remapped(map);
         }
-        for s in &mut self.slots {
-            *s = map[*s];
-        }
-        self.slots.sort_unstable();
     }
 }
 
@@ -118,50 +113,48 @@ impl Constraint {
     }
 }
 
-/// One node's parameter-dependent state at a point: a leaf's argument values, their Jacobian
-/// in the node's slots and its log-normalisation with gradient; a mixture's coefficients and
-/// their Jacobian.
+/// One node's parameter-dependent state at a point: a leaf's argument values, their gradients
+/// in the parameters and its log-normalisation with its gradient in the arguments; a
+/// mixture's coefficients and their gradients.
 struct NodeState {
     values: Vec<f64>,
-    /// Row per argument or coefficient, a column per node slot.
-    jac: Vec<f64>,
+    /// Per argument or coefficient: (parameter, derivative) pairs.
+    grads: Vec<Vec<(usize, f64)>>,
     log_norm: f64,
     dlog_norm: Vec<f64>,
-    /// For every child, the position of each of its slots among this node's.
-    child_slots: Vec<Vec<usize>>,
 }
 
-/// Values and their Jacobian (rows over `exprs`, columns over `slots`).
-fn values_and_jacobian(
-    exprs: &[ParamExpr],
-    slots: &[usize],
-    theta: &[f64],
-) -> (Vec<f64>, Vec<f64>) {
-    let mut values = Vec::with_capacity(exprs.len());
-    let mut jac = vec![0.0; exprs.len() * slots.len()];
+fn values_and_gradients(exprs: &[ParamExpr], theta: &[f64]) -> (Vec<f64>, Vec<Vec<(usize, f64)>>) {
     let mut grad = Vec::new();
-    for (j, e) in exprs.iter().enumerate() {
-        values.push(e.value_grad(theta, &mut grad));
-        for (&p, &d) in e.params().iter().zip(&grad) {
-            let k = slots
-                .binary_search(&p)
-                .expect("a node's slots cover its expressions");
-            jac[j * slots.len() + k] = d;
-        }
-    }
-    (values, jac)
+    exprs
+        .iter()
+        .map(|e| {
+            let v = e.value_grad(theta, &mut grad);
+            (
+                v,
+                e.params()
+                    .iter()
+                    .copied()
+                    .zip(grad.iter().copied())
+                    .collect(),
+            )
+        })
+        .unzip()
 }
 
-fn position_map(child: &[usize], parent: &[usize]) -> Vec<usize> {
-    child
-        .iter()
-        .map(|p| {
-            parent
-                .binary_search(p)
-                .expect("a parent's slots cover its children")
-        })
-        .collect()
+/// Per-chunk buffers: node values and adjoints (node-major), and each leaf's log-density
+/// derivatives in its arguments.
+struct Scratch {
+    n: usize,
+    val: Vec<f64>,
+    adj: Vec<f64>,
+    dlog: Vec<Vec<f64>>,
 }
+
+/// Sums over a chunk's events that the gradient needs: per leaf, Σ adj·v·∂ln g/∂aⱼ for each
+/// argument then Σ adj·v (the normalisation's share); per mixture, Σ adj·v_child for each
+/// coefficient.
+type Sums = Vec<Vec<f64>>;
 
 impl Channel {
     fn prepare(&self, theta: &[f64]) -> Vec<NodeState> {
@@ -173,144 +166,90 @@ impl Channel {
                     column,
                     args,
                 } => {
-                    let (values, jac) = values_and_jacobian(args, &node.slots, theta);
+                    let (values, grads) = values_and_gradients(args, theta);
                     let axis = &self.axes[*column];
                     let mut dnorm = [0.0; MAX_ARGS];
                     let log_norm = shape.log_norm_grad(&values, (axis.lo, axis.hi), &mut dnorm);
-                    let dlog_norm = (0..node.slots.len())
-                        .map(|k| {
-                            (0..args.len())
-                                .map(|j| dnorm[j] * jac[j * node.slots.len() + k])
-                                .sum()
-                        })
-                        .collect();
                     NodeState {
+                        dlog_norm: dnorm[..values.len()].to_vec(),
                         values,
-                        jac,
+                        grads,
                         log_norm,
-                        dlog_norm,
-                        child_slots: Vec::new(),
                     }
                 }
-                NodeKind::Product(children) => NodeState {
+                NodeKind::Product(_) => NodeState {
                     values: Vec::new(),
-                    jac: Vec::new(),
+                    grads: Vec::new(),
                     log_norm: 0.0,
                     dlog_norm: Vec::new(),
-                    child_slots: children
-                        .iter()
-                        .map(|&c| position_map(&self.nodes[c].slots, &node.slots))
-                        .collect(),
                 },
-                NodeKind::Mixture { children, coefs } => {
-                    let (values, jac) = values_and_jacobian(coefs, &node.slots, theta);
+                NodeKind::Mixture { coefs, .. } => {
+                    let (values, grads) = values_and_gradients(coefs, theta);
                     NodeState {
                         values,
-                        jac,
+                        grads,
                         log_norm: 0.0,
                         dlog_norm: Vec::new(),
-                        child_slots: children
-                            .iter()
-                            .map(|&c| position_map(&self.nodes[c].slots, &node.slots))
-                            .collect(),
                     }
                 }
             })
             .collect()
     }
 
-    /// Node `i`'s value at each event of `cols` (`val`) and its derivatives in the node's slots
-    /// (`dv`, slot-major).
-    fn eval_node(
-        &self,
-        i: usize,
-        states: &[NodeState],
-        cols: &[&[f64]],
-        val: &mut [f64],
-        dv: &mut [f64],
-    ) {
-        let n = val.len();
-        let node = &self.nodes[i];
-        let state = &states[i];
-        let ns = node.slots.len();
-        match &node.kind {
-            NodeKind::Leaf { shape, column, .. } => {
-                let k = state.values.len();
-                let axis = &self.axes[*column];
-                let mut dlog = vec![0.0; k * n];
-                shape.log_density_grad(
-                    cols[*column],
-                    &state.values,
-                    (axis.lo, axis.hi),
-                    val,
-                    &mut dlog,
-                );
-                for v in val.iter_mut() {
-                    *v = (*v - state.log_norm).exp();
+    fn scratch(&self, states: &[NodeState], n: usize) -> Scratch {
+        Scratch {
+            n,
+            val: vec![0.0; self.nodes.len() * n],
+            adj: vec![0.0; self.nodes.len() * n],
+            dlog: states
+                .iter()
+                .zip(&self.nodes)
+                .map(|(s, node)| match node.kind {
+                    NodeKind::Leaf { .. } => vec![0.0; s.values.len() * n],
+                    _ => Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Every node's value at the chunk's events `cols` (children precede their parents in
+    /// the arena, so one pass in order); the root's is the last row written.
+    fn forward(&self, states: &[NodeState], cols: &[&[f64]], s: &mut Scratch) {
+        let n = cols.first().map_or(0, |c| c.len());
+        s.n = n;
+        for (i, node) in self.nodes.iter().enumerate() {
+            let (before, rest) = s.val.split_at_mut(i * n);
+            let val = &mut rest[..n];
+            let state = &states[i];
+            match &node.kind {
+                NodeKind::Leaf { shape, column, .. } => {
+                    let axis = &self.axes[*column];
+                    let dlog = &mut s.dlog[i][..state.values.len() * n];
+                    shape.log_density_grad(
+                        cols[*column],
+                        &state.values,
+                        (axis.lo, axis.hi),
+                        val,
+                        dlog,
+                    );
+                    for v in val.iter_mut() {
+                        *v -= state.log_norm;
+                    }
+                    crate::simd::exp_in_place(val);
                 }
-                for s in 0..ns {
-                    let out = &mut dv[s * n..(s + 1) * n];
-                    out.fill(-state.dlog_norm[s]);
-                    for j in 0..k {
-                        let jac = state.jac[j * ns + s];
-                        if jac != 0.0 {
-                            for (o, d) in out.iter_mut().zip(&dlog[j * n..(j + 1) * n]) {
-                                *o += d * jac;
-                            }
+                NodeKind::Product(children) => {
+                    val.fill(1.0);
+                    for &c in children {
+                        for (v, x) in val.iter_mut().zip(&before[c * n..(c + 1) * n]) {
+                            *v *= x;
                         }
-                    }
-                    for (o, v) in out.iter_mut().zip(val.iter()) {
-                        *o *= v;
-                    }
-                }
-            }
-            NodeKind::Product(children) => {
-                val.fill(1.0);
-                dv.fill(0.0);
-                for (c, &child) in children.iter().enumerate() {
-                    let cs = self.nodes[child].slots.len();
-                    let (mut cv, mut cdv) = (vec![0.0; n], vec![0.0; cs * n]);
-                    self.eval_node(child, states, cols, &mut cv, &mut cdv);
-                    for s in 0..ns {
-                        for (d, c) in dv[s * n..(s + 1) * n].iter_mut().zip(&cv) {
-                            *d *= c;
-                        }
-                    }
-                    for (cslot, &s) in state.child_slots[c].iter().enumerate() {
-                        for e in 0..n {
-                            dv[s * n + e] += val[e] * cdv[cslot * n + e];
-                        }
-                    }
-                    for (v, c) in val.iter_mut().zip(&cv) {
-                        *v *= c;
                     }
                 }
-            }
-            NodeKind::Mixture { children, .. } => {
-                val.fill(0.0);
-                dv.fill(0.0);
-                for (c, &child) in children.iter().enumerate() {
-                    let cs = self.nodes[child].slots.len();
-                    let (mut cv, mut cdv) = (vec![0.0; n], vec![0.0; cs * n]);
-                    self.eval_node(child, states, cols, &mut cv, &mut cdv);
-                    let coef = state.values[c];
-                    for (v, x) in val.iter_mut().zip(&cv) {
-                        *v += coef * x;
-                    }
-                    for s in 0..ns {
-                        let dc = state.jac[c * ns + s];
-                        if dc != 0.0 {
-                            for (d, x) in dv[s * n..(s + 1) * n].iter_mut().zip(&cv) {
-                                *d += dc * x;
-                            }
-                        }
-                    }
-                    for (cslot, &s) in state.child_slots[c].iter().enumerate() {
-                        for (d, x) in dv[s * n..(s + 1) * n]
-                            .iter_mut()
-                            .zip(&cdv[cslot * n..(cslot + 1) * n])
-                        {
-                            *d += coef * x;
+                NodeKind::Mixture { children, .. } => {
+                    val.fill(0.0);
+                    for (&c, &coef) in children.iter().zip(&state.values) {
+                        for (v, x) in val.iter_mut().zip(&before[c * n..(c + 1) * n]) {
+                            *v += coef * x;
                         }
                     }
                 }
@@ -318,11 +257,72 @@ impl Channel {
         }
     }
 
+    /// Reverse pass from the root's adjoint (already in `s.adj`): adjoints down the tree and the
+    /// chunk's [`Sums`].
+    fn backward(&self, states: &[NodeState], s: &mut Scratch, sums: &mut Sums) {
+        let n = s.n;
+        for i in (0..self.nodes.len()).rev() {
+            // Children precede their parent in the arena: their rows lie below row i.
+            let (below, rest) = s.adj.split_at_mut(i * n);
+            let adj = &rest[..n];
+            match &self.nodes[i].kind {
+                NodeKind::Leaf { .. } => {
+                    let k = states[i].values.len();
+                    let val = &s.val[i * n..(i + 1) * n];
+                    let acc = &mut sums[i];
+                    let mut av = [0.0; CHUNK];
+                    let av = &mut av[..n];
+                    for ((o, a), v) in av.iter_mut().zip(adj).zip(val) {
+                        *o = a * v;
+                    }
+                    acc[k] += crate::simd::sum(av);
+                    for j in 0..k {
+                        acc[j] += crate::simd::dot(av, &s.dlog[i][j * n..(j + 1) * n]);
+                    }
+                }
+                NodeKind::Mixture { children, .. } => {
+                    for (p, (&c, &coef)) in children.iter().zip(&states[i].values).enumerate() {
+                        let val = &s.val[c * n..(c + 1) * n];
+                        sums[i][p] += crate::simd::dot(adj, val);
+                        for (ac, a) in below[c * n..(c + 1) * n].iter_mut().zip(adj) {
+                            *ac += coef * a;
+                        }
+                    }
+                }
+                NodeKind::Product(children) => {
+                    for &c in children {
+                        for e in 0..n {
+                            // The product of the other factors.
+                            let others: f64 = children
+                                .iter()
+                                .filter(|&&o| o != c)
+                                .map(|&o| s.val[o * n + e])
+                                .product();
+                            below[c * n + e] += adj[e] * others;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn empty_sums(&self, states: &[NodeState]) -> Sums {
+        self.nodes
+            .iter()
+            .zip(states)
+            .map(|(node, st)| match node.kind {
+                NodeKind::Leaf { .. } => vec![0.0; st.values.len() + 1],
+                NodeKind::Mixture { .. } => vec![0.0; st.values.len()],
+                NodeKind::Product(_) => Vec::new(),
+            })
+            .collect()
+    }
+
     /// This channel's NLL on `events` and its gradient (added into `grad`, indexed by
-    /// parameter).
+    /// parameter): the values forward, Σ w·ln v, then the reverse pass with adjoint w/v at the
+    /// root; chunk sums reduced in chunk order.
     pub fn nll_grad(&self, events: ChannelView, theta: &[f64], grad: &mut [f64]) -> f64 {
         let states = self.prepare(theta);
-        let slots = &self.nodes[self.root].slots;
         let n_chunks = events.len().div_ceil(CHUNK);
         let partial = |c: usize| {
             let range = c * CHUNK..((c + 1) * CHUNK).min(events.len());
@@ -330,31 +330,54 @@ impl Channel {
             let cols: Vec<&[f64]> = (0..events.dims())
                 .map(|i| &events.column(i)[range.clone()])
                 .collect();
-            let (mut val, mut dv) = (vec![0.0; n], vec![0.0; slots.len() * n]);
-            self.eval_node(self.root, &states, &cols, &mut val, &mut dv);
+            let mut s = self.scratch(&states, n);
+            self.forward(&states, &cols, &mut s);
+            let root = &s.val[self.root * n..(self.root + 1) * n];
             let weights = events.weights().map(|w| &w[range.clone()]);
-            let mut nll = 0.0;
-            let mut g = vec![0.0; slots.len()];
-            for e in 0..n {
-                let w = weights.map_or(1.0, |w| w[e]);
-                nll -= w * val[e].ln();
-                let f = w / val[e];
-                for (s, gs) in g.iter_mut().enumerate() {
-                    *gs -= f * dv[s * n + e];
-                }
+            let nll = -crate::simd::weighted_ln_sum(root, weights);
+            let adj = &mut s.adj[self.root * n..(self.root + 1) * n];
+            for (e, (a, v)) in adj.iter_mut().zip(root).enumerate() {
+                *a = weights.map_or(1.0, |w| w[e]) / v;
             }
-            (nll, g)
+            let mut sums = self.empty_sums(&states);
+            self.backward(&states, &mut s, &mut sums);
+            (nll, sums)
         };
-        let parts: Vec<(f64, Vec<f64>)> = if n_chunks > 1 {
+        let parts: Vec<(f64, Sums)> = if n_chunks > 1 {
             (0..n_chunks).into_par_iter().map(partial).collect()
         } else {
             (0..n_chunks).map(partial).collect()
         };
         let mut nll = 0.0;
-        for (part, g) in parts {
+        let mut sums = self.empty_sums(&states);
+        for (part, chunk) in parts {
             nll += part;
-            for (s, gs) in g.into_iter().enumerate() {
-                grad[slots[s]] += gs;
+            for (total, c) in sums.iter_mut().zip(chunk) {
+                for (t, x) in total.iter_mut().zip(c) {
+                    *t += x;
+                }
+            }
+        }
+        // ∂NLL/∂θ = −Σ_leaves Σⱼ (Sⱼ − T·∂ln I/∂aⱼ)·∂aⱼ/∂θ − Σ_mixtures Σₚ Cₚ·∂cₚ/∂θ.
+        for ((node, state), sum) in self.nodes.iter().zip(&states).zip(&sums) {
+            match node.kind {
+                NodeKind::Leaf { .. } => {
+                    let k = state.values.len();
+                    for j in 0..k {
+                        let d = sum[j] - sum[k] * state.dlog_norm[j];
+                        for &(p, dp) in &state.grads[j] {
+                            grad[p] -= d * dp;
+                        }
+                    }
+                }
+                NodeKind::Mixture { .. } => {
+                    for (c, g) in sum.iter().zip(&state.grads) {
+                        for &(p, dp) in g {
+                            grad[p] -= c * dp;
+                        }
+                    }
+                }
+                NodeKind::Product(_) => {}
             }
         }
         if let Some(count) = &self.count {
@@ -370,15 +393,15 @@ impl Channel {
     /// The density tree's value at each event (`ν·f` where extended, `f` otherwise).
     pub fn values(&self, events: ChannelView, theta: &[f64]) -> Vec<f64> {
         let states = self.prepare(theta);
-        let slots = self.nodes[self.root].slots.len();
         let mut out = vec![0.0; events.len()];
         for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
             let range = c * CHUNK..c * CHUNK + chunk.len();
             let cols: Vec<&[f64]> = (0..events.dims())
                 .map(|i| &events.column(i)[range.clone()])
                 .collect();
-            let mut dv = vec![0.0; slots * chunk.len()];
-            self.eval_node(self.root, &states, &cols, chunk, &mut dv);
+            let mut s = self.scratch(&states, chunk.len());
+            self.forward(&states, &cols, &mut s);
+            chunk.copy_from_slice(&s.val[self.root * chunk.len()..(self.root + 1) * chunk.len()]);
         }
         out
     }

@@ -28,6 +28,12 @@ impl Histogram {
         (self.hi - self.lo) / self.contents.len() as f64
     }
 
+    fn log_density(&self, x: f64) -> f64 {
+        self.bin(x)
+            .map_or(0.0, |i| self.contents[i] / self.width())
+            .ln()
+    }
+
     fn bin(&self, x: f64) -> Option<usize> {
         if !(x >= self.lo && x <= self.hi) {
             return None;
@@ -88,18 +94,13 @@ impl Shape {
     /// ln g(x) at arguments `a`, on the observable range `range` (which maps Chebychev's x).
     pub fn log_density<T: Real>(&self, x: f64, a: &[T], range: (f64, f64)) -> T {
         match self {
-            Shape::Gaussian => {
-                let t = (T::constant(x) - a[0]) / a[1];
-                t * t * -0.5
-            }
-            Shape::Exponential => a[0] * -(x - range.0),
+            Shape::Gaussian => gaussian(x, a),
+            Shape::Exponential => exponential(x, a, range),
             Shape::CrystalBall(tails) => crystalball::log_density(*tails, x, a),
             Shape::Argus => argus::log_density(x, a),
             Shape::Chebychev(_) => polynomial::chebychev(x, a, range).ln(),
             Shape::Polynomial(_) => polynomial::power_series(x, a).ln(),
-            Shape::Histogram(h) => {
-                T::constant(h.bin(x).map_or(0.0, |i| h.contents[i] / h.width()).ln())
-            }
+            Shape::Histogram(h) => T::constant(h.log_density(x)),
         }
     }
 
@@ -230,6 +231,38 @@ impl Shape {
             a,
             range,
             top,
+        }
+    }
+}
+
+fn gaussian<T: Real>(x: f64, a: &[T]) -> T {
+    let t = (T::constant(x) - a[0]) / a[1];
+    t * t * -0.5
+}
+
+fn exponential<T: Real>(x: f64, a: &[T], range: (f64, f64)) -> T {
+    a[0] * -(x - range.0)
+}
+
+/// ln g and its argument derivatives at each event, `density` evaluated on dual numbers of
+/// `N` slots (the first `a.len()` seeded).
+#[inline(always)]
+fn chunk<const N: usize>(
+    xs: &[f64],
+    a: &[f64],
+    log: &mut [f64],
+    dlog: &mut [f64],
+    density: impl Fn(f64, &[Dual<N>]) -> Dual<N>,
+) {
+    let k = a.len();
+    let duals: [Dual<N>; N] =
+        std::array::from_fn(|i| Dual::input(a.get(i).copied().unwrap_or(0.0), i));
+    let n = xs.len();
+    for (e, &x) in xs.iter().enumerate() {
+        let r = density(x, &duals[..k]);
+        log[e] = r.v;
+        for j in 0..k {
+            dlog[j * n + e] = r.d[j];
         }
     }
 }
