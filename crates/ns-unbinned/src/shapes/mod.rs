@@ -152,38 +152,26 @@ impl Shape {
         log: &mut [f64],
         dlog: &mut [f64],
     ) {
-        match self.n_args() {
-            0 => {
-                for (l, &x) in log.iter_mut().zip(xs) {
-                    *l = self.log_density::<f64>(x, &[], range);
-                }
+        match self {
+            Shape::Gaussian => chunk::<2>(xs, a, log, dlog, gaussian),
+            Shape::Exponential => chunk::<1>(xs, a, log, dlog, |x, a| exponential(x, a, range)),
+            Shape::CrystalBall(t @ Tails::OneSided) => {
+                chunk::<4>(xs, a, log, dlog, |x, a| crystalball::log_density(*t, x, a))
             }
-            1 => self.chunk::<1>(xs, a, range, log, dlog),
-            2 => self.chunk::<2>(xs, a, range, log, dlog),
-            3 => self.chunk::<3>(xs, a, range, log, dlog),
-            4 => self.chunk::<4>(xs, a, range, log, dlog),
-            5..=7 => self.chunk::<7>(xs, a, range, log, dlog),
-            _ => self.chunk::<MAX_ARGS>(xs, a, range, log, dlog),
-        }
-    }
-
-    fn chunk<const N: usize>(
-        &self,
-        xs: &[f64],
-        a: &[f64],
-        range: (f64, f64),
-        log: &mut [f64],
-        dlog: &mut [f64],
-    ) {
-        let k = a.len();
-        let duals: [Dual<N>; N] =
-            std::array::from_fn(|i| Dual::input(a.get(i).copied().unwrap_or(0.0), i));
-        let n = xs.len();
-        for (e, &x) in xs.iter().enumerate() {
-            let r = self.log_density(x, &duals[..k], range);
-            log[e] = r.v;
-            for j in 0..k {
-                dlog[j * n + e] = r.d[j];
+            Shape::CrystalBall(t) => {
+                chunk::<7>(xs, a, log, dlog, |x, a| crystalball::log_density(*t, x, a))
+            }
+            Shape::Argus => chunk::<3>(xs, a, log, dlog, argus::log_density),
+            Shape::Chebychev(_) => chunk::<MAX_ARGS>(xs, a, log, dlog, |x, a| {
+                polynomial::chebychev(x, a, range).ln()
+            }),
+            Shape::Polynomial(_) => {
+                chunk::<MAX_ARGS>(xs, a, log, dlog, |x, a| polynomial::power_series(x, a).ln())
+            }
+            Shape::Histogram(h) => {
+                for (l, &x) in log.iter_mut().zip(xs) {
+                    *l = h.log_density(x);
+                }
             }
         }
     }
