@@ -42,5 +42,6 @@ fi
 # Rust: the struct-layout checks of ns_compute::cuda::abi. Reported as ignored by the runs above.
 nvrtc_lib=$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
 LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --quiet -p ns-compute --lib cuda::compile -- --ignored
+LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --quiet -p ns-unbinned --lib cuda -- --ignored
 
 NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q

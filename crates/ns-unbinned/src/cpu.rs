@@ -20,7 +20,7 @@ impl<'m> UnbinnedCpu<'m> {
     }
 }
 
-fn no_signals() -> Error {
+pub(crate) fn no_signals() -> Error {
     Error::InvalidInput("external signal yields apply to binned (HistFactory) models".into())
 }
 

@@ -4,6 +4,7 @@
 //! [`Likelihood`] interface, so every inference algorithm runs on them unchanged.
 
 pub mod cpu;
+pub mod cuda;
 pub mod events;
 pub mod expr;
 pub mod hs3;
@@ -278,8 +279,20 @@ impl Likelihood for UnbinnedModel {
     fn open(&self, device: Device) -> Result<Box<dyn Backend + '_>> {
         match device {
             Device::Cpu => Ok(Box::new(cpu::UnbinnedCpu::new(self))),
+            Device::Cuda(gpus) => {
+                if !ns_compute::cuda::has_cuda() {
+                    return Err(ns_compute::cuda::cuda_unavailable());
+                }
+                match gpus.ordinals(ns_compute::cuda::device_count()?)?.as_slice() {
+                    &[one] => Ok(Box::new(cuda::UnbinnedCuda::new(self, one)?)),
+                    several => Err(Error::Device(format!(
+                        "unbinned models run on one CUDA GPU; {} were named",
+                        several.len()
+                    ))),
+                }
+            }
             other => Err(Error::Device(format!(
-                "unbinned models run on the CPU in this build, not on {}",
+                "unbinned models run on the CPU and on CUDA, not on {} (the f32 backend is for binned models)",
                 other.name()
             ))),
         }

@@ -116,11 +116,11 @@ impl Constraint {
 /// One node's parameter-dependent state at a point: a leaf's argument values, their gradients
 /// in the parameters and its log-normalisation with its gradient in the arguments; a
 /// mixture's coefficients and their gradients.
-struct NodeState {
-    values: Vec<f64>,
+pub(crate) struct NodeState {
+    pub(crate) values: Vec<f64>,
     /// Per argument or coefficient: (parameter, derivative) pairs.
     grads: Vec<Vec<(usize, f64)>>,
-    log_norm: f64,
+    pub(crate) log_norm: f64,
     dlog_norm: Vec<f64>,
 }
 
@@ -154,10 +154,10 @@ struct Scratch {
 /// Sums over a chunk's events that the gradient needs: per leaf, Σ adj·v·∂ln g/∂aⱼ for each
 /// argument then Σ adj·v (the normalisation's share); per mixture, Σ adj·v_child for each
 /// coefficient.
-type Sums = Vec<Vec<f64>>;
+pub(crate) type Sums = Vec<Vec<f64>>;
 
 impl Channel {
-    fn prepare(&self, theta: &[f64]) -> Vec<NodeState> {
+    pub(crate) fn prepare(&self, theta: &[f64]) -> Vec<NodeState> {
         self.nodes
             .iter()
             .map(|node| match &node.kind {
@@ -306,7 +306,7 @@ impl Channel {
         }
     }
 
-    fn empty_sums(&self, states: &[NodeState]) -> Sums {
+    pub(crate) fn empty_sums(&self, states: &[NodeState]) -> Sums {
         self.nodes
             .iter()
             .zip(states)
@@ -319,10 +319,16 @@ impl Channel {
     }
 
     /// This channel's NLL on `events` and its gradient (added into `grad`, indexed by
-    /// parameter): the values forward, Σ w·ln v, then the reverse pass with adjoint w/v at the
-    /// root; chunk sums reduced in chunk order.
+    /// parameter).
     pub fn nll_grad(&self, events: ChannelView, theta: &[f64], grad: &mut [f64]) -> f64 {
         let states = self.prepare(theta);
+        let (ln_sum, sums) = self.event_sums(&states, events);
+        self.finish(&states, ln_sum, &sums, theta, grad)
+    }
+
+    /// Σ w·ln v over the events and the per-node [`Sums`]: the values forward, then the
+    /// reverse pass with adjoint w/v at the root; chunks reduced in chunk order.
+    pub(crate) fn event_sums(&self, states: &[NodeState], events: ChannelView) -> (f64, Sums) {
         let n_chunks = events.len().div_ceil(CHUNK);
         let partial = |c: usize| {
             let range = c * CHUNK..((c + 1) * CHUNK).min(events.len());
@@ -330,36 +336,50 @@ impl Channel {
             let cols: Vec<&[f64]> = (0..events.dims())
                 .map(|i| &events.column(i)[range.clone()])
                 .collect();
-            let mut s = self.scratch(&states, n);
-            self.forward(&states, &cols, &mut s);
+            let mut s = self.scratch(states, n);
+            self.forward(states, &cols, &mut s);
             let root = &s.val[self.root * n..(self.root + 1) * n];
             let weights = events.weights().map(|w| &w[range.clone()]);
-            let nll = -crate::simd::weighted_ln_sum(root, weights);
+            let ln_sum = crate::simd::weighted_ln_sum(root, weights);
             let adj = &mut s.adj[self.root * n..(self.root + 1) * n];
             for (e, (a, v)) in adj.iter_mut().zip(root).enumerate() {
                 *a = weights.map_or(1.0, |w| w[e]) / v;
             }
-            let mut sums = self.empty_sums(&states);
-            self.backward(&states, &mut s, &mut sums);
-            (nll, sums)
+            let mut sums = self.empty_sums(states);
+            self.backward(states, &mut s, &mut sums);
+            (ln_sum, sums)
         };
         let parts: Vec<(f64, Sums)> = if n_chunks > 1 {
             (0..n_chunks).into_par_iter().map(partial).collect()
         } else {
             (0..n_chunks).map(partial).collect()
         };
-        let mut nll = 0.0;
-        let mut sums = self.empty_sums(&states);
+        let mut ln_sum = 0.0;
+        let mut sums = self.empty_sums(states);
         for (part, chunk) in parts {
-            nll += part;
+            ln_sum += part;
             for (total, c) in sums.iter_mut().zip(chunk) {
                 for (t, x) in total.iter_mut().zip(c) {
                     *t += x;
                 }
             }
         }
-        // ∂NLL/∂θ = −Σ_leaves Σⱼ (Sⱼ − T·∂ln I/∂aⱼ)·∂aⱼ/∂θ − Σ_mixtures Σₚ Cₚ·∂cₚ/∂θ.
-        for ((node, state), sum) in self.nodes.iter().zip(&states).zip(&sums) {
+        (ln_sum, sums)
+    }
+
+    /// The NLL from the event sums (wherever they were summed), its gradient added into `grad`:
+    /// ∂NLL/∂θ = −Σ_leaves Σⱼ (Sⱼ − T·∂ln I/∂aⱼ)·∂aⱼ/∂θ − Σ_mixtures Σₚ Cₚ·∂cₚ/∂θ, plus the
+    /// expected count where extended.
+    pub(crate) fn finish(
+        &self,
+        states: &[NodeState],
+        ln_sum: f64,
+        sums: &Sums,
+        theta: &[f64],
+        grad: &mut [f64],
+    ) -> f64 {
+        let mut nll = -ln_sum;
+        for ((node, state), sum) in self.nodes.iter().zip(states).zip(sums) {
             match node.kind {
                 NodeKind::Leaf { .. } => {
                     let k = state.values.len();

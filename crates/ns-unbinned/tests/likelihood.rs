@@ -3,53 +3,20 @@
 //! independence of the thread count.
 
 use ns_compute::{Device, Likelihood};
-use ns_unbinned::hs3::{ReadOptions, read};
 
-fn model() -> ns_unbinned::UnbinnedModel {
-    let entries: Vec<Vec<f64>> = (0..5000)
-        .map(|i| {
-            let u = (i as f64 * 0.6180339887).fract();
-            let v = (i as f64 * 0.4142135623).fract();
-            vec![10.0 * u, -5.0 + 10.0 * v]
-        })
-        .collect();
-    let doc = serde_json::json!({
-        "metadata": {"hs3_version": "0.2"},
-        "distributions": [
-            {"name": "gx", "type": "gaussian_dist", "x": "x", "mean": "mean", "sigma": "sigma"},
-            {"name": "cb", "type": "crystalball_dist", "m": "x", "m0": "mean", "sigma": "sigma", "alpha": "alpha", "n": 3.0},
-            {"name": "core", "type": "mixture_dist", "summands": ["gx", "cb"], "coefficients": ["frac"], "extended": false},
-            {"name": "gy", "type": "gaussian_dist", "x": "y", "mean": "ymean", "sigma": 1.5},
-            {"name": "sig", "type": "product_dist", "factors": ["core", "gy"]},
-            {"name": "ex", "type": "exponential_dist", "x": "x", "c": "c"},
-            {"name": "cheb", "type": "chebychev_dist", "x": "y", "coefficients": ["c0", 0.1]},
-            {"name": "bkg", "type": "product_dist", "factors": ["ex", "cheb"]},
-            {"name": "model", "type": "mixture_dist", "summands": ["sig", "bkg"], "coefficients": ["nsig", "nbkg_eff"], "extended": true},
-            {"name": "cons", "type": "gaussian_dist", "x": "glob", "mean": "theta", "sigma": 1.0},
-            {"name": "full", "type": "product_dist", "factors": ["model", "cons"]}
-        ],
-        "functions": [
-            {"name": "nsig", "type": "generic_function", "expression": "mu*400"},
-            {"name": "nbkg_eff", "type": "generic_function", "expression": "nbkg*exp(0.1*theta)"}
-        ],
-        "data": [{"name": "obs", "type": "unbinned", "axes": [{"name": "x", "min": 0, "max": 10}, {"name": "y", "min": -5, "max": 5}], "entries": entries}],
-        "likelihoods": [{"name": "L", "distributions": ["full"], "data": ["obs"]}],
-        "domains": [{"name": "d", "type": "product_domain", "axes": [{"name": "glob", "min": -5, "max": 5}]}],
-        "parameter_points": [{"name": "default_values", "parameters": [
-            {"name": "mu", "value": 1.1, "min": 0, "max": 10}, {"name": "mean", "value": 5.2, "min": 0, "max": 10},
-            {"name": "sigma", "value": 0.9, "min": 0.1, "max": 5}, {"name": "alpha", "value": 1.4, "min": 0.1, "max": 5},
-            {"name": "frac", "value": 0.6, "min": 0, "max": 1}, {"name": "ymean", "value": 0.3, "min": -5, "max": 5},
-            {"name": "c", "value": 0.2, "min": -1, "max": 2}, {"name": "c0", "value": -0.1, "min": -1, "max": 1},
-            {"name": "nbkg", "value": 4500, "min": 0, "max": 1e5}, {"name": "theta", "value": 0.3, "min": -5, "max": 5},
-            {"name": "glob", "value": 0.1, "const": true}]}],
-        "analyses": [{"name": "A", "likelihood": "L", "parameters_of_interest": ["mu"]}]
-    });
-    read(&doc, &ReadOptions::default()).expect("the test model reads")
-}
+mod common;
+
+use common::model;
 
 #[test]
 fn gradient_matches_finite_differences() {
-    let m = model();
+    check_gradient(&model(), 1e-5);
+    // A two-sided Crystal Ball's NLL is only C¹ in its peak (events cross the tail joins): the
+    // central difference itself is good to ~1e-5 there.
+    check_gradient(&common::other_shapes(), 1e-4);
+}
+
+fn check_gradient(m: &ns_unbinned::UnbinnedModel, tolerance: f64) {
     let data = m.observed().unwrap();
     let theta = m.suggested_init();
     let mut grad = vec![0.0; theta.len()];
@@ -64,7 +31,7 @@ fn gradient_matches_finite_differences() {
         };
         let numeric = (at(h, &mut scratch) - at(-h, &mut scratch)) / (2.0 * h);
         assert!(
-            (grad[i] - numeric).abs() <= 1e-5 * numeric.abs().max(1.0),
+            (grad[i] - numeric).abs() <= tolerance * numeric.abs().max(1.0),
             "∂NLL/∂{name}: {} against {numeric}",
             grad[i]
         );

@@ -191,13 +191,30 @@ pub(crate) fn kernel_cubin(
     minor: i32,
     driver_version: i32,
 ) -> Result<(Vec<u8>, KernelOrigin)> {
+    cached_cubin(
+        &kernel_source(),
+        &[fit_min_blocks()],
+        major,
+        minor,
+        driver_version,
+    )
+}
+
+/// The cubin of `source` with the kernels' options and `extra`, for compute capability
+/// `major.minor`: from the disk cache where an identical build is stored, else compiled by
+/// NVRTC and stored.
+fn cached_cubin(
+    source: &str,
+    extra: &[String],
+    major: i32,
+    minor: i32,
+    driver_version: i32,
+) -> Result<(Vec<u8>, KernelOrigin)> {
     require_nvrtc()?;
     let arch = format!("--gpu-architecture=sm_{major}{minor}");
-    let fit_blocks = fit_min_blocks();
     let (nv_major, nv_minor) = nvrtc_version()?;
-    let source = kernel_source();
     let mut hasher = Sha256::new();
-    hasher.update(build_key(&source, &fit_blocks));
+    hasher.update(build_key(source, &extra.join(" ")));
     hasher.update(format!(
         "|{arch}|driver {driver_version}|nvrtc {nv_major}.{nv_minor}"
     ));
@@ -212,7 +229,9 @@ pub(crate) fn kernel_cubin(
     {
         return Ok((bytes, KernelOrigin::Cached));
     }
-    let cubin = compile(&source, &[arch, fit_blocks])?;
+    let mut options = vec![arch];
+    options.extend(extra.iter().cloned());
+    let cubin = compile(source, &options)?;
     if let Some(path) = cached {
         // Write then rename, so a concurrent reader never sees half a file.
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
@@ -227,6 +246,42 @@ pub(crate) fn kernel_cubin(
         }
     }
     Ok((cubin, KernelOrigin::Compiled))
+}
+
+/// `source` compiled by NVRTC for `sm_<arch>` with the kernels' options and `extra` (no GPU
+/// needed): how a model type's tests check its kernels compile.
+pub fn compile_for(source: &str, extra: &[String], arch: u32) -> Result<Vec<u8>> {
+    require_nvrtc()?;
+    let mut options = vec![format!("--gpu-architecture=sm_{arch}")];
+    options.extend(extra.iter().cloned());
+    compile(source, &options)
+}
+
+/// Load the CUDA C++ program `source` (a model type's own kernels, outside this crate's
+/// translation unit) on the device of `ctx`: compiled by NVRTC with the kernels' options and
+/// `extra` (say, -D definitions that specialise it) for the device's architecture, or taken
+/// from the disk cache.
+pub fn load_program(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    source: &str,
+    extra: &[String],
+) -> Result<(std::sync::Arc<cudarc::driver::CudaModule>, KernelOrigin)> {
+    let driver = |what: &str, e: cudarc::driver::DriverError| {
+        Error::Device(format!("CUDA {what} failed: {e}"))
+    };
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(|e| driver("capability query", e))?;
+    let mut driver_version = 0;
+    // SAFETY: writes one int through a pointer to a live local.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) }
+        .result()
+        .map_err(|e| driver("driver version query", e))?;
+    let (cubin, origin) = cached_cubin(source, extra, major, minor, driver_version)?;
+    let module = ctx
+        .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+        .map_err(|e| driver("module load", e))?;
+    Ok((module, origin))
 }
 
 /// The fit kernel's register budget as resident blocks per multiprocessor: 4 by default (64

@@ -11,7 +11,10 @@ mod session;
 
 pub use abi::DEVICE_MAX_MEMORY;
 pub use backend::CudaBackend;
-pub use compile::{KernelOrigin, PREBUILT_ARCHS, cache_dir, prebuild_kernels, prebuilt_archs};
+pub use compile::{
+    KernelOrigin, PREBUILT_ARCHS, cache_dir, compile_for, load_program, prebuild_kernels,
+    prebuilt_archs,
+};
 pub use multi::MultiCudaBackend;
 pub use session::{
     CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, cuda_driver_problem, cuda_unavailable,
