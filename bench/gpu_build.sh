@@ -16,8 +16,16 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("backend_parity", "differentiable", "f32_parity") and m.get("executable"):
         shutil.copy(m["executable"], "dist-gpu/" + m["target"]["name"])'
-cp target/release/nextstat target/release/examples/gpu_bench dist-gpu/
-strip dist-gpu/nextstat dist-gpu/gpu_bench dist-gpu/backend_parity dist-gpu/differentiable dist-gpu/f32_parity
+# The unbinned CUDA parity tests and benchmark (crates/ns-unbinned).
+cargo test --release -p ns-unbinned --test cuda --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import sys, json, shutil
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "cuda" and m.get("executable"):
+        shutil.copy(m["executable"], "dist-gpu/unbinned_cuda")'
+cargo build --release -p ns-unbinned --example unbinned_bench
+cp target/release/nextstat target/release/examples/gpu_bench target/release/examples/unbinned_bench dist-gpu/
+strip dist-gpu/nextstat dist-gpu/gpu_bench dist-gpu/backend_parity dist-gpu/differentiable dist-gpu/f32_parity dist-gpu/unbinned_cuda dist-gpu/unbinned_bench
 # The dlsym tracer of bench/gpu_hardening.sh (which CUDA entry points a process resolves).
 cc -shared -fPIC -O2 -o dist-gpu/dlsym_trace.so bench/dlsym_trace.c -ldl
 # The Vulkan loader, for a GPU machine without one (NVIDIA's driver brings the ICD).

@@ -16,6 +16,7 @@
 #endif
 #define NS_MAX_ARGS NS_ARGS
 #define NS_BLOCK 128
+#define NS_EVENTS_PER_THREAD 8
 
 struct Dual {
     double v;
@@ -155,12 +156,19 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK) event_sums(
     const double* cols = events + offsets[dataset];
     const double* w = weighted[dataset] ? cols + (long long)dims * n : nullptr;
 
+    // A row's blocks depend on its own event count only (at least NS_EVENTS_PER_THREAD events a
+    // thread), never on the batch it is in: its sums are the same bits in any batch. Blocks
+    // beyond leave their (zeroed) partials alone.
+    const long long per_block = (long long)NS_BLOCK * NS_EVENTS_PER_THREAD;
+    const long long blocks = min((long long)gridDim.x, max(1LL, (n + per_block - 1) / per_block));
+    if (blockIdx.x >= blocks) return;
+
     double acc[NS_SUMS + 1];
     #pragma unroll
     for (int s = 0; s <= NS_SUMS; s++) acc[s] = 0.0;
 
     for (long long e = (long long)blockIdx.x * NS_BLOCK + threadIdx.x; e < n;
-         e += (long long)gridDim.x * NS_BLOCK) {
+         e += blocks * NS_BLOCK) {
         double val[NS_NODES], adj[NS_NODES];
         double dlg[NS_NODES][NS_MAX_ARGS];
         #pragma unroll

@@ -23,6 +23,8 @@ use crate::shapes::{Shape, Tails};
 
 const SOURCE: &str = include_str!("../kernels/events.cu");
 const BLOCK: u32 = 128;
+/// The kernel's NS_EVENTS_PER_THREAD: a row takes ⌈n / (BLOCK·this)⌉ blocks, at most the grid.
+const EVENTS_PER_THREAD: usize = 8;
 const MAX_NODES: usize = 24;
 
 fn driver(what: &str, e: DriverError) -> Error {
@@ -247,6 +249,8 @@ impl ChannelLayout {
 /// other, with their offsets, counts and weighting; the host copies for the global observables.
 /// One channel's events of every dataset: columns, offsets, counts, weighting.
 struct ChannelEventsOnDevice {
+    /// Events of each dataset (host copy of `counts`).
+    sizes: Vec<usize>,
     columns: CudaSlice<f64>,
     offsets: CudaSlice<i64>,
     counts: CudaSlice<i64>,
@@ -337,6 +341,7 @@ impl<'m> UnbinnedCuda<'m> {
                 }
             }
             channels.push(ChannelEventsOnDevice {
+                sizes: counts.iter().map(|&c| c as usize).collect(),
                 columns: upload(&self.stream, &all)?,
                 offsets: upload(&self.stream, &offsets)?,
                 counts: upload(&self.stream, &counts)?,
@@ -410,12 +415,21 @@ impl Backend for UnbinnedCuda<'_> {
             }
             let state_dev = upload(&self.stream, &flat_states)?;
             let width = layout.n_sums + 1;
+            // As many blocks as the largest row takes (each row takes what its own size needs).
+            let most = which
+                .iter()
+                .map(|&d| on_device.sizes[d as usize])
+                .max()
+                .unwrap_or(0);
+            let grid = most
+                .div_ceil(BLOCK as usize * EVENTS_PER_THREAD)
+                .clamp(1, self.grid as usize);
             let mut partials = self
                 .stream
-                .alloc_zeros::<f64>(rows * self.grid as usize * width)
+                .alloc_zeros::<f64>(rows * grid * width)
                 .map_err(|e| driver("allocation", e))?;
             let cfg = LaunchConfig {
-                grid_dim: (self.grid, rows as u32, 1),
+                grid_dim: (grid as u32, rows as u32, 1),
                 block_dim: (BLOCK, 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -442,8 +456,8 @@ impl Backend for UnbinnedCuda<'_> {
                 .map_err(|e| driver("event kernel", e))?;
             for r in 0..rows {
                 let mut total = vec![0.0; width];
-                for b in 0..self.grid as usize {
-                    let part = &host[(r * self.grid as usize + b) * width..][..width];
+                for b in 0..grid {
+                    let part = &host[(r * grid + b) * width..][..width];
                     for (t, p) in total.iter_mut().zip(part) {
                         *t += p;
                     }
