@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::model::PyModel;
+use crate::unbinned::PyUnbinnedModel;
 use crate::{ComputationError, InvalidInputError, NextStatError, NsResult, to_py};
 
 /// Init, bounds and fixed parameters of a fit from optional Python values, by the call's rules.
@@ -118,24 +119,43 @@ fn call_of(call: &str) -> PyResult<Call> {
 #[pyo3(signature = (model, call, progress=None))]
 pub(crate) fn infer(
     py: Python<'_>,
-    model: &PyModel,
+    model: &Bound<'_, PyAny>,
     call: &str,
     progress: Option<&str>,
 ) -> PyResult<String> {
     let call = call_of(call)?;
-    run_call_on(py, &model.model, &call, progress)
+    if let Ok(m) = model.cast::<PyModel>() {
+        return run_call_on(py, &m.get().model, &call, progress);
+    }
+    if let Ok(m) = model.cast::<PyUnbinnedModel>() {
+        return run_call_on(py, m.get().model.as_ref(), &call, progress);
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "model must be a nextstat Model or UnbinnedModel, not {}",
+        model.get_type().name()?
+    )))
 }
 
 /// The call JSON `infer` would run (the model's workspace inline): what `save_call` writes.
 #[pyfunction]
-pub(crate) fn call_json(model: &PyModel, call: &str) -> PyResult<String> {
+pub(crate) fn call_json(model: &Bound<'_, PyAny>, call: &str) -> PyResult<String> {
     let mut call = call_of(call)?;
-    let Some(source) = &model.source else {
-        return Err(InvalidInputError::new_err(
-            "this model was not built from a workspace, so a call cannot name it",
-        ));
+    let model_ref = if let Ok(m) = model.cast::<PyUnbinnedModel>() {
+        m.get().source.clone()
+    } else {
+        let m = model.cast::<PyModel>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(
+                "model must be a nextstat Model or UnbinnedModel",
+            )
+        })?;
+        let Some(source) = &m.get().source else {
+            return Err(InvalidInputError::new_err(
+                "this model was not built from a workspace, so a call cannot name it",
+            ));
+        };
+        source.model_ref()
     };
-    call.model = Some(source.model_ref());
+    call.model = Some(model_ref);
     call.check_serialisable().map_err(to_py)?;
     serde_json::to_string_pretty(&call.to_json()).map_err(|e| NextStatError::new_err(e.to_string()))
 }
@@ -158,19 +178,19 @@ pub(crate) fn run_call(
     if let Some(base) = base {
         model_ref.resolve_paths(&base);
     }
-    let (_, model) = model_ref
-        .load(&ns_translate::load::read_json)
+    let loaded = model_ref
+        .load_model(&ns_translate::load::read_json)
         .map_err(to_py)?;
     let verb = serde_json::to_value(&call.request)
         .ok()
         .and_then(|v| v["verb"].as_str().map(String::from))
         .unwrap_or_default();
-    Ok((verb, run_call_on(py, &model, &call, progress)?))
+    Ok((verb, run_call_on(py, loaded.likelihood(), &call, progress)?))
 }
 
 fn run_call_on(
     py: Python<'_>,
-    model: &HistFactoryModel,
+    model: &dyn ns_compute::Likelihood,
     call: &Call,
     progress: Option<&str>,
 ) -> PyResult<String> {

@@ -679,7 +679,7 @@ fn read_events(
         ),
     };
     let events = ChannelEvents { columns, weights };
-    check_events(&events, &axes, name)?;
+    check_events(&events, &axes, &format!("data '{name}'"))?;
     Ok((axes, events))
 }
 
@@ -707,8 +707,9 @@ pub(crate) fn read_axes(entry: &Value, name: &str) -> Result<Vec<Axis>> {
     Ok(axes)
 }
 
-/// Every value finite and inside its axis's range; weights one per event and finite.
-pub(crate) fn check_events(events: &ChannelEvents, axes: &[Axis], name: &str) -> Result<()> {
+/// Every value finite and inside its axis's range; weights one per event and finite. `what`
+/// names the events in messages ("data 'obs'").
+pub(crate) fn check_events(events: &ChannelEvents, axes: &[Axis], what: &str) -> Result<()> {
     for (axis, col) in axes.iter().zip(&events.columns) {
         if let Some((i, x)) = col
             .iter()
@@ -716,7 +717,7 @@ pub(crate) fn check_events(events: &ChannelEvents, axes: &[Axis], name: &str) ->
             .find(|(_, x)| !(**x >= axis.lo && **x <= axis.hi))
         {
             return Err(Error::InvalidInput(format!(
-                "data '{name}' event {i} has {} = {x}, outside its range [{}, {}]: nextstat refuses events outside the observable's range (select them out, or widen the range)",
+                "{what}: event {i} has {} = {x}, outside its range [{}, {}]: nextstat refuses events outside the observable's range (select them out, or widen the range)",
                 axis.name, axis.lo, axis.hi
             )));
         }
@@ -724,14 +725,14 @@ pub(crate) fn check_events(events: &ChannelEvents, axes: &[Axis], name: &str) ->
     if let Some(w) = &events.weights {
         if w.len() != events.len() {
             return Err(Error::InvalidInput(format!(
-                "data '{name}' has {} weights for {} events",
+                "{what} has {} weights for {} events",
                 w.len(),
                 events.len()
             )));
         }
         if let Some((i, x)) = w.iter().enumerate().find(|(_, x)| !x.is_finite()) {
             return Err(Error::InvalidInput(format!(
-                "data '{name}' weight {i} is {x}; weights must be finite"
+                "{what}: weight {i} is {x}; weights must be finite"
             )));
         }
     }

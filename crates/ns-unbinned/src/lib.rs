@@ -212,7 +212,7 @@ impl Likelihood for UnbinnedModel {
             columns: vec![values.to_vec()],
             weights: None,
         };
-        hs3::check_events(&events, &channel.axes, "given as values")?;
+        hs3::check_events(&events, &channel.axes, "the given events")?;
         Ok(self.data(&[events], self.parts.observed_aux.clone()))
     }
 

@@ -272,6 +272,6 @@ pub fn read_entry(
         parallel: true,
     };
     let got = read.read()?;
-    crate::hs3::check_events(&got.events, &axes, name)?;
+    crate::hs3::check_events(&got.events, &axes, &format!("data '{name}'"))?;
     Ok((axes, got.events))
 }

@@ -306,8 +306,10 @@ def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fi
 def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra) -> str:
     """The report JSON of the engine's call of ``verb`` (see ``_infer``); the engine's default
     tolerance where ``tolerance`` is None."""
-    if not isinstance(model, Model):
-        raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()), not {type(model).__name__}")
+    from .unbinned import UnbinnedModel
+
+    if not isinstance(model, (Model, UnbinnedModel)):
+        raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()) or a nextstat.unbinned.UnbinnedModel, not {type(model).__name__}")
     data = model.observed if data is None else data
     if not isinstance(device, str):
         raise TypeError(f"device must be a string ('cpu', 'cuda' or 'auto'), not {device!r}")
@@ -321,8 +323,9 @@ def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tol
         request=dict(verb=verb, **{k: v for k, v in extra.items() if v is not None}),
         fit={k: v for k, v in fit_options.items() if v is not None},
         device=device,
-        data=dict(values=_array(data, "data").tolist()),
     )
+    if data is not None:  # an unbinned model's observed events stay in the engine
+        call["data"] = dict(values=_array(data, "data").tolist())
     try:
         call_text = json.dumps(call, allow_nan=False)
     except ValueError:
@@ -471,3 +474,4 @@ def devices() -> dict:
 
 
 from . import infer  # noqa: E402  (needs the names above)
+from . import unbinned  # noqa: E402
