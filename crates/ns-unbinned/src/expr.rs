@@ -90,6 +90,20 @@ impl<L> Expr<L> {
         })
     }
 
+    /// The number of nodes.
+    pub fn size(&self) -> usize {
+        1 + match self {
+            Expr::Const(_) | Expr::Leaf(_) => 0,
+            Expr::Neg(a) => a.size(),
+            Expr::Add(x, y)
+            | Expr::Sub(x, y)
+            | Expr::Mul(x, y)
+            | Expr::Div(x, y)
+            | Expr::Pow(x, y) => x.size() + y.size(),
+            Expr::Call(_, args) => args.iter().map(Expr::size).sum(),
+        }
+    }
+
     /// Every leaf, in order of appearance.
     pub fn leaves<'a>(&'a self, out: &mut Vec<&'a L>) {
         match self {
@@ -152,6 +166,7 @@ pub fn parse(text: &str) -> Result<Expr<String>, String> {
         chars: text.char_indices().collect(),
         pos: 0,
         text,
+        depth: 0,
     };
     let e = p.expr()?;
     p.skip_space();
@@ -161,10 +176,14 @@ pub fn parse(text: &str) -> Result<Expr<String>, String> {
     Ok(e)
 }
 
+/// Nesting deeper than this (parentheses, unary signs, powers) is refused, not recursed into.
+const MAX_DEPTH: usize = 200;
+
 struct Parser<'a> {
     chars: Vec<(usize, char)>,
     pos: usize,
     text: &'a str,
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -234,6 +253,19 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Result<Expr<String>, String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!(
+                "'{}' nests deeper than {MAX_DEPTH} levels",
+                self.text
+            ));
+        }
+        let e = self.unary_inner();
+        self.depth -= 1;
+        e
+    }
+
+    fn unary_inner(&mut self) -> Result<Expr<String>, String> {
         if self.eat("-") {
             return Ok(Expr::Neg(Box::new(self.unary()?)));
         }
@@ -499,6 +531,8 @@ mod tests {
 
     #[test]
     fn unsupported_constructs_are_named() {
+        let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
+        let signs = "-".repeat(5000);
         for (text, says) in [
             ("x[0]*2", "unsupported '['"),
             ("@0+1", "unsupported '@'"),
@@ -507,6 +541,8 @@ mod tests {
             ("(a+b", "ends where"),
             ("pow(a)", "takes 2 argument"),
             ("1.2.3", "not a number"),
+            (deep.as_str(), "nests deeper"),
+            (signs.as_str(), "nests deeper"),
         ] {
             let err = parse(text).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");

@@ -20,6 +20,9 @@ use crate::expr::{self, Expr, ParamExpr};
 use crate::model::{Axis, Channel, Constraint, Node, NodeKind};
 use crate::shapes::{Histogram, Shape, Tails};
 
+/// The most nodes one value's expression may expand to.
+const MAX_EXPRESSION_NODES: usize = 100_000;
+
 /// Which analysis of the file to read, and where relative data paths start.
 #[derive(Clone, Debug, Default)]
 pub struct ReadOptions<'a> {
@@ -138,7 +141,14 @@ impl<'a> Reader<'a> {
             self.expanding.push(name.to_string());
             let e = self.function(name, f, observables);
             self.expanding.pop();
-            return e;
+            let e = e?;
+            // Functions reusing functions can double at every level: refuse what would not fit.
+            if e.size() > MAX_EXPRESSION_NODES {
+                return Err(invalid(format!(
+                    "function '{name}' expands to more than {MAX_EXPRESSION_NODES} terms (functions built from functions); write it more compactly"
+                )));
+            }
+            return Ok(e);
         }
         let var = self.variables.get(name).cloned().unwrap_or_default();
         if var.constant {

@@ -24,8 +24,20 @@ use ns_core::{Error, Result};
 use events::{ChannelEvents, pack, views};
 use model::{Channel, Constraint};
 
-/// Cells per observable of the Asimov dataset (RooStats' default binning of an observable).
+/// Cells per observable of the Asimov dataset (RooStats' default binning of an observable)...
 pub const ASIMOV_BINS: usize = 100;
+
+/// ...unless a channel's observables would make more cells than this: then fewer per
+/// observable, ⌊MAX_ASIMOV_CELLS^(1/d)⌋, so that the Asimov data stay in proportion.
+pub const MAX_ASIMOV_CELLS: usize = 1_000_000;
+
+/// Cells per observable of the Asimov data of a channel with `dims` observables.
+pub fn asimov_bins(dims: usize) -> usize {
+    let cap = (MAX_ASIMOV_CELLS as f64)
+        .powf(1.0 / dims.max(1) as f64)
+        .floor() as usize;
+    ASIMOV_BINS.min(cap.max(2))
+}
 
 /// What a reader hands over to make a model.
 pub struct ModelParts {
@@ -139,14 +151,17 @@ impl UnbinnedModel {
             .collect::<Result<Vec<_>>>()?;
         let mut aux = self.parts.observed_aux.clone();
         for c in &self.parts.constraints {
-            let (mean, sigma) = (c.mean.value(theta), c.sigma.value(theta));
             // Within the global observable's range, as RooFit generates it.
-            aux[c.aux] = loop {
-                let g = mean + sigma * rng.normal();
-                if g >= c.range.0 && g <= c.range.1 {
-                    break g;
-                }
-            };
+            let (mean, sigma) = (c.mean.value(theta), c.sigma.value(theta));
+            let sampler = shapes::Shape::Gaussian
+                .sampler(&[mean, sigma], c.range)
+                .and_then(|s| s.draw(&mut rng));
+            aux[c.aux] = sampler.map_err(|e| {
+                Error::Computation(format!(
+                    "cannot sample the global observable '{}' of constraint '{}': {e}",
+                    self.parts.aux_names[c.aux], c.name
+                ))
+            })?;
         }
         Ok(self.data(&channels, aux))
     }
@@ -223,7 +238,7 @@ impl Likelihood for UnbinnedModel {
             .channels
             .iter()
             .zip(&self.parts.observed)
-            .map(|(c, obs)| c.asimov(params, ASIMOV_BINS, obs.sum_weights()))
+            .map(|(c, obs)| c.asimov(params, asimov_bins(c.axes.len()), obs.sum_weights()))
             .collect();
         Ok(self.data(&channels, self.aux_expected(params)))
     }
@@ -324,6 +339,12 @@ impl Likelihood for UnbinnedModel {
     }
 
     fn settings(&self) -> Vec<(&'static str, String)> {
-        vec![("asimov_cells_per_observable", ASIMOV_BINS.to_string())]
+        let cells: Vec<String> = self
+            .parts
+            .channels
+            .iter()
+            .map(|c| asimov_bins(c.axes.len()).to_string())
+            .collect();
+        vec![("asimov_cells_per_observable", cells.join(","))]
     }
 }

@@ -21,6 +21,10 @@ use crate::shapes::{MAX_ARGS, Shape};
 /// on the thread count.
 pub const CHUNK: usize = 2048;
 
+/// The largest expected count a toy is drawn for (per channel): beyond, a toy would not fit in
+/// memory.
+pub const MAX_TOY_EVENTS: f64 = 1e8;
+
 /// An observable and its range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Axis {
@@ -444,14 +448,21 @@ impl Channel {
         coefs: &[Vec<f64>],
         rng: &mut ToyStream,
         x: &mut [f64],
-    ) {
+    ) -> Result<()> {
         match &self.nodes[i].kind {
             NodeKind::Leaf { column, .. } => {
-                x[*column] = samplers[i].as_ref().expect("a sampler per leaf").draw(rng)
+                let sampler = samplers[i].as_ref().expect("a sampler per leaf");
+                x[*column] = sampler.draw(rng).map_err(|e| {
+                    Error::Computation(format!(
+                        "cannot sample '{}' in channel '{}': {e}",
+                        self.nodes[i].name, self.name
+                    ))
+                })?;
+                Ok(())
             }
             NodeKind::Product(children) => children
                 .iter()
-                .for_each(|&c| self.draw(c, samplers, coefs, rng, x)),
+                .try_for_each(|&c| self.draw(c, samplers, coefs, rng, x)),
             NodeKind::Mixture { children, .. } => {
                 let total: f64 = coefs[i].iter().sum();
                 let mut u = rng.uniform() * total;
@@ -499,17 +510,25 @@ impl Channel {
             .map(|(node, state)| match &node.kind {
                 NodeKind::Leaf { shape, column, .. } => {
                     let axis = &self.axes[*column];
-                    Some(shape.sampler(&state.values, (axis.lo, axis.hi)))
+                    shape
+                        .sampler(&state.values, (axis.lo, axis.hi))
+                        .map(Some)
+                        .map_err(|e| {
+                            Error::Computation(format!(
+                                "cannot sample '{}' in channel '{}': {e}",
+                                node.name, self.name
+                            ))
+                        })
                 }
-                _ => None,
+                _ => Ok(None),
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let n = match &self.count {
             Some(count) => {
                 let nu = count.value(theta);
-                if !(nu >= 0.0 && nu.is_finite()) {
+                if !(nu >= 0.0 && nu <= MAX_TOY_EVENTS) {
                     return Err(Error::InvalidInput(format!(
-                        "cannot sample channel '{}': its expected count is {nu}",
+                        "cannot sample channel '{}': its expected count is {nu} (toys are drawn for counts from 0 to {MAX_TOY_EVENTS:e})",
                         self.name
                     )));
                 }
@@ -521,7 +540,7 @@ impl Channel {
         let mut columns = vec![Vec::with_capacity(n); dims];
         let mut x = vec![0.0; dims];
         for _ in 0..n {
-            self.draw(self.root, &samplers, &coefs, rng, &mut x);
+            self.draw(self.root, &samplers, &coefs, rng, &mut x)?;
             for (col, &v) in columns.iter_mut().zip(&x) {
                 col.push(v);
             }

@@ -208,18 +208,42 @@ impl Shape {
         }
     }
 
-    /// A prepared sampler of this shape at arguments `a` on `range`.
-    pub fn sampler<'a>(&'a self, a: &'a [f64], range: (f64, f64)) -> Sampler<'a> {
-        let top = match self {
-            Shape::Exponential | Shape::Histogram(_) => 0.0,
-            _ => self.max_on(a, range.0, range.1),
+    /// A prepared sampler of this shape at arguments `a` on `range`; an error where the shape
+    /// cannot be sampled there (no mass in the range, or so peaked that accept–reject would
+    /// take more than 1/[`MIN_ACCEPTANCE`] tries an event).
+    pub fn sampler<'a>(&'a self, a: &'a [f64], range: (f64, f64)) -> Result<Sampler<'a>, String> {
+        let (lo, hi) = range;
+        let integral = self.log_integral::<f64>(a, lo, hi, range).exp();
+        if !(integral > 0.0 && integral.is_finite()) {
+            return Err(format!("its integral over [{lo}, {hi}] is {integral}"));
+        }
+        let (top, normal_draws) = match self {
+            Shape::Exponential | Shape::Histogram(_) => (0.0, false),
+            _ => {
+                let top = self.max_on(a, lo, hi);
+                let envelope = integral / (top * (hi - lo));
+                // A Gaussian is drawn as a normal kept inside the range where that accepts
+                // more often than the flat envelope (its acceptance is the range's mass).
+                let mass = match self {
+                    Shape::Gaussian => integral / (a[1] * (2.0 * std::f64::consts::PI).sqrt()),
+                    _ => 0.0,
+                };
+                let acceptance = envelope.max(mass);
+                if !(acceptance >= MIN_ACCEPTANCE) {
+                    return Err(format!(
+                        "it is too peaked in [{lo}, {hi}] to sample by accept–reject (acceptance {acceptance:e})"
+                    ));
+                }
+                (top, mass > envelope)
+            }
         };
-        Sampler {
+        Ok(Sampler {
             shape: self,
             a,
             range,
             top,
-        }
+            normal_draws,
+        })
     }
 }
 
@@ -266,18 +290,25 @@ fn erf_difference<T: Real>(u: T, v: T) -> T {
     }
 }
 
+/// The smallest acceptance rate a sampler runs at: at most 10⁴ tries an event on average.
+pub const MIN_ACCEPTANCE: f64 = 1e-4;
+
+/// The most tries for one event (a hard stop far beyond what [`MIN_ACCEPTANCE`] lets happen).
+const MAX_TRIES: usize = 100_000_000;
+
 /// Draws from one shape at fixed arguments.
 pub struct Sampler<'a> {
     shape: &'a Shape,
     a: &'a [f64],
     range: (f64, f64),
     top: f64,
+    normal_draws: bool,
 }
 
 impl Sampler<'_> {
-    pub fn draw(&self, rng: &mut ToyStream) -> f64 {
+    pub fn draw(&self, rng: &mut ToyStream) -> Result<f64, String> {
         let (lo, hi) = self.range;
-        match self.shape {
+        Ok(match self.shape {
             Shape::Exponential => {
                 // Inverse CDF of exp(−c(x − lo)) on [lo, hi].
                 let c = self.a[0];
@@ -301,20 +332,32 @@ impl Sampler<'_> {
                     );
                     let mass = c * (r - l).max(0.0) / w;
                     if acc + mass >= target && mass > 0.0 {
-                        return l + (target - acc) / mass * (r - l);
+                        return Ok(l + (target - acc) / mass * (r - l));
                     }
                     acc += mass;
                 }
                 hi
             }
-            _ => loop {
-                let x = lo + rng.uniform() * (hi - lo);
-                let g = self.shape.log_density::<f64>(x, self.a, self.range).exp();
-                if rng.uniform() * self.top < g {
-                    return x;
+            Shape::Gaussian if self.normal_draws => {
+                for _ in 0..MAX_TRIES {
+                    let x = self.a[0] + self.a[1] * rng.normal();
+                    if x >= lo && x <= hi {
+                        return Ok(x);
+                    }
                 }
-            },
-        }
+                return Err(format!("no draw fell in [{lo}, {hi}] in {MAX_TRIES} tries"));
+            }
+            _ => {
+                for _ in 0..MAX_TRIES {
+                    let x = lo + rng.uniform() * (hi - lo);
+                    let g = self.shape.log_density::<f64>(x, self.a, self.range).exp();
+                    if rng.uniform() * self.top < g {
+                        return Ok(x);
+                    }
+                }
+                return Err(format!("no draw was accepted in {MAX_TRIES} tries"));
+            }
+        })
     }
 }
 

@@ -214,10 +214,10 @@ fn gradients_are_the_finite_differences() {
 #[test]
 fn samples_follow_the_cdf() {
     for (name, shape, a, range) in cases() {
-        let sampler = shape.sampler(&a, range);
+        let sampler = shape.sampler(&a, range).unwrap();
         let mut rng = ToyStream::new(7, 0, 0);
         let n = 20_000;
-        let mut xs: Vec<f64> = (0..n).map(|_| sampler.draw(&mut rng)).collect();
+        let mut xs: Vec<f64> = (0..n).map(|_| sampler.draw(&mut rng).unwrap()).collect();
         xs.sort_by(f64::total_cmp);
         assert!(
             xs[0] >= range.0 && xs[n - 1] <= range.1,
@@ -240,4 +240,24 @@ fn samples_follow_the_cdf() {
             .fold(0.0, f64::max);
         assert!(d < 1.95 / (n as f64).sqrt(), "{name}: KS distance {d}");
     }
+}
+
+#[test]
+fn shapes_that_cannot_be_sampled_are_errors() {
+    // A Gaussian far outside its range, a needle of a Crystal Ball, a density with no mass.
+    let far = Shape::Gaussian
+        .sampler(&[50.0, 0.1], (0.0, 10.0))
+        .err()
+        .unwrap();
+    assert!(far.contains("integral"), "{far}");
+    let needle = Shape::CrystalBall(Tails::OneSided)
+        .sampler(&[5.0, 1e-7, 1.5, 3.0], (0.0, 10.0))
+        .err()
+        .unwrap();
+    assert!(needle.contains("too peaked"), "{needle}");
+    let empty = Shape::Argus
+        .sampler(&[5.0, -20.0, 0.5], (6.0, 7.0))
+        .err()
+        .unwrap();
+    assert!(empty.contains("integral"), "{empty}");
 }
