@@ -526,7 +526,7 @@ impl Channel {
         let n = match &self.count {
             Some(count) => {
                 let nu = count.value(theta);
-                if !(nu >= 0.0 && nu <= MAX_TOY_EVENTS) {
+                if !(0.0..=MAX_TOY_EVENTS).contains(&nu) {
                     return Err(Error::InvalidInput(format!(
                         "cannot sample channel '{}': its expected count is {nu} (toys are drawn for counts from 0 to {MAX_TOY_EVENTS:e})",
                         self.name
