@@ -19,32 +19,17 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from . import _core
+from . import _Config, _core
 
 __all__ = ["UnbinnedModel", "load"]
 
 
-class _UnbinnedConfig:
-    """``model.config``: the parameter layout, with the names pyhf's ``config`` uses."""
+class _UnbinnedConfig(_Config):
+    """``model.config``: the parameter layout, with the names pyhf's ``config`` uses (the
+    binned model's ``samples``, ``auxdata`` and bins have no meaning here)."""
 
-    def __init__(self, core: Any):
-        self._m = core
-
-    par_names = property(lambda self: list(self._m.par_names))
     par_order = property(lambda self: list(self._m.par_names))
-    poi_index = property(lambda self: self._m.poi_index)
-    poi_name = property(lambda self: self._m.poi_name)
-    npars = property(lambda self: self._m.npars)
     channels = property(lambda self: list(self._m.channels))
-
-    def suggested_init(self) -> List[float]:
-        return list(self._m.suggested_init())
-
-    def suggested_bounds(self) -> List[Tuple[float, float]]:
-        return [tuple(b) for b in self._m.suggested_bounds()]
-
-    def suggested_fixed(self) -> List[bool]:
-        return list(self._m.suggested_fixed())
 
 
 class UnbinnedModel:
