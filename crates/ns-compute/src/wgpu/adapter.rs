@@ -1,6 +1,6 @@
 //! Finding a wgpu adapter and opening a device on it, with every failure a typed error.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ns_core::{Error, Result};
 
@@ -13,12 +13,28 @@ fn backends(device: Device) -> wgpu::Backends {
     }
 }
 
+/// The process's one instance for `backends`. Creating a Vulkan instance per backend fails on
+/// NVIDIA's driver after a few (measured on an H100, driver 580: the fourth backend of a process
+/// found "no vulkan adapter"), and one instance serves every device anyway.
 fn instance(backends: wgpu::Backends) -> wgpu::Instance {
-    wgpu::Instance::new(wgpu::InstanceDescriptor {
-        backends,
-        flags: wgpu::InstanceFlags::from_env_or_default(),
-        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    static VULKAN: OnceLock<wgpu::Instance> = OnceLock::new();
+    static METAL: OnceLock<wgpu::Instance> = OnceLock::new();
+    static BOTH: OnceLock<wgpu::Instance> = OnceLock::new();
+    let slot = if backends == wgpu::Backends::VULKAN {
+        &VULKAN
+    } else if backends == wgpu::Backends::METAL {
+        &METAL
+    } else {
+        &BOTH
+    };
+    slot.get_or_init(|| {
+        wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends,
+            flags: wgpu::InstanceFlags::from_env_or_default(),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        })
     })
+    .clone()
 }
 
 fn summary(info: &wgpu::AdapterInfo) -> AdapterSummary {
