@@ -87,7 +87,7 @@ fn bench(c: &mut Criterion) {
         ];
         for (name, r) in cases {
             group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
-                b.iter(|| r.read().unwrap().events.len())
+                b.iter(|| r.read().unwrap().len())
             });
         }
     }

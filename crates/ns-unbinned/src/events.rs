@@ -62,13 +62,6 @@ impl<'a> ChannelView<'a> {
     pub fn dims(&self) -> usize {
         self.dims
     }
-
-    pub fn to_owned(&self) -> ChannelEvents {
-        ChannelEvents {
-            columns: (0..self.dims).map(|i| self.column(i).to_vec()).collect(),
-            weights: self.weights().map(<[f64]>::to_vec),
-        }
-    }
 }
 
 /// Pack channels into a dataset.

@@ -6,7 +6,7 @@
 //! `path` is relative to the HS3 file; `column` defaults to the axis name; `weights` (a column)
 //! is optional. Other HS3 readers skip the entry by its type. The axes' ranges select events:
 //! a row group whose column statistics lie wholly outside is not decoded (pushdown), and the
-//! remaining events outside a range are dropped (the count is reported by the model).
+//! remaining events outside a range are dropped.
 //!
 //! The file is memory-mapped and handed to the reader as `bytes::Bytes`; only the observable
 //! and weight columns are decoded (projection), row groups in parallel (rayon) and joined in
@@ -45,14 +45,6 @@ pub struct ParquetRead {
     pub pushdown: bool,
     /// Decode row groups in parallel.
     pub parallel: bool,
-}
-
-/// Events read, and how many were outside the ranges (dropped or in skipped row groups).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ParquetEvents {
-    pub events: ChannelEvents,
-    pub rows_in_file: usize,
-    pub row_groups_skipped: usize,
 }
 
 fn perr(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -111,7 +103,7 @@ fn column_values(batch: &RecordBatch, name: &str, path: &Path, out: &mut Vec<f64
 }
 
 impl ParquetRead {
-    pub fn read(&self) -> Result<ParquetEvents> {
+    pub fn read(&self) -> Result<ChannelEvents> {
         let file = std::fs::File::open(&self.path).map_err(|e| perr(&self.path, e))?;
         // SAFETY: the map is read-only; a file changed underneath while reading is the
         // caller's to avoid, as for any reader of a file in place.
@@ -132,7 +124,6 @@ impl ParquetRead {
             leaves.push(i);
         }
         let metadata = meta.metadata().clone();
-        let rows_in_file = metadata.file_metadata().num_rows() as usize;
         let groups: Vec<usize> = (0..metadata.num_row_groups())
             .filter(|&g| {
                 !self.pushdown
@@ -146,7 +137,6 @@ impl ParquetRead {
                     )
             })
             .collect();
-        let skipped = metadata.num_row_groups() - groups.len();
         let decode = |g: usize| -> Result<ChannelEvents> {
             let reader =
                 ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), meta.clone())
@@ -188,11 +178,7 @@ impl ParquetRead {
                 all.extend(w);
             }
         }
-        Ok(ParquetEvents {
-            events,
-            rows_in_file,
-            row_groups_skipped: skipped,
-        })
+        Ok(events)
     }
 }
 
@@ -271,7 +257,7 @@ pub fn read_entry(
         pushdown: true,
         parallel: true,
     };
-    let got = read.read()?;
-    crate::hs3::check_events(&got.events, &axes, &format!("data '{name}'"))?;
-    Ok((axes, got.events))
+    let events = read.read()?;
+    crate::hs3::check_events(&events, &axes, &format!("data '{name}'"))?;
+    Ok((axes, events))
 }

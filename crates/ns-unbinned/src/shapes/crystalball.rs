@@ -25,13 +25,6 @@ struct Parts<T> {
 }
 
 impl Tails {
-    pub fn n_args(self) -> usize {
-        match self {
-            Tails::OneSided => 4,
-            Tails::DoubleSided { .. } => 7,
-        }
-    }
-
     /// Where the density peaks.
     pub fn peak(self, a: &[f64]) -> f64 {
         a[0]

@@ -79,18 +79,6 @@ pub enum Shape {
 pub const MAX_ARGS: usize = 8;
 
 impl Shape {
-    /// The HS3 keys of its arguments, in order (for messages).
-    pub fn n_args(&self) -> usize {
-        match self {
-            Shape::Gaussian => 2,
-            Shape::Exponential => 1,
-            Shape::CrystalBall(t) => t.n_args(),
-            Shape::Argus => 3,
-            Shape::Chebychev(n) | Shape::Polynomial(n) => *n,
-            Shape::Histogram(_) => 0,
-        }
-    }
-
     /// ln g(x) at arguments `a`, on the observable range `range` (which maps Chebychev's x).
     pub fn log_density<T: Real>(&self, x: f64, a: &[T], range: (f64, f64)) -> T {
         match self {
