@@ -36,6 +36,31 @@ impl Precision {
             Precision::F32 => 1e-4,
         }
     }
+
+    /// The projected-gradient tolerance, in the optimizer's curvature-scaled parameters and
+    /// judged on the f64 gradient, below which a fit run in this arithmetic stands without an
+    /// f64 completion. f32: where the f32 optimizer typically ends, and where the f64 twice_nll
+    /// is within 1e-4 of the f64 fit's on every shared workspace (docs/gpu-f32.md).
+    pub fn settle_pg_tol(self) -> f64 {
+        match self {
+            Precision::F64 => 0.0,
+            Precision::F32 => 1e-3,
+        }
+    }
+
+    /// The rounding noise of the objective relative to max(1, |f|), where the optimizer must
+    /// allow for it: `None` in f64 (the optimizers' own settings). In f32 the objective (the
+    /// deviance form, its terms ≥ 0 summed in fixed trees) carries about one f32 rounding
+    /// (6e-8) of its size: with 1e-7 declared, the line search judges steps by their slope where
+    /// f no longer resolves them, and a run that stops lowering f ends, to be judged in f64
+    /// ([`Precision::settle_pg_tol`]). Measured on tHq toys (docs/gpu-f32.md): 19 of 20 fits
+    /// end within the f64 check, twice_nll within 5e-6 of the f64 fit's.
+    pub fn objective_noise(self) -> Option<f64> {
+        match self {
+            Precision::F64 => None,
+            Precision::F32 => Some(1e-7),
+        }
+    }
 }
 
 /// How a backend runs many fits at once.

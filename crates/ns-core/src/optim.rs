@@ -113,7 +113,8 @@ impl Termination {
             }
             Termination::ConvergedScaled => {
                 "converged: projected gradient below tolerance in curvature-scaled parameters \
-                 (stiff parameters at their rounding floor)"
+                 (the optimizer stopped at its arithmetic's rounding floor: stiff parameters in \
+                 f64, an f32 fit checked in f64)"
             }
         }
     }

@@ -3,7 +3,8 @@
 //! both devices (medians of warm runs; the CUDA session's first kernel load is timed apart).
 //!
 //! `cargo build --release -p ns-inference --example gpu_bench`, then
-//! `gpu_bench WS.json --mu MU --toys 1000 [--cpu-toys 200] [--big-toys 10000]` (see bench/gpu_bench.sh).
+//! `gpu_bench WS.json --mu MU --toys 1000 [--cpu-toys 200] [--big-toys 10000] [--devices cpu,cuda,vulkan]`
+//! (see bench/gpu_run.sh).
 
 use ns_compute::PreparedData;
 use ns_inference::{
@@ -67,59 +68,74 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap();
         (started.elapsed().as_secs_f64(), h.cls.cls_obs)
     };
-    let cpu = Fitter::new(&model);
-    let session_open = Instant::now();
-    let backend = ns_compute::cuda::CudaBackend::new(&model.compiled, 0)?;
-    let session_s = session_open.elapsed().as_secs_f64();
-    let mut session = backend.session();
-    let device = session.info().clone();
-    // The evaluation kernel alone: 4000 NLL + gradient evaluations in one launch.
-    let on_device = session.upload_datasets(&[&data])?;
-    let points: Vec<f64> = (0..4000).flat_map(|_| model.suggested_init()).collect();
-    let (mut nll, mut grad) = (vec![0.0; 4000], vec![0.0; 4000 * model.n_params()]);
-    let eval_4000 = median_seconds(
-        || {
-            session
-                .nll_grad(
-                    &points,
-                    &on_device,
-                    &[0; 4000],
-                    &mut nll,
-                    &mut grad,
-                    &Default::default(),
-                )
-                .unwrap()
-        },
-        5,
-    );
-
+    // The columns: `--devices cpu,cuda,vulkan` (default cpu,cuda). The f32 Vulkan column runs on
+    // the same GPU through its Vulkan driver.
+    let devices: Vec<String> = args
+        .iter()
+        .position(|a| a == "--devices")
+        .and_then(|i| args.get(i + 1))
+        .map_or("cpu,cuda", |s| s.as_str())
+        .split(',')
+        .map(str::to_string)
+        .collect();
     let mut out = serde_json::json!({
         "workspace": path,
         "n_params": model.n_params(),
         "n_bins": model.compiled.n_main,
         "mu": mu,
         "cpu_threads": rayon::current_num_threads(),
-        "gpu": device.name,
-        "kernels": format!("{:?}", device.kernels),
-        "cuda_session_open_s": session_s,
-        "nll_grad_4000_evals_s": eval_4000,
-        "kernels_report": session.kernel_report(),
     });
-    drop(session);
-    let cuda = Fitter::with_backend(&model, Box::new(backend))?;
-    out["backend"] = cuda.backend_description().into();
-    // With --vulkan, the f32 backend on the same GPU (its Vulkan driver) as a third column.
-    let vulkan = args
-        .iter()
-        .any(|a| a == "--vulkan")
-        .then(|| Fitter::on_device(&model, Device::Vulkan, Workload::Sequential))
-        .transpose()?;
-    let mut fitters = vec![("cpu", &cpu), ("cuda", &cuda)];
-    if let Some(v) = &vulkan {
-        out["vulkan_backend"] = v.backend_description().into();
-        fitters.push(("vulkan", v));
+    let mut fitters: Vec<(&str, Fitter)> = Vec::new();
+    for name in &devices {
+        match name.as_str() {
+            "cpu" => fitters.push(("cpu", Fitter::new(&model))),
+            "cuda" => {
+                let session_open = Instant::now();
+                let backend = ns_compute::cuda::CudaBackend::new(&model.compiled, 0)?;
+                let session_s = session_open.elapsed().as_secs_f64();
+                let mut session = backend.session();
+                let device = session.info().clone();
+                // The evaluation kernel alone: 4000 NLL + gradient evaluations in one launch.
+                let on_device = session.upload_datasets(&[&data])?;
+                let points: Vec<f64> = (0..4000).flat_map(|_| model.suggested_init()).collect();
+                let (mut nll, mut grad) = (vec![0.0; 4000], vec![0.0; 4000 * model.n_params()]);
+                let eval_4000 = median_seconds(
+                    || {
+                        session
+                            .nll_grad(
+                                &points,
+                                &on_device,
+                                &[0; 4000],
+                                &mut nll,
+                                &mut grad,
+                                &Default::default(),
+                            )
+                            .unwrap()
+                    },
+                    5,
+                );
+                out["gpu"] = device.name.clone().into();
+                out["kernels"] = format!("{:?}", device.kernels).into();
+                out["cuda_session_open_s"] = session_s.into();
+                out["nll_grad_4000_evals_s"] = eval_4000.into();
+                out["kernels_report"] = session.kernel_report().into();
+                drop(session);
+                let cuda = Fitter::with_backend(&model, Box::new(backend))?;
+                out["backend"] = cuda.backend_description().into();
+                fitters.push(("cuda", cuda));
+            }
+            "vulkan" => {
+                let open = Instant::now();
+                let vulkan = Fitter::on_device(&model, Device::Vulkan, Workload::Sequential)?;
+                out["vulkan_open_s"] = open.elapsed().as_secs_f64().into();
+                out["vulkan_backend"] = vulkan.backend_description().into();
+                fitters.push(("vulkan", vulkan));
+            }
+            other => return Err(format!("--devices: unknown device '{other}'").into()),
+        }
     }
-    for (name, fitter) in fitters {
+    for (name, fitter) in &fitters {
+        let name = *name;
         let fit = median_seconds(|| drop(fitter.fit(&data, &config).unwrap()), 5);
         let with_errors = FitConfig {
             uncertainties: true,
@@ -163,7 +179,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
     }
     if big_toys > 0 {
-        let (s, cls) = toy_cls(&cuda, big_toys, 2);
+        let cuda = &fitters
+            .iter()
+            .find(|(name, _)| *name == "cuda")
+            .ok_or("--big-toys runs on CUDA: add cuda to --devices")?
+            .1;
+        let (s, cls) = toy_cls(cuda, big_toys, 2);
         out["cuda_big"] = serde_json::json!({"toys": big_toys, "toys_s": s, "cls_obs": cls});
         // Every GPU of the host sharing the same toys (the same bits as one GPU).
         let gpus = ns_compute::cuda::device_count()?;

@@ -22,13 +22,16 @@ pub fn solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Option<Vec<f64>> {
             }
             b.swap(pivot, col);
         }
-        for row in col + 1..n {
-            let factor = a[row * n + col] / a[col * n + col];
+        let (upper, lower) = a.split_at_mut((col + 1) * n);
+        let pivot_row = &upper[col * n + col..(col + 1) * n];
+        for (row, target) in lower.chunks_exact_mut(n).enumerate() {
+            let factor = target[col] / pivot_row[0];
             if factor != 0.0 {
-                for k in col..n {
-                    a[row * n + k] -= factor * a[col * n + k];
+                // Element by element (no reassociation): vectorisable, the same bits.
+                for (t, &p) in target[col..].iter_mut().zip(pivot_row) {
+                    *t -= factor * p;
                 }
-                b[row] -= factor * b[col];
+                b[col + 1 + row] -= factor * b[col];
             }
         }
     }
@@ -70,12 +73,21 @@ pub fn inverse(a: &[f64], n: usize) -> Option<Vec<f64>> {
             m[col * n + k] *= d;
             inv[col * n + k] *= d;
         }
-        for row in 0..n {
-            let factor = m[row * n + col];
+        let pivot_m = m[col * n..(col + 1) * n].to_vec();
+        let pivot_inv = inv[col * n..(col + 1) * n].to_vec();
+        for (row, (m_row, inv_row)) in m
+            .chunks_exact_mut(n)
+            .zip(inv.chunks_exact_mut(n))
+            .enumerate()
+        {
+            let factor = m_row[col];
             if row != col && factor != 0.0 {
-                for k in 0..n {
-                    m[row * n + k] -= factor * m[col * n + k];
-                    inv[row * n + k] -= factor * inv[col * n + k];
+                // Element by element (no reassociation): vectorisable, the same bits.
+                for (t, &p) in m_row.iter_mut().zip(&pivot_m) {
+                    *t -= factor * p;
+                }
+                for (t, &p) in inv_row.iter_mut().zip(&pivot_inv) {
+                    *t -= factor * p;
                 }
             }
         }

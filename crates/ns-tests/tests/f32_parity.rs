@@ -79,6 +79,84 @@ fn cls_match_cpu() {
     }
 }
 
+/// Toy fits in f32 against the same toys fitted on the CPU in f64, fit by fit: on every shared
+/// workspace and every published likelihood, toys drawn at the observed data's best fit, fitted
+/// free and with the POI fixed at 1. Each fit's twice_nll (the f64 value at the point the f32 fit
+/// settled on) within `toy_twice_nll_atol` of the CPU fit's, and each toy's q = Δtwice_nll within
+/// `toy_teststat_atol`: the per-toy guarantee behind the toy-CLs tier.
+#[test]
+fn toy_fits_match_cpu_per_toy() {
+    use ns_inference::{FitConfig, FitResult, Fitter, fit_toys};
+    use ns_translate::FromWorkspace;
+    let mut models: Vec<(String, Workspace)> = ns_tests::shared_workspaces();
+    for (name, dir) in ns_tests::published_likelihoods() {
+        models.push((
+            name,
+            Workspace::from_path(&dir.join("workspace.json")).unwrap(),
+        ));
+    }
+    let n_toys = 8;
+    let mut failures = Vec::new();
+    for (name, ws) in models {
+        let started = std::time::Instant::now();
+        let model = ns_translate::HistFactoryModel::from_workspace(&ws, &Default::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let data =
+            ns_compute::PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap())
+                .unwrap();
+        let Ok(poi) = model.poi() else { continue };
+        let config = FitConfig::suggested(&model);
+        let cpu = Fitter::new(&model);
+        let f32_fitter =
+            Fitter::on_device(&model, DEVICE, ns_compute::Workload::Sequential).unwrap();
+        let best = cpu.fit(&data, &config).unwrap().parameters;
+        let fixed = config.with_fixed(poi, 1.0);
+        let fits = |f: &Fitter, c: &FitConfig| -> Vec<FitResult> {
+            fit_toys(f, &best, n_toys, 11, c, &|_| {})
+                .unwrap()
+                .1
+                .into_iter()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        let (free64, fixed64) = (fits(&cpu, &config), fits(&cpu, &fixed));
+        let (free32, fixed32) = (fits(&f32_fitter, &config), fits(&f32_fitter, &fixed));
+        let (mut worst_nll, mut worst_q, mut compared) = (0.0f64, 0.0f64, 0);
+        let mut endings = std::collections::BTreeMap::new();
+        for t in 0..n_toys {
+            for f in [&free32[t], &fixed32[t]] {
+                *endings.entry(format!("{:?}", f.termination)).or_insert(0) += 1;
+            }
+            let all = [&free64[t], &fixed64[t], &free32[t], &fixed32[t]];
+            if !all.iter().all(|f| f.converged) {
+                continue;
+            }
+            compared += 1;
+            worst_nll = worst_nll
+                .max((free32[t].twice_nll - free64[t].twice_nll).abs())
+                .max((fixed32[t].twice_nll - fixed64[t].twice_nll).abs());
+            let q = |fixed: &FitResult, free: &FitResult| fixed.twice_nll - free.twice_nll;
+            worst_q = worst_q.max((q(&fixed32[t], &free32[t]) - q(&fixed64[t], &free64[t])).abs());
+        }
+        eprintln!(
+            "{name}: {compared}/{n_toys} toys compared, worst |Δtwice_nll| {worst_nll:.2e}, \
+             worst |Δq| {worst_q:.2e}, f32 endings {endings:?} ({:.1} s)",
+            started.elapsed().as_secs_f64()
+        );
+        if worst_nll > tol("toy_twice_nll_atol") || worst_q > tol("toy_teststat_atol") {
+            failures.push(format!(
+                "{name}: |Δtwice_nll| {worst_nll:.2e}, |Δq| {worst_q:.2e}"
+            ));
+        }
+        if compared < n_toys / 2 {
+            failures.push(format!(
+                "{name}: only {compared} of {n_toys} toys converged on both"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 /// The differentiable NLL (external signal yields) in f32 against the CPU session: the NLL
 /// within `tol("nll_atol") + tol("nll_rtol")·|NLL|`, ∂NLL/∂s and ∂NLL/∂θ within `tol("gradient_rel")·max(1, |g|)`, on
 /// tHq's signal samples (histosys, and staterror widths that follow the yields) and the

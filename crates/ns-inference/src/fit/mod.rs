@@ -43,6 +43,13 @@ use crate::optimizer::Lbfgsb;
 /// structure of the likelihood instead ([`hessian`]).
 pub(crate) const DENSE_PARAMETER_LIMIT: usize = 2000;
 
+/// The f64 verdict on a fit's end point ([`Fitter::check_in_f64`]).
+struct F64Check {
+    twice_nll: f64,
+    projected_gradient: f64,
+    within: bool,
+}
+
 /// Fits one likelihood against datasets on one backend.
 pub struct Fitter<'m> {
     model: &'m dyn Likelihood,
@@ -290,8 +297,11 @@ impl<'m> Fitter<'m> {
         let lower = scaled(&|i| config.bounds[i].0);
         let upper = scaled(&|i| config.bounds[i].1);
         let y0 = scaled(&|i| config.init[i]);
-        let state = Lbfgsb::new(&y0, &lower, &upper, self.optimizer_options(config))
+        let mut state = Lbfgsb::new(&y0, &lower, &upper, self.optimizer_options(config))
             .with_gradient_scale(scale.clone());
+        if let Some(noise) = self.backend.precision().objective_noise() {
+            state = state.with_objective_noise(noise);
+        }
         Ok(FitRun {
             bounds: free.iter().map(|&i| config.bounds[i]).collect(),
             free_grad: vec![0.0; free.len()],
@@ -335,9 +345,10 @@ impl<'m> Fitter<'m> {
         self.complete(run.result(config, data.constant), data, config, run)
     }
 
-    /// What every fit does after its optimizer stops (host or device): a Newton polish where
-    /// L-BFGS-B stopped short of the tolerance, the scaled convergence test where neither could
-    /// go further, then the uncertainties if asked for.
+    /// What every fit does after its optimizer stops (host or device): on an f32 backend, the
+    /// f64 verdict on where it ended ([`settle_f32`](Self::settle_f32)); otherwise a Newton
+    /// polish where L-BFGS-B stopped short of the tolerance and the scaled convergence test
+    /// where neither could go further; then the uncertainties if asked for.
     pub(crate) fn complete(
         &self,
         result: FitResult,
@@ -348,16 +359,21 @@ impl<'m> Fitter<'m> {
         let free = &run.free;
         let mut result = if self.backend.precision() != Precision::F64
             && !free.is_empty()
-            && newton::stalled(&result)
+            && result.twice_nll.is_finite()
         {
-            self.refine_in_f64(result, data, config)?
+            self.settle_f32(result, data, config, run)?
         } else if newton::applies(&result, free.len()) {
             newton::polish(self, result, data, config, free)?
         } else {
             result
         };
         if newton::stalled(&result) {
-            self.converged_when_scaled(&mut result, data, config, run)?;
+            let tolerance = self.optimizer_options(config).pg_tol;
+            let check = self.check_in_f64(&result.parameters, data, config, run, tolerance)?;
+            if check.within {
+                result.converged = true;
+                result.termination = Termination::ConvergedScaled;
+            }
         }
         if result.all_at_bound(config) {
             result.warn(ALL_AT_BOUND.into());
@@ -368,56 +384,97 @@ impl<'m> Fitter<'m> {
         Ok(result)
     }
 
-    /// A fit that stopped short of the tolerance is converged if its projected gradient is
-    /// below the tolerance in the optimizer's curvature-scaled parameters (y = x·s, s² the
-    /// curvature of twice_nll): component i within `pg_tol · max(1, s_i)`. A parameter with
-    /// curvature s² ≫ 1 — the γ of a shapesys with τ = 10¹², a normalisation of 10⁹ events —
-    /// has a gradient whose rounding noise (~ε·s²) exceeds any absolute tolerance, while the
-    /// objective it could still gain, g²/2s², is below 1e-12. Parameters of curvature ≤ 1 keep
-    /// the absolute test, so no fit that converges today is judged differently.
-    fn converged_when_scaled(
+    /// twice_nll in f64 at `parameters`, its projected gradient, and whether that gradient is
+    /// below `tolerance` in the optimizer's curvature-scaled parameters (y = x·s, s² the
+    /// curvature of twice_nll): component i within `tolerance · max(1, s_i)`.
+    ///
+    /// Why scaled: a parameter with curvature s² ≫ 1 — the γ of a shapesys with τ = 10¹², a
+    /// normalisation of 10⁹ events — has a gradient whose rounding noise (~ε·s²) exceeds any
+    /// absolute tolerance, while the objective it could still gain, g²/2s², is below 1e-12.
+    /// Parameters of curvature ≤ 1 keep the absolute test.
+    fn check_in_f64(
         &self,
-        result: &mut FitResult,
+        parameters: &[f64],
         data: &PreparedData,
         config: &FitConfig,
         run: &FitRun,
-    ) -> Result<()> {
+        tolerance: f64,
+    ) -> Result<F64Check> {
         let mut f = [0.0];
         let mut grad = vec![0.0; self.model.n_params()];
         self.probe_batch(
-            &result.parameters,
+            parameters,
             Datasets::Host(std::slice::from_ref(data)),
             &[0],
             &mut f,
             &mut grad,
         )?;
-        let tolerance = self.optimizer_options(config).pg_tol;
         let within = run.free.iter().zip(&run.scale).all(|(&i, &s)| {
             let (lo, hi) = config.bounds[i];
-            let x = result.parameters[i];
+            let x = parameters[i];
             let step = ((x - grad[i]).clamp(lo, hi) - x).abs();
             step <= tolerance * s.max(1.0)
         });
-        if within && f[0].is_finite() {
+        Ok(F64Check {
+            twice_nll: f[0] + 2.0 * data.constant,
+            projected_gradient: projected_gradient(parameters, &grad, config, &run.free),
+            within: within && f[0].is_finite(),
+        })
+    }
+
+    /// An f32 fit ends where f32 arithmetic stops resolving its objective: converged at the f32
+    /// floor, or with its line search stalled. One f64 evaluation there decides. Where the f64
+    /// projected gradient is below [`Precision::settle_pg_tol`] in the scaled parameters, the
+    /// fit stands, with the f64 twice_nll (so differences of fits — test statistics — carry no
+    /// f32 rounding); otherwise L-BFGS-B finishes it in f64 on the CPU from there, with the
+    /// fit's own variable scaling (a few iterations of one gradient each). Either way the
+    /// result is the f64 objective at an f64-checked point: what toys, scans and rankings
+    /// report; docs/gpu-f32.md measures how close it is to the f64 fit.
+    fn settle_f32(
+        &self,
+        mut result: FitResult,
+        data: &PreparedData,
+        config: &FitConfig,
+        run: &FitRun,
+    ) -> Result<FitResult> {
+        let tolerance = self
+            .backend
+            .precision()
+            .settle_pg_tol()
+            .max(self.optimizer_options(config).pg_tol);
+        let check = self.check_in_f64(&result.parameters, data, config, run, tolerance)?;
+        if !check.within {
+            return self.refine_in_f64(result, data, config, run);
+        }
+        result.twice_nll = check.twice_nll;
+        result.projected_gradient = check.projected_gradient;
+        if !result.converged {
             result.converged = true;
             result.termination = Termination::ConvergedScaled;
         }
-        Ok(())
+        Ok(result)
     }
 
-    /// An f32 fit whose line search stalled at the f32 resolution, finished by L-BFGS-B in f64 on
-    /// the CPU from where it stopped: a few iterations of one gradient each, where a Newton
-    /// polish would need a Hessian (many gradients) per fit — what keeps f32 toys on the GPU.
+    /// An f32 fit finished by L-BFGS-B in f64 on the CPU from where it stopped, in the fit's
+    /// own scaled variables: a few iterations of one gradient each, where a Newton polish would
+    /// need a Hessian (many gradients) per fit.
     fn refine_in_f64(
         &self,
         stalled: FitResult,
         data: &PreparedData,
         config: &FitConfig,
+        run: &FitRun,
     ) -> Result<FitResult> {
-        let mut from_there = config.clone();
-        from_there.init = stalled.parameters.clone();
-        from_there.scale = None;
-        from_there.uncertainties = false;
+        let mut scale = vec![1.0; self.model.n_params()];
+        for (&i, &s) in run.free.iter().zip(&run.scale) {
+            scale[i] = s;
+        }
+        let from_there = FitConfig {
+            init: stalled.parameters.clone(),
+            scale: Some(scale),
+            uncertainties: false,
+            ..config.clone()
+        };
         // The f64 fit starts where the f32 one stopped, so it only descends (the f32 twice_nll
         // is not comparable: it carries the f32 rounding).
         let host = Fitter::with_backend(self.model, self.model.open(Device::Cpu)?)?

@@ -52,6 +52,10 @@ pub struct Lbfgsb {
     g: Vec<f64>,
     s_history: VecDeque<Vec<f64>>,
     y_history: VecDeque<Vec<f64>>,
+    /// The same pairs by variable, oldest first: row i (length `memory`) holds yⱼ[i] in
+    /// `y_by_variable` and sⱼ[i] in `s_by_variable`, so a row of W is two contiguous reads.
+    y_by_variable: Vec<f64>,
+    s_by_variable: Vec<f64>,
     /// Inner products of the history, kept up to date pair by pair: ss[i][j] = sᵢ·sⱼ,
     /// sy[i][j] = sᵢ·yⱼ, yy[i][j] = yᵢ·yⱼ.
     ss: Vec<Vec<f64>>,
@@ -65,7 +69,32 @@ pub struct Lbfgsb {
     /// Per-variable factors applied to the projected gradient in the convergence test (for a
     /// caller that optimizes rescaled variables but wants the tolerance in the original ones).
     gradient_scale: Option<Vec<f64>>,
+    /// How far above f₀, relative to max(1, |f₀|), a step may end and still be judged by its
+    /// slope (Hager & Zhang's ε): 1e-12 unless a noise is declared (`with_objective_noise`).
+    slope_window: f64,
+    /// Where a noise is declared: the noise of f (relative), the lowest f accepted so far and the
+    /// count of consecutive iterations that did not lower it by more than the noise; the run
+    /// stops after [`FLAT_ITERATIONS`] of them.
+    flat: Option<Flat>,
 }
+
+/// Progress of a run whose objective has declared rounding noise (`with_objective_noise`).
+#[derive(Clone, Copy, Debug)]
+struct Flat {
+    noise: f64,
+    best: f64,
+    iterations: usize,
+}
+
+/// Iterations in a row that do not lower the best f seen beyond the objective's declared noise
+/// after which a run stops (its arithmetic resolves no further progress; the caller judges the
+/// end point). Measured against the best f, not the previous one: accepted steps may raise f
+/// within the noise, and a noisy f would otherwise keep restarting the count.
+const FLAT_ITERATIONS: usize = 3;
+
+/// Hager & Zhang's ε as a multiple of the objective's declared rounding noise: CG_DESCENT's
+/// default allows f to rise by a few orders of magnitude more than a single rounding.
+const SLOPE_WINDOW_PER_NOISE: f64 = 100.0;
 
 fn project(x: f64, lo: f64, hi: f64) -> f64 {
     x.max(lo).min(hi)
@@ -79,6 +108,7 @@ impl Lbfgsb {
             .zip(lower.iter().zip(upper))
             .map(|(&x, (&l, &u))| project(x, l, u))
             .collect();
+        let by_variable = x.len() * options.memory;
         Lbfgsb {
             lower: lower.to_vec(),
             upper: upper.to_vec(),
@@ -89,6 +119,8 @@ impl Lbfgsb {
             x,
             s_history: VecDeque::new(),
             y_history: VecDeque::new(),
+            y_by_variable: vec![0.0; by_variable],
+            s_by_variable: vec![0.0; by_variable],
             ss: Vec::new(),
             sy: Vec::new(),
             yy: Vec::new(),
@@ -97,7 +129,25 @@ impl Lbfgsb {
             iterations: 0,
             evaluations: 0,
             gradient_scale: None,
+            slope_window: 1e-12,
+            flat: None,
         }
+    }
+
+    /// Declare the objective's rounding noise relative to max(1, |f|) (undeclared: f64 sums,
+    /// a slope window of 1e-12 and no stopping rule). The line search then judges steps that end
+    /// within [`SLOPE_WINDOW_PER_NOISE`] noises of f₀ by their slope alone, and after
+    /// [`FLAT_ITERATIONS`] iterations in a row that lower f by no more than the noise the run
+    /// ends as `LineSearchFailed`: in low precision the projected gradient may never fall below
+    /// the tolerance, and the caller judges the end point in higher precision.
+    pub fn with_objective_noise(mut self, relative: f64) -> Self {
+        self.slope_window = SLOPE_WINDOW_PER_NOISE * relative;
+        self.flat = Some(Flat {
+            noise: relative,
+            best: f64::INFINITY,
+            iterations: 0,
+        });
+        self
     }
 
     /// Judge convergence on `scale_i · (P(x − g) − x)_i` instead of the plain projected gradient.
@@ -178,6 +228,12 @@ impl Lbfgsb {
     fn next_iteration(&mut self) -> Phase {
         if self.projected_gradient_norm() <= self.options.pg_tol {
             return Phase::Finished(Termination::Converged);
+        }
+        if self
+            .flat
+            .is_some_and(|flat| flat.iterations >= FLAT_ITERATIONS)
+        {
+            return Phase::Finished(Termination::LineSearchFailed);
         }
         if self.iterations >= self.options.max_iterations {
             return Phase::Finished(Termination::MaxIterations);
@@ -262,7 +318,7 @@ impl Lbfgsb {
         // Sufficient decrease; near the minimum, where f changes by less than its rounding noise,
         // Hager & Zhang's approximate Wolfe condition (a decrease of the slope with f not above
         // f₀ beyond its noise) stands in for it, so tight tolerances stay reachable.
-        let noise = 1e-12 * self.f.abs().max(1.0);
+        let noise = self.slope_window * self.f.abs().max(1.0);
         let armijo = phi.is_finite()
             && (phi <= self.f + C1 * ls.alpha * ls.dphi0
                 || (phi <= self.f + noise
@@ -340,9 +396,15 @@ impl Lbfgsb {
         let yy = dot(&y, &y);
         // Keep the pair only if it preserves positive definiteness.
         if sy > f64::EPSILON * yy && sy > 0.0 {
-            if self.s_history.len() == self.options.memory {
+            let memory = self.options.memory;
+            if self.s_history.len() == memory {
                 self.s_history.pop_front();
                 self.y_history.pop_front();
+                for rows in [&mut self.y_by_variable, &mut self.s_by_variable] {
+                    for row in rows.chunks_exact_mut(memory) {
+                        row.copy_within(1.., 0);
+                    }
+                }
                 for m in [&mut self.ss, &mut self.sy, &mut self.yy] {
                     m.remove(0);
                     for row in m.iter_mut() {
@@ -377,9 +439,23 @@ impl Lbfgsb {
             self.ss.push(ss_row);
             self.yy.push(yy_row);
             self.sy.push(sy_row);
+            let slot = self.s_history.len();
+            for (i, (&si, &yi)) in s.iter().zip(&y).enumerate() {
+                self.s_by_variable[i * memory + slot] = si;
+                self.y_by_variable[i * memory + slot] = yi;
+            }
             self.s_history.push_back(s);
             self.y_history.push_back(y);
             self.theta = yy / sy;
+        }
+        if let Some(flat) = &mut self.flat {
+            let best = flat.best.min(self.f);
+            if f < best - flat.noise * best.abs().max(1.0) {
+                flat.iterations = 0;
+            } else {
+                flat.iterations += 1;
+            }
+            flat.best = best.min(f);
         }
         self.x = self.trial.clone();
         self.f = f;
@@ -390,10 +466,11 @@ impl Lbfgsb {
 
     /// `W = [Y, θS]` row `i` (length 2k).
     fn w_row(&self, i: usize, out: &mut [f64]) {
-        let k = self.s_history.len();
-        for j in 0..k {
-            out[j] = self.y_history[j][i];
-            out[k + j] = self.theta * self.s_history[j][i];
+        let (k, start) = (self.s_history.len(), i * self.options.memory);
+        let (y_part, s_part) = out.split_at_mut(k);
+        y_part.copy_from_slice(&self.y_by_variable[start..start + k]);
+        for (o, &sj) in s_part.iter_mut().zip(&self.s_by_variable[start..start + k]) {
+            *o = self.theta * sj;
         }
     }
 
@@ -473,8 +550,8 @@ impl Lbfgsb {
         for i in 0..n {
             if d[i] != 0.0 {
                 self.w_row(i, &mut w_b);
-                for r in 0..n2 {
-                    p[r] += w_b[r] * d[i];
+                for (p_r, &w) in p.iter_mut().zip(&w_b) {
+                    *p_r += w * d[i];
                 }
             }
         }
@@ -549,19 +626,19 @@ impl Lbfgsb {
         if !free.is_empty() {
             let mc = mv(c);
             let mut r_hat = vec![0.0; free.len()];
-            let mut wz: Vec<Vec<f64>> = Vec::with_capacity(free.len());
+            // The rows of W of the free variables, one after the other.
+            let mut wz = vec![0.0; free.len() * n2];
             for (j, &i) in free.iter().enumerate() {
-                let mut row = vec![0.0; n2];
-                self.w_row(i, &mut row);
-                r_hat[j] = g[i] + theta * (xcp[i] - x[i]) - dot(&row, &mc);
-                wz.push(row);
+                let row = &mut wz[j * n2..(j + 1) * n2];
+                self.w_row(i, row);
+                r_hat[j] = g[i] + theta * (xcp[i] - x[i]) - dot(row, &mc);
             }
             let mut du: Vec<f64> = r_hat.iter().map(|r| -r / theta).collect();
             if n2 > 0 {
                 let mut v = vec![0.0; n2];
-                for (row, r) in wz.iter().zip(&r_hat) {
-                    for q in 0..n2 {
-                        v[q] += row[q] * r;
+                for (row, r) in wz.chunks_exact(n2).zip(&r_hat) {
+                    for (v_q, &w) in v.iter_mut().zip(row) {
+                        *v_q += w * r;
                     }
                 }
                 let v = mv(&v);
@@ -576,24 +653,40 @@ impl Lbfgsb {
                         wtw[(k + a) * n2 + k + b] = theta * theta * self.ss[a][b];
                     }
                 }
+                // WᵀW and every correction are symmetric (row[a]·row[b] = row[b]·row[a]
+                // exactly): the upper triangle is updated, then mirrored.
                 let mut row = vec![0.0; n2];
                 for i in (0..n).filter(|&i| !(xcp[i] > self.lower[i] && xcp[i] < self.upper[i])) {
                     self.w_row(i, &mut row);
                     for a in 0..n2 {
-                        for b in 0..n2 {
-                            wtw[a * n2 + b] -= row[a] * row[b];
+                        let r_a = row[a];
+                        for (w, &r_b) in wtw[a * n2 + a..(a + 1) * n2].iter_mut().zip(&row[a..]) {
+                            *w -= r_a * r_b;
                         }
                     }
                 }
-                let mut nmat = vec![0.0; n2 * n2];
                 for a in 0..n2 {
-                    for b in 0..n2 {
-                        let mw: f64 = (0..n2).map(|q| m[a * n2 + q] * wtw[q * n2 + b]).sum();
-                        nmat[a * n2 + b] = if a == b { 1.0 } else { 0.0 } - mw / theta;
+                    for b in 0..a {
+                        wtw[a * n2 + b] = wtw[b * n2 + a];
+                    }
+                }
+                // (M·WᵀW)[a][b] = Σ_q M[a][q]·WᵀW[q][b], summed over q in order for every b at
+                // once (independent sums: vectorisable, the same bits as one dot per entry).
+                let mut nmat = vec![0.0; n2 * n2];
+                let mut mw = vec![0.0; n2];
+                for a in 0..n2 {
+                    mw.fill(0.0);
+                    for (&m_aq, wtw_q) in m[a * n2..(a + 1) * n2].iter().zip(wtw.chunks_exact(n2)) {
+                        for (sum, &w) in mw.iter_mut().zip(wtw_q) {
+                            *sum += m_aq * w;
+                        }
+                    }
+                    for (b, &sum) in mw.iter().enumerate() {
+                        nmat[a * n2 + b] = if a == b { 1.0 } else { 0.0 } - sum / theta;
                     }
                 }
                 if let Some(v) = solve(nmat, v) {
-                    for (j, row) in wz.iter().enumerate() {
+                    for (j, row) in wz.chunks_exact(n2).enumerate() {
                         du[j] -= dot(row, &v) / (theta * theta);
                     }
                 }
