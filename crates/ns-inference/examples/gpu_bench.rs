@@ -27,6 +27,63 @@ fn median_seconds(mut f: impl FnMut(), runs: usize) -> f64 {
     times[times.len() / 2]
 }
 
+/// The differentiable layer's engine on `device`: NLL + ∂/∂s + ∂/∂θ (the signal being the samples
+/// that carry the POI's normfactor, values in host memory) for one row per call and for a batch
+/// of 1000 rows (each yield scaled by a fixed factor in [0.9, 1.1]), medians of warm calls.
+fn differentiable_timings(
+    ws: &Workspace,
+    model: &HistFactoryModel,
+    data: &PreparedData,
+    device: Device,
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    use ns_compute::{SignalBatch, Values, ValuesMut};
+    let samples: Vec<(String, String)> = ws
+        .channels
+        .iter()
+        .flat_map(|c| {
+            c.samples
+                .iter()
+                .filter(|s| {
+                    s.modifiers.iter().any(|m| {
+                        m.name == model.poi_name
+                            && matches!(m.kind, ns_translate::spec::ModifierKind::NormFactor)
+                    })
+                })
+                .map(|s| (c.name.clone(), s.name.clone()))
+        })
+        .collect();
+    let session =
+        ns_inference::differentiable::DifferentiableSession::on_device(model, &samples, device)?;
+    let (n, np) = (session.n_signal(), model.n_params());
+    let nominal = session.nominal_signal();
+    let pars = model.suggested_init();
+    let time = |rows: usize| -> f64 {
+        let signals: Vec<f64> = (0..rows * n)
+            .map(|k| nominal[k % n] * (0.9 + 0.2 * ((k * 7919) % 1000) as f64 / 1000.0))
+            .collect();
+        let (mut nll, mut ds, mut dp) =
+            (vec![0.0; rows], vec![0.0; rows * n], vec![0.0; rows * np]);
+        median_seconds(
+            || {
+                session
+                    .evaluate(SignalBatch {
+                        signals: Values::Host(&signals),
+                        pars: Values::Host(&pars),
+                        data,
+                        nll: ValuesMut::Host(&mut nll),
+                        d_signal: ValuesMut::Host(&mut ds),
+                        d_pars: ValuesMut::Host(&mut dp),
+                    })
+                    .unwrap()
+            },
+            11,
+        )
+    };
+    Ok(serde_json::json!({
+        "n_signal": n, "nll_grad_per_call_s": time(1), "nll_grad_batch1000_s": time(1000),
+    }))
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     ns_core::settings::install(ns_core::settings::Settings::from_environment());
     let args: Vec<String> = std::env::args().collect();
@@ -167,6 +224,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             || drop(profile_scan(fitter, poi, &scan_values, &data, &config, &mut |_| {}).unwrap()),
             2,
         );
+        let differentiable = differentiable_timings(&ws, &model, &data, fitter.device())?;
         let toys = match name {
             "cpu" => cpu_toys,
             "vulkan" => vulkan_toys,
@@ -176,6 +234,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out[name] = serde_json::json!({
             "fit_s": fit, "fit_uncertainties_s": fit_unc, "ranking_s": rank, "limit_scan21_s": limit, "scan21_s": scan, "toys": toys, "toys_s": toys_s,
             "toys_per_1000_s": toys_s * 1000.0 / toys as f64, "cls_obs": cls,
+            "differentiable": differentiable,
         });
     }
     if big_toys > 0 {

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use ns_core::{CompiledModel, Error, Result};
+use rayon::prelude::*;
 use wgpu::util::DeviceExt;
 
 use super::abi::{Meta, nll_grad_source};
@@ -461,7 +462,7 @@ impl Backend for WgpuBackend {
             }
             let end = (start + per_dispatch).min(rows);
             let params: Vec<f32> = points[start * np..end * np]
-                .iter()
+                .par_iter()
                 .map(|&v| v as f32)
                 .collect();
             let values = self.dispatch(
@@ -472,13 +473,14 @@ impl Backend for WgpuBackend {
                 &which[start..end],
                 &[],
             )?;
-            for (k, row) in values.chunks_exact(1 + np).enumerate() {
-                let r = start + k;
-                nll[r] = row[0] as f64;
-                for (g, &v) in grad[r * np..(r + 1) * np].iter_mut().zip(&row[1..]) {
-                    *g = v as f64;
-                }
-            }
+            nll[start..end]
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(k, nll)| *nll = values[k * (1 + np)] as f64);
+            grad[start * np..end * np]
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(i, g)| *g = values[(i / np) * (1 + np) + 1 + i % np] as f64);
             start = end;
         }
         Ok(())

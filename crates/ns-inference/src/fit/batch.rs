@@ -20,6 +20,11 @@ use super::{FitConfig, FitJob, FitResult, FitRun, Fitter};
 /// may wait), and bounded host memory for the fits' state.
 const DEVICE_LAUNCH_FITS: usize = 4096;
 
+/// A lockstep batch hands its runs to the CPU once no more than one in this many is left
+/// (measured on the H100's Vulkan driver, docs/gpu-f32.md: the last eighth of 4000 toy fits took
+/// two thirds of the batch's steps). A single fit never qualifies: it stays on its device.
+const LOCKSTEP_TAIL: usize = 8;
+
 impl Fitter<'_> {
     /// Many fits at once, results in job order; each job's error, if any, is its own. On a
     /// parallel backend (CPU) one fit per thread; on a lockstep backend (GPU) the datasets are
@@ -114,6 +119,7 @@ impl Fitter<'_> {
             &mut started.runs,
             &started.which,
             Datasets::Resident(resident),
+            host,
             progress,
         )?;
         let results = self.complete_chunk(host, jobs, started, None);
@@ -216,36 +222,48 @@ impl Fitter<'_> {
 
     /// Advance every run until all have finished, evaluating the points of all active runs
     /// together (one batch per step); finished runs drop out of the batch. Run `i` evaluates
-    /// against `datasets[which[i]]`. `progress` gets the number of finished runs.
+    /// against `datasets[which[i]]` (`host[which[i]]` on the host). Once no more than one run in
+    /// [`LOCKSTEP_TAIL`] is left, the CPU finishes them ([`Self::finish_on_host`]). `progress`
+    /// gets the number of finished runs.
     pub(crate) fn drive_lockstep(
         &self,
         runs: &mut [FitRun],
         which: &[u32],
         datasets: Datasets,
+        host: &[PreparedData],
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<()> {
         let n = self.model.n_params();
-        let mut active: Vec<usize> = (0..runs.len()).collect();
-        let (mut points, mut f, mut grad, mut batch_which) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        while !active.is_empty() {
+        // Which runs still ask for points; all host work of a step (asks, gathering the points,
+        // tells) runs in parallel, so the host keeps up with a device batch of thousands of fits.
+        let mut asking = vec![true; runs.len()];
+        let (mut points, mut f, mut grad) = (Vec::new(), Vec::new(), Vec::new());
+        let mut finished = 0;
+        loop {
             self.check_interrupt()?;
-            points.clear();
-            batch_which.clear();
-            let mut still = Vec::with_capacity(active.len());
-            for &r in &active {
-                if let Some(x) = runs[r].ask() {
-                    points.extend_from_slice(x);
-                    batch_which.push(which[r]);
-                    still.push(r);
-                }
+            runs.par_iter_mut()
+                .zip(asking.par_iter_mut())
+                .filter(|(_, asks)| **asks)
+                .for_each(|(run, asks)| *asks = run.ask().is_some());
+            let active: Vec<usize> = (0..runs.len()).filter(|&r| asking[r]).collect();
+            if runs.len() - active.len() > finished {
+                finished = runs.len() - active.len();
+                progress(finished);
             }
-            if still.len() < active.len() {
-                progress(runs.len() - still.len());
-            }
-            active = still;
             if active.is_empty() {
                 break;
+            }
+            if active.len() * LOCKSTEP_TAIL <= runs.len() {
+                return self.finish_on_host(runs, &active, which, host, progress);
+            }
+            points.resize(active.len() * n, 0.0);
+            let batch_which: Vec<u32> = active.iter().map(|&r| which[r]).collect();
+            {
+                let runs: &[FitRun] = runs;
+                points
+                    .par_chunks_mut(n.max(1))
+                    .zip(active.par_iter())
+                    .for_each(|(point, &r)| point.copy_from_slice(&runs[r].full));
             }
             f.resize(active.len(), 0.0);
             grad.resize(active.len() * n, 0.0);
@@ -261,10 +279,46 @@ impl Fitter<'_> {
             }
             chosen
                 .into_par_iter()
-                .zip(f.par_iter())
-                .zip(grad.par_chunks(n))
-                .for_each(|((run, &value), g)| run.tell(value, g));
+                .enumerate()
+                .for_each(|(k, run)| run.tell(f[k], &grad[k * n..(k + 1) * n]));
         }
+        Ok(())
+    }
+
+    /// The tail of a lockstep batch, finished by the CPU: each run continues its own optimizer
+    /// with f64 evaluations on the likelihood's CPU backend, one run per thread. A batch's last
+    /// fits take as many steps as its first hundreds (its slowest fits set the count), each a
+    /// device round trip for a handful of rows; on the CPU they run side by side. The optimizer
+    /// state carries over (an f32 run goes on in f64, a finer objective: it only descends).
+    fn finish_on_host(
+        &self,
+        runs: &mut [FitRun],
+        active: &[usize],
+        which: &[u32],
+        host: &[PreparedData],
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<()> {
+        let (n, total) = (self.model.n_params(), runs.len());
+        let mut chosen: Vec<(&mut FitRun, usize)> = Vec::with_capacity(active.len());
+        let mut next = active.iter().peekable();
+        for (i, run) in runs.iter_mut().enumerate() {
+            if next.peek() == Some(&&i) {
+                next.next();
+                chosen.push((run, i));
+            }
+        }
+        chosen.into_par_iter().try_for_each(|(run, r)| {
+            let data = &host[which[r] as usize];
+            let mut grad = vec![0.0; n];
+            while let Some(x) = run.ask() {
+                self.check_interrupt()?;
+                let x = x.to_vec();
+                let f = self.objective_on(self.host(), &x, data, &mut grad)?;
+                run.tell(f, &grad);
+            }
+            Ok::<(), Error>(())
+        })?;
+        progress(total);
         Ok(())
     }
 

@@ -29,6 +29,7 @@ use ns_compute::{
 };
 use ns_core::optim::{LbfgsbOptions, Termination};
 use ns_core::{Error, Result};
+use rayon::prelude::*;
 
 pub(crate) use batch::{device_fits, device_optimizer_takes};
 pub use config::{FitConfig, FitJob};
@@ -203,9 +204,9 @@ impl<'m> Fitter<'m> {
         grad: &mut [f64],
     ) -> Result<()> {
         backend.nll_grad_batch(points, datasets, which, f, grad, &self.interrupt)?;
-        for v in f.iter_mut().chain(grad.iter_mut()) {
-            *v *= 2.0;
-        }
+        f.par_iter_mut()
+            .chain(grad.par_iter_mut())
+            .for_each(|v| *v *= 2.0);
         Ok(())
     }
 
@@ -334,6 +335,7 @@ impl<'m> Fitter<'m> {
                     std::slice::from_mut(&mut run),
                     &[0],
                     Datasets::Resident(&resident),
+                    std::slice::from_ref(data),
                     &|_| {},
                 )?;
             }
