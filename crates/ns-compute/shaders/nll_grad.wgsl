@@ -18,8 +18,8 @@
 @group(0) @binding(0) var<uniform> m: Meta;
 @group(0) @binding(1) var<storage, read> ints: array<u32>;
 @group(0) @binding(2) var<storage, read> reals: array<f32>;
-// Row ev: the parameters of evaluation ev.
-@group(0) @binding(3) var<storage, read> params: array<f32>;
+// Row ev: the parameters of evaluation ev (written by the device optimizer, fit.wgsl).
+@group(0) @binding(3) var<storage, read_write> params: array<f32>;
 // Row d: main data then auxiliary data of dataset d.
 @group(0) @binding(4) var<storage, read> data: array<f32>;
 @group(0) @binding(5) var<storage, read> eval_dataset: array<u32>;
@@ -161,9 +161,17 @@ fn block_word(b: u32, k: u32) -> u32 {
 fn nll_grad(@builtin(local_invocation_index) tid: u32,
             @builtin(workgroup_id) wid: vec3<u32>,
             @builtin(num_workgroups) groups: vec3<u32>) {
-    let s0 = wid.x * m.scratch_stride;
+    for (var ev = wid.x; ev < m.n_eval; ev += groups.x) {
+        evaluate(ev, tid, wid.x * m.scratch_stride);
+    }
+}
+
+// Evaluation ev by the whole workgroup (call in uniform control flow): the parameters of row
+// ev against dataset eval_dataset[ev], into row ev of `result`; its intermediates in scratch
+// from `scratch0`.
+fn evaluate(ev: u32, tid: u32, scratch0: u32) {
     // Scratch layout (ns_scratch_stride in nll_grad.cu).
-    let scalar_value = s0;
+    let scalar_value = scratch0;
     let scalar_slope = scalar_value + m.n_scalar;
     let block_scale = scalar_slope + m.n_scalar;
     let base = block_scale + m.n_blocks;
@@ -176,7 +184,7 @@ fn nll_grad(@builtin(local_invocation_index) tid: u32,
     let pois_slot0 = gauss_slot0 + m.n_gauss;
     let np = m.n_params;
 
-    for (var ev = wid.x; ev < m.n_eval; ev += groups.x) {
+    {
         let p0 = ev * np;
         let s0 = ev * m.n_signal;
         let d = eval_dataset[ev];

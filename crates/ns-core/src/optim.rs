@@ -38,6 +38,16 @@ pub const HZ_DELTA: f64 = 0.1;
 /// Most evaluations one line search may take.
 pub const MAX_LINE_SEARCH_EVALUATIONS: usize = 30;
 
+/// Iterations in a row that do not lower the best f seen beyond the objective's declared noise
+/// after which a run stops (its arithmetic resolves no further progress; the caller judges the
+/// end point). Measured against the best f, not the previous one: accepted steps may raise f
+/// within the noise, and a noisy f would otherwise keep restarting the count.
+pub const FLAT_ITERATIONS: usize = 3;
+
+/// Hager & Zhang's ε as a multiple of the objective's declared rounding noise: CG_DESCENT's
+/// default allows f to rise by a few orders of magnitude more than a single rounding.
+pub const SLOPE_WINDOW_PER_NOISE: f64 = 100.0;
+
 /// Why the optimizer stopped. The discriminants are the codes the device optimizer writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(i32)]

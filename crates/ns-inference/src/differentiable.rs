@@ -306,9 +306,13 @@ impl DifferentiableSession {
     }
 
     /// Whether [`profiled_batch`](Self::profiled_batch) runs the fits of `config` on the
-    /// backend's own optimizer (a GPU's) rather than on the host.
+    /// backend's own optimizer (a GPU's) rather than on the host: an f64 one (CUDA's). The
+    /// rows' fits are completed as f64 fits on the host; an f32 device optimizer's ends would
+    /// need the f64 settling of a fit on that backend, so the f32 backend's rows are fitted on
+    /// the host.
     pub fn batch_fits_on_device(&self, config: &FitConfig) -> bool {
-        device_optimizer_takes(&*self.backend, config.optimizer)
+        self.backend.precision() == ns_compute::Precision::F64
+            && device_optimizer_takes(&*self.backend, config.optimizer)
     }
 
     /// One row on the host: both fits, then the statistic and its gradient.

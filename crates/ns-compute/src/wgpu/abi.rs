@@ -3,6 +3,10 @@
 //! prepended to the shader sources, so a field added on one side only cannot compile.
 
 use ns_core::layout::ScalarFactor;
+use ns_core::optim::{
+    FLAT_ITERATIONS, HZ_DELTA, MAX_LINE_SEARCH_EVALUATIONS, SLOPE_WINDOW_PER_NOISE, Termination,
+    WOLFE_C1, WOLFE_C2,
+};
 
 use crate::layout::{BLOCK_WORDS, NORMSYS_WORDS};
 
@@ -99,6 +103,59 @@ wgsl_struct! {
 
 const _: () = assert!(std::mem::size_of::<Meta>().is_multiple_of(16));
 
+wgsl_struct! {
+    /// The device optimizer's launch (fit.wgsl): where the fits' states and outputs lie in the
+    /// scratch buffer (offsets in f32 words), the correction pairs kept, evaluations per launch,
+    /// the limits, and the tolerance and objective noise as f32 bits.
+    struct FitMeta {
+        state0,
+        state_stride,
+        out0,
+        memory,
+        evals_per_launch,
+        max_iterations,
+        max_evaluations,
+        pg_tol,
+        noise,
+        pad0,
+        pad1,
+        pad2,
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<FitMeta>().is_multiple_of(16));
+
+/// Words of a device fit's state header; its fields, in order (fit.wgsl's `H_*`).
+pub(crate) const FIT_HEADER: [&str; 16] = [
+    "H_F",
+    "H_BEST",
+    "H_FLAT",
+    "H_ITERATIONS",
+    "H_EVALUATIONS",
+    "H_TERMINATION",
+    "H_PHASE",
+    "H_ALPHA",
+    "H_LS_EVALS",
+    "H_PAIRS",
+    "H_NEWEST",
+    "H_GAMMA",
+    "H_N_FREE",
+    "H_UNUSED0",
+    "H_UNUSED1",
+    "H_UNUSED2",
+];
+
+/// The header index of a field of [`FIT_HEADER`].
+pub(crate) fn fit_header(name: &str) -> usize {
+    FIT_HEADER
+        .iter()
+        .position(|&h| h == name)
+        .expect("a field of FIT_HEADER")
+}
+
+/// A device fit's termination while it runs (the codes of `Termination` once it stops).
+pub(crate) const RUNNING: f32 = -1.0;
+
 /// The WGSL prepended to the shader sources: constants and the `Meta` struct.
 /// `NONE` marks an entry that is not external and a constraint without a staterror link.
 pub(crate) fn header() -> String {
@@ -115,17 +172,57 @@ pub(crate) fn header() -> String {
     for (name, value) in constants {
         h.push_str(&format!("const {name}: u32 = {value}u;\n"));
     }
+    // The device optimizer's (fit.wgsl): its state header, the termination codes, the host
+    // optimizer's line-search constants and stopping rule.
+    let fit_constants = [
+        ("HEADER_WORDS", FIT_HEADER.len() as u32),
+        ("CONVERGED", Termination::Converged.code() as u32),
+        ("MAX_ITERATIONS", Termination::MaxIterations.code() as u32),
+        ("MAX_EVALUATIONS", Termination::MaxEvaluations.code() as u32),
+        (
+            "LINE_SEARCH_FAILED",
+            Termination::LineSearchFailed.code() as u32,
+        ),
+        (
+            "NON_FINITE_START",
+            Termination::NonFiniteStart.code() as u32,
+        ),
+        ("MAX_LINE_SEARCH", MAX_LINE_SEARCH_EVALUATIONS as u32),
+        ("FLAT_ITERATIONS", FLAT_ITERATIONS as u32),
+    ];
+    for (name, value) in fit_constants {
+        h.push_str(&format!("const {name}: u32 = {value}u;\n"));
+    }
+    for (i, name) in FIT_HEADER.iter().enumerate() {
+        h.push_str(&format!("const {name}: u32 = {i}u;\n"));
+    }
+    let reals = [
+        ("RUNNING", RUNNING as f64),
+        ("WOLFE_C1", WOLFE_C1),
+        ("WOLFE_C2", WOLFE_C2),
+        ("HZ_DELTA", HZ_DELTA),
+        ("SLOPE_WINDOW_PER_NOISE", SLOPE_WINDOW_PER_NOISE),
+    ];
+    for (name, value) in reals {
+        h.push_str(&format!("const {name}: f32 = {value:?};\n"));
+    }
     h.push_str(&Meta::wgsl_definition());
+    h.push_str(&FitMeta::wgsl_definition());
     h
 }
 
-/// The shader sources (file name, text), after the header.
-pub(crate) const SHADER_FILES: [(&str, &str); 1] =
-    [("nll_grad.wgsl", include_str!("../../shaders/nll_grad.wgsl"))];
+/// The shader sources (file name, text), after the header: the evaluation, then the device
+/// optimizer that calls it.
+pub(crate) const SHADER_FILES: [(&str, &str); 2] = [
+    ("nll_grad.wgsl", include_str!("../../shaders/nll_grad.wgsl")),
+    ("fit.wgsl", include_str!("../../shaders/fit.wgsl")),
+];
 
-/// The NLL + gradient shader as compiled: header, then the source.
-pub(crate) fn nll_grad_source() -> String {
-    header() + SHADER_FILES[0].1
+/// The shader module as compiled: header, then the sources (entry points `nll_grad` and `fit`).
+pub(crate) fn shader_source() -> String {
+    SHADER_FILES
+        .iter()
+        .fold(header(), |source, (_, text)| source + text)
 }
 
 #[cfg(test)]
@@ -136,7 +233,7 @@ mod tests {
     /// test suite, not a user's run.
     #[test]
     fn shaders_validate() {
-        let source = nll_grad_source();
+        let source = shader_source();
         let module = naga::front::wgsl::parse_str(&source)
             .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&source)));
         naga::valid::Validator::new(
@@ -160,6 +257,10 @@ mod tests {
                 );
             }
             assert!(!source.contains("struct Meta {"), "{file} defines Meta");
+            assert!(
+                !source.contains("struct FitMeta {"),
+                "{file} defines FitMeta"
+            );
         }
     }
 }

@@ -8,16 +8,17 @@ use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
 use wgpu::util::DeviceExt;
 
-use super::abi::{Meta, nll_grad_source};
+use super::abi::{FIT_HEADER, FitMeta, Meta, RUNNING, fit_header, shader_source};
 use super::adapter::{Opened, open};
 use super::packed::PackedModel;
 use crate::backend::{
-    Backend, Batching, Datasets, Precision, Resident, SignalBatch, Values, ValuesMut, check_batch,
-    not_finite,
+    Backend, Batching, Datasets, DeviceFitOutput, DeviceFitProblem, Precision, Resident,
+    SignalBatch, Values, ValuesMut, check_batch, not_finite,
 };
 use crate::data::PreparedData;
 use crate::device::Device;
 use crate::signal::ExternalSignal;
+use ns_core::optim::LbfgsbOptions;
 
 /// Workgroups of one dispatch at most (each strides over the evaluations): enough to fill any
 /// GPU, few enough that the scratch area stays small.
@@ -60,6 +61,7 @@ impl Growable {
 }
 
 /// A packed model on the adapter: its uniform and its two arrays.
+#[derive(Clone)]
 struct Uploaded {
     meta: Meta,
     meta_buffer: wgpu::Buffer,
@@ -84,6 +86,9 @@ enum Model<'a> {
 struct Gpu {
     opened: Opened,
     pipeline: wgpu::ComputePipeline,
+    /// The device optimizer (fit.wgsl's `fit`), on the same bindings plus `fit_meta`.
+    fit_pipeline: wgpu::ComputePipeline,
+    fit_meta: wgpu::Buffer,
     layout: wgpu::BindGroupLayout,
     model: Uploaded,
     /// The model's packed arrays on the host (a signal's layout is appended to a copy).
@@ -97,6 +102,174 @@ struct Gpu {
     scratch: Growable,
     result: Growable,
     staging: Growable,
+}
+
+/// Which entry point a submission runs.
+#[derive(Clone, Copy)]
+enum Entry {
+    Evaluate,
+    Fit,
+}
+
+/// What a submission reads back: the first `bytes` of the results, or `words` f32 of the
+/// scratch buffer from word `offset`.
+enum Readback {
+    Result { bytes: u64 },
+    Scratch { offset: usize, words: usize },
+}
+
+/// Evaluations per fit in one launch of the device optimizer: a launch stays short (a fraction
+/// of a second on large models; the stop flag is seen between launches) and a batch needs a few.
+const EVALS_PER_LAUNCH: u32 = 64;
+
+/// The most correction pairs the device optimizer keeps (the host optimizer's default).
+const MAX_DEVICE_MEMORY: usize = 10;
+
+/// Where a launch of device fits keeps its state in the scratch buffer (f32 words): the
+/// evaluation scratch of every workgroup, one status word per fit, one state per fit, one output
+/// row per fit (fit.wgsl).
+struct FitLayout {
+    state0: usize,
+    stride: usize,
+    out0: usize,
+    out_width: usize,
+    words: usize,
+}
+
+impl FitLayout {
+    fn new(meta: &Meta, np: usize, memory: usize, count: usize) -> Self {
+        let header = FIT_HEADER.len();
+        let groups = count.clamp(1, MAX_WORKGROUPS);
+        let state0 = groups * meta.scratch_stride as usize;
+        let stride = header + 8 * np + 2 * memory * np + 2 * memory;
+        let out0 = state0 + count + count * stride;
+        let out_width = header + 2 * np;
+        FitLayout {
+            state0,
+            stride,
+            out0,
+            out_width,
+            words: out0 + count * out_width,
+        }
+    }
+}
+
+impl Gpu {
+    /// The packed model a dispatch evaluates (a cheap handle: wgpu buffers are shared).
+    fn model_of(&self, model: Model) -> Uploaded {
+        match model {
+            Model::Plain => self.model.clone(),
+            Model::With(attached) => attached.clone(),
+        }
+    }
+
+    /// The per-row inputs of a submission: parameters, each row's dataset, external yields.
+    fn write_rows(&mut self, params: &[f32], which: &[u32], signal: &[f32]) -> Result<()> {
+        let device = self.opened.device.clone();
+        let queue = &self.opened.queue;
+        let (p, w, sig) = (&mut self.params, &mut self.which, &mut self.signal);
+        scoped(&device, "uploading an evaluation's inputs", || {
+            let params_buffer = p.at_least(&device, 4 * params.len() as u64);
+            queue.write_buffer(params_buffer, 0, bytemuck::cast_slice(params));
+            let signal_buffer = sig.at_least(&device, 4 * signal.len() as u64);
+            if !signal.is_empty() {
+                queue.write_buffer(signal_buffer, 0, bytemuck::cast_slice(signal));
+            }
+            let which_buffer = w.at_least(&device, 4 * which.len() as u64);
+            queue.write_buffer(which_buffer, 0, bytemuck::cast_slice(which));
+        })
+    }
+
+    /// One submission: `entry` on `groups` workgroups over `rows` rows of `model` (none: a
+    /// readback alone), then `readback` copied to the host.
+    fn submit(
+        &mut self,
+        model: &Uploaded,
+        rows: usize,
+        datasets: &WgpuDatasets,
+        entry: Option<(Entry, usize)>,
+        scratch_words: usize,
+        readback: Readback,
+    ) -> Result<Vec<f32>> {
+        let mut meta = model.meta;
+        meta.n_eval = rows as u32;
+        let width = 1 + meta.n_params as usize + meta.n_signal as usize;
+        let device = self.opened.device.clone();
+        let bytes = match readback {
+            Readback::Result { bytes } => bytes,
+            Readback::Scratch { words, .. } => 4 * words as u64,
+        };
+        let staging = scoped(&device, "a GPU submission", || {
+            let queue = &self.opened.queue;
+            queue.write_buffer(&model.meta_buffer, 0, bytemuck::bytes_of(&meta));
+            let params = self.params.at_least(&device, 4);
+            let signal = self.signal.at_least(&device, 4);
+            let which = self.which.at_least(&device, 4);
+            let scratch = self.scratch.at_least(&device, 4 * scratch_words as u64);
+            let result = self.result.at_least(&device, (4 * rows * width) as u64);
+            let staging = self.staging.at_least(&device, bytes);
+            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("nextstat"),
+                layout: &self.layout,
+                entries: &[
+                    bind(0, &model.meta_buffer),
+                    bind(1, &model.ints),
+                    bind(2, &model.reals),
+                    bind(3, params),
+                    bind(4, &datasets.buffer),
+                    bind(5, which),
+                    bind(6, scratch),
+                    bind(7, result),
+                    bind(8, signal),
+                    bind(9, &self.fit_meta),
+                ],
+            });
+            let mut encoder = device.create_command_encoder(&Default::default());
+            if let Some((entry, groups)) = entry {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                pass.set_pipeline(match entry {
+                    Entry::Evaluate => &self.pipeline,
+                    Entry::Fit => &self.fit_pipeline,
+                });
+                pass.set_bind_group(0, &bind_group, &[]);
+                pass.dispatch_workgroups(groups as u32, 1, 1);
+            }
+            match readback {
+                Readback::Result { bytes } => {
+                    encoder.copy_buffer_to_buffer(result, 0, staging, 0, Some(bytes))
+                }
+                Readback::Scratch { offset, words } => encoder.copy_buffer_to_buffer(
+                    scratch,
+                    4 * offset as u64,
+                    staging,
+                    0,
+                    Some(4 * words as u64),
+                ),
+            }
+            queue.submit([encoder.finish()]);
+            staging.clone()
+        })?;
+        let slice = staging.slice(..bytes);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = sender.send(r);
+        });
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Device(format!("waiting for the GPU failed: {e}")))?;
+        receiver
+            .recv()
+            .map_err(|_| Error::Device("the GPU never answered a readback".into()))?
+            .map_err(|e| Error::Device(format!("reading results back failed: {e}")))?;
+        let values = {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| Error::Device(format!("reading results back failed: {e}")))?;
+            bytemuck::cast_slice::<u8, f32>(&view).to_vec()
+        };
+        staging.unmap();
+        Ok(values)
+    }
 }
 
 /// The f32 backend on a Vulkan or Metal adapter, holding one model.
@@ -185,36 +358,55 @@ impl WgpuBackend {
         let opened = open(device)?;
         let gpu = &opened.device;
         let packed = PackedModel::new(model);
-        let (pipeline, layout, uploaded) = scoped(gpu, "building the shader", || {
-            let module = gpu.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("nll_grad.wgsl"),
-                source: wgpu::ShaderSource::Wgsl(nll_grad_source().into()),
-            });
-            let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
-            // 0 meta, 1 ints, 2 reals, 3 params, 4 data, 5 which, 6 scratch, 7 result, 8 signal.
-            let mut entries = vec![buffer_entry(0, wgpu::BufferBindingType::Uniform)];
-            entries.extend((1..=5).map(|b| buffer_entry(b, storage(true))));
-            entries.extend((6..=7).map(|b| buffer_entry(b, storage(false))));
-            entries.push(buffer_entry(8, storage(true)));
-            let layout = gpu.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("nll_grad"),
-                entries: &entries,
-            });
-            let pipeline_layout = gpu.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("nll_grad"),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-            let pipeline = gpu.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("nll_grad"),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some("nll_grad"),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                cache: None,
-            });
-            (pipeline, layout, upload_packed(gpu, &packed))
-        })?;
+        let (pipeline, fit_pipeline, fit_meta, layout, uploaded) =
+            scoped(gpu, "building the shader", || {
+                let module = gpu.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some("nll_grad.wgsl"),
+                    source: wgpu::ShaderSource::Wgsl(shader_source().into()),
+                });
+                let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
+                // 0 meta, 1 ints, 2 reals, 3 params (written by the device optimizer), 4 data,
+                // 5 which, 6 scratch, 7 result, 8 signal, 9 the device optimizer's launch.
+                let mut entries = vec![buffer_entry(0, wgpu::BufferBindingType::Uniform)];
+                entries.extend((1..=2).map(|b| buffer_entry(b, storage(true))));
+                entries.push(buffer_entry(3, storage(false)));
+                entries.extend((4..=5).map(|b| buffer_entry(b, storage(true))));
+                entries.extend((6..=7).map(|b| buffer_entry(b, storage(false))));
+                entries.push(buffer_entry(8, storage(true)));
+                entries.push(buffer_entry(9, wgpu::BufferBindingType::Uniform));
+                let layout = gpu.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("nll_grad"),
+                    entries: &entries,
+                });
+                let pipeline_layout = gpu.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                    label: Some("nll_grad"),
+                    bind_group_layouts: &[Some(&layout)],
+                    immediate_size: 0,
+                });
+                let pipeline_for = |entry| {
+                    gpu.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                        label: Some(entry),
+                        layout: Some(&pipeline_layout),
+                        module: &module,
+                        entry_point: Some(entry),
+                        compilation_options: wgpu::PipelineCompilationOptions::default(),
+                        cache: None,
+                    })
+                };
+                let fit_meta = gpu.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("fit launch"),
+                    size: std::mem::size_of::<FitMeta>() as u64,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                (
+                    pipeline_for("nll_grad"),
+                    pipeline_for("fit"),
+                    fit_meta,
+                    layout,
+                    upload_packed(gpu, &packed),
+                )
+            })?;
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         Ok(WgpuBackend {
             device,
@@ -224,6 +416,8 @@ impl WgpuBackend {
             gpu: Mutex::new(Gpu {
                 opened,
                 pipeline,
+                fit_pipeline,
+                fit_meta,
                 layout,
                 model: uploaded,
                 packed,
@@ -231,7 +425,12 @@ impl WgpuBackend {
                 signal: Growable::new("signal yields", storage),
                 signal_data: None,
                 which: Growable::new("dataset of each evaluation", storage),
-                scratch: Growable::new("scratch", wgpu::BufferUsages::STORAGE),
+                scratch: Growable::new(
+                    "scratch",
+                    wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_DST
+                        | wgpu::BufferUsages::COPY_SRC,
+                ),
                 result: Growable::new(
                     "results",
                     wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
@@ -304,94 +503,179 @@ impl WgpuBackend {
         signal: &[f32],
     ) -> Result<Vec<f32>> {
         let rows = which.len();
-        let Gpu {
-            opened,
-            pipeline,
-            layout,
-            model: plain,
-            params: params_buffer,
-            signal: signal_buffer,
-            which: which_buffer,
-            scratch,
-            result,
-            staging,
-            ..
-        } = gpu;
-        let model = match model {
-            Model::Plain => &*plain,
-            Model::With(attached) => attached,
-        };
-        let mut meta = model.meta;
-        meta.n_eval = rows as u32;
-        let width = 1 + self.n_params + meta.n_signal as usize;
-        let result_bytes = (rows * width * 4) as u64;
+        let model = gpu.model_of(model);
+        let width = 1 + self.n_params + model.meta.n_signal as usize;
         let groups = rows.clamp(1, MAX_WORKGROUPS);
-        let (device, queue) = (&opened.device, &opened.queue);
-        let staging = scoped(device, "an NLL evaluation", || {
-            let params_buffer = params_buffer.at_least(device, 4 * params.len() as u64);
-            queue.write_buffer(params_buffer, 0, bytemuck::cast_slice(params));
-            let signal_buffer = signal_buffer.at_least(device, 4 * signal.len() as u64);
-            if !signal.is_empty() {
-                queue.write_buffer(signal_buffer, 0, bytemuck::cast_slice(signal));
+        gpu.write_rows(params, which, signal)?;
+        gpu.submit(
+            &model,
+            rows,
+            datasets,
+            Some((Entry::Evaluate, groups)),
+            groups * model.meta.scratch_stride as usize,
+            Readback::Result {
+                bytes: (rows * width * 4) as u64,
+            },
+        )
+    }
+
+    /// Fits `fits` of `problem` on the device optimizer (fit.wgsl), launch after launch of at
+    /// most [`EVALS_PER_LAUNCH`] evaluations each until every fit has stopped; their ends into
+    /// `out` (rows of `fits`).
+    #[allow(clippy::too_many_arguments)]
+    fn fit_group(
+        &self,
+        gpu: &mut Gpu,
+        model: Model,
+        datasets: &WgpuDatasets,
+        problem: &DeviceFitProblem,
+        fits: std::ops::Range<usize>,
+        options: LbfgsbOptions,
+        stop: &AtomicBool,
+        out: &mut DeviceFitOutput,
+    ) -> Result<()> {
+        let np = self.n_params;
+        let count = fits.len();
+        let model = gpu.model_of(model);
+        let layout = FitLayout::new(&model.meta, np, options.memory, count);
+        let header = FIT_HEADER.len();
+        // Each fit's parameters start at its initial point; fixed ones stay there.
+        let params: Vec<f32> = problem.init[fits.start * np..fits.end * np]
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let which = &problem.dataset[fits.clone()];
+        let signal: Vec<f32> = match &problem.signal {
+            Some(s) => {
+                let n = model.meta.n_signal as usize;
+                s.values[fits.start * n..fits.end * n]
+                    .iter()
+                    .map(|&v| v as f32)
+                    .collect()
             }
-            let which_buffer = which_buffer.at_least(device, 4 * rows as u64);
-            queue.write_buffer(which_buffer, 0, bytemuck::cast_slice(which));
-            queue.write_buffer(&model.meta_buffer, 0, bytemuck::bytes_of(&meta));
-            let scratch =
-                scratch.at_least(device, 4 * (groups * meta.scratch_stride as usize) as u64);
-            let result = result.at_least(device, result_bytes);
-            let staging = staging.at_least(device, result_bytes);
-            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("nll_grad"),
-                layout,
-                entries: &[
-                    bind(0, &model.meta_buffer),
-                    bind(1, &model.ints),
-                    bind(2, &model.reals),
-                    bind(3, params_buffer),
-                    bind(4, &datasets.buffer),
-                    bind(5, which_buffer),
-                    bind(6, scratch),
-                    bind(7, result),
-                    bind(8, signal_buffer),
-                ],
-            });
-            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("nll_grad"),
-            });
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("nll_grad"),
-                    timestamp_writes: None,
-                });
-                pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, &bind_group, &[]);
-                pass.dispatch_workgroups(groups as u32, 1, 1);
-            }
-            encoder.copy_buffer_to_buffer(result, 0, staging, 0, Some(result_bytes));
-            queue.submit([encoder.finish()]);
-            staging.clone()
-        })?;
-        let slice = staging.slice(..result_bytes);
-        let (sender, receiver) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = sender.send(r);
-        });
-        device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Device(format!("waiting for the GPU failed: {e}")))?;
-        receiver
-            .recv()
-            .map_err(|_| Error::Device("the GPU never answered a readback".into()))?
-            .map_err(|e| Error::Device(format!("reading results back failed: {e}")))?;
-        let values = {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| Error::Device(format!("reading results back failed: {e}")))?;
-            bytemuck::cast_slice::<u8, f32>(&view).to_vec()
+            None => Vec::new(),
         };
-        staging.unmap();
-        Ok(values)
+        gpu.write_rows(&params, which, &signal)?;
+        let launch = FitMeta {
+            state0: layout.state0 as u32,
+            state_stride: layout.stride as u32,
+            out0: layout.out0 as u32,
+            memory: options.memory as u32,
+            evals_per_launch: EVALS_PER_LAUNCH,
+            max_iterations: options.max_iterations.min(u32::MAX as usize) as u32,
+            max_evaluations: options.max_evaluations.min(u32::MAX as usize) as u32,
+            pg_tol: (options.pg_tol.max(Precision::F32.pg_tol_floor()) as f32).to_bits(),
+            noise: (Precision::F32.objective_noise().unwrap_or(0.0) as f32).to_bits(),
+            ..FitMeta::default()
+        };
+        // The starting states: running, no correction pairs yet, the trial at the start point.
+        let mut states = Vec::with_capacity(count * (header + 8 * np));
+        for r in fits.clone() {
+            let free = problem.n_free[r].max(0) as usize;
+            let row = r * np..(r + 1) * np;
+            let (lo, hi, sc) = (
+                &problem.lower[row.clone()],
+                &problem.upper[row.clone()],
+                &problem.scale[row.clone()],
+            );
+            let mut h = [0.0f32; 16];
+            h[fit_header("H_BEST")] = f32::INFINITY;
+            h[fit_header("H_TERMINATION")] = RUNNING;
+            h[fit_header("H_NEWEST")] = (options.memory - 1) as f32;
+            h[fit_header("H_N_FREE")] = free as f32;
+            states.extend_from_slice(&h);
+            let start: Vec<f32> = (0..np)
+                .map(|k| {
+                    let i = problem.free_index[row.start + k] as usize;
+                    if k < free {
+                        (problem.init[r * np + i] * sc[k]).clamp(lo[k], hi[k]) as f32
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            states.extend_from_slice(&start); // y
+            states.extend(std::iter::repeat_n(0.0, np)); // g
+            states.extend(lo.iter().map(|&v| v as f32));
+            states.extend(hi.iter().map(|&v| v as f32));
+            states.extend(sc.iter().map(|&v| v as f32));
+            states.extend(std::iter::repeat_n(0.0, np)); // d
+            states.extend_from_slice(&start); // trial
+            // As values (exact below 2²⁴): the bits of a small integer are a subnormal float,
+            // which drivers may flush to zero.
+            states.extend(problem.free_index[row].iter().map(|&i| i as f32));
+        }
+        let device = gpu.opened.device.clone();
+        let scratch = gpu
+            .scratch
+            .at_least(&device, 4 * layout.words as u64)
+            .clone();
+        scoped(&device, "starting device fits", || {
+            let queue = &gpu.opened.queue;
+            queue.write_buffer(&gpu.fit_meta, 0, bytemuck::bytes_of(&launch));
+            let status = vec![RUNNING; count];
+            queue.write_buffer(
+                &scratch,
+                4 * layout.state0 as u64,
+                bytemuck::cast_slice(&status),
+            );
+            let prefix = header + 8 * np;
+            for (k, state) in states.chunks_exact(prefix).enumerate() {
+                let at = layout.state0 + count + k * layout.stride;
+                queue.write_buffer(&scratch, 4 * at as u64, bytemuck::cast_slice(state));
+            }
+        })?;
+        let groups = count.clamp(1, MAX_WORKGROUPS);
+        let launches = options.max_evaluations / EVALS_PER_LAUNCH as usize + 2;
+        for _ in 0..launches {
+            if stop.load(Ordering::Relaxed) {
+                return Err(Error::Interrupted);
+            }
+            let status = gpu.submit(
+                &model,
+                count,
+                datasets,
+                Some((Entry::Fit, groups)),
+                layout.words,
+                Readback::Scratch {
+                    offset: layout.state0,
+                    words: count,
+                },
+            )?;
+            if status.iter().all(|&t| t != RUNNING) {
+                break;
+            }
+        }
+        let ends = gpu.submit(
+            &model,
+            count,
+            datasets,
+            None,
+            layout.words,
+            Readback::Scratch {
+                offset: layout.out0,
+                words: count * layout.out_width,
+            },
+        )?;
+        for (k, end) in ends.chunks_exact(layout.out_width).enumerate() {
+            let r = fits.start + k;
+            let (h, rest) = end.split_at(header);
+            out.f[r] = h[fit_header("H_F")] as f64;
+            out.iterations[r] = h[fit_header("H_ITERATIONS")] as i32;
+            out.evaluations[r] = h[fit_header("H_EVALUATIONS")] as i32;
+            // A fit still running after every launch ran out of evaluations.
+            let code = h[fit_header("H_TERMINATION")];
+            out.termination[r] = if code == RUNNING {
+                ns_core::optim::Termination::MaxEvaluations.code()
+            } else {
+                code as i32
+            };
+            for q in 0..np {
+                out.x[r * np + q] = rest[q] as f64;
+                out.g[r * np + q] = rest[np + q] as f64;
+            }
+        }
+        Ok(())
     }
 
     fn host_only(&self) -> Error {
@@ -484,6 +768,92 @@ impl Backend for WgpuBackend {
             start = end;
         }
         Ok(())
+    }
+
+    /// On a GPU the whole fit runs there (fit.wgsl). On a software driver (lavapipe) the
+    /// shader's barriers are emulated thread by thread and the host optimizer is faster: fits
+    /// are driven from the host there (`fit_lbfgsb` still runs, for tests).
+    fn device_optimizer_memory(&self) -> Option<usize> {
+        let on_cpu = self.gpu().is_ok_and(|gpu| gpu.opened.info.kind == "cpu");
+        (!on_cpu).then_some(MAX_DEVICE_MEMORY)
+    }
+
+    /// Whole fits on the device (fit.wgsl): a bounded L-BFGS in f32 per workgroup, its
+    /// evaluations on the same workgroup, launch after launch until every fit has stopped. The
+    /// fits are settled in f64 on the host afterwards (`Fitter::settle_f32`).
+    fn fit_lbfgsb(
+        &self,
+        problem: &DeviceFitProblem,
+        datasets: &Resident,
+        options: LbfgsbOptions,
+        stop: &AtomicBool,
+    ) -> Result<DeviceFitOutput> {
+        let np = self.n_params;
+        problem.check_rows(np)?;
+        if !(1..=MAX_DEVICE_MEMORY).contains(&options.memory) {
+            return Err(Error::InvalidInput(format!(
+                "the f32 device optimizer keeps 1 to {MAX_DEVICE_MEMORY} correction pairs, not {}",
+                options.memory
+            )));
+        }
+        let n_fits = problem.dataset.len();
+        let mut gpu = self.gpu()?;
+        let on_device = datasets.storage::<WgpuDatasets>()?;
+        if let Some(d) = problem
+            .dataset
+            .iter()
+            .find(|&&d| d as usize >= on_device.count)
+        {
+            return Err(Error::InvalidInput(format!(
+                "device fit refers to dataset {d} of {}",
+                on_device.count
+            )));
+        }
+        let model = match &problem.signal {
+            Some(signal) => {
+                let WgpuSignal { external, model } = signal.attached.storage::<WgpuSignal>()?;
+                if signal.values.len() != n_fits * external.len() {
+                    return Err(Error::InvalidInput(format!(
+                        "{} signal values for {n_fits} fits of {} yields",
+                        signal.values.len(),
+                        external.len()
+                    )));
+                }
+                Model::With(model)
+            }
+            None => Model::Plain,
+        };
+        // Fits per group: their state within the adapter's largest binding.
+        let meta = gpu.model_of(model).meta;
+        let limit = (gpu.opened.device.limits().max_storage_buffer_binding_size / 4) as usize;
+        let one = FitLayout::new(&meta, np, options.memory, 1);
+        let per_fit = one.words - one.state0;
+        let room = limit.saturating_sub(MAX_WORKGROUPS * meta.scratch_stride as usize);
+        let per_group = (room / per_fit).max(1);
+        let mut out = DeviceFitOutput {
+            x: vec![0.0; n_fits * np],
+            g: vec![0.0; n_fits * np],
+            f: vec![0.0; n_fits],
+            iterations: vec![0; n_fits],
+            evaluations: vec![0; n_fits],
+            termination: vec![0; n_fits],
+        };
+        let mut start = 0;
+        while start < n_fits {
+            let end = (start + per_group).min(n_fits);
+            self.fit_group(
+                &mut gpu,
+                model,
+                on_device,
+                problem,
+                start..end,
+                options,
+                stop,
+                &mut out,
+            )?;
+            start = end;
+        }
+        Ok(out)
     }
 
     fn attach_signal(&self, external: &ExternalSignal) -> Result<Resident> {

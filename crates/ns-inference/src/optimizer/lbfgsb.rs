@@ -10,7 +10,10 @@
 use std::collections::VecDeque;
 
 use crate::linalg::{dot, inverse, solve};
-use ns_core::optim::{HZ_DELTA, MAX_LINE_SEARCH_EVALUATIONS, WOLFE_C1 as C1, WOLFE_C2 as C2};
+use ns_core::optim::{
+    FLAT_ITERATIONS, HZ_DELTA, MAX_LINE_SEARCH_EVALUATIONS, SLOPE_WINDOW_PER_NOISE, WOLFE_C1 as C1,
+    WOLFE_C2 as C2,
+};
 pub use ns_core::optim::{LbfgsbOptions, Termination};
 
 #[derive(Clone, Copy, Debug)]
@@ -85,16 +88,6 @@ struct Flat {
     best: f64,
     iterations: usize,
 }
-
-/// Iterations in a row that do not lower the best f seen beyond the objective's declared noise
-/// after which a run stops (its arithmetic resolves no further progress; the caller judges the
-/// end point). Measured against the best f, not the previous one: accepted steps may raise f
-/// within the noise, and a noisy f would otherwise keep restarting the count.
-const FLAT_ITERATIONS: usize = 3;
-
-/// Hager & Zhang's ε as a multiple of the objective's declared rounding noise: CG_DESCENT's
-/// default allows f to rise by a few orders of magnitude more than a single rounding.
-const SLOPE_WINDOW_PER_NOISE: f64 = 100.0;
 
 fn project(x: f64, lo: f64, hi: f64) -> f64 {
     x.max(lo).min(hi)
