@@ -38,6 +38,18 @@ MODELS
 echo "== the same toys with the optimizer on the host (lockstep, one launch per step), for comparison"
 NEXTSTAT_GPU_OPTIMIZER=host dist-gpu/gpu_bench "$ws/nextstat_tHu.json" --mu 0.30 --toys 1000 --cpu-toys 100 --big-toys 0 \
   | tee "$out/gpu_bench_host_optimizer.json"
+if [ -d .gl ]; then
+  # The f32 backend on the GPU's Vulkan driver, with the loader and GL vendor libraries carried in
+  # .gl/ (docs/gpu-f32.md): its parity suite, then CPU / CUDA / Vulkan side by side.
+  echo "== f32 on NVIDIA's Vulkan driver"
+  for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+  dist-gpu/f32_parity --test-threads 1 --nocapture 2>&1 | tee "$out/f32_parity.log" | grep -E "^test |result|panicked"
+  for model in "nextstat_complex_workspace.json 2.5" "nextstat_tHu.json 0.30"; do
+    set -- $model
+    dist-gpu/gpu_bench "$ws/$1" --mu "$2" --toys 1000 --devices cpu,cuda,vulkan | tee -a "$out/gpu_bench_vulkan.jsonl"
+  done
+fi
 if ls .whl/*.whl >/dev/null 2>&1; then
   echo "== pyhf + JAX on the GPU"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \

@@ -296,7 +296,9 @@ fn tell(f: u32, s: State, n: u32, tid: u32) {
         sy = workgroup_sum(sy, tid);
         yy = workgroup_sum(yy, tid);
         if (agree(sy > 1.2e-7 * yy && sy > 0.0, tid)) {
-            let slot = (u32(scratch[s.h + H_NEWEST]) + 1u) % fm.memory;
+            // Thread 0's slot for every thread: it moves the newest-pair index below, which a
+            // thread reading the index afterwards would otherwise see.
+            let slot = shared_u32((u32(scratch[s.h + H_NEWEST]) + 1u) % fm.memory, tid);
             for (var k = tid; k < n; k += THREADS) {
                 scratch[s.sh + slot * np + k] = scratch[s.t + k] - scratch[s.y + k];
                 scratch[s.yh + slot * np + k] = trial_gradient(f, s, k) - scratch[s.g + k];

@@ -771,8 +771,9 @@ impl Backend for WgpuBackend {
     }
 
     /// On a GPU the whole fit runs there (fit.wgsl). On a software driver (lavapipe) the
-    /// shader's barriers are emulated thread by thread and the host optimizer is faster: fits
-    /// are driven from the host there (`fit_lbfgsb` still runs, for tests).
+    /// shader's barriers are emulated thread by thread and the host optimizer is faster (and
+    /// proven there on every model, which the device optimizer is not yet: docs/gpu-f32.md):
+    /// fits are driven from the host there (`fit_lbfgsb` still runs, for tests).
     fn device_optimizer_memory(&self) -> Option<usize> {
         let on_cpu = self.gpu().is_ok_and(|gpu| gpu.opened.info.kind == "cpu");
         (!on_cpu).then_some(MAX_DEVICE_MEMORY)
@@ -830,14 +831,7 @@ impl Backend for WgpuBackend {
         let per_fit = one.words - one.state0;
         let room = limit.saturating_sub(MAX_WORKGROUPS * meta.scratch_stride as usize);
         let per_group = (room / per_fit).max(1);
-        let mut out = DeviceFitOutput {
-            x: vec![0.0; n_fits * np],
-            g: vec![0.0; n_fits * np],
-            f: vec![0.0; n_fits],
-            iterations: vec![0; n_fits],
-            evaluations: vec![0; n_fits],
-            termination: vec![0; n_fits],
-        };
+        let mut out = DeviceFitOutput::zeros(n_fits, np);
         let mut start = 0;
         while start < n_fits {
             let end = (start + per_group).min(n_fits);

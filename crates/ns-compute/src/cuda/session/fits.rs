@@ -39,14 +39,7 @@ impl CudaSession {
             )));
         }
         let (n_fits, np) = (problem.dataset.len(), self.n_params);
-        let mut out = DeviceFitOutput {
-            x: vec![0.0; n_fits * np],
-            g: vec![0.0; n_fits * np],
-            f: vec![0.0; n_fits],
-            iterations: vec![0; n_fits],
-            evaluations: vec![0; n_fits],
-            termination: vec![0; n_fits],
-        };
+        let mut out = DeviceFitOutput::zeros(n_fits, np);
         // Per fit the problem takes 6 rows of n_params values; keep a launch within max_batch's memory.
         let chunk = (self.max_batch / 3).max(1);
         let workspace_len = self.fit_grid as usize * lbfgsb_workspace_doubles(np, options.memory);
