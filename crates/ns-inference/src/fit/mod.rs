@@ -446,7 +446,15 @@ impl<'m> Fitter<'m> {
             .max(self.optimizer_options(config).pg_tol);
         let check = self.check_in_f64(&result.parameters, data, config, run, tolerance)?;
         if !check.within {
-            return self.refine_in_f64(result, data, config, run);
+            // Where f32 rounding kept a yield positive that is zero or negative in f64 (an
+            // edge of the model's domain), the end point is no start for an f64 fit: it starts
+            // again from the fit's own starting point.
+            let from = if check.twice_nll.is_finite() {
+                result.parameters.clone()
+            } else {
+                config.init.clone()
+            };
+            return self.refine_in_f64(result, from, data, config, run);
         }
         result.twice_nll = check.twice_nll;
         result.projected_gradient = check.projected_gradient;
@@ -457,12 +465,13 @@ impl<'m> Fitter<'m> {
         Ok(result)
     }
 
-    /// An f32 fit finished by L-BFGS-B in f64 on the CPU from where it stopped, in the fit's
-    /// own scaled variables: a few iterations of one gradient each, where a Newton polish would
-    /// need a Hessian (many gradients) per fit.
+    /// An f32 fit finished by L-BFGS-B in f64 on the CPU from `from` (where it stopped), in the
+    /// fit's own scaled variables: a few iterations of one gradient each, where a Newton polish
+    /// would need a Hessian (many gradients) per fit.
     fn refine_in_f64(
         &self,
         stalled: FitResult,
+        from: Vec<f64>,
         data: &PreparedData,
         config: &FitConfig,
         run: &FitRun,
@@ -472,7 +481,7 @@ impl<'m> Fitter<'m> {
             scale[i] = s;
         }
         let from_there = FitConfig {
-            init: stalled.parameters.clone(),
+            init: from,
             scale: Some(scale),
             uncertainties: false,
             ..config.clone()
