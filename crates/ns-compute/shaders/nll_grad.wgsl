@@ -204,6 +204,8 @@ fn evaluate(ev: u32, tid: u32, scratch0: u32) {
                 scratch[scalar_slope + k] = f.y;
             }
         }
+        // The phases pass values through `scratch` (storage) and `red` (workgroup).
+        storageBarrier();
         workgroupBarrier();
 
         // 2. Per-sample scale, per-entry base yield and entry-factor product.
@@ -245,6 +247,8 @@ fn evaluate(ev: u32, tid: u32, scratch0: u32) {
             }
             scratch[product + e] = prod;
         }
+        // The phases pass values through `scratch` (storage) and `red` (workgroup).
+        storageBarrier();
         workgroupBarrier();
 
         // 3. Expected data, the NLL terms and d NLL / d expected.
@@ -350,6 +354,8 @@ fn evaluate(ev: u32, tid: u32, scratch0: u32) {
             let tau = reals[m.pois_tau + c];
             scratch[contrib + pois_slot0 + c] = select(tau - observed / params[p0 + ints[m.pois_param + c]], tau, observed == 0.0);
         }
+        // The phases pass values through `scratch` (storage) and `red` (workgroup).
+        storageBarrier();
         workgroupBarrier();
 
         // 5. Gather: each parameter sums its slots in ascending order, one thread per parameter.
@@ -384,6 +390,8 @@ fn evaluate(ev: u32, tid: u32, scratch0: u32) {
         if (tid == 0u) {
             result[r0] = nll;
         }
+        // The phases pass values through `scratch` (storage) and `red` (workgroup).
+        storageBarrier();
         workgroupBarrier();
     }
 }

@@ -122,6 +122,9 @@ enum Readback {
 /// of a second on large models; the stop flag is seen between launches) and a batch needs a few.
 const EVALS_PER_LAUNCH: u32 = 64;
 
+/// The device optimizer's iteration and evaluation counters are f32: exact up to 2²⁴.
+const F32_COUNT_LIMIT: usize = 1 << 24;
+
 /// The most correction pairs the device optimizer keeps (the host optimizer's default).
 const MAX_DEVICE_MEMORY: usize = 10;
 
@@ -562,8 +565,9 @@ impl WgpuBackend {
             out0: layout.out0 as u32,
             memory: options.memory as u32,
             evals_per_launch: EVALS_PER_LAUNCH,
-            max_iterations: options.max_iterations.min(u32::MAX as usize) as u32,
-            max_evaluations: options.max_evaluations.min(u32::MAX as usize) as u32,
+            // The shader counts in f32: exact up to 2²⁴.
+            max_iterations: options.max_iterations.min(F32_COUNT_LIMIT) as u32,
+            max_evaluations: options.max_evaluations.min(F32_COUNT_LIMIT) as u32,
             pg_tol: (options.pg_tol.max(Precision::F32.pg_tol_floor()) as f32).to_bits(),
             noise: (Precision::F32.objective_noise().unwrap_or(0.0) as f32).to_bits(),
             ..FitMeta::default()
@@ -579,6 +583,9 @@ impl WgpuBackend {
                 &problem.scale[row.clone()],
             );
             let mut h = [0.0f32; 16];
+            // f stays NaN until the first evaluation is finite: a fit that cannot start ends
+            // with no objective, never a plausible 0.
+            h[fit_header("H_F")] = f32::NAN;
             h[fit_header("H_BEST")] = f32::INFINITY;
             h[fit_header("H_TERMINATION")] = RUNNING;
             h[fit_header("H_NEWEST")] = (options.memory - 1) as f32;
@@ -588,7 +595,7 @@ impl WgpuBackend {
                 .map(|k| {
                     let i = problem.free_index[row.start + k] as usize;
                     if k < free {
-                        (problem.init[r * np + i] * sc[k]).clamp(lo[k], hi[k]) as f32
+                        (problem.init[r * np + i] * sc[k]).max(lo[k]).min(hi[k]) as f32
                     } else {
                         0.0
                     }
@@ -626,7 +633,7 @@ impl WgpuBackend {
             }
         })?;
         let groups = count.clamp(1, MAX_WORKGROUPS);
-        let launches = options.max_evaluations / EVALS_PER_LAUNCH as usize + 2;
+        let launches = options.max_evaluations.min(F32_COUNT_LIMIT) / EVALS_PER_LAUNCH as usize + 2;
         for _ in 0..launches {
             if stop.load(Ordering::Relaxed) {
                 return Err(Error::Interrupted);
@@ -824,13 +831,30 @@ impl Backend for WgpuBackend {
             }
             None => Model::Plain,
         };
-        // Fits per group: their state within the adapter's largest binding.
+        // Fits per group: the most whose scratch (each workgroup's evaluation area, then each
+        // fit's state and output) fits the adapter's largest binding and buffer.
         let meta = gpu.model_of(model).meta;
-        let limit = (gpu.opened.device.limits().max_storage_buffer_binding_size / 4) as usize;
-        let one = FitLayout::new(&meta, np, options.memory, 1);
-        let per_fit = one.words - one.state0;
-        let room = limit.saturating_sub(MAX_WORKGROUPS * meta.scratch_stride as usize);
-        let per_group = (room / per_fit).max(1);
+        let limits = gpu.opened.device.limits();
+        let limit = (limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size)
+            / 4) as usize;
+        let words = |count: usize| FitLayout::new(&meta, np, options.memory, count).words;
+        let per_fit = words(1) - meta.scratch_stride as usize;
+        let evaluation = meta.scratch_stride as usize;
+        let per_group = if limit / (evaluation + per_fit) >= MAX_WORKGROUPS {
+            (limit - MAX_WORKGROUPS * evaluation) / per_fit
+        } else {
+            limit / (evaluation + per_fit)
+        };
+        if per_group == 0 || words(1) > limit {
+            return Err(Error::Device(format!(
+                "one device fit of this model needs {} MB of scratch, more than the adapter's \
+                 largest buffer binding ({} MB)",
+                4 * words(1) / 1_000_000,
+                4 * limit / 1_000_000
+            )));
+        }
         let mut out = DeviceFitOutput::zeros(n_fits, np);
         let mut start = 0;
         while start < n_fits {

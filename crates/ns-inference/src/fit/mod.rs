@@ -359,16 +359,14 @@ impl<'m> Fitter<'m> {
         run: &FitRun,
     ) -> Result<FitResult> {
         let free = &run.free;
-        let mut result = if self.backend.precision() != Precision::F64
-            && !free.is_empty()
-            && result.twice_nll.is_finite()
-        {
-            self.settle_f32(result, data, config, run)?
-        } else if newton::applies(&result, free.len()) {
-            newton::polish(self, result, data, config, free)?
-        } else {
-            result
-        };
+        let mut result =
+            if self.backend.precision() != Precision::F64 && result.twice_nll.is_finite() {
+                self.settle_f32(result, data, config, run)?
+            } else if newton::applies(&result, free.len()) {
+                newton::polish(self, result, data, config, free)?
+            } else {
+                result
+            };
         if newton::stalled(&result) {
             let tolerance = self.optimizer_options(config).pg_tol;
             let check = self.check_in_f64(&result.parameters, data, config, run, tolerance)?;
