@@ -16,7 +16,6 @@
 @group(0) @binding(9) var<uniform> fm: FitMeta;
 
 var<workgroup> decision: u32;
-var<workgroup> redmax: array<f32, THREADS>;
 
 // Offsets of fit f's state: the header, then per free variable (k < n_free) the scaled point y,
 // the scaled gradient g, the box, the scale, the direction, the trial point, the parameter index
@@ -56,17 +55,19 @@ fn state_of(f: u32) -> State {
     return s;
 }
 
+// The maximum over the workgroup by the fixed tree of `workgroup_sum` (nll_grad.wgsl), in the
+// same workgroup array; every thread gets it.
 fn workgroup_max(v: f32, tid: u32) -> f32 {
     workgroupBarrier();
-    redmax[tid] = v;
+    red[tid] = v;
     workgroupBarrier();
     for (var width = THREADS / 2u; width > 0u; width /= 2u) {
         if (tid < width) {
-            redmax[tid] = max(redmax[tid], redmax[tid + width]);
+            red[tid] = max(red[tid], red[tid + width]);
         }
         workgroupBarrier();
     }
-    let total = redmax[0];
+    let total = red[0];
     workgroupBarrier();
     return total;
 }

@@ -44,6 +44,10 @@ use crate::optimizer::Lbfgsb;
 /// structure of the likelihood instead ([`hessian`]).
 pub(crate) const DENSE_PARAMETER_LIMIT: usize = 2000;
 
+/// The largest count f32 holds exactly (2²⁴): above it, an f32 fit's end point is not settled
+/// in f64 but finished there.
+const F32_EXACT_COUNT: f64 = 16_777_216.0;
+
 /// The f64 verdict on a fit's end point ([`Fitter::check_in_f64`]).
 struct F64Check {
     twice_nll: f64,
@@ -443,7 +447,15 @@ impl<'m> Fitter<'m> {
             .settle_pg_tol()
             .max(self.optimizer_options(config).pg_tol);
         let check = self.check_in_f64(&result.parameters, data, config, run, tolerance)?;
-        if !check.within {
+        // Counts beyond f32's exact integers (2²⁴) reach the f32 objective rounded, so its end
+        // point need not be near the f64 minimum, while on such stiff, correlated parameters a
+        // small scaled gradient no longer bounds the gap: those fits always finish in f64.
+        let representable = data
+            .main
+            .iter()
+            .chain(&data.aux)
+            .all(|n| n.abs() <= F32_EXACT_COUNT);
+        if !check.within || !representable {
             // Where f32 rounding kept a yield positive that is zero or negative in f64 (an
             // edge of the model's domain), the end point is no start for an f64 fit: it starts
             // again from the fit's own starting point.
