@@ -456,8 +456,11 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
             ..
         }
     );
-    out.finish(
-        outcome.report(model, matrices),
-        text_of(&outcome, model, matrices),
-    )
+    let mut report = outcome.report(model, matrices);
+    if let ns_translate::LoadedModel::Unbinned(m) = &loaded
+        && let Some(flows) = m.flows_json()
+    {
+        report["flows"] = flows;
+    }
+    out.finish(report, text_of(&outcome, model, matrices))
 }

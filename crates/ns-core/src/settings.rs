@@ -28,7 +28,23 @@ pub struct Settings {
     /// Keep the optimizer of device fits on the host (`NEXTSTAT_GPU_OPTIMIZER=host`), for
     /// comparison.
     pub gpu_optimizer_on_host: bool,
+    /// ONNX Runtime's library, for flow PDFs (`ORT_DYLIB_PATH`, else the `onnxruntime` package
+    /// of the active virtual environment, `$VIRTUAL_ENV`); `None`: flows cannot be evaluated.
+    pub onnxruntime: Option<PathBuf>,
+    /// Execution providers of flow PDFs, tried in order (`NEXTSTAT_FLOW_PROVIDERS`, e.g.
+    /// `tensorrt,cuda,cpu`); the CPU provider is always the last resort.
+    pub flow_providers: Vec<String>,
+    /// TensorRT's engine cache (`NEXTSTAT_TRT_CACHE`; default: `trt` under the kernel cache).
+    pub trt_cache: Option<PathBuf>,
+    /// Whether TensorRT may build fp16 engines (`NEXTSTAT_TRT_FP16=1`).
+    pub trt_fp16: bool,
+    /// TensorRT's optimisation profile over the event batch: min, opt, max events
+    /// (`NEXTSTAT_TRT_PROFILE=1,65536,1048576`).
+    pub trt_profile: [u64; 3],
 }
+
+/// TensorRT's default optimisation profile (events per batch: min, opt, max).
+pub const DEFAULT_TRT_PROFILE: [u64; 3] = [1, 65_536, 1 << 20];
 
 impl Default for Settings {
     fn default() -> Self {
@@ -38,8 +54,32 @@ impl Default for Settings {
             fit_min_blocks: None,
             cuda_blocks_per_sm: None,
             gpu_optimizer_on_host: false,
+            onnxruntime: None,
+            flow_providers: vec!["cpu".into()],
+            trt_cache: None,
+            trt_fp16: false,
+            trt_profile: DEFAULT_TRT_PROFILE,
         }
     }
+}
+
+/// The ONNX Runtime library of the `onnxruntime` package in a virtual environment (the newest
+/// `capi/libonnxruntime.so.*` / `.dylib` under `lib/python3*/site-packages`).
+fn onnxruntime_in(venv: &std::path::Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(venv.join("lib"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("site-packages/onnxruntime/capi"))
+        .filter_map(|capi| std::fs::read_dir(capi).ok())
+        .flat_map(|d| d.flatten().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libonnxruntime.so.") || n == "libonnxruntime.dylib")
+        })
+        .collect();
+    found.sort();
+    found.pop()
 }
 
 impl Settings {
@@ -56,6 +96,9 @@ impl Settings {
                     .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
                     .map(|base| base.join("nextstat"))
             });
+        let trt_cache = std::env::var_os("NEXTSTAT_TRT_CACHE")
+            .map(PathBuf::from)
+            .or_else(|| kernel_cache.as_ref().map(|k| k.join("trt")));
         Settings {
             max_input_bytes: number("NEXTSTAT_MAX_INPUT_MB")
                 .unwrap_or(DEFAULT_MAX_INPUT_MB)
@@ -68,6 +111,28 @@ impl Settings {
                 .filter(|&b| b > 0 && b <= u32::MAX as u64)
                 .map(|b| b as u32),
             gpu_optimizer_on_host: var("NEXTSTAT_GPU_OPTIMIZER").is_some_and(|v| v == "host"),
+            onnxruntime: std::env::var_os("ORT_DYLIB_PATH")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("VIRTUAL_ENV").and_then(|v| onnxruntime_in(v.as_ref()))
+                }),
+            flow_providers: var("NEXTSTAT_FLOW_PROVIDERS")
+                .map(|v| {
+                    v.split(',')
+                        .map(|p| p.trim().to_ascii_lowercase())
+                        .filter(|p| !p.is_empty())
+                        .collect()
+                })
+                .unwrap_or_else(|| vec!["cpu".into()]),
+            trt_cache,
+            trt_fp16: var("NEXTSTAT_TRT_FP16").is_some_and(|v| v == "1" || v == "true"),
+            trt_profile: var("NEXTSTAT_TRT_PROFILE")
+                .and_then(|v| {
+                    let n: Vec<u64> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                    <[u64; 3]>::try_from(n).ok()
+                })
+                .filter(|[lo, opt, hi]| 0 < *lo && lo <= opt && opt <= hi)
+                .unwrap_or(DEFAULT_TRT_PROFILE),
         }
     }
 }

@@ -61,6 +61,9 @@ __device__ __forceinline__ Dual dabs(Dual a) { return a.v < 0.0 ? -a : a; }
 #define NS_CHEBYCHEV 5
 #define NS_POLYNOMIAL 6
 #define NS_HISTOGRAM 7
+// A column of the data that holds the normalised log-density itself (a flow without context,
+// evaluated once per dataset).
+#define NS_LOG_DENSITY_COLUMN 8
 
 // n ln(n/α) − α²/2 − n ln(n/α − α + |t|): a power-law tail continuous with the core.
 __device__ Dual cb_tail(Dual alpha, Dual n, Dual t_abs) {
@@ -73,6 +76,8 @@ __device__ Dual cb_tail(Dual alpha, Dual n, Dual t_abs) {
 __device__ Dual log_density(int shape, int flags, double x, const Dual* a, double lo, double hi,
                             const double* hist, int nbins, double h_lo, double h_hi) {
     switch (shape) {
+    case NS_LOG_DENSITY_COLUMN:
+        return dconst(x);
     case NS_GAUSSIAN: {
         Dual t = (dconst(x) - a[0]) / a[1];
         return t * t * -0.5;

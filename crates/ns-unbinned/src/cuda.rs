@@ -68,6 +68,9 @@ fn shape_code(shape: &Shape) -> (i32, i32) {
     }
 }
 
+/// The kernel's NS_LOG_DENSITY_COLUMN: a leaf whose column holds its normalised log-density.
+const LOG_DENSITY_COLUMN: i32 = 8;
+
 fn upload<T: cudarc::driver::DeviceRepr + Copy + Default>(
     stream: &Arc<CudaStream>,
     v: &[T],
@@ -117,6 +120,17 @@ impl ChannelLayout {
                 NodeKind::Product(ch) => {
                     children.extend(ch.iter().map(|&x| x as i64));
                     (1, 0, 0, 0, 0, ch.len() as i64, None)
+                }
+                NodeKind::Flow { leaf, .. } => {
+                    let Some(column) = leaf.derived_column else {
+                        return Err(Error::Device(format!(
+                            "channel '{}': flow '{}' has context parameters; flows with context are evaluated on the CPU (device cpu), flows without on CUDA too",
+                            c.name, node.name
+                        )));
+                    };
+                    state_len += 7;
+                    n_sums += 1;
+                    (0, LOG_DENSITY_COLUMN, 0, column as i64, 0, 0, None)
                 }
                 NodeKind::Mixture { children: ch, .. } => {
                     children.extend(ch.iter().map(|&x| x as i64));
@@ -230,7 +244,8 @@ impl ChannelLayout {
                 NodeKind::Mixture { .. } => {
                     out[at..at + st.values.len()].copy_from_slice(&st.values)
                 }
-                NodeKind::Product(_) => {}
+                // Its column is normalised: ln I = 0, no arguments, no range.
+                NodeKind::Flow { .. } | NodeKind::Product(_) => {}
             }
         }
     }
@@ -319,7 +334,7 @@ impl<'m> UnbinnedCuda<'m> {
     }
 
     fn upload_events(&self, datasets: &[PreparedData]) -> Result<DeviceEvents> {
-        let dims: Vec<usize> = self.model.channels().iter().map(|c| c.axes.len()).collect();
+        let dims: Vec<usize> = self.model.channels().iter().map(Channel::data_dims).collect();
         let views: Vec<_> = datasets
             .iter()
             .map(|d| views(&d.main, &dims))
@@ -407,8 +422,8 @@ impl Backend for UnbinnedCuda<'_> {
             .zip(&events.channels)
         {
             let states: Vec<Vec<NodeState>> = (0..rows)
-                .map(|r| channel.prepare(&points[r * n..(r + 1) * n]))
-                .collect();
+                .map(|r| channel.prepare(&points[r * n..(r + 1) * n], None))
+                .collect::<Result<_>>()?;
             let mut flat_states = Vec::with_capacity(rows * layout.state_len);
             for st in &states {
                 layout.write_state(channel, st, &mut flat_states);
@@ -433,7 +448,7 @@ impl Backend for UnbinnedCuda<'_> {
                 block_dim: (BLOCK, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let (state_len, dims) = (layout.state_len as i32, channel.axes.len() as i32);
+            let (state_len, dims) = (layout.state_len as i32, channel.data_dims() as i32);
             let mut launch = self.stream.launch_builder(&layout.kernel);
             launch
                 .arg(&state_dev)

@@ -9,7 +9,8 @@
 //! its observable's range is refused (an error naming it), as is a non-finite value or weight.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ns_core::{Error, Result};
 use serde_json::Value;
@@ -17,8 +18,12 @@ use serde_json::Value;
 use crate::UnbinnedModel;
 use crate::events::ChannelEvents;
 use crate::expr::{self, Expr, ParamExpr};
+use crate::flow::{FlowLeaf, FlowPdf};
 use crate::model::{Axis, Channel, Constraint, Node, NodeKind};
 use crate::shapes::{Histogram, Shape, Tails};
+
+/// The distribution type of a flow PDF (a nextstat extension: other readers skip it).
+pub const FLOW_DIST: &str = "nextstat:flow_dist";
 
 /// The most nodes one value's expression may expand to.
 const MAX_EXPRESSION_NODES: usize = 100_000;
@@ -100,6 +105,8 @@ struct Reader<'a> {
     globals: Vec<String>,
     /// Functions being expanded (to refuse cycles).
     expanding: Vec<String>,
+    /// Flows loaded so far, by manifest path (a flow used twice is loaded once).
+    flows: HashMap<PathBuf, Arc<FlowPdf>>,
 }
 
 impl<'a> Reader<'a> {
@@ -223,7 +230,18 @@ impl<'a> Reader<'a> {
                 && (observables.iter().any(|a| a.name == *n)
                     || (self.distributions.contains_key(n)
                         && self.reads_observable(n, observables)))
-        }) || d.get("type").and_then(Value::as_str) == Some("histogram_dist")
+        }) || matches!(
+            d.get("type").and_then(Value::as_str),
+            Some("histogram_dist" | FLOW_DIST)
+        )
+    }
+
+    /// The fit parameters' values at the parameter point (0 where it has none).
+    fn init_theta(&self) -> Vec<f64> {
+        self.params
+            .iter()
+            .map(|p| self.variables.get(p).and_then(|v| v.value).unwrap_or(0.0))
+            .collect()
     }
 }
 
@@ -242,6 +260,8 @@ fn collect_strings<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
 /// Builds one channel's nodes.
 struct ChannelBuilder<'r, 'a> {
     reader: &'r mut Reader<'a>,
+    /// Where relative paths (flow manifests) start.
+    base: Option<&'r Path>,
     axes: Vec<Axis>,
     nodes: Vec<Node>,
     constraints: Vec<(String, String, Expr<usize>, Expr<usize>)>,
@@ -425,6 +445,7 @@ impl ChannelBuilder<'_, '_> {
                 ))
             }
             "histogram_dist" => self.histogram(d, name),
+            FLOW_DIST => self.flow(d, name),
             "product_dist" => {
                 let factors = str_list(
                     Self::key(d, name, kind, "factors")?,
@@ -449,9 +470,98 @@ impl ChannelBuilder<'_, '_> {
             "mixture_dist" => self.mixture(d, name, top),
             "" => Err(invalid(format!("distribution '{name}' has no \"type\""))),
             other => Err(invalid(format!(
-                "distribution '{name}' has type '{other}', which nextstat does not read (gaussian_dist, exponential_dist, crystalball_dist, crystalball_doublesided_dist, argus_dist, chebychev_dist, polynomial_dist, histogram_dist, mixture_dist, product_dist)"
+                "distribution '{name}' has type '{other}', which nextstat does not read (gaussian_dist, exponential_dist, crystalball_dist, crystalball_doublesided_dist, argus_dist, chebychev_dist, polynomial_dist, histogram_dist, mixture_dist, product_dist; nextstat:flow_dist)"
             ))),
         }
+    }
+
+    /// `{"type": "nextstat:flow_dist", "manifest": PATH, "x": [observables…]?, "context":
+    /// {name: value}?}`: the flow of the manifest over the channel's observables `x` (default:
+    /// the manifest's names), its context values given by name.
+    fn flow(&mut self, d: &Value, name: &str) -> Result<usize> {
+        let at = format!("distribution '{name}' ({FLOW_DIST})");
+        let manifest = d
+            .get("manifest")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid(format!("{at} has no 'manifest' path")))?;
+        let path = self.base.map_or(PathBuf::from(manifest), |b| b.join(manifest));
+        let flow = match self.reader.flows.get(&path) {
+            Some(f) => f.clone(),
+            None => {
+                let f = FlowPdf::load(&path)?;
+                self.reader.flows.insert(path.clone(), f.clone());
+                f
+            }
+        };
+        let names: Vec<&str> = match d.get("x") {
+            Some(x) => str_list(x, &format!("{at} x"))?,
+            None => flow.observables.iter().map(|a| a.name.as_str()).collect(),
+        };
+        if names.len() != flow.observables.len() {
+            return Err(invalid(format!(
+                "{at}: 'x' names {} observables, the flow takes {}",
+                names.len(),
+                flow.observables.len()
+            )));
+        }
+        let mut columns = Vec::new();
+        let mut bounds = Vec::new();
+        for (obs, declared) in names.iter().zip(&flow.observables) {
+            let c = self.axes.iter().position(|a| a.name == *obs).ok_or_else(|| {
+                invalid(format!(
+                    "{at}: '{obs}' is not an observable of its data (axes: {})",
+                    self.axes.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
+                ))
+            })?;
+            let axis = &self.axes[c];
+            if axis.lo < declared.lo || axis.hi > declared.hi {
+                return Err(invalid(format!(
+                    "{at}: observable '{obs}' spans [{}, {}], beyond the flow's range [{}, {}] for '{}' (its manifest)",
+                    axis.lo, axis.hi, declared.lo, declared.hi, declared.name
+                )));
+            }
+            columns.push(c);
+            bounds.push((axis.lo, axis.hi));
+        }
+        let context = d.get("context");
+        if let Some(c) = context
+            && !c.is_object()
+        {
+            return Err(invalid(format!(
+                "{at}: 'context' must map the flow's context names to values"
+            )));
+        }
+        if let Some(extra) = context
+            .and_then(Value::as_object)
+            .and_then(|c| c.keys().find(|k| !flow.context.contains(k)))
+        {
+            return Err(invalid(format!(
+                "{at}: the flow has no context '{extra}' (it has: {})",
+                flow.context.join(", ")
+            )));
+        }
+        let args = flow
+            .context
+            .iter()
+            .map(|c| {
+                let v = context.and_then(|m| m.get(c)).ok_or_else(|| {
+                    invalid(format!("{at}: no value for the flow's context '{c}'"))
+                })?;
+                self.reader
+                    .value(v, &format!("{at} context '{c}'"), &self.axes)
+                    .map(ParamExpr::new)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let theta = self.reader.init_theta();
+        let init: Vec<f64> = args.iter().map(|a| a.value(&theta)).collect();
+        let leaf = FlowLeaf::new(flow, columns, bounds, &init)?;
+        Ok(self.push(
+            name,
+            NodeKind::Flow {
+                leaf: Box::new(leaf),
+                args,
+            },
+        ))
     }
 
     fn histogram(&mut self, d: &Value, name: &str) -> Result<usize> {
@@ -696,25 +806,31 @@ fn read_events(
 pub(crate) fn read_axes(entry: &Value, name: &str) -> Result<Vec<Axis>> {
     let axes = entry
         .get("axes")
-        .and_then(Value::as_array)
         .ok_or_else(|| invalid(format!("data '{name}' has no list 'axes'")))?;
-    let axes = axes
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let axis = a.get("name").and_then(Value::as_str).ok_or_else(|| invalid(format!("data '{name}' axis {i} has no name")))?;
-            let bound = |k: &str| number(a.get(k).unwrap_or(&Value::Null), &format!("data '{name}' axis '{axis}' {k}"));
-            let (lo, hi) = (bound("min")?, bound("max")?);
-            if !(lo < hi && lo.is_finite() && hi.is_finite()) {
-                return Err(invalid(format!("data '{name}' axis '{axis}' has the range [{lo}, {hi}]; it must be finite and not empty")));
-            }
-            Ok(Axis { name: axis.to_string(), lo, hi })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let axes = read_axes_list(axes, &format!("data '{name}'"))?;
     if axes.is_empty() {
         return Err(invalid(format!("data '{name}' has no axes")));
     }
     Ok(axes)
+}
+
+/// A list of axes `[{"name", "min", "max"}]`; `what` names its owner in messages.
+pub(crate) fn read_axes_list(list: &Value, what: &str) -> Result<Vec<Axis>> {
+    let axes = list
+        .as_array()
+        .ok_or_else(|| invalid(format!("{what}: the axes must be a list")))?;
+    axes.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let axis = a.get("name").and_then(Value::as_str).ok_or_else(|| invalid(format!("{what} axis {i} has no name")))?;
+            let bound = |k: &str| number(a.get(k).unwrap_or(&Value::Null), &format!("{what} axis '{axis}' {k}"));
+            let (lo, hi) = (bound("min")?, bound("max")?);
+            if !(lo < hi && lo.is_finite() && hi.is_finite()) {
+                return Err(invalid(format!("{what} axis '{axis}' has the range [{lo}, {hi}]; it must be finite and not empty")));
+            }
+            Ok(Axis { name: axis.to_string(), lo, hi })
+        })
+        .collect()
 }
 
 /// Every value finite and inside its axis's range; weights one per event and finite. `what`
@@ -897,6 +1013,7 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
         params: Vec::new(),
         globals: Vec::new(),
         expanding: Vec::new(),
+        flows: HashMap::new(),
     };
     let dists = str_list(
         likelihood.get("distributions").unwrap_or(&Value::Null),
@@ -925,6 +1042,7 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
         let (axes, events) = read_events(entry, dname, options.base)?;
         let mut b = ChannelBuilder {
             reader: &mut reader,
+            base: options.base,
             axes,
             nodes: Vec::new(),
             constraints: Vec::new(),
@@ -933,12 +1051,22 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
         let root = b.build(dist, true)?;
         let ChannelBuilder {
             axes,
-            nodes,
+            mut nodes,
             constraints,
             count,
             ..
         } = b;
         raw_constraints.extend(constraints);
+        // Flows without context: their log-densities become columns after the observables.
+        let mut derived = axes.len();
+        for node in &mut nodes {
+            if let NodeKind::Flow { leaf, args } = &mut node.kind
+                && args.is_empty()
+            {
+                leaf.derived_column = Some(derived);
+                derived += 1;
+            }
+        }
         if count.is_some() && events.weights.is_some() && !(events.sum_weights() > 0.0) {
             return Err(Error::InvalidInput(format!(
                 "data '{dname}': its weights sum to {} (an extended likelihood needs a positive total)",

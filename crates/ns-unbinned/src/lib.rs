@@ -7,6 +7,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod events;
 pub mod expr;
+pub mod flow;
 pub mod hs3;
 pub mod model;
 pub mod parquet;
@@ -61,7 +62,7 @@ pub struct UnbinnedModel {
 
 impl UnbinnedModel {
     pub fn new(parts: ModelParts) -> Result<Self> {
-        let dims = parts.channels.iter().map(|c| c.axes.len()).collect();
+        let dims = parts.channels.iter().map(Channel::data_dims).collect();
         Ok(UnbinnedModel { parts, dims })
     }
 
@@ -87,17 +88,68 @@ impl UnbinnedModel {
         &self.parts.observed
     }
 
+    /// The flow PDFs of the model, as scripts read them: per flow node its channel, manifest,
+    /// precision, context, the execution provider it runs on and the providers tried before
+    /// it with why they were not used; `None` for a model without flows.
+    pub fn flows_json(&self) -> Option<serde_json::Value> {
+        let flows: Vec<serde_json::Value> = self
+            .parts
+            .channels
+            .iter()
+            .flat_map(|c| {
+                c.nodes.iter().filter_map(move |n| match &n.kind {
+                    model::NodeKind::Flow { leaf, .. } => {
+                        let (provider, fallbacks) = leaf.flow.provider();
+                        Some(serde_json::json!({
+                            "name": n.name,
+                            "channel": c.name,
+                            "manifest": leaf.flow.manifest.display().to_string(),
+                            "precision": leaf.flow.precision().name(),
+                            "context": leaf.flow.context,
+                            "normalization": match leaf.flow.normalization {
+                                flow::Normalization::Quadrature => "quadrature",
+                                flow::Normalization::Unit => "unit",
+                            },
+                            "log_norm": leaf.fixed_log_norm,
+                            "provider": provider,
+                            "fallbacks": fallbacks.iter().map(|f| serde_json::json!({
+                                "provider": f.provider, "reason": f.reason
+                            })).collect::<Vec<_>>(),
+                        }))
+                    }
+                    _ => None,
+                })
+            })
+            .collect();
+        (!flows.is_empty()).then(|| serde_json::Value::Array(flows))
+    }
+
     /// A dataset of these channels. Its constant is RooFit's for a simultaneous likelihood of K
     /// channels, which normalises every event's density over the channel category too:
     /// (Σ w)·ln K.
-    fn data(&self, channels: &[ChannelEvents], aux: Vec<f64>) -> PreparedData {
+    /// The observables' events are extended by the log-densities of the flows without context
+    /// (evaluated here, once per dataset).
+    fn data(&self, channels: &[ChannelEvents], aux: Vec<f64>) -> Result<PreparedData> {
         let k = channels.len();
         let constant = if k > 1 {
             channels.iter().map(ChannelEvents::sum_weights).sum::<f64>() * (k as f64).ln()
         } else {
             0.0
         };
-        pack(channels, aux, constant)
+        let derived: Vec<ChannelEvents>;
+        let channels = if self.parts.channels.iter().any(|c| c.derived_flows().next().is_some()) {
+            derived = self
+                .parts
+                .channels
+                .iter()
+                .zip(channels)
+                .map(|(c, events)| c.derive(events))
+                .collect::<Result<_>>()?;
+            &derived
+        } else {
+            channels
+        };
+        Ok(pack(channels, aux, constant))
     }
 
     /// The NLL (RooFit's convention, module docs of [`model`]) and its gradient.
@@ -113,7 +165,7 @@ impl UnbinnedModel {
         grad.fill(0.0);
         let mut nll = 0.0;
         for (c, events) in self.parts.channels.iter().zip(channels) {
-            nll += c.nll_grad(events, theta, grad);
+            nll += c.nll_grad(events, theta, grad)?;
         }
         nll += model::constraints_nll_grad(&self.parts.constraints, &data.aux, theta, grad);
         Ok(nll)
@@ -163,7 +215,7 @@ impl UnbinnedModel {
                 ))
             })?;
         }
-        Ok(self.data(&channels, aux))
+        self.data(&channels, aux)
     }
 }
 
@@ -205,7 +257,7 @@ impl Likelihood for UnbinnedModel {
     }
 
     fn observed(&self) -> Result<PreparedData> {
-        Ok(self.data(&self.parts.observed, self.parts.observed_aux.clone()))
+        self.data(&self.parts.observed, self.parts.observed_aux.clone())
     }
 
     fn dataset(&self, values: &[f64]) -> Result<PreparedData> {
@@ -228,7 +280,7 @@ impl Likelihood for UnbinnedModel {
             weights: None,
         };
         hs3::check_events(&events, &channel.axes, "the given events")?;
-        Ok(self.data(&[events], self.parts.observed_aux.clone()))
+        self.data(&[events], self.parts.observed_aux.clone())
     }
 
     fn asimov(&self, params: &[f64]) -> Result<PreparedData> {
@@ -239,8 +291,8 @@ impl Likelihood for UnbinnedModel {
             .iter()
             .zip(&self.parts.observed)
             .map(|(c, obs)| c.asimov(params, asimov_bins(c.axes.len()), obs.sum_weights()))
-            .collect();
-        Ok(self.data(&channels, self.aux_expected(params)))
+            .collect::<Result<_>>()?;
+        self.data(&channels, self.aux_expected(params))
     }
 
     fn expected(&self, params: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
@@ -316,7 +368,10 @@ impl Likelihood for UnbinnedModel {
     fn where_undefined(&self, params: &[f64], data: &PreparedData) -> Option<String> {
         let channels = views(&data.main, &self.dims).ok()?;
         for (c, events) in self.parts.channels.iter().zip(channels) {
-            let values = c.values(events, params);
+            let values = match c.values(events, params) {
+                Ok(v) => v,
+                Err(e) => return Some(e.to_string()),
+            };
             if let Some((e, v)) = values
                 .iter()
                 .enumerate()

@@ -14,6 +14,7 @@ use ns_core::{Error, Result};
 
 use crate::events::{ChannelEvents, ChannelView};
 use crate::expr::ParamExpr;
+use crate::flow::FlowLeaf;
 use crate::scalar::{Dual, Real};
 use crate::shapes::{MAX_ARGS, Shape};
 
@@ -48,6 +49,8 @@ pub enum NodeKind {
         children: Vec<usize>,
         coefs: Vec<ParamExpr>,
     },
+    /// A normalizing flow over some of the channel's observables, `args` its context.
+    Flow { leaf: Box<FlowLeaf>, args: Vec<ParamExpr> },
 }
 
 /// A node of a channel's density tree.
@@ -61,7 +64,7 @@ impl Node {
     /// Renumber parameter `i` as `map[i]`.
     pub fn remap(&mut self, map: &[usize]) {
         let exprs = match &mut self.kind {
-            NodeKind::Leaf { args, .. } => args,
+            NodeKind::Leaf { args, .. } | NodeKind::Flow { args, .. } => args,
             NodeKind::Mixture { coefs, .. } => coefs,
             NodeKind::Product(_) => &mut Vec::new(),
         };
@@ -126,6 +129,9 @@ pub(crate) struct NodeState {
     grads: Vec<Vec<(usize, f64)>>,
     pub(crate) log_norm: f64,
     dlog_norm: Vec<f64>,
+    /// A flow with context: its unnormalised log-density at every event of the channel and
+    /// the derivatives in each context value (argument-major), by central differences.
+    flow_events: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 fn values_and_gradients(exprs: &[ParamExpr], theta: &[f64]) -> (Vec<f64>, Vec<Vec<(usize, f64)>>) {
@@ -161,10 +167,17 @@ struct Scratch {
 pub(crate) type Sums = Vec<Vec<f64>>;
 
 impl Channel {
-    pub(crate) fn prepare(&self, theta: &[f64]) -> Vec<NodeState> {
+    /// Every node's parameter-dependent state at `theta`; with `events`, a flow with context is
+    /// evaluated at them too (every evaluation: its context moves with the parameters).
+    pub(crate) fn prepare(
+        &self,
+        theta: &[f64],
+        events: Option<ChannelView>,
+    ) -> Result<Vec<NodeState>> {
         self.nodes
             .iter()
-            .map(|node| match &node.kind {
+            .map(|node| {
+                Ok(match &node.kind {
                 NodeKind::Leaf {
                     shape,
                     column,
@@ -179,6 +192,7 @@ impl Channel {
                         values,
                         grads,
                         log_norm,
+                        flow_events: None,
                     }
                 }
                 NodeKind::Product(_) => NodeState {
@@ -186,6 +200,7 @@ impl Channel {
                     grads: Vec::new(),
                     log_norm: 0.0,
                     dlog_norm: Vec::new(),
+                    flow_events: None,
                 },
                 NodeKind::Mixture { coefs, .. } => {
                     let (values, grads) = values_and_gradients(coefs, theta);
@@ -194,10 +209,77 @@ impl Channel {
                         grads,
                         log_norm: 0.0,
                         dlog_norm: Vec::new(),
+                        flow_events: None,
                     }
                 }
+                NodeKind::Flow { leaf, args } => {
+                    let (values, grads) = values_and_gradients(args, theta);
+                    self.flow_state(node, leaf, values, grads, events)?
+                }
+                })
             })
             .collect()
+    }
+
+    /// A flow's state: without context, its log-densities are a column of the data
+    /// (normalised when the dataset was made); with context, ln Z and the events' log-densities
+    /// at the context and, for the gradient, at context ± h (central differences, step
+    /// [`crate::flow::FlowPdf::context_step`]).
+    fn flow_state(
+        &self,
+        node: &Node,
+        leaf: &FlowLeaf,
+        values: Vec<f64>,
+        grads: Vec<Vec<(usize, f64)>>,
+        events: Option<ChannelView>,
+    ) -> Result<NodeState> {
+        let at = |e: Error| match e {
+            Error::Computation(m) => Error::Computation(format!(
+                "flow '{}' of channel '{}': {m}",
+                node.name, self.name
+            )),
+            other => other,
+        };
+        if leaf.derived_column.is_some() {
+            return Ok(NodeState {
+                values,
+                grads,
+                log_norm: 0.0,
+                dlog_norm: Vec::new(),
+                flow_events: None,
+            });
+        }
+        let log_norm = leaf.log_norm(&values).map_err(at)?;
+        let cols: Option<Vec<&[f64]>> =
+            events.map(|ev| (0..self.axes.len()).map(|i| ev.column(i)).collect());
+        let rows = cols.as_ref().map(|c| leaf.rows(c));
+        let n = events.map_or(0, |e| e.len());
+        let log_prob = |ctx: &[f64]| -> Result<Vec<f64>> {
+            match &rows {
+                Some(r) => leaf.flow.log_prob(n, r, ctx).map_err(at),
+                None => Ok(Vec::new()),
+            }
+        };
+        let lp = log_prob(&values)?;
+        let mut dlog = Vec::with_capacity(values.len() * n);
+        let mut dlog_norm = Vec::with_capacity(values.len());
+        for j in 0..values.len() {
+            let h = leaf.flow.context_step(values[j]);
+            let mut shifted = values.clone();
+            shifted[j] = values[j] + h;
+            let (up, z_up) = (log_prob(&shifted)?, leaf.log_norm(&shifted).map_err(at)?);
+            shifted[j] = values[j] - h;
+            let (down, z_down) = (log_prob(&shifted)?, leaf.log_norm(&shifted).map_err(at)?);
+            dlog.extend(up.iter().zip(&down).map(|(u, d)| (u - d) / (2.0 * h)));
+            dlog_norm.push((z_up - z_down) / (2.0 * h));
+        }
+        Ok(NodeState {
+            values,
+            grads,
+            log_norm,
+            dlog_norm,
+            flow_events: events.map(|_| (lp, dlog)),
+        })
     }
 
     fn scratch(&self, states: &[NodeState], n: usize) -> Scratch {
@@ -209,16 +291,17 @@ impl Channel {
                 .iter()
                 .zip(&self.nodes)
                 .map(|(s, node)| match node.kind {
-                    NodeKind::Leaf { .. } => vec![0.0; s.values.len() * n],
+                    NodeKind::Leaf { .. } | NodeKind::Flow { .. } => vec![0.0; s.values.len() * n],
                     _ => Vec::new(),
                 })
                 .collect(),
         }
     }
 
-    /// Every node's value at the chunk's events `cols` (children precede their parents in
-    /// the arena, so one pass in order); the root's is the last row written.
-    fn forward(&self, states: &[NodeState], cols: &[&[f64]], s: &mut Scratch) {
+    /// Every node's value at the chunk's events `cols`, which start at event `start` of the
+    /// channel (children precede their parents in the arena, so one pass in order); the root's
+    /// is the last row written.
+    fn forward(&self, states: &[NodeState], start: usize, cols: &[&[f64]], s: &mut Scratch) {
         let n = cols.first().map_or(0, |c| c.len());
         s.n = n;
         for (i, node) in self.nodes.iter().enumerate() {
@@ -238,6 +321,25 @@ impl Channel {
                     );
                     for v in val.iter_mut() {
                         *v -= state.log_norm;
+                    }
+                    crate::simd::exp_in_place(val);
+                }
+                NodeKind::Flow { leaf, .. } => {
+                    if let Some(c) = leaf.derived_column {
+                        val.copy_from_slice(cols[c]);
+                    } else {
+                        let (lp, dlp) = state
+                            .flow_events
+                            .as_ref()
+                            .expect("a flow with context is evaluated with its events");
+                        let total = lp.len();
+                        for (v, l) in val.iter_mut().zip(&lp[start..start + n]) {
+                            *v = l - state.log_norm;
+                        }
+                        for j in 0..state.values.len() {
+                            s.dlog[i][j * n..(j + 1) * n]
+                                .copy_from_slice(&dlp[j * total + start..j * total + start + n]);
+                        }
                     }
                     crate::simd::exp_in_place(val);
                 }
@@ -270,7 +372,7 @@ impl Channel {
             let (below, rest) = s.adj.split_at_mut(i * n);
             let adj = &rest[..n];
             match &self.nodes[i].kind {
-                NodeKind::Leaf { .. } => {
+                NodeKind::Leaf { .. } | NodeKind::Flow { .. } => {
                     let k = states[i].values.len();
                     let val = &s.val[i * n..(i + 1) * n];
                     let acc = &mut sums[i];
@@ -315,7 +417,7 @@ impl Channel {
             .iter()
             .zip(states)
             .map(|(node, st)| match node.kind {
-                NodeKind::Leaf { .. } => vec![0.0; st.values.len() + 1],
+                NodeKind::Leaf { .. } | NodeKind::Flow { .. } => vec![0.0; st.values.len() + 1],
                 NodeKind::Mixture { .. } => vec![0.0; st.values.len()],
                 NodeKind::Product(_) => Vec::new(),
             })
@@ -324,10 +426,10 @@ impl Channel {
 
     /// This channel's NLL on `events` and its gradient (added into `grad`, indexed by
     /// parameter).
-    pub fn nll_grad(&self, events: ChannelView, theta: &[f64], grad: &mut [f64]) -> f64 {
-        let states = self.prepare(theta);
+    pub fn nll_grad(&self, events: ChannelView, theta: &[f64], grad: &mut [f64]) -> Result<f64> {
+        let states = self.prepare(theta, Some(events))?;
         let (ln_sum, sums) = self.event_sums(&states, events);
-        self.finish(&states, ln_sum, &sums, theta, grad)
+        Ok(self.finish(&states, ln_sum, &sums, theta, grad))
     }
 
     /// Σ w·ln v over the events and the per-node [`Sums`]: the values forward, then the
@@ -341,7 +443,7 @@ impl Channel {
                 .map(|i| &events.column(i)[range.clone()])
                 .collect();
             let mut s = self.scratch(states, n);
-            self.forward(states, &cols, &mut s);
+            self.forward(states, range.start, &cols, &mut s);
             let root = &s.val[self.root * n..(self.root + 1) * n];
             let weights = events.weights().map(|w| &w[range.clone()]);
             let ln_sum = crate::simd::weighted_ln_sum(root, weights);
@@ -385,7 +487,7 @@ impl Channel {
         let mut nll = -ln_sum;
         for ((node, state), sum) in self.nodes.iter().zip(states).zip(sums) {
             match node.kind {
-                NodeKind::Leaf { .. } => {
+                NodeKind::Leaf { .. } | NodeKind::Flow { .. } => {
                     let k = state.values.len();
                     for j in 0..k {
                         let d = sum[j] - sum[k] * state.dlog_norm[j];
@@ -415,8 +517,8 @@ impl Channel {
     }
 
     /// The density tree's value at each event (`ν·f` where extended, `f` otherwise).
-    pub fn values(&self, events: ChannelView, theta: &[f64]) -> Vec<f64> {
-        let states = self.prepare(theta);
+    pub fn values(&self, events: ChannelView, theta: &[f64]) -> Result<Vec<f64>> {
+        let states = self.prepare(theta, Some(events))?;
         let mut out = vec![0.0; events.len()];
         for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
             let range = c * CHUNK..c * CHUNK + chunk.len();
@@ -424,23 +526,56 @@ impl Channel {
                 .map(|i| &events.column(i)[range.clone()])
                 .collect();
             let mut s = self.scratch(&states, chunk.len());
-            self.forward(&states, &cols, &mut s);
+            self.forward(&states, range.start, &cols, &mut s);
             chunk.copy_from_slice(&s.val[self.root * chunk.len()..(self.root + 1) * chunk.len()]);
         }
-        out
+        Ok(out)
+    }
+
+    /// Columns of the channel's data: its observables, then one per flow without context.
+    pub fn data_dims(&self) -> usize {
+        self.axes.len() + self.derived_flows().count()
+    }
+
+    /// The flows without context, in node order: their log-densities are columns of the data.
+    pub fn derived_flows(&self) -> impl Iterator<Item = &FlowLeaf> {
+        self.nodes.iter().filter_map(|n| match &n.kind {
+            NodeKind::Flow { leaf, .. } if leaf.derived_column.is_some() => Some(&**leaf),
+            _ => None,
+        })
+    }
+
+    /// `events` with the normalised log-density of each flow without context appended as a
+    /// column (the flows run once per dataset, not per evaluation).
+    pub fn derive(&self, events: &ChannelEvents) -> Result<ChannelEvents> {
+        let mut out = events.clone();
+        let cols: Vec<&[f64]> = events.columns.iter().map(Vec::as_slice).collect();
+        for leaf in self.derived_flows() {
+            let lp = leaf.log_density(&cols, &[]).map_err(|e| match e {
+                Error::Computation(m) => {
+                    Error::Computation(format!("channel '{}': {m}", self.name))
+                }
+                other => other,
+            })?;
+            out.columns.push(lp);
+        }
+        Ok(out)
     }
 
     /// Node `i`'s observables (columns), ascending.
     fn columns_of(&self, i: usize, out: &mut Vec<usize>) {
         match &self.nodes[i].kind {
             NodeKind::Leaf { column, .. } => out.push(*column),
+            NodeKind::Flow { leaf, .. } => out.extend(&leaf.columns),
             NodeKind::Product(c) | NodeKind::Mixture { children: c, .. } => {
                 c.iter().for_each(|&c| self.columns_of(c, out))
             }
         }
     }
 
-    /// One event drawn from node `i` into `x` (one value per observable).
+    /// One event (number `e`) drawn from node `i` into `x` (one value per observable); a flow's
+    /// share is left to a batch afterwards (`pending[i]` gets `e`).
+    #[allow(clippy::too_many_arguments)]
     fn draw(
         &self,
         i: usize,
@@ -448,8 +583,14 @@ impl Channel {
         coefs: &[Vec<f64>],
         rng: &mut ToyStream,
         x: &mut [f64],
+        e: usize,
+        pending: &mut [Vec<usize>],
     ) -> Result<()> {
         match &self.nodes[i].kind {
+            NodeKind::Flow { .. } => {
+                pending[i].push(e);
+                Ok(())
+            }
             NodeKind::Leaf { column, .. } => {
                 let sampler = samplers[i].as_ref().expect("a sampler per leaf");
                 x[*column] = sampler.draw(rng).map_err(|e| {
@@ -462,7 +603,7 @@ impl Channel {
             }
             NodeKind::Product(children) => children
                 .iter()
-                .try_for_each(|&c| self.draw(c, samplers, coefs, rng, x)),
+                .try_for_each(|&c| self.draw(c, samplers, coefs, rng, x, e, pending)),
             NodeKind::Mixture { children, .. } => {
                 let total: f64 = coefs[i].iter().sum();
                 let mut u = rng.uniform() * total;
@@ -474,7 +615,7 @@ impl Channel {
                     }
                     u -= c;
                 }
-                self.draw(children[pick], samplers, coefs, rng, x)
+                self.draw(children[pick], samplers, coefs, rng, x, e, pending)
             }
         }
     }
@@ -486,7 +627,7 @@ impl Channel {
         n_fixed: usize,
         rng: &mut ToyStream,
     ) -> Result<ChannelEvents> {
-        let states = self.prepare(theta);
+        let states = self.prepare(theta, None)?;
         let mut coefs = vec![Vec::new(); self.nodes.len()];
         for (i, node) in self.nodes.iter().enumerate() {
             if let NodeKind::Mixture { .. } = node.kind {
@@ -539,10 +680,29 @@ impl Channel {
         let dims = self.axes.len();
         let mut columns = vec![Vec::with_capacity(n); dims];
         let mut x = vec![0.0; dims];
-        for _ in 0..n {
-            self.draw(self.root, &samplers, &coefs, rng, &mut x)?;
+        let mut pending = vec![Vec::new(); self.nodes.len()];
+        for e in 0..n {
+            x.fill(f64::NAN);
+            self.draw(self.root, &samplers, &coefs, rng, &mut x, e, &mut pending)?;
             for (col, &v) in columns.iter_mut().zip(&x) {
                 col.push(v);
+            }
+        }
+        for (i, events) in pending.iter().enumerate() {
+            if let NodeKind::Flow { leaf, .. } = &self.nodes[i].kind
+                && !events.is_empty()
+            {
+                let rows = leaf.sample(events.len(), &states[i].values, rng).map_err(|e| {
+                    Error::Computation(format!(
+                        "cannot sample '{}' in channel '{}': {e}",
+                        self.nodes[i].name, self.name
+                    ))
+                })?;
+                for (&e, row) in events.iter().zip(rows.chunks(leaf.columns.len())) {
+                    for (&c, &v) in leaf.columns.iter().zip(row) {
+                        columns[c][e] = v;
+                    }
+                }
             }
         }
         Ok(ChannelEvents {
@@ -554,7 +714,7 @@ impl Channel {
     /// The Asimov events at `theta`: the centres of `bins` cells per observable, weighted by
     /// the expected count in each (value × cell volume, scaled by `n_fixed` where the channel
     /// is not extended), as RooStats' AsymptoticCalculator builds them.
-    pub fn asimov(&self, theta: &[f64], bins: usize, n_fixed: f64) -> ChannelEvents {
+    pub fn asimov(&self, theta: &[f64], bins: usize, n_fixed: f64) -> Result<ChannelEvents> {
         let dims = self.axes.len();
         let cells = bins.pow(dims as u32);
         let mut columns = vec![Vec::with_capacity(cells); dims];
@@ -575,16 +735,17 @@ impl Channel {
             columns,
             weights: None,
         };
-        let packed = crate::events::pack(std::slice::from_ref(&events), Vec::new(), 0.0);
-        let view = crate::events::views(&packed.main, &[dims]).expect("packed here")[0];
+        let derived = self.derive(&events)?;
+        let packed = crate::events::pack(std::slice::from_ref(&derived), Vec::new(), 0.0);
+        let view = crate::events::views(&packed.main, &[derived.columns.len()])?[0];
         let scale = if self.count.is_some() { 1.0 } else { n_fixed };
         let weights = self
-            .values(view, theta)
+            .values(view, theta)?
             .into_iter()
             .map(|v| v * volume * scale)
             .collect();
         events.weights = Some(weights);
-        events
+        Ok(events)
     }
 
     /// The observables the density tree covers, each once; an error names a node whose
