@@ -6,6 +6,7 @@
 mod differentiable;
 mod infer;
 mod model;
+mod flow;
 mod unbinned;
 mod workspace;
 
@@ -81,10 +82,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<workspace::PyWorkspace>()?;
     m.add_class::<model::PyModel>()?;
     m.add_class::<unbinned::PyUnbinnedModel>()?;
+    m.add_class::<flow::PyFlow>()?;
     m.add_class::<differentiable::PyDifferentiable>()?;
     for f in [
         wrap_pyfunction!(infer::infer, m)?,
         wrap_pyfunction!(unbinned::load_unbinned, m)?,
+        wrap_pyfunction!(flow::load_flow, m)?,
         wrap_pyfunction!(infer::call_json, m)?,
         wrap_pyfunction!(infer::run_call, m)?,
         wrap_pyfunction!(has_cuda, m)?,

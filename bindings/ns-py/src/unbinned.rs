@@ -128,6 +128,11 @@ impl PyUnbinnedModel {
             })
             .collect()
     }
+    /// The model's flows and the providers they run on, as JSON text (`None` without flows).
+    fn flows_json(&self) -> Option<String> {
+        self.model.flows_json().map(|v| v.to_string())
+    }
+
     fn suggested_init(&self) -> Vec<f64> {
         self.model.suggested_init()
     }

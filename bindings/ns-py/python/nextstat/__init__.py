@@ -24,6 +24,29 @@ import numpy as np
 
 from importlib import metadata as _metadata
 
+
+def _find_onnxruntime() -> None:
+    """Flow PDFs run on the ONNX Runtime library of the ``onnxruntime`` package of this
+    interpreter (found without importing it); ``ORT_DYLIB_PATH`` takes precedence. Read by the
+    engine once, when ``_core`` is imported."""
+    import importlib.util
+
+    if os.environ.get("ORT_DYLIB_PATH"):
+        return
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    for folder in spec.submodule_search_locations:
+        libs = sorted((Path(folder) / "capi").glob("libonnxruntime.so.*")) + sorted(
+            (Path(folder) / "capi").glob("libonnxruntime*.dylib")
+        )
+        if libs:
+            os.environ["ORT_DYLIB_PATH"] = str(libs[-1])
+            return
+
+
+_find_onnxruntime()
+
 from . import _core
 from ._core import ComputationError, InvalidInputError, NextStatError
 from ._results import (

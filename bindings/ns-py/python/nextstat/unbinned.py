@@ -14,6 +14,7 @@ one observable)::
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from . import _Config, _core
 
-__all__ = ["UnbinnedModel", "load"]
+__all__ = ["UnbinnedModel", "load", "Flow", "load_flow", "export_flow"]
 
 
 class _UnbinnedConfig(_Config):
@@ -41,6 +42,14 @@ class UnbinnedModel:
     def __init__(self, core: Any):
         self._model = core
         self.config = _UnbinnedConfig(core)
+
+    @property
+    def flows(self) -> List[dict]:
+        """The model's flow PDFs: per flow its channel, manifest, precision, context, the
+        execution provider it runs on and the providers tried before it (with why they were
+        not used). Empty for a model without flows."""
+        text = self._model.flows_json()
+        return json.loads(text) if text else []
 
     @property
     def observables(self) -> List[List[Tuple[str, float, float]]]:
@@ -77,3 +86,56 @@ def load(path: Optional[str | Path] = None, *, text: Optional[str] = None, analy
         raise TypeError("give either path or text")
     core = _core.load_unbinned(None if path is None else str(path), text, analysis)
     return UnbinnedModel(core)
+
+
+#: A flow PDF of a manifest (``load_flow``): ``log_prob(x, context)``, ``log_norm(context)``,
+#: ``sample(n, context, seed)``, ``provider``, ``fallbacks``, ``precision``.
+Flow = _core.Flow
+
+
+def load_flow(manifest: str | Path, bounds: Optional[List[Tuple[float, float]]] = None, context: Optional[List[float]] = None) -> "Flow":
+    """The flow of ``manifest`` (docs/unbinned.md, "Flow PDFs"), normalised over ``bounds``
+    (default: the manifest's observable ranges)."""
+    return _core.load_flow(str(manifest), bounds, context)
+
+
+def export_flow(log_prob: Any, directory: str | Path, observables: List[Tuple[str, float, float]], *, context: Sequence[str] = (), sample: Any = None, dtype: Any = None, normalization: str = "quadrature") -> Path:
+    """Export a PyTorch flow for nextstat: ``log_prob`` a ``torch.nn.Module`` mapping ``x``
+    [events, observables] (and ``context`` [events, len(context)]) to log-densities [events];
+    ``sample`` optionally one mapping standard-normal ``z`` (and ``context``) to ``x``. Writes
+    ``log_prob.onnx`` (``sample.onnx``) and ``flow.json`` into ``directory`` with
+    ``torch.onnx.export`` (the TorchScript exporter: no onnxscript needed) and returns the
+    manifest's path, ready for ``{"type": "nextstat:flow_dist", "manifest": ...}``."""
+    import torch
+
+    dtype = dtype or torch.float64
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    d, k = len(observables), len(context)
+
+    def export(module: Any, first: str, output: str, path: Path) -> None:
+        args = [torch.zeros(4, d, dtype=dtype)]
+        names = [first]
+        if k:
+            args.append(torch.zeros(4, k, dtype=dtype))
+            names.append("context")
+        axes = {n: {0: "events"} for n in names}
+        axes[output] = {0: "events"}
+        module = module.to(dtype).eval()
+        torch.onnx.export(module, tuple(args), str(path), input_names=names, output_names=[output], dynamic_axes=axes, dynamo=False, opset_version=17)
+
+    export(log_prob, "x", "log_prob", directory / "log_prob.onnx")
+    manifest = {
+        "type": "nextstat:flow",
+        "observables": [{"name": n, "min": lo, "max": hi} for n, lo, hi in observables],
+        "log_prob": "log_prob.onnx",
+        "normalization": normalization,
+    }
+    if k:
+        manifest["context"] = list(context)
+    if sample is not None:
+        export(sample, "z", "x", directory / "sample.onnx")
+        manifest["sample"] = "sample.onnx"
+    path = directory / "flow.json"
+    path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return path
