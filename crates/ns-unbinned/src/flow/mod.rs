@@ -14,8 +14,10 @@
 //!
 //! Normalisation over the observables' box (a flow lives on ℝᵈ; a likelihood needs its density on
 //! the observables' ranges): `"quadrature"` (default) measures the truncation integral
-//! Z = ∫_box exp(log_prob) by tensor-product Gauss–Legendre quadrature ([`quadrature`]; at most
-//! three observables) and uses log_prob − ln Z; `"unit"` declares that the flow maps onto the
+//! Z = ∫_box exp(log_prob) by Gauss–Legendre quadrature on a grid refined for the flow at load
+//! ([`quadrature::refined_grid`]; at most three observables) and uses log_prob − ln Z; with a
+//! context, the grid refined at the initial context is kept, so ln Z is a smooth function of the
+//! context (its central differences are meaningful); `"unit"` declares that the flow maps onto the
 //! manifest's box (a final bijection onto it), checked at load by the same quadrature (an error
 //! where Z is not 1 within 1e-3), and uses log_prob unchanged on that box.
 
@@ -227,7 +229,9 @@ impl FlowLeaf {
         bounds: Vec<(f64, f64)>,
         init_context: &[f64],
     ) -> Result<Self> {
-        let grid = Arc::new(quadrature::grid(&bounds));
+        let grid = Arc::new(quadrature::refined_grid(&bounds, &mut |x| {
+            flow.log_prob(x.len() / bounds.len(), x, init_context)
+        })?);
         let mut leaf = FlowLeaf {
             flow,
             columns,
