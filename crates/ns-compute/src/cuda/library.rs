@@ -9,10 +9,11 @@
 use std::sync::OnceLock;
 
 /// Every driver entry point the engine reaches through cudarc (contexts, modules, memory,
-/// launches, events, errors) or calls itself: exactly the 35 that the CUDA parity and
+/// launches, events, errors) or calls itself: the 35 that the CUDA parity and
 /// differentiable suites resolved on an H100 (driver 580.159.04, 2026-11-25), traced by
-/// `bench/gpu_hardening.sh`; rerun it when CUDA code changes (`docs/gpu.md`).
-pub(crate) const DRIVER_SYMBOLS: [&str; 35] = [
+/// `bench/gpu_hardening.sh`, and cuMemGetAddressRange_v2, which checks a device pointer handed in
+/// from elsewhere (the flow reduction); rerun it when CUDA code changes (`docs/gpu.md`).
+pub(crate) const DRIVER_SYMBOLS: [&str; 36] = [
     "cuInit",
     "cuDriverGetVersion",
     "cuGetErrorName",
@@ -46,6 +47,7 @@ pub(crate) const DRIVER_SYMBOLS: [&str; 35] = [
     "cuMemcpyDtoHAsync_v2",
     "cuMemcpyDtoDAsync_v2",
     "cuPointerGetAttributes",
+    "cuMemGetAddressRange_v2",
     "cuFuncGetAttribute",
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
 ];
