@@ -320,3 +320,90 @@ def test_careless_manifests_and_references_are_errors_naming_the_problem(flows, 
     fails(lambda d: d["data"][0]["axes"][0].update(max=12.0), "beyond the flow's range")
     _, shifted = flows["shifted"]
     fails(lambda d: flow_of(d).update(manifest=str(shifted.resolve())), "no value for the flow's context 'shift'")
+
+
+def numpy_mixture_nll(logp, yields, weights=None):
+    w = np.ones(logp.shape[1]) if weights is None else weights
+    s = (yields[:, None] * np.exp(logp)).sum(0)
+    return yields.sum() - (w * np.log(s)).sum(), 1 - (w * np.exp(logp) / s).sum(1)
+
+
+def test_mixture_nll_from_log_probabilities_on_the_cpu():
+    rng = np.random.default_rng(0)
+    logp = rng.uniform(-9, -1, (3, 50_001))
+    yields = np.array([100.0, 2000.0, 30.0])
+    weights = rng.uniform(0.5, 1.5, 50_001)
+    nll, grad = unbinned.mixture_nll(logp, yields, weights=weights, constraints=[(0.0, 0.5)], values=[0.2])
+    want, want_grad = numpy_mixture_nll(logp, yields, weights)
+    assert abs(nll - (want + 0.5 * 0.4**2)) < 1e-10 * abs(want)
+    np.testing.assert_allclose(grad[:3], want_grad, rtol=1e-10, atol=1e-9)
+    assert abs(grad[3] - 0.2 / 0.25) < 1e-12
+    # Toys side by side: each dataset as if alone.
+    offsets = [0, 10_000, 10_000, 50_001]
+    ys = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    nlls, grads = unbinned.mixture_nll(logp, ys, offsets=offsets)
+    for t in range(3):
+        part = logp[:, offsets[t]:offsets[t + 1]]
+        if part.shape[1]:
+            want, want_grad = numpy_mixture_nll(part, ys[t])
+        else:
+            want, want_grad = ys[t].sum(), np.ones(3)
+        assert abs(nlls[t] - want) < 1e-10 * max(1, abs(want))
+        np.testing.assert_allclose(grads[t], want_grad, rtol=1e-10, atol=1e-10)
+    with pytest.raises(nextstat.NextStatError, match="7 yields"):
+        unbinned.mixture_nll(logp, np.ones(7))
+    with pytest.raises(nextstat.NextStatError, match="processes: the mixture reduction takes 1 to 16"):
+        unbinned.mixture_nll(np.zeros((17, 3)), np.ones(17))
+
+
+needs_cuda = pytest.mark.skipif(not (torch.cuda.is_available() and nextstat.has_cuda()), reason="needs a CUDA GPU with PyTorch's CUDA build")
+
+
+@needs_cuda
+def test_a_torch_flow_on_the_gpu_hands_its_log_probs_over_without_a_copy(flows):
+    """Log-probabilities computed by a torch flow on the GPU, reduced where they lie (f64 and
+    f32), against the same values reduced from the host."""
+    coupling, _ = flows["coupling"]
+    rng = np.random.default_rng(4)
+    x = torch.tensor(points(400_000, 2, seed=4), device="cuda")
+    for dtype, rtol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+        module = coupling.to("cuda", dtype)
+        with torch.no_grad():
+            lp_signal = module(x.to(dtype))
+            lp_background = torch.full_like(lp_signal, -math.log(50.0))
+            logp = torch.stack([lp_signal, lp_background])
+        yields = np.array([3.0e4, 3.7e5])
+        nll, grad = unbinned.mixture_nll(logp, yields, constraints=[(0.0, 1.0)], values=[0.1])
+        host = logp.double().cpu().numpy()
+        want, want_grad = unbinned.mixture_nll(host, yields, constraints=[(0.0, 1.0)], values=[0.1], device="cuda")
+        cpu, _ = unbinned.mixture_nll(host, yields, constraints=[(0.0, 1.0)], values=[0.1])
+        assert abs(nll - want) <= rtol * abs(want), (dtype, nll, want)
+        np.testing.assert_allclose(grad, want_grad, rtol=max(rtol, 1e-10), atol=1e-9)
+        assert abs(want - cpu) <= 1e-10 * abs(cpu)
+    coupling.to("cpu", torch.float64)
+    # Toys side by side on the GPU, one reduction.
+    logp = torch.randn(2, 30_000, device="cuda", dtype=torch.float64) - 3
+    offsets = [0, 1000, 1000, 30_000]
+    ys = rng.uniform(10, 100, (3, 2))
+    nlls, grads = unbinned.mixture_nll(logp, ys, offsets=offsets)
+    want, want_grads = unbinned.mixture_nll(logp.cpu().numpy(), ys, offsets=offsets)
+    np.testing.assert_allclose(nlls, want, rtol=1e-10)
+    np.testing.assert_allclose(grads, want_grads, rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="2-d float32 or float64"):
+        unbinned.mixture_nll(logp[0].to(torch.float16), ys[0])
+
+
+@needs_cuda
+def test_a_flow_model_fits_on_cuda_as_on_the_cpu(flows, tmp_path):
+    """A flow without context is a column of the data: the CUDA event kernel reads it."""
+    _, manifest = flows["spline"]
+    flow = unbinned.load_flow(manifest)
+    events = np.concatenate([flow.sample(20_000, seed=8)[:, 0], np.random.default_rng(8).normal(6.2, 0.4, 500)])
+    model = unbinned.load(hs3_model(tmp_path / "model.json", manifest, events[(events > 0) & (events < 10)]))
+    cpu, gpu = nextstat.fit(model), nextstat.fit(model, device="cuda")
+    assert gpu.converged and abs(gpu.twice_nll - cpu.twice_nll) < 1e-8 * abs(cpu.twice_nll)
+    np.testing.assert_allclose(gpu.bestfit, cpu.bestfit, rtol=1e-5, atol=1e-6)
+    _, shifted = flows["shifted"]
+    conditional = unbinned.load(hs3_model(tmp_path / "c.json", shifted, events[(events > 0) & (events < 10)], conditional=True))
+    with pytest.raises(nextstat.NextStatError, match="flows with context are evaluated on the CPU"):
+        nextstat.fit(conditional, device="cuda")

@@ -6,6 +6,7 @@
 mod differentiable;
 mod infer;
 mod model;
+mod reduce;
 mod flow;
 mod unbinned;
 mod workspace;
@@ -88,6 +89,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(infer::infer, m)?,
         wrap_pyfunction!(unbinned::load_unbinned, m)?,
         wrap_pyfunction!(flow::load_flow, m)?,
+        wrap_pyfunction!(reduce::mixture_nll_host, m)?,
+        wrap_pyfunction!(reduce::mixture_nll_device, m)?,
         wrap_pyfunction!(infer::call_json, m)?,
         wrap_pyfunction!(infer::run_call, m)?,
         wrap_pyfunction!(has_cuda, m)?,

@@ -15,14 +15,15 @@ one observable)::
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _Config, _core
 
-__all__ = ["UnbinnedModel", "load", "Flow", "load_flow", "export_flow"]
+__all__ = ["UnbinnedModel", "load", "Flow", "load_flow", "export_flow", "mixture_nll"]
 
 
 class _UnbinnedConfig(_Config):
@@ -139,3 +140,42 @@ def export_flow(log_prob: Any, directory: str | Path, observables: List[Tuple[st
     path = directory / "flow.json"
     path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return path
+
+
+def mixture_nll(logp: Any, yields: Any, *, offsets: Optional[Sequence[int]] = None, weights: Any = None, constraints: Optional[Sequence[Tuple[float, float]]] = None, values: Any = None, device: Optional[str] = None) -> Tuple[Any, np.ndarray]:
+    """The extended mixture NLL and its gradient from per-event log-probabilities
+    (docs/unbinned.md, "The NLL from log-probabilities"):
+    NLL = Σₚ νₚ − Σₑ wₑ ln Σₚ νₚ exp(logp[p, e]) + Σ_c ½((θ_c − μ_c)/σ_c)².
+
+    ``logp`` [processes, events]: a NumPy array (reduced on ``device``: "cpu", default, or
+    "cuda[:N]") or a PyTorch CUDA tensor (float32 or float64), read in place on its GPU: no copy
+    to the host. ``yields`` [processes] (or [datasets, processes] with ``offsets``, the datasets'
+    event boundaries [0, …, events]: toys side by side); ``constraints`` [(mean, sigma)] with
+    their parameters' ``values`` [constraints] (or [datasets, constraints]); ``weights`` [events].
+    Returns (nll, gradient): the gradient in the yields, then the constrained parameters; one
+    value and one row per dataset where ``offsets`` is given."""
+    batched = offsets is not None
+    yields = np.atleast_2d(np.ascontiguousarray(yields, dtype=np.float64))
+    k = len(constraints or ())
+    values = np.ascontiguousarray(values if values is not None else np.zeros((yields.shape[0], 0)), dtype=np.float64).reshape(yields.shape[0], k)
+    offsets = None if offsets is None else [int(o) for o in offsets]
+    weights = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    constraints = None if constraints is None else [(float(m), float(s)) for m, s in constraints]
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(logp, torch.Tensor) and logp.is_cuda:
+        if device not in (None, "cuda", f"cuda:{logp.device.index}"):
+            raise ValueError(f"logp lies on {logp.device}; device={device!r} names another")
+        if logp.dtype not in (torch.float32, torch.float64) or logp.dim() != 2:
+            raise ValueError(f"logp must be a 2-d float32 or float64 tensor [processes, events], not {logp.dtype} of shape {tuple(logp.shape)}")
+        logp = logp.contiguous()
+        # The kernels run on the engine's stream: the tensor must be written first.
+        torch.cuda.current_stream(logp.device).synchronize()
+        nll, grad = _core.mixture_nll_device(logp.data_ptr(), str(logp.dtype).removeprefix("torch."), logp.shape[0], logp.shape[1], logp.device.index, yields, offsets, weights, constraints, values)
+    else:
+        if torch is not None and isinstance(logp, torch.Tensor):
+            logp = logp.detach().numpy()
+        logp = np.ascontiguousarray(logp, dtype=np.float64)
+        if logp.ndim != 2:
+            raise ValueError(f"logp must be 2-d [processes, events], not of shape {logp.shape}")
+        nll, grad = _core.mixture_nll_host(logp, yields, offsets, weights, constraints, values, device or "cpu")
+    return (nll, grad) if batched else (float(nll[0]), grad[0])

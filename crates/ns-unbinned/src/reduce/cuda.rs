@@ -267,3 +267,24 @@ fn weight_len(w: &Weights) -> Option<usize> {
         Weights::Device(d) => Some(d.len()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Run by `scripts/test.sh` with NVRTC on LD_LIBRARY_PATH (no GPU needed), as the event
+    /// kernel's compile test is.
+    #[test]
+    #[ignore = "needs NVRTC (pip nvidia-cuda-nvrtc) on LD_LIBRARY_PATH"]
+    fn the_reduction_kernels_compile_for_every_prebuilt_architecture() {
+        for processes in [1, super::super::MAX_PROCESSES] {
+            for arch in ns_compute::cuda::PREBUILT_ARCHS {
+                let cubin = ns_compute::cuda::compile_for(
+                    super::SOURCE,
+                    &[format!("-DNS_P={processes}")],
+                    arch,
+                )
+                .unwrap_or_else(|e| panic!("sm_{arch}, {processes} processes: {e}"));
+                assert!(!cubin.is_empty());
+            }
+        }
+    }
+}
