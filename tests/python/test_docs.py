@@ -63,3 +63,15 @@ def test_unbinned_doc_commands_run(tmp_path):
         assert proc.returncode == 0 and proc.stdout.strip(), f"{line}: {proc.stderr}"
         ran += 1
     assert ran >= 6
+
+
+def test_flow_doc_example_runs(capsys):
+    """docs/unbinned.md's flow example: train a tiny flow, export it, fit with it."""
+    pytest.importorskip("torch")
+    text = (ROOT / "docs" / "unbinned.md").read_text()
+    section = text[text.index("## Flow PDFs"):text.index("## The NLL from log-probabilities")]
+    found = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(found) == 1
+    exec(compile(found[0], "docs/unbinned.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "CPUExecutionProvider" in out and "95% CL upper limit on nsig:" in out
