@@ -17,7 +17,7 @@ from scipy import integrate, optimize, stats  # noqa: E402
 
 import flowlib  # noqa: E402
 import nextstat  # noqa: E402
-from conftest import BIN, TOL, run_cli  # noqa: E402
+from conftest import BIN, ROOT, TOL, run_cli  # noqa: E402
 from nextstat import unbinned  # noqa: E402
 
 # The CLI finds ONNX Runtime through ORT_DYLIB_PATH (the Python package sets it on import).
@@ -279,7 +279,7 @@ def test_a_missing_onnxruntime_is_a_clear_error_and_parametric_models_still_fit(
     del env["ORT_DYLIB_PATH"]
     proc = subprocess.run([str(BIN), "fit", str(path)], capture_output=True, text=True, env=env)
     assert proc.returncode != 0 and "pip install onnxruntime" in proc.stderr
-    example = BIN.parents[2] / "examples" / "unbinned" / "resonance.json"
+    example = ROOT / "examples" / "unbinned" / "resonance.json"
     proc = subprocess.run([str(BIN), "fit", str(example)], capture_output=True, text=True, env=env)
     assert proc.returncode == 0 and json.loads(proc.stdout)["converged"]
 

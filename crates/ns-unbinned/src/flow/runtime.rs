@@ -8,13 +8,19 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use ns_core::{Error, Result};
+use rayon::prelude::*;
 use ort::ep;
 use ort::environment::Environment;
 use ort::session::Session;
 use ort::value::{Tensor, TensorElementType, ValueType};
 
-/// Events per ONNX Runtime call: bounds the memory of one call's inputs and activations.
-pub const EVENTS_PER_RUN: usize = 65_536;
+/// Events per ONNX Runtime call on the CPU provider: calls run in parallel, one session per
+/// thread (ONNX Runtime spreads a small flow's element-wise operators badly over threads). A
+/// fixed size, so that events are batched the same way on any thread count.
+pub const CPU_EVENTS_PER_RUN: usize = 16_384;
+
+/// Events per call on a GPU provider (one session): bounds the memory of a call's activations.
+pub const GPU_EVENTS_PER_RUN: usize = 1 << 20;
 
 fn environment() -> Result<&'static Environment> {
     static ENV: OnceLock<std::result::Result<Environment, String>> = OnceLock::new();
@@ -65,7 +71,9 @@ pub struct Fallback {
 /// An ONNX model with named float inputs of shape [n, width] and one float output of shape [n]
 /// or [n, width], on the provider that accepted it.
 pub struct OnnxModel {
-    session: Mutex<Session>,
+    /// On the CPU provider one session per thread (each single-threaded), else one.
+    sessions: Vec<Mutex<Session>>,
+    events_per_run: usize,
     /// Input names and widths, in the model's order.
     inputs: Vec<(String, usize)>,
     output: String,
@@ -156,15 +164,31 @@ impl OnnxModel {
                 });
                 continue;
             };
-            let built = Session::builder(env)
-                .and_then(|b| {
-                    b.with_execution_providers([dispatch.error_on_failure()])
+            let single_threaded = name == "cpu";
+            let build = || {
+                Session::builder(env)
+                    .and_then(|b| {
+                        let b = b.with_execution_providers([dispatch.clone().error_on_failure()])?;
+                        if single_threaded {
+                            b.with_intra_threads(1)?.with_inter_threads(1)
+                        } else {
+                            Ok(b)
+                        }
                         .map_err(ort::Error::from)
-                })
-                .and_then(|mut b| b.commit_from_file(path));
-            match built {
-                Ok(s) => {
-                    session = Some((s, provider_name(name).to_string()));
+                    })
+                    .and_then(|mut b| b.commit_from_file(path))
+            };
+            match build() {
+                Ok(first) => {
+                    let mut all = vec![first];
+                    if single_threaded {
+                        for _ in 1..rayon::current_num_threads() {
+                            all.push(build().map_err(|e| {
+                                Error::Computation(format!("{what}: a further session: {e}"))
+                            })?);
+                        }
+                    }
+                    session = Some((all, provider_name(name).to_string()));
                     break;
                 }
                 Err(e) => fallbacks.push(Fallback {
@@ -173,7 +197,7 @@ impl OnnxModel {
                 }),
             }
         }
-        let Some((session, provider)) = session else {
+        let Some((sessions, provider)) = session else {
             let reasons: Vec<String> = fallbacks
                 .iter()
                 .map(|f| format!("{}: {}", f.provider, f.reason))
@@ -184,6 +208,7 @@ impl OnnxModel {
                 reasons.join("; ")
             )));
         };
+        let session = &sessions[0];
         let mut inputs = Vec::new();
         let mut precision = None;
         for outlet in session.inputs() {
@@ -245,8 +270,14 @@ impl OnnxModel {
                 path.display()
             )));
         }
+        let events_per_run = if provider == provider_name("cpu") {
+            CPU_EVENTS_PER_RUN
+        } else {
+            GPU_EVENTS_PER_RUN
+        };
         Ok(OnnxModel {
-            session: Mutex::new(session),
+            sessions: sessions.into_iter().map(Mutex::new).collect(),
+            events_per_run,
             inputs,
             output: output.to_string(),
             precision: precision.unwrap_or(Precision::F32),
@@ -256,65 +287,85 @@ impl OnnxModel {
     }
 
     /// Run on `n` events: `inputs` gives each named input's values row-major ([n, width]);
-    /// the output, `out_width` values per event, in f64. Runs in batches of
-    /// [`EVENTS_PER_RUN`] events.
+    /// the output, `out_width` values per event, in f64. Batches of the provider's events per
+    /// run, in parallel over the sessions, joined in event order.
     pub fn run(&self, n: usize, inputs: &[(&str, &[f64])], out_width: usize) -> Result<Vec<f64>> {
-        let mut out = Vec::with_capacity(n * out_width);
-        let mut session = self
-            .session
-            .lock()
-            .map_err(|_| Error::Computation("an ONNX Runtime session was poisoned".into()))?;
-        for start in (0..n).step_by(EVENTS_PER_RUN) {
-            let len = EVENTS_PER_RUN.min(n - start);
-            let mut values = Vec::with_capacity(self.inputs.len());
-            for (name, width) in &self.inputs {
-                let data = inputs
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, d)| &d[start * width..(start + len) * width])
-                    .ok_or_else(|| Error::Computation(format!("no values for input '{name}'")))?;
-                let shape = [len as i64, *width as i64];
-                let value = match self.precision {
-                    Precision::F64 => Tensor::from_array((shape, data.to_vec()))
-                        .map(|t| t.into_dyn()),
-                    Precision::F32 => {
-                        Tensor::from_array((shape, data.iter().map(|&v| v as f32).collect::<Vec<_>>()))
-                            .map(|t| t.into_dyn())
-                    }
-                }
-                .map_err(|e| Error::Computation(format!("ONNX input '{name}': {e}")))?;
-                values.push((name.clone(), value));
+        for (name, width) in &self.inputs {
+            let given = inputs.iter().find(|(i, _)| i == name).map(|(_, d)| d.len());
+            if given != Some(n * width) {
+                return Err(Error::Computation(format!(
+                    "ONNX input '{name}' needs {} values for {n} events, not {given:?}",
+                    n * width
+                )));
             }
-            let outputs = session
-                .run(values)
-                .map_err(|e| Error::Computation(format!("ONNX Runtime failed: {e}")))?;
-            let value = &outputs[self.output.as_str()];
-            let bad = |got: usize| {
-                Error::Computation(format!(
-                    "ONNX output '{}' has {got} values for {len} events ({out_width} each expected)",
-                    self.output
+        }
+        let starts: Vec<usize> = (0..n).step_by(self.events_per_run).collect();
+        let batch = |(k, &start): (usize, &usize)| {
+            let len = self.events_per_run.min(n - start);
+            let slot = &self.sessions[k % self.sessions.len()];
+            let mut session = slot
+                .lock()
+                .map_err(|_| Error::Computation("an ONNX Runtime session was poisoned".into()))?;
+            self.run_batch(&mut session, start, len, inputs, out_width)
+        };
+        let parts: Vec<Vec<f64>> = if self.sessions.len() > 1 && starts.len() > 1 {
+            starts.par_iter().enumerate().map(batch).collect::<Result<_>>()?
+        } else {
+            starts.iter().enumerate().map(batch).collect::<Result<_>>()?
+        };
+        Ok(parts.concat())
+    }
+
+    fn run_batch(
+        &self,
+        session: &mut Session,
+        start: usize,
+        len: usize,
+        inputs: &[(&str, &[f64])],
+        out_width: usize,
+    ) -> Result<Vec<f64>> {
+        let mut values = Vec::with_capacity(self.inputs.len());
+        for (name, width) in &self.inputs {
+            let data = inputs
+                .iter()
+                .find(|(i, _)| i == name)
+                .map(|(_, d)| &d[start * width..(start + len) * width])
+                .ok_or_else(|| Error::Computation(format!("no values for input '{name}'")))?;
+            let shape = [len as i64, *width as i64];
+            let value = match self.precision {
+                Precision::F64 => Tensor::from_array((shape, data.to_vec())).map(|t| t.into_dyn()),
+                Precision::F32 => Tensor::from_array((
+                    shape,
+                    data.iter().map(|&v| v as f32).collect::<Vec<_>>(),
                 ))
-            };
-            match self.precision {
-                Precision::F64 => {
-                    let (_, v) = value
-                        .try_extract_tensor::<f64>()
-                        .map_err(|e| Error::Computation(format!("ONNX output: {e}")))?;
-                    if v.len() != len * out_width {
-                        return Err(bad(v.len()));
-                    }
-                    out.extend_from_slice(v);
-                }
-                Precision::F32 => {
-                    let (_, v) = value
-                        .try_extract_tensor::<f32>()
-                        .map_err(|e| Error::Computation(format!("ONNX output: {e}")))?;
-                    if v.len() != len * out_width {
-                        return Err(bad(v.len()));
-                    }
-                    out.extend(v.iter().map(|&x| f64::from(x)));
-                }
+                .map(|t| t.into_dyn()),
             }
+            .map_err(|e| Error::Computation(format!("ONNX input '{name}': {e}")))?;
+            values.push((name.clone(), value));
+        }
+        let outputs = session
+            .run(values)
+            .map_err(|e| Error::Computation(format!("ONNX Runtime failed: {e}")))?;
+        let value = &outputs[self.output.as_str()];
+        let bad = |got: usize| {
+            Error::Computation(format!(
+                "ONNX output '{}' has {got} values for {len} events ({out_width} each expected)",
+                self.output
+            ))
+        };
+        let extract = |e: ort::Error| Error::Computation(format!("ONNX output: {e}"));
+        let out: Vec<f64> = match self.precision {
+            Precision::F64 => value.try_extract_tensor::<f64>().map_err(extract)?.1.to_vec(),
+            Precision::F32 => value
+                .try_extract_tensor::<f32>()
+                .map_err(extract)?
+                .1
+                .iter()
+                .map(|&x| f64::from(x))
+                .collect(),
+        };
+        if out.len() != len * out_width {
+            return Err(bad(out.len()));
         }
         Ok(out)
     }

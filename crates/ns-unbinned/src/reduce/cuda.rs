@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, DriverError, LaunchConfig,
+    PushKernelArg, ValidAsZeroBits,
 };
 use ns_core::{Error, Result};
 
@@ -48,11 +49,54 @@ struct Kernels {
     finish: CudaFunction,
 }
 
+/// Device buffers kept between calls, grown as needed: allocating per call costs more than
+/// the reduction at small sizes (a memory pool gives its memory back at every synchronisation,
+/// a PyTorch caller's included).
+#[derive(Default)]
+struct Buffers {
+    offsets: Option<CudaSlice<i64>>,
+    yields: Option<CudaSlice<f64>>,
+    weights: Option<CudaSlice<f64>>,
+    partials: Option<CudaSlice<f64>>,
+    sums: Option<CudaSlice<f64>>,
+}
+
+/// `slot`'s buffer, replaced by a zeroed one of `len` values where it is shorter.
+fn ensure<'a, T: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    slot: &'a mut Option<CudaSlice<T>>,
+    len: usize,
+) -> Result<&'a mut CudaSlice<T>> {
+    if !slot.as_ref().is_some_and(|s| s.len() >= len) {
+        *slot = None;
+        *slot = Some(
+            stream
+                .alloc_zeros(len.max(1))
+                .map_err(|e| driver("allocation", e))?,
+        );
+    }
+    Ok(slot.as_mut().expect("allocated above"))
+}
+
+/// `values` into `slot`'s buffer (grown as needed).
+fn fill<'a, T: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    slot: &'a mut Option<CudaSlice<T>>,
+    values: &[T],
+) -> Result<&'a mut CudaSlice<T>> {
+    let buffer = ensure(stream, slot, values.len())?;
+    stream
+        .memcpy_htod(values, buffer)
+        .map_err(|e| driver("upload", e))?;
+    Ok(buffer)
+}
+
 /// The reduction kernels on one GPU, compiled per number of processes on first use.
 pub struct MixtureReducer {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     kernels: Mutex<HashMap<usize, Arc<Kernels>>>,
+    buffers: Mutex<Buffers>,
     pub name: String,
 }
 
@@ -76,6 +120,7 @@ impl MixtureReducer {
             stream: ctx.default_stream(),
             ctx,
             kernels: Mutex::new(HashMap::new()),
+            buffers: Mutex::new(Buffers::default()),
             name,
         })
     }
@@ -161,25 +206,23 @@ impl MixtureReducer {
             .div_ceil(BLOCK as usize * EVENTS_PER_THREAD)
             .clamp(1, MAX_BLOCKS);
         let offsets: Vec<i64> = layout.offsets.iter().map(|&o| o as i64).collect();
-        let offsets = self.stream.clone_htod(&offsets).map_err(|e| driver("upload", e))?;
-        let yields_d = self.upload(yields)?;
-        let host_weights;
+        let mut held = self.buffers.lock().unwrap_or_else(|e| e.into_inner());
+        let Buffers {
+            offsets: offsets_slot,
+            yields: yields_slot,
+            weights: weights_slot,
+            partials: partials_slot,
+            sums: sums_slot,
+        } = &mut *held;
+        let offsets = &*fill(&self.stream, offsets_slot, &offsets)?;
+        let yields_d = &*fill(&self.stream, yields_slot, yields)?;
         let weights_d: Option<&CudaSlice<f64>> = match weights {
             Weights::None => None,
-            Weights::Host(w) => {
-                host_weights = self.upload(w)?;
-                Some(&host_weights)
-            }
+            Weights::Host(w) => Some(&*fill(&self.stream, weights_slot, w)?),
             Weights::Device(w) => Some(w),
         };
-        let mut partials = self
-            .stream
-            .alloc_zeros::<f64>(t * blocks * (p + 1))
-            .map_err(|e| driver("allocation", e))?;
-        let mut sums = self
-            .stream
-            .alloc_zeros::<f64>(t * (p + 1))
-            .map_err(|e| driver("allocation", e))?;
+        let partials = ensure(&self.stream, partials_slot, t * blocks * (p + 1))?;
+        let sums = ensure(&self.stream, sums_slot, t * (p + 1))?;
         let row = row as i64;
         let cfg = LaunchConfig {
             grid_dim: (blocks as u32, t as u32, 1),
@@ -201,12 +244,12 @@ impl MixtureReducer {
                     b.arg(&address)
                 }
             };
-            b.arg(&row).arg(&offsets).arg(&yields_d);
+            b.arg(&row).arg(offsets).arg(yields_d);
             match weights_d {
                 Some(w) => b.arg(w),
                 None => b.arg(&null),
             };
-            b.arg(&mut partials);
+            b.arg(&mut *partials);
             // SAFETY: arguments match mixture_partials_*'s parameters; the log-probabilities
             // span p × row values (checked above: a slice's length, a pointer's allocation),
             // offsets end at row, yields hold t × p values, weights row values.
@@ -215,7 +258,7 @@ impl MixtureReducer {
         launched.map_err(|e| driver("launch of mixture_partials", e))?;
         let blocks_i = blocks as i32;
         let mut b = self.stream.launch_builder(&kernels.finish);
-        b.arg(&partials).arg(&blocks_i).arg(&mut sums);
+        b.arg(&*partials).arg(&blocks_i).arg(&mut *sums);
         let cfg = LaunchConfig {
             grid_dim: (t as u32, 1, 1),
             block_dim: (BLOCK, 1, 1),
@@ -225,11 +268,13 @@ impl MixtureReducer {
         unsafe { b.launch(cfg) }.map_err(|e| driver("launch of mixture_finish", e))?;
         let sums = self
             .stream
-            .clone_dtoh(&sums)
+            .clone_dtoh(&sums.slice(0..t * (p + 1)))
             .map_err(|e| driver("download", e))?;
-        Ok((0..t)
-            .map(|d| layout.finish(d, &sums[d * (p + 1)..(d + 1) * (p + 1)], yields, values))
-            .collect())
+        super::defined(
+            (0..t)
+                .map(|d| layout.finish(d, &sums[d * (p + 1)..(d + 1) * (p + 1)], yields, values))
+                .collect(),
+        )
     }
 
     /// `address` lies in a device allocation of this GPU's context with `bytes` bytes from it.

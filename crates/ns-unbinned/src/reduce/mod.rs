@@ -142,6 +142,18 @@ impl MixtureLayout {
     }
 }
 
+/// `results`, or an error where a dataset's NLL is not a number: an event that no process
+/// can produce (every log-probability −∞), or a log-probability that is NaN or +∞.
+pub(crate) fn defined(results: Vec<MixtureNll>) -> Result<Vec<MixtureNll>> {
+    match results.iter().position(|r| !r.nll.is_finite()) {
+        None => Ok(results),
+        Some(t) => Err(Error::Computation(format!(
+            "the NLL of dataset {t} is {}: an event has no density under any process, or a log-probability is NaN or infinite",
+            results[t].nll
+        ))),
+    }
+}
+
 /// Σ w ln S and Σ w fₚ/S over the events `range` of process-major `logp` (row length `row`).
 fn event_sums(
     logp: &[f64],
@@ -182,7 +194,7 @@ pub fn mixture_nll(
 ) -> Result<Vec<MixtureNll>> {
     layout.check(logp.len(), yields, values, weights.map(<[f64]>::len))?;
     let (p, row) = (layout.processes, layout.events());
-    Ok((0..layout.datasets())
+    defined((0..layout.datasets())
         .map(|t| {
             let (lo, hi) = (layout.offsets[t], layout.offsets[t + 1]);
             let nu = &yields[t * p..(t + 1) * p];
@@ -250,6 +262,10 @@ mod tests {
         assert!(msg(mixture_nll(&layout, &logp, None, &[1.0], &[])).contains("1 yields"));
         assert!(msg(mixture_nll(&layout, &logp, None, &[1.0, f64::NAN], &[])).contains("yield is NaN"));
         assert!(msg(mixture_nll(&layout, &logp, Some(&[1.0]), &[1.0, 1.0], &[])).contains("1 weights"));
+        let nan = [0.0, f64::NAN, 0.0, 0.0, 0.0, 0.0];
+        assert!(msg(mixture_nll(&layout, &nan, None, &[1.0, 1.0], &[])).contains("NLL of dataset 0 is NaN"));
+        let impossible = [0.0, f64::NEG_INFINITY, 0.0, 0.0, f64::NEG_INFINITY, 0.0];
+        assert!(msg(mixture_nll(&layout, &impossible, None, &[1.0, 1.0], &[])).contains("no density under any process"));
         let none = MixtureLayout::single(0, 3, Vec::new());
         assert!(msg(mixture_nll(&none, &[], None, &[], &[])).contains("0 processes"));
     }
