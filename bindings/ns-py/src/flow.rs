@@ -55,7 +55,11 @@ pub(crate) fn load_flow(
     let flow = FlowPdf::load(&manifest).map_err(to_py)?;
     let d = flow.observables.len();
     let bounds = bounds.unwrap_or_else(|| flow.observables.iter().map(|a| (a.lo, a.hi)).collect());
-    if bounds.len() != d || bounds.iter().any(|(lo, hi)| !(lo < hi && lo.is_finite() && hi.is_finite())) {
+    if bounds.len() != d
+        || bounds
+            .iter()
+            .any(|(lo, hi)| !(lo < hi && lo.is_finite() && hi.is_finite()))
+    {
         return Err(to_py(invalid(format!(
             "bounds {bounds:?}: give one finite (low, high) with low < high per observable ({d})"
         ))));

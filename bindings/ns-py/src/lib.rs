@@ -4,10 +4,10 @@
 //! objects and the pyhf-compatible `nextstat.infer` on top.
 
 mod differentiable;
+mod flow;
 mod infer;
 mod model;
 mod reduce;
-mod flow;
 mod unbinned;
 mod workspace;
 

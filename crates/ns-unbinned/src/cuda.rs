@@ -334,7 +334,12 @@ impl<'m> UnbinnedCuda<'m> {
     }
 
     fn upload_events(&self, datasets: &[PreparedData]) -> Result<DeviceEvents> {
-        let dims: Vec<usize> = self.model.channels().iter().map(Channel::data_dims).collect();
+        let dims: Vec<usize> = self
+            .model
+            .channels()
+            .iter()
+            .map(Channel::data_dims)
+            .collect();
         let views: Vec<_> = datasets
             .iter()
             .map(|d| views(&d.main, &dims))

@@ -484,7 +484,9 @@ impl ChannelBuilder<'_, '_> {
             .get("manifest")
             .and_then(Value::as_str)
             .ok_or_else(|| invalid(format!("{at} has no 'manifest' path")))?;
-        let path = self.base.map_or(PathBuf::from(manifest), |b| b.join(manifest));
+        let path = self
+            .base
+            .map_or(PathBuf::from(manifest), |b| b.join(manifest));
         let flow = match self.reader.flows.get(&path) {
             Some(f) => f.clone(),
             None => {
@@ -507,12 +509,20 @@ impl ChannelBuilder<'_, '_> {
         let mut columns = Vec::new();
         let mut bounds = Vec::new();
         for (obs, declared) in names.iter().zip(&flow.observables) {
-            let c = self.axes.iter().position(|a| a.name == *obs).ok_or_else(|| {
-                invalid(format!(
-                    "{at}: '{obs}' is not an observable of its data (axes: {})",
-                    self.axes.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
-                ))
-            })?;
+            let c = self
+                .axes
+                .iter()
+                .position(|a| a.name == *obs)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "{at}: '{obs}' is not an observable of its data (axes: {})",
+                        self.axes
+                            .iter()
+                            .map(|a| a.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })?;
             let axis = &self.axes[c];
             if axis.lo < declared.lo || axis.hi > declared.hi {
                 return Err(invalid(format!(

@@ -122,7 +122,7 @@ impl UnbinnedModel {
                 })
             })
             .collect();
-        (!flows.is_empty()).then(|| serde_json::Value::Array(flows))
+        (!flows.is_empty()).then_some(serde_json::Value::Array(flows))
     }
 
     /// A dataset of these channels. Its constant is RooFit's for a simultaneous likelihood of K
@@ -138,7 +138,12 @@ impl UnbinnedModel {
             0.0
         };
         let derived: Vec<ChannelEvents>;
-        let channels = if self.parts.channels.iter().any(|c| c.derived_flows().next().is_some()) {
+        let channels = if self
+            .parts
+            .channels
+            .iter()
+            .any(|c| c.derived_flows().next().is_some())
+        {
             derived = self
                 .parts
                 .channels

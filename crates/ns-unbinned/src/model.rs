@@ -50,7 +50,10 @@ pub enum NodeKind {
         coefs: Vec<ParamExpr>,
     },
     /// A normalizing flow over some of the channel's observables, `args` its context.
-    Flow { leaf: Box<FlowLeaf>, args: Vec<ParamExpr> },
+    Flow {
+        leaf: Box<FlowLeaf>,
+        args: Vec<ParamExpr>,
+    },
 }
 
 /// A node of a channel's density tree.
@@ -178,44 +181,44 @@ impl Channel {
             .iter()
             .map(|node| {
                 Ok(match &node.kind {
-                NodeKind::Leaf {
-                    shape,
-                    column,
-                    args,
-                } => {
-                    let (values, grads) = values_and_gradients(args, theta);
-                    let axis = &self.axes[*column];
-                    let mut dnorm = [0.0; MAX_ARGS];
-                    let log_norm = shape.log_norm_grad(&values, (axis.lo, axis.hi), &mut dnorm);
-                    NodeState {
-                        dlog_norm: dnorm[..values.len()].to_vec(),
-                        values,
-                        grads,
-                        log_norm,
-                        flow_events: None,
+                    NodeKind::Leaf {
+                        shape,
+                        column,
+                        args,
+                    } => {
+                        let (values, grads) = values_and_gradients(args, theta);
+                        let axis = &self.axes[*column];
+                        let mut dnorm = [0.0; MAX_ARGS];
+                        let log_norm = shape.log_norm_grad(&values, (axis.lo, axis.hi), &mut dnorm);
+                        NodeState {
+                            dlog_norm: dnorm[..values.len()].to_vec(),
+                            values,
+                            grads,
+                            log_norm,
+                            flow_events: None,
+                        }
                     }
-                }
-                NodeKind::Product(_) => NodeState {
-                    values: Vec::new(),
-                    grads: Vec::new(),
-                    log_norm: 0.0,
-                    dlog_norm: Vec::new(),
-                    flow_events: None,
-                },
-                NodeKind::Mixture { coefs, .. } => {
-                    let (values, grads) = values_and_gradients(coefs, theta);
-                    NodeState {
-                        values,
-                        grads,
+                    NodeKind::Product(_) => NodeState {
+                        values: Vec::new(),
+                        grads: Vec::new(),
                         log_norm: 0.0,
                         dlog_norm: Vec::new(),
                         flow_events: None,
+                    },
+                    NodeKind::Mixture { coefs, .. } => {
+                        let (values, grads) = values_and_gradients(coefs, theta);
+                        NodeState {
+                            values,
+                            grads,
+                            log_norm: 0.0,
+                            dlog_norm: Vec::new(),
+                            flow_events: None,
+                        }
                     }
-                }
-                NodeKind::Flow { leaf, args } => {
-                    let (values, grads) = values_and_gradients(args, theta);
-                    self.flow_state(node, leaf, values, grads, events)?
-                }
+                    NodeKind::Flow { leaf, args } => {
+                        let (values, grads) = values_and_gradients(args, theta);
+                        self.flow_state(node, leaf, values, grads, events)?
+                    }
                 })
             })
             .collect()
@@ -692,12 +695,14 @@ impl Channel {
             if let NodeKind::Flow { leaf, .. } = &self.nodes[i].kind
                 && !events.is_empty()
             {
-                let rows = leaf.sample(events.len(), &states[i].values, rng).map_err(|e| {
-                    Error::Computation(format!(
-                        "cannot sample '{}' in channel '{}': {e}",
-                        self.nodes[i].name, self.name
-                    ))
-                })?;
+                let rows = leaf
+                    .sample(events.len(), &states[i].values, rng)
+                    .map_err(|e| {
+                        Error::Computation(format!(
+                            "cannot sample '{}' in channel '{}': {e}",
+                            self.nodes[i].name, self.name
+                        ))
+                    })?;
                 for (&e, row) in events.iter().zip(rows.chunks(leaf.columns.len())) {
                     for (&c, &v) in leaf.columns.iter().zip(row) {
                         columns[c][e] = v;

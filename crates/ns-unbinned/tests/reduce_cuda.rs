@@ -25,7 +25,10 @@ fn inputs(p: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
 
 fn reducer() -> MixtureReducer {
     ns_core::settings::install(ns_core::settings::Settings::from_environment());
-    assert!(ns_compute::cuda::has_cuda(), "no CUDA device on this machine");
+    assert!(
+        ns_compute::cuda::has_cuda(),
+        "no CUDA device on this machine"
+    );
     MixtureReducer::new(0).expect("a CUDA GPU")
 }
 
@@ -77,7 +80,12 @@ fn host_device_and_f32_paths_agree_with_the_cpu() {
             &values,
         )
         .unwrap();
-    close(&device, &host, 1e-12, "device-resident f64 against host-uploaded");
+    close(
+        &device,
+        &host,
+        1e-12,
+        "device-resident f64 against host-uploaded",
+    );
     // A pointer from elsewhere (as a PyTorch tensor's): f64, then f32.
     let ctx = CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
@@ -115,7 +123,12 @@ fn host_device_and_f32_paths_agree_with_the_cpu() {
     // The f32 path sums the f32 values exactly as the CPU sums them widened to f64.
     let widened: Vec<f64> = single.iter().map(|&v| f64::from(v)).collect();
     let cpu32 = mixture_nll(&layout, &widened, Some(&weights), &yields, &values).unwrap();
-    close(&f32_result, &cpu32, 1e-10, "f32 pointer against the CPU on the same values");
+    close(
+        &f32_result,
+        &cpu32,
+        1e-10,
+        "f32 pointer against the CPU on the same values",
+    );
 }
 
 #[test]

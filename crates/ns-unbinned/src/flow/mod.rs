@@ -78,7 +78,10 @@ impl FlowPdf {
         let doc: Value = serde_json::from_str(&text)
             .map_err(|e| manifest_error(path, format!("not JSON: {e}")))?;
         if doc.get("type").and_then(Value::as_str) != Some("nextstat:flow") {
-            return Err(manifest_error(path, "its \"type\" must be \"nextstat:flow\""));
+            return Err(manifest_error(
+                path,
+                "its \"type\" must be \"nextstat:flow\"",
+            ));
         }
         let observables = crate::hs3::read_axes_list(
             doc.get("observables")
@@ -246,14 +249,15 @@ impl FlowLeaf {
             .iter()
             .zip(&leaf.flow.observables)
             .all(|(&(lo, hi), a)| lo == a.lo && hi == a.hi);
-        if leaf.flow.normalization == Normalization::Unit && own_box {
-            if (measured.exp() - 1.0).abs() > UNIT_TOLERANCE {
-                return Err(Error::InvalidModel(format!(
-                    "flow {} declares normalization 'unit' but integrates to {} over its box",
-                    leaf.flow.manifest.display(),
-                    measured.exp()
-                )));
-            }
+        if leaf.flow.normalization == Normalization::Unit
+            && own_box
+            && (measured.exp() - 1.0).abs() > UNIT_TOLERANCE
+        {
+            return Err(Error::InvalidModel(format!(
+                "flow {} declares normalization 'unit' but integrates to {} over its box",
+                leaf.flow.manifest.display(),
+                measured.exp()
+            )));
         }
         if leaf.flow.context.is_empty() {
             leaf.fixed_log_norm = Some(
@@ -357,8 +361,12 @@ impl FlowLeaf {
             match method {
                 Method::Sampler(model) => {
                     let z: Vec<f64> = (0..batch * d).map(|_| rng.normal()).collect();
-                    let context: Vec<f64> =
-                        ctx.iter().copied().cycle().take(batch * ctx.len()).collect();
+                    let context: Vec<f64> = ctx
+                        .iter()
+                        .copied()
+                        .cycle()
+                        .take(batch * ctx.len())
+                        .collect();
                     let mut inputs: Vec<(&str, &[f64])> = vec![("z", &z)];
                     if !ctx.is_empty() {
                         inputs.push(("context", &context));

@@ -36,6 +36,9 @@ fn budget(dims: usize) -> usize {
 /// A quadrature grid: points (row-major) and their ln weights.
 pub type Grid = (Vec<f64>, Vec<f64>);
 
+/// The log-density at a batch of points (row-major).
+pub type LogDensity<'a> = dyn FnMut(&[f64]) -> Result<Vec<f64>, ns_core::Error> + 'a;
+
 /// The 8-point rule on [lo, hi]: (x, w) pairs.
 fn panel(lo: f64, hi: f64) -> impl Iterator<Item = (f64, f64)> {
     let (mid, half) = ((lo + hi) / 2.0, (hi - lo) / 2.0);
@@ -50,10 +53,7 @@ fn panel(lo: f64, hi: f64) -> impl Iterator<Item = (f64, f64)> {
 /// by more than [`TARGET`] of the total), in more by doubling the panels of every axis until
 /// the integral moves by less than [`TARGET`]; accepted at [`ACCEPTED`] where the budget ends,
 /// an error beyond. Deterministic: the same flow gives the same grid.
-pub fn refined_grid(
-    bounds: &[(f64, f64)],
-    log_f: &mut dyn FnMut(&[f64]) -> Result<Vec<f64>, ns_core::Error>,
-) -> Result<Grid, ns_core::Error> {
+pub fn refined_grid(bounds: &[(f64, f64)], log_f: &mut LogDensity) -> Result<Grid, ns_core::Error> {
     let dims = bounds.len();
     if dims == 1 {
         return adaptive_1d(bounds[0], log_f);
@@ -86,13 +86,15 @@ fn not_converged(change: f64, points: usize) -> ns_core::Error {
     ))
 }
 
-fn adaptive_1d(
-    (lo, hi): (f64, f64),
-    log_f: &mut dyn FnMut(&[f64]) -> Result<Vec<f64>, ns_core::Error>,
-) -> Result<Grid, ns_core::Error> {
+fn adaptive_1d((lo, hi): (f64, f64), log_f: &mut LogDensity) -> Result<Grid, ns_core::Error> {
     // Panels to test: each gives its rule (8 points) then its halves' (16 points).
     let mut open: Vec<(f64, f64)> = (0..64)
-        .map(|i| (lo + (hi - lo) * i as f64 / 64.0, lo + (hi - lo) * (i + 1) as f64 / 64.0))
+        .map(|i| {
+            (
+                lo + (hi - lo) * i as f64 / 64.0,
+                lo + (hi - lo) * (i + 1) as f64 / 64.0,
+            )
+        })
         .collect();
     let mut done: Vec<(f64, f64)> = Vec::new();
     let mut total: Option<f64> = None;
@@ -106,7 +108,11 @@ fn adaptive_1d(
                 w.push(pw);
             }
         }
-        let values: Vec<f64> = log_f(&x)?.iter().zip(&w).map(|(l, w)| l.exp() * w).collect();
+        let values: Vec<f64> = log_f(&x)?
+            .iter()
+            .zip(&w)
+            .map(|(l, w)| l.exp() * w)
+            .collect();
         let sums: Vec<(f64, f64)> = values
             .chunks(24)
             .map(|c| (c[..8].iter().sum(), c[8..].iter().sum()))
@@ -213,7 +219,9 @@ mod tests {
     fn gaussian(m: f64, s: f64) -> impl FnMut(&[f64]) -> Result<Vec<f64>, ns_core::Error> {
         move |x: &[f64]| {
             Ok(x.iter()
-                .map(|x| -0.5 * ((x - m) / s).powi(2) - (s * (2.0 * std::f64::consts::PI).sqrt()).ln())
+                .map(|x| {
+                    -0.5 * ((x - m) / s).powi(2) - (s * (2.0 * std::f64::consts::PI).sqrt()).ln()
+                })
                 .collect())
         }
     }
@@ -243,8 +251,10 @@ mod tests {
             Ok(gx(&xs)?.iter().zip(gy(&ys)?).map(|(a, b)| a + b).collect())
         };
         let (pts, lw) = refined_grid(&[(0.0, 1.0), (0.0, 2.0)], &mut f).unwrap();
-        let cdf = |v: f64, m: f64, s: f64| 0.5 * libm::erfc(-(v - m) / (s * std::f64::consts::SQRT_2));
-        let exact = (cdf(1.0, 0.5, 0.2) - cdf(0.0, 0.5, 0.2)) * (cdf(2.0, 1.0, 0.5) - cdf(0.0, 1.0, 0.5));
+        let cdf =
+            |v: f64, m: f64, s: f64| 0.5 * libm::erfc(-(v - m) / (s * std::f64::consts::SQRT_2));
+        let exact =
+            (cdf(1.0, 0.5, 0.2) - cdf(0.0, 0.5, 0.2)) * (cdf(2.0, 1.0, 0.5) - cdf(0.0, 1.0, 0.5));
         assert!((log_sum_exp(&f(&pts).unwrap(), &lw) - exact.ln()).abs() < 1e-10);
     }
 }

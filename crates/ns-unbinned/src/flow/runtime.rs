@@ -8,11 +8,11 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use ns_core::{Error, Result};
-use rayon::prelude::*;
-use ort::ep;
 use ort::environment::Environment;
+use ort::ep;
 use ort::session::Session;
 use ort::value::{Tensor, TensorElementType, ValueType};
+use rayon::prelude::*;
 
 /// Events per ONNX Runtime call on the CPU provider: calls run in parallel, one session per
 /// thread (ONNX Runtime spreads a small flow's element-wise operators badly over threads). A
@@ -168,7 +168,8 @@ impl OnnxModel {
             let build = || {
                 Session::builder(env)
                     .and_then(|b| {
-                        let b = b.with_execution_providers([dispatch.clone().error_on_failure()])?;
+                        let b =
+                            b.with_execution_providers([dispatch.clone().error_on_failure()])?;
                         if single_threaded {
                             b.with_intra_threads(1)?.with_inter_threads(1)
                         } else {
@@ -309,9 +310,17 @@ impl OnnxModel {
             self.run_batch(&mut session, start, len, inputs, out_width)
         };
         let parts: Vec<Vec<f64>> = if self.sessions.len() > 1 && starts.len() > 1 {
-            starts.par_iter().enumerate().map(batch).collect::<Result<_>>()?
+            starts
+                .par_iter()
+                .enumerate()
+                .map(batch)
+                .collect::<Result<_>>()?
         } else {
-            starts.iter().enumerate().map(batch).collect::<Result<_>>()?
+            starts
+                .iter()
+                .enumerate()
+                .map(batch)
+                .collect::<Result<_>>()?
         };
         Ok(parts.concat())
     }
@@ -334,11 +343,10 @@ impl OnnxModel {
             let shape = [len as i64, *width as i64];
             let value = match self.precision {
                 Precision::F64 => Tensor::from_array((shape, data.to_vec())).map(|t| t.into_dyn()),
-                Precision::F32 => Tensor::from_array((
-                    shape,
-                    data.iter().map(|&v| v as f32).collect::<Vec<_>>(),
-                ))
-                .map(|t| t.into_dyn()),
+                Precision::F32 => {
+                    Tensor::from_array((shape, data.iter().map(|&v| v as f32).collect::<Vec<_>>()))
+                        .map(|t| t.into_dyn())
+                }
             }
             .map_err(|e| Error::Computation(format!("ONNX input '{name}': {e}")))?;
             values.push((name.clone(), value));
@@ -355,7 +363,11 @@ impl OnnxModel {
         };
         let extract = |e: ort::Error| Error::Computation(format!("ONNX output: {e}"));
         let out: Vec<f64> = match self.precision {
-            Precision::F64 => value.try_extract_tensor::<f64>().map_err(extract)?.1.to_vec(),
+            Precision::F64 => value
+                .try_extract_tensor::<f64>()
+                .map_err(extract)?
+                .1
+                .to_vec(),
             Precision::F32 => value
                 .try_extract_tensor::<f32>()
                 .map_err(extract)?

@@ -67,7 +67,7 @@ fn ensure<'a, T: DeviceRepr + ValidAsZeroBits>(
     slot: &'a mut Option<CudaSlice<T>>,
     len: usize,
 ) -> Result<&'a mut CudaSlice<T>> {
-    if !slot.as_ref().is_some_and(|s| s.len() >= len) {
+    if slot.as_ref().is_none_or(|s| s.len() < len) {
         *slot = None;
         *slot = Some(
             stream
@@ -163,7 +163,13 @@ impl MixtureReducer {
     ) -> Result<Vec<MixtureNll>> {
         layout.check(logp.len(), yields, values, weight_len(&weights))?;
         let on_device = self.upload(logp)?;
-        self.reduce(layout, DeviceLogProbs::Slice(&on_device), weights, yields, values)
+        self.reduce(
+            layout,
+            DeviceLogProbs::Slice(&on_device),
+            weights,
+            yields,
+            values,
+        )
     }
 
     /// Every dataset's NLL and gradient from log-probabilities on the device.
@@ -285,9 +291,8 @@ impl MixtureReducer {
         let (mut base, mut size) = (0u64, 0usize);
         // SAFETY: writes two values through pointers to live locals; the driver validates the
         // address itself and fails for memory it did not allocate in this context.
-        let r = unsafe {
-            cudarc::driver::sys::cuMemGetAddressRange_v2(&mut base, &mut size, address)
-        };
+        let r =
+            unsafe { cudarc::driver::sys::cuMemGetAddressRange_v2(&mut base, &mut size, address) };
         if r.result().is_err() || address == 0 {
             return Err(Error::InvalidInput(format!(
                 "the address {address:#x} is not device memory of CUDA device '{}' (a CUDA tensor of another device, or host memory?)",

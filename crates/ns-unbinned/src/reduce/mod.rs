@@ -120,7 +120,9 @@ impl MixtureLayout {
             ));
         }
         if let Some(y) = yields.iter().find(|y| !(**y >= 0.0 && y.is_finite())) {
-            return bad(format!("a yield is {y}: yields must be finite and non-negative"));
+            return bad(format!(
+                "a yield is {y}: yields must be finite and non-negative"
+            ));
         }
         Ok(())
     }
@@ -194,25 +196,29 @@ pub fn mixture_nll(
 ) -> Result<Vec<MixtureNll>> {
     layout.check(logp.len(), yields, values, weights.map(<[f64]>::len))?;
     let (p, row) = (layout.processes, layout.events());
-    defined((0..layout.datasets())
-        .map(|t| {
-            let (lo, hi) = (layout.offsets[t], layout.offsets[t + 1]);
-            let nu = &yields[t * p..(t + 1) * p];
-            let chunks: Vec<Vec<f64>> = (lo..hi)
-                .step_by(CHUNK)
-                .collect::<Vec<_>>()
-                .into_par_iter()
-                .map(|start| event_sums(logp, row, p, nu, weights, start..(start + CHUNK).min(hi)))
-                .collect();
-            let mut total = vec![0.0; p + 1];
-            for c in chunks {
-                for (sum, x) in total.iter_mut().zip(c) {
-                    *sum += x;
+    defined(
+        (0..layout.datasets())
+            .map(|t| {
+                let (lo, hi) = (layout.offsets[t], layout.offsets[t + 1]);
+                let nu = &yields[t * p..(t + 1) * p];
+                let chunks: Vec<Vec<f64>> = (lo..hi)
+                    .step_by(CHUNK)
+                    .collect::<Vec<_>>()
+                    .into_par_iter()
+                    .map(|start| {
+                        event_sums(logp, row, p, nu, weights, start..(start + CHUNK).min(hi))
+                    })
+                    .collect();
+                let mut total = vec![0.0; p + 1];
+                for c in chunks {
+                    for (sum, x) in total.iter_mut().zip(c) {
+                        *sum += x;
+                    }
                 }
-            }
-            layout.finish(t, &total, yields, values)
-        })
-        .collect())
+                layout.finish(t, &total, yields, values)
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -240,15 +246,14 @@ mod tests {
         let at = nll(&[300.0, 2000.0], 0.4);
         let direct: f64 = 2300.0 + 0.5 * (0.3f64 / 0.5).powi(2)
             - (0..n)
-                .map(|e| {
-                    weights[e]
-                        * (300.0 * logp[e].exp() + 2000.0 * logp[n + e].exp()).ln()
-                })
+                .map(|e| weights[e] * (300.0 * logp[e].exp() + 2000.0 * logp[n + e].exp()).ln())
                 .sum::<f64>();
         assert!((at.nll - direct).abs() < 1e-9 * direct.abs());
         let h = 1e-3;
-        let fd0 = (nll(&[300.0 + h, 2000.0], 0.4).nll - nll(&[300.0 - h, 2000.0], 0.4).nll) / (2.0 * h);
-        let fdc = (nll(&[300.0, 2000.0], 0.4 + h).nll - nll(&[300.0, 2000.0], 0.4 - h).nll) / (2.0 * h);
+        let fd0 =
+            (nll(&[300.0 + h, 2000.0], 0.4).nll - nll(&[300.0 - h, 2000.0], 0.4).nll) / (2.0 * h);
+        let fdc =
+            (nll(&[300.0, 2000.0], 0.4 + h).nll - nll(&[300.0, 2000.0], 0.4 - h).nll) / (2.0 * h);
         assert!((at.grad[0] - fd0).abs() < 1e-6, "{} {fd0}", at.grad[0]);
         assert!((at.grad[2] - fdc).abs() < 1e-6, "{} {fdc}", at.grad[2]);
     }
@@ -258,14 +263,27 @@ mod tests {
         let layout = MixtureLayout::single(2, 3, Vec::new());
         let logp = [0.0; 6];
         let msg = |r: Result<Vec<MixtureNll>>| r.unwrap_err().to_string();
-        assert!(msg(mixture_nll(&layout, &logp[..5], None, &[1.0, 1.0], &[])).contains("5 log-probabilities"));
+        assert!(
+            msg(mixture_nll(&layout, &logp[..5], None, &[1.0, 1.0], &[]))
+                .contains("5 log-probabilities")
+        );
         assert!(msg(mixture_nll(&layout, &logp, None, &[1.0], &[])).contains("1 yields"));
-        assert!(msg(mixture_nll(&layout, &logp, None, &[1.0, f64::NAN], &[])).contains("yield is NaN"));
-        assert!(msg(mixture_nll(&layout, &logp, Some(&[1.0]), &[1.0, 1.0], &[])).contains("1 weights"));
+        assert!(
+            msg(mixture_nll(&layout, &logp, None, &[1.0, f64::NAN], &[])).contains("yield is NaN")
+        );
+        assert!(
+            msg(mixture_nll(&layout, &logp, Some(&[1.0]), &[1.0, 1.0], &[])).contains("1 weights")
+        );
         let nan = [0.0, f64::NAN, 0.0, 0.0, 0.0, 0.0];
-        assert!(msg(mixture_nll(&layout, &nan, None, &[1.0, 1.0], &[])).contains("NLL of dataset 0 is NaN"));
+        assert!(
+            msg(mixture_nll(&layout, &nan, None, &[1.0, 1.0], &[]))
+                .contains("NLL of dataset 0 is NaN")
+        );
         let impossible = [0.0, f64::NEG_INFINITY, 0.0, 0.0, f64::NEG_INFINITY, 0.0];
-        assert!(msg(mixture_nll(&layout, &impossible, None, &[1.0, 1.0], &[])).contains("no density under any process"));
+        assert!(
+            msg(mixture_nll(&layout, &impossible, None, &[1.0, 1.0], &[]))
+                .contains("no density under any process")
+        );
         let none = MixtureLayout::single(0, 3, Vec::new());
         assert!(msg(mixture_nll(&none, &[], None, &[], &[])).contains("0 processes"));
     }
