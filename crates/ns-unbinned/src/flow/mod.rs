@@ -183,7 +183,12 @@ impl FlowPdf {
             context = ctx.iter().copied().cycle().take(n * ctx.len()).collect();
             inputs.push(("context", &context));
         }
-        let lp = self.log_prob.run(n, &inputs, 1)?;
+        let lp = self.log_prob.run(n, &inputs, 1).map_err(|e| match e {
+            Error::Computation(m) => {
+                Error::Computation(format!("flow {}: {m}", self.manifest.display()))
+            }
+            other => other,
+        })?;
         if let Some(i) = lp.iter().position(|v| v.is_nan()) {
             return Err(Error::Computation(format!(
                 "flow {} returned log_prob NaN at ({})",

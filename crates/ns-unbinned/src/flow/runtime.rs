@@ -232,6 +232,22 @@ impl OnnxModel {
                     path.display()
                 ))
             })?;
+            // A fixed width that differs from the manifest's is an error now, not at the first
+            // evaluation; a dynamic one (-1) is checked by ONNX Runtime when it runs.
+            if let Some(shape) = outlet.dtype().tensor_shape() {
+                let fits = match **shape {
+                    [_, w] => w < 0 || w as usize == width,
+                    _ => false,
+                };
+                if !fits {
+                    return Err(Error::InvalidModel(format!(
+                        "{what}: input '{}' of {} has shape {:?}; it must be [events, {width}]",
+                        outlet.name(),
+                        path.display(),
+                        &**shape
+                    )));
+                }
+            }
             if precision.is_some_and(|q| q != p) {
                 return Err(Error::InvalidModel(format!(
                     "{what}: the inputs of {} mix float32 and float64",
