@@ -457,10 +457,6 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
         }
     );
     let mut report = outcome.report(model, matrices);
-    if let ns_translate::LoadedModel::Unbinned(m) = &loaded
-        && let Some(flows) = m.flows_json()
-    {
-        report["flows"] = flows;
-    }
+    loaded.annotate(&mut report);
     out.finish(report, text_of(&outcome, model, matrices))
 }

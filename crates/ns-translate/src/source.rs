@@ -271,4 +271,15 @@ impl LoadedModel {
             LoadedModel::Unbinned(model) => model.as_ref(),
         }
     }
+
+    /// What a result reports about the model beyond the verb's numbers: the flow PDFs and
+    /// the providers they run on (`"flows"`), added to `report` where the model has any.
+    pub fn annotate(&self, report: &mut serde_json::Value) {
+        if let LoadedModel::Unbinned(m) = self
+            && let Some(flows) = m.flows_json()
+            && let Some(object) = report.as_object_mut()
+        {
+            object.insert("flows".into(), flows);
+        }
+    }
 }

@@ -1,0 +1,186 @@
+//! `nextstat-server`: the engine as an HTTP/JSON service (docs/server.md). One endpoint per verb
+//! taking the engine's call JSON, a model cache, background jobs, API keys, limits, Prometheus
+//! metrics and an OpenAPI document. Work runs on a bounded pool of workers; nothing is
+//! serialised behind a global lock.
+
+mod error;
+mod middleware;
+mod openapi;
+mod routes;
+mod state;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use clap::Parser;
+
+use state::{AppState, Limits};
+
+/// nextstat-server: fits, limits, toys and rankings over HTTP.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Address to listen on. Without --api-key-file only loopback addresses are allowed.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    #[arg(long, default_value_t = 8750)]
+    port: u16,
+    /// API keys, one a line (blank lines and lines starting with # ignored); clients send
+    /// `Authorization: Bearer KEY`.
+    #[arg(long)]
+    api_key_file: Option<PathBuf>,
+    /// Computations at once (default: the number of CPU threads).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Requests that may wait for a worker before new ones get 503.
+    #[arg(long, default_value_t = 64)]
+    queue: usize,
+    /// Largest request body, MiB.
+    #[arg(long, default_value_t = 64)]
+    max_body_mb: usize,
+    /// Memory the model cache may hold, MiB (estimated).
+    #[arg(long, default_value_t = 2048)]
+    cache_mb: usize,
+    /// Seconds one request or job may compute before it is stopped.
+    #[arg(long, default_value_t = 600.0)]
+    timeout: f64,
+    /// The most toys one request may ask for.
+    #[arg(long, default_value_t = 100_000)]
+    max_toys: usize,
+    /// Seconds a finished job's result is kept.
+    #[arg(long, default_value_t = 3600.0)]
+    job_ttl: f64,
+    /// Requests per second per API key (0: unlimited).
+    #[arg(long, default_value_t = 0.0)]
+    rate_limit: f64,
+}
+
+fn read_keys(path: &PathBuf) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--api-key-file {}: {e}", path.display()))?;
+    let keys: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    if keys.is_empty() {
+        return Err(format!("--api-key-file {} holds no key", path.display()));
+    }
+    Ok(keys)
+}
+
+fn seconds(what: &str, v: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{what} must be a positive number of seconds, not {v}"))
+}
+
+pub fn app(state: Arc<AppState>, max_body: usize) -> Router {
+    Router::new()
+        .route("/v1/health", get(routes::health))
+        .route("/v1/devices", get(routes::devices))
+        .route("/v1/openapi.json", get(openapi::document))
+        .route("/metrics", get(routes::metrics))
+        .route("/v1/models", post(routes::upload_model))
+        .route(
+            "/v1/models/{id}",
+            get(routes::get_model).delete(routes::delete_model),
+        )
+        .route("/v1/jobs", post(routes::submit_job))
+        .route(
+            "/v1/jobs/{id}",
+            get(routes::get_job).delete(routes::cancel_job),
+        )
+        .route("/v1/batch", post(routes::batch))
+        .route("/v1/{verb}", post(routes::verb))
+        .fallback(middleware::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::guard,
+        ))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let keys = match &args.api_key_file {
+        Some(p) => read_keys(p)?,
+        None => Vec::new(),
+    };
+    if keys.is_empty() && !args.host.is_loopback() {
+        return Err(format!(
+            "--host {} is not a loopback address: give --api-key-file to serve beyond this machine",
+            args.host
+        ));
+    }
+    if !(args.rate_limit >= 0.0 && args.rate_limit.is_finite()) {
+        return Err(format!(
+            "--rate-limit must be a non-negative number, not {}",
+            args.rate_limit
+        ));
+    }
+    let limits = Limits {
+        workers: args
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1),
+        queue: args.queue,
+        cache_bytes: args.cache_mb << 20,
+        timeout: seconds("--timeout", args.timeout)?,
+        max_toys: args.max_toys,
+        job_ttl: seconds("--job-ttl", args.job_ttl)?,
+        rate_per_key: args.rate_limit,
+    };
+    let state = Arc::new(AppState::new(limits, keys));
+    let addr = SocketAddr::new(args.host, args.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    // One line scripts can wait for (the port is the bound one when --port 0).
+    println!("nextstat-server listening on http://{bound}");
+    let stopping = state.stopping.clone();
+    let shutdown = async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler");
+        #[cfg(unix)]
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        eprintln!("nextstat-server: shutting down (running work is stopped)");
+        stopping.store(true, Ordering::SeqCst);
+    };
+    axum::serve(listener, app(state, args.max_body_mb << 20))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn main() {
+    let args = Args::parse();
+    ns_core::settings::install(ns_core::settings::Settings::from_environment());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(run(args)) {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
+}

@@ -1,0 +1,680 @@
+//! The endpoints. A verb's body is the engine's call JSON (`ns_inference::Call`: `request`,
+//! `fit`, `device`, `data`) with the model either inline (`"model": {"workspace": {...}}`, as a
+//! saved call has it but with the workspace itself) or by id (`"model": {"id": "..."}` from
+//! `POST /v1/models`); the answer is the JSON the CLI prints for the same call.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use ns_inference::call::Call;
+use ns_translate::{LoadedModel, ModelRef, Source};
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::state::{AppState, Job, JobState, model_id};
+
+type Shared = State<Arc<AppState>>;
+
+/// The verbs, by path, with the call's `request.verb`.
+pub const VERBS: [(&str, &str); 9] = [
+    ("fit", "fit"),
+    ("hypotest", "hypotest"),
+    ("hypotest-toys", "hypotest_toys"),
+    ("upper-limit", "upper_limit"),
+    ("significance", "significance"),
+    ("scan", "profile_scan"),
+    ("ranking", "ranking"),
+    ("gof", "gof"),
+    ("eval", "eval"),
+];
+
+/// The body as JSON: 413 past the limit, 400 for anything but a JSON object.
+fn json_body(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let bytes = body.map_err(|e| {
+        let status = e.status();
+        ApiError::new(
+            status,
+            if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "too_large"
+            } else {
+                "invalid_request"
+            },
+            e.body_text(),
+        )
+    })?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("the body is not JSON: {e}"),
+        )
+    })?;
+    match value {
+        Value::Object(m) => Ok(m),
+        other => Err(ApiError::bad_request(format!(
+            "the body must be a JSON object, not {}",
+            kind_of(&other)
+        ))),
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A model reference of a request: every source inline (the server reads no files for its
+/// clients), without file references inside an HS3 model.
+fn inline_model(value: Value) -> Result<ModelRef, ApiError> {
+    let source: ModelRef =
+        serde_json::from_value(value).map_err(|e| ApiError::bad_request(format!("model: {e}")))?;
+    let mut sources = vec![&source.workspace];
+    sources.extend(source.patches.iter());
+    if let Some(ps) = &source.patchset {
+        sources.push(&ps.patchset);
+    }
+    for s in sources {
+        match s {
+            Source::Path(p) => {
+                return Err(ApiError::bad_request(format!(
+                    "model: '{}' is a path; the server takes workspaces, patches and patchsets inline (JSON), never from its own files",
+                    p.display()
+                )));
+            }
+            Source::Inline(v) => {
+                let text = v.to_string();
+                if text.contains("\"nextstat:parquet\"") || text.contains("\"nextstat:flow_dist\"")
+                {
+                    return Err(ApiError::bad_request(
+                        "model: HS3 models that read files (nextstat:parquet data, nextstat:flow_dist flows) are not served: the server reads no files for its clients",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(source)
+}
+
+/// A model by reference: from the cache, or loaded (on a worker) and cached.
+async fn model_of(
+    state: &Arc<AppState>,
+    reference: Value,
+) -> Result<(String, Arc<LoadedModel>), ApiError> {
+    if let Some(id) = reference.get("id") {
+        let id = id
+            .as_str()
+            .ok_or_else(|| ApiError::bad_request("model.id must be a string"))?
+            .to_string();
+        let found = state
+            .models
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id);
+        return match found {
+            Some(m) => {
+                state.metrics.cache_hits.fetch_add(1, Ordering::Relaxed);
+                Ok((id, m))
+            }
+            None => Err(ApiError::not_found(format!(
+                "no model '{id}' (upload it with POST /v1/models; the cache may have evicted it)"
+            ))),
+        };
+    }
+    let source = inline_model(reference)?;
+    let id = model_id(&source);
+    if let Some(m) = state
+        .models
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&id)
+    {
+        state.metrics.cache_hits.fetch_add(1, Ordering::Relaxed);
+        return Ok((id, m));
+    }
+    state.metrics.cache_misses.fetch_add(1, Ordering::Relaxed);
+    let permit = state.worker().await?;
+    let loading = source.clone();
+    let model = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        loading.load_model(&|p| {
+            Err(ns_core::Error::InvalidInput(format!(
+                "{}: the server reads no files",
+                p.display()
+            )))
+        })
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;
+    let model = Arc::new(model);
+    let bytes = serde_json::to_vec(&source).map_or(0, |v| v.len()) * 4
+        + model.likelihood().dataset_size() * 8;
+    state
+        .models
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(
+            id.clone(),
+            model.clone(),
+            source,
+            bytes,
+            state.limits.cache_bytes,
+        );
+    Ok((id, model))
+}
+
+/// `POST /v1/models`: a model reference (inline) → its id and shape.
+pub async fn upload_model(
+    State(state): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = json_body(body)?;
+    let (id, model) = model_of(&state, Value::Object(body)).await?;
+    Ok((StatusCode::CREATED, Json(describe(&id, &model))).into_response())
+}
+
+fn describe(id: &str, model: &LoadedModel) -> Value {
+    let m = model.likelihood();
+    json!({
+        "id": id,
+        "kind": match model { LoadedModel::Binned { .. } => "binned", LoadedModel::Unbinned(_) => "unbinned" },
+        "origin": m.origin(),
+        "parameter_names": m.parameter_names(),
+        "poi": m.poi().ok().map(|i| m.parameter_names()[i].clone()),
+    })
+}
+
+pub async fn get_model(
+    State(state): Shared,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let cache = state.models.lock().unwrap_or_else(|p| p.into_inner());
+    let (m, _) = cache
+        .describe(&id)
+        .ok_or_else(|| ApiError::not_found(format!("no model '{id}'")))?;
+    let mut out = describe(&id, &m.model);
+    out["bytes"] = json!(m.bytes);
+    out["source"] = serde_json::to_value(&m.source).unwrap_or(Value::Null);
+    Ok(Json(out))
+}
+
+pub async fn delete_model(
+    State(state): Shared,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if state
+        .models
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&id)
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("no model '{id}'")))
+    }
+}
+
+/// A verb's call from its body: the request's verb filled in from the path (or checked
+/// against it), the toy cap applied, the model reference taken out.
+fn call_of(
+    state: &AppState,
+    verb_path: &str,
+    mut body: serde_json::Map<String, Value>,
+) -> Result<(Value, Call), ApiError> {
+    let verb = VERBS
+        .iter()
+        .find(|(p, _)| *p == verb_path)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "no verb '{verb_path}' (verbs: {})",
+                VERBS.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+    let model = body.remove("model").ok_or_else(|| {
+        ApiError::bad_request(
+            "the call names no model: give \"model\": {\"id\": ...} or an inline model",
+        )
+    })?;
+    let request = body.entry("request").or_insert_with(|| json!({}));
+    let request = request
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("request must be an object"))?;
+    match request.get("verb").and_then(Value::as_str) {
+        None => {
+            request.insert("verb".into(), json!(verb));
+        }
+        Some(v) if v == verb => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the request's verb is '{v}' but the endpoint is /v1/{verb_path}"
+            )));
+        }
+    }
+    if let Some(n) = request.get("n_toys").and_then(Value::as_u64)
+        && n as usize > state.limits.max_toys
+    {
+        return Err(ApiError::bad_request(format!(
+            "n_toys = {n}: this server runs at most {} toys per request (--max-toys)",
+            state.limits.max_toys
+        )));
+    }
+    let call = Call::from_json(Value::Object(body))?;
+    call.validate()?;
+    Ok((model, call))
+}
+
+/// Run `call` on `model` on a worker, stopped by `stop`, the timeout or shutdown; the report
+/// JSON as the CLI prints it.
+async fn execute(
+    state: &Arc<AppState>,
+    model: Arc<LoadedModel>,
+    call: Call,
+    stop: Arc<AtomicBool>,
+    progress: Option<Arc<Job>>,
+) -> Result<Value, ApiError> {
+    let permit = state.worker().await?;
+    let timeout = state.limits.timeout;
+    let watcher = {
+        let stop = stop.clone();
+        let stopping = state.stopping.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + timeout;
+            loop {
+                if stopping.load(Ordering::Relaxed) || tokio::time::Instant::now() >= deadline {
+                    stop.store(true, Ordering::Relaxed);
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let gpu = call.device != "cpu";
+    let start = Instant::now();
+    state.running.fetch_add(1, Ordering::SeqCst);
+    let result = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let m = model.likelihood();
+        if let Some(job) = &progress {
+            job.total_steps
+                .store(call.request.progress_steps(m), Ordering::Relaxed);
+            job.set(JobState::Running);
+        }
+        let outcome = call.run(m, stop, &|k| {
+            if let Some(job) = &progress {
+                job.done_steps.store(k as u64, Ordering::Relaxed);
+            }
+        })?;
+        let matrices = matches!(
+            call.request,
+            ns_inference::request::Request::Fit {
+                covariance: true,
+                ..
+            }
+        );
+        let mut report = outcome.report(m, matrices);
+        model.annotate(&mut report);
+        Ok::<Value, ns_core::Error>(report)
+    })
+    .await;
+    state.running.fetch_sub(1, Ordering::SeqCst);
+    watcher.abort();
+    let busy = start.elapsed().as_secs_f64();
+    let counter = if gpu {
+        &state.metrics.busy_seconds_gpu
+    } else {
+        &state.metrics.busy_seconds_cpu
+    };
+    *counter.lock().unwrap_or_else(|p| p.into_inner()) += busy;
+    let result = result
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    result.map_err(|e| match e {
+        ns_core::Error::Interrupted => ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout",
+            format!(
+                "stopped after {:.0} s (the server's --timeout) or at shutdown",
+                timeout.as_secs_f64()
+            ),
+        ),
+        other => other.into(),
+    })
+}
+
+/// `POST /v1/{verb}`: run a call and answer its result.
+pub async fn verb(
+    State(state): Shared,
+    Path(verb_path): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = json_body(body)?;
+    let (model, call) = call_of(&state, &verb_path, body)?;
+    let (_, model) = model_of(&state, model).await?;
+    let report = execute(&state, model, call, Arc::new(AtomicBool::new(false)), None).await?;
+    Ok(Json(report))
+}
+
+/// `POST /v1/jobs`: `{"verb": "hypotest-toys", ...call}` → 202 with the job's id; the work
+/// runs in the background.
+pub async fn submit_job(
+    State(state): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let mut body = json_body(body)?;
+    let verb_path = body
+        .remove("verb")
+        .and_then(|v| v.as_str().map(String::from))
+        .ok_or_else(|| {
+            ApiError::bad_request("a job names its \"verb\" (fit, hypotest-toys, upper-limit, ...)")
+        })?;
+    let (model, call) = call_of(&state, &verb_path, body)?;
+    let (_, model) = model_of(&state, model).await?;
+    state.expire_jobs();
+    let id = format!("job-{}", state.next_job.fetch_add(1, Ordering::SeqCst));
+    let job = Arc::new(Job::new(verb_path));
+    state
+        .jobs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id.clone(), job.clone());
+    let background = state.clone();
+    tokio::spawn(async move {
+        let stop = job.stop.clone();
+        let result = execute(&background, model, call, stop.clone(), Some(job.clone())).await;
+        job.set(match result {
+            Ok(report) => JobState::Done(report),
+            Err(_) if stop.load(Ordering::Relaxed) && job.state() == JobState::Cancelled => {
+                JobState::Cancelled
+            }
+            Err(e) => JobState::Failed {
+                status: e.status.as_u16(),
+                kind: e.kind,
+                message: e.message,
+            },
+        });
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "status": "queued"})),
+    )
+        .into_response())
+}
+
+fn job_json(id: &str, job: &Job) -> Value {
+    let (status, result, error) = match job.state() {
+        JobState::Queued => ("queued", Value::Null, Value::Null),
+        JobState::Running => ("running", Value::Null, Value::Null),
+        JobState::Done(r) => ("done", r, Value::Null),
+        JobState::Failed {
+            status,
+            kind,
+            message,
+        } => (
+            "failed",
+            Value::Null,
+            json!({"status": status, "kind": kind, "message": message}),
+        ),
+        JobState::Cancelled => ("cancelled", Value::Null, Value::Null),
+    };
+    json!({
+        "id": id, "verb": job.verb, "status": status,
+        "progress": {"done": job.done_steps.load(Ordering::Relaxed), "total": job.total_steps.load(Ordering::Relaxed)},
+        "result": result, "error": error,
+    })
+}
+
+fn find_job(state: &AppState, id: &str) -> Result<Arc<Job>, ApiError> {
+    state.expire_jobs();
+    state
+        .jobs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(id)
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "no job '{id}' (finished jobs are kept for --job-ttl)"
+            ))
+        })
+}
+
+pub async fn get_job(
+    State(state): Shared,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let job = find_job(&state, &id)?;
+    Ok(Json(job_json(&id, &job)))
+}
+
+/// `DELETE /v1/jobs/{id}`: a queued or running job is cancelled (the engine's stop flag); a
+/// finished one is forgotten.
+pub async fn cancel_job(
+    State(state): Shared,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let job = find_job(&state, &id)?;
+    match job.state() {
+        JobState::Queued | JobState::Running => {
+            job.set(JobState::Cancelled);
+            job.stop.store(true, Ordering::Relaxed);
+        }
+        _ => {
+            state
+                .jobs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        }
+    }
+    Ok(Json(job_json(&id, &job)))
+}
+
+/// `POST /v1/batch`: one request over many signal points of a patchset, `{"model": {...background
+/// and "patchset" inline...}, "patches": [names] (default: all), "request": {...}, ...}` → one
+/// result per patch, in the patchset's order.
+pub async fn batch(
+    State(state): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let mut body = json_body(body)?;
+    let model = body.remove("model").ok_or_else(|| {
+        ApiError::bad_request("a batch names its background model and patchset in \"model\"")
+    })?;
+    let patchset = model
+        .pointer("/patchset/patchset")
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::bad_request("model.patchset.patchset: give the patchset inline")
+        })?;
+    let names: Vec<String> = match body.remove("patches") {
+        Some(v) => {
+            serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("patches: {e}")))?
+        }
+        None => patchset
+            .get("patches")
+            .and_then(Value::as_array)
+            .map(|ps| {
+                ps.iter()
+                    .filter_map(|p| {
+                        p.pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .map(String::from)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    if names.is_empty() {
+        return Err(ApiError::bad_request("the batch has no patches"));
+    }
+    let verb_path = body
+        .remove("verb")
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| "upper-limit".into());
+    let mut tasks = Vec::new();
+    for name in &names {
+        let mut m = model.clone();
+        m["patchset"]["patch"] = json!(name);
+        let mut b = body.clone();
+        b.insert("model".into(), m);
+        let (model, call) = call_of(&state, &verb_path, b)?;
+        let state = state.clone();
+        tasks.push(tokio::spawn(async move {
+            let (_, model) = model_of(&state, model).await?;
+            execute(&state, model, call, Arc::new(AtomicBool::new(false)), None).await
+        }));
+    }
+    let mut results = Vec::new();
+    for (name, t) in names.iter().zip(tasks) {
+        let r = t
+            .await
+            .map_err(|e| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            })?
+            .map_err(|e| ApiError {
+                message: format!("patch '{name}': {}", e.message),
+                ..e
+            })?;
+        results.push(json!({"patch": name, "result": r}));
+    }
+    Ok(Json(json!({"verb": verb_path, "results": results})))
+}
+
+pub async fn health(State(state): Shared) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_s": state.started.elapsed().as_secs_f64(),
+        "models": state.models.lock().unwrap_or_else(|p| p.into_inner()).len(),
+        "running": state.running.load(Ordering::Relaxed),
+        "waiting": state.waiting.load(Ordering::Relaxed),
+    }))
+}
+
+pub async fn devices() -> Json<Value> {
+    Json(ns_inference::report::devices(
+        &ns_compute::Inventory::probe(),
+    ))
+}
+
+/// Prometheus text exposition.
+pub async fn metrics(State(state): Shared) -> impl IntoResponse {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let m = &state.metrics;
+    let _ = writeln!(
+        out,
+        "# HELP nextstat_requests_total Requests answered, by route and status.\n# TYPE nextstat_requests_total counter"
+    );
+    let all = m.requests.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut keys: Vec<_> = all.keys().cloned().collect();
+    keys.sort();
+    for k in &keys {
+        let _ = writeln!(
+            out,
+            "nextstat_requests_total{{route=\"{}\",status=\"{}\"}} {}",
+            k.0, k.1, all[k].count
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP nextstat_request_seconds Request latency.\n# TYPE nextstat_request_seconds histogram"
+    );
+    for k in &keys {
+        let s = &all[k];
+        for (b, le) in s.buckets.iter().zip(crate::state::BUCKETS) {
+            let _ = writeln!(
+                out,
+                "nextstat_request_seconds_bucket{{route=\"{}\",status=\"{}\",le=\"{le}\"}} {b}",
+                k.0, k.1
+            );
+        }
+        let _ = writeln!(
+            out,
+            "nextstat_request_seconds_bucket{{route=\"{}\",status=\"{}\",le=\"+Inf\"}} {}",
+            k.0, k.1, s.count
+        );
+        let _ = writeln!(
+            out,
+            "nextstat_request_seconds_sum{{route=\"{}\",status=\"{}\"}} {}",
+            k.0, k.1, s.sum
+        );
+        let _ = writeln!(
+            out,
+            "nextstat_request_seconds_count{{route=\"{}\",status=\"{}\"}} {}",
+            k.0, k.1, s.count
+        );
+    }
+    let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    };
+    gauge(
+        &mut out,
+        "nextstat_queue_depth",
+        "Requests waiting for a worker.",
+        state.waiting.load(Ordering::Relaxed) as f64,
+    );
+    gauge(
+        &mut out,
+        "nextstat_running",
+        "Computations running.",
+        state.running.load(Ordering::Relaxed) as f64,
+    );
+    gauge(
+        &mut out,
+        "nextstat_models_cached",
+        "Models in the cache.",
+        state.models.lock().unwrap_or_else(|p| p.into_inner()).len() as f64,
+    );
+    let counter = |out: &mut String, name: &str, help: &str, v: f64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+        );
+    };
+    counter(
+        &mut out,
+        "nextstat_cache_hits_total",
+        "Model lookups answered from the cache.",
+        m.cache_hits.load(Ordering::Relaxed) as f64,
+    );
+    counter(
+        &mut out,
+        "nextstat_cache_misses_total",
+        "Models loaded.",
+        m.cache_misses.load(Ordering::Relaxed) as f64,
+    );
+    counter(
+        &mut out,
+        "nextstat_cpu_busy_seconds_total",
+        "Seconds of CPU-device computation.",
+        *m.busy_seconds_cpu.lock().unwrap_or_else(|p| p.into_inner()),
+    );
+    counter(
+        &mut out,
+        "nextstat_gpu_busy_seconds_total",
+        "Seconds of GPU-device computation.",
+        *m.busy_seconds_gpu.lock().unwrap_or_else(|p| p.into_inner()),
+    );
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        out,
+    )
+}

@@ -1,0 +1,280 @@
+//! What the server holds between requests: loaded models (an LRU cache bounded by memory,
+//! keyed by the digest of the model and its settings), jobs, the bounded work pool and the
+//! counters `/metrics` reports. Nothing here holds a lock while the engine computes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ns_translate::{LoadedModel, ModelRef};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+
+use crate::error::ApiError;
+
+/// The server's limits and settings (from the command line).
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Engine computations at once (CPU work; each also uses the engine's thread pool).
+    pub workers: usize,
+    /// Requests waiting for a worker before new ones get 503.
+    pub queue: usize,
+    /// Memory the model cache may hold, in bytes (estimated).
+    pub cache_bytes: usize,
+    /// Wall time of one request or job before it is stopped.
+    pub timeout: Duration,
+    /// The most toys one request may ask for.
+    pub max_toys: usize,
+    /// How long a finished job's result is kept.
+    pub job_ttl: Duration,
+    /// Requests per second per API key (0: no limit).
+    pub rate_per_key: f64,
+}
+
+/// A model in the cache.
+pub struct CachedModel {
+    pub model: Arc<LoadedModel>,
+    pub source: ModelRef,
+    pub bytes: usize,
+    last_used: u64,
+}
+
+/// Models by id, least recently used evicted first.
+#[derive(Default)]
+pub struct ModelCache {
+    models: HashMap<String, CachedModel>,
+    clock: u64,
+    total: usize,
+}
+
+/// The id of a model: the digest of its reference (the workspace, patches, measurement and
+/// interpolation codes, as canonical JSON: object keys sorted).
+pub fn model_id(source: &ModelRef) -> String {
+    let canonical = serde_json::to_vec(source).unwrap_or_default();
+    let digest = Sha256::digest(&canonical);
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl ModelCache {
+    pub fn get(&mut self, id: &str) -> Option<Arc<LoadedModel>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.models.get_mut(id).map(|m| {
+            m.last_used = clock;
+            m.model.clone()
+        })
+    }
+
+    pub fn describe(&self, id: &str) -> Option<(&CachedModel, usize)> {
+        self.models.get(id).map(|m| (m, self.total))
+    }
+
+    /// Insert, evicting the least recently used until the rest fits in `limit` bytes.
+    pub fn insert(
+        &mut self,
+        id: String,
+        model: Arc<LoadedModel>,
+        source: ModelRef,
+        bytes: usize,
+        limit: usize,
+    ) {
+        self.clock += 1;
+        if let Some(old) = self.models.remove(&id) {
+            self.total -= old.bytes;
+        }
+        while self.total + bytes > limit && !self.models.is_empty() {
+            let oldest = self
+                .models
+                .iter()
+                .min_by_key(|(_, m)| m.last_used)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest
+                && let Some(m) = self.models.remove(&k)
+            {
+                self.total -= m.bytes;
+            }
+        }
+        self.total += bytes;
+        self.models.insert(
+            id,
+            CachedModel {
+                model,
+                source,
+                bytes,
+                last_used: self.clock,
+            },
+        );
+    }
+
+    pub fn remove(&mut self, id: &str) -> bool {
+        match self.models.remove(id) {
+            Some(m) => {
+                self.total -= m.bytes;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.models.len()
+    }
+}
+
+/// Where a job stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JobState {
+    Queued,
+    Running,
+    Done(Value),
+    Failed {
+        status: u16,
+        kind: &'static str,
+        message: String,
+    },
+    Cancelled,
+}
+
+/// A job: its request, progress, stop flag and outcome.
+pub struct Job {
+    pub verb: String,
+    pub state: Mutex<JobState>,
+    pub done_steps: AtomicU64,
+    pub total_steps: AtomicU64,
+    pub stop: Arc<AtomicBool>,
+    pub finished_at: Mutex<Option<Instant>>,
+}
+
+impl Job {
+    pub fn new(verb: String) -> Self {
+        Job {
+            verb,
+            state: Mutex::new(JobState::Queued),
+            done_steps: AtomicU64::new(0),
+            total_steps: AtomicU64::new(0),
+            stop: Arc::new(AtomicBool::new(false)),
+            finished_at: Mutex::new(None),
+        }
+    }
+
+    pub fn set(&self, state: JobState) {
+        let finished = !matches!(state, JobState::Queued | JobState::Running);
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        if finished {
+            *self.finished_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        }
+    }
+
+    pub fn state(&self) -> JobState {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Request counters and latencies by route, for `/metrics`.
+#[derive(Default)]
+pub struct Metrics {
+    /// (route, status) → count, latency sum in seconds, and histogram bucket counts.
+    pub requests: Mutex<HashMap<(String, u16), RouteStats>>,
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+    pub busy_seconds_cpu: Mutex<f64>,
+    pub busy_seconds_gpu: Mutex<f64>,
+}
+
+/// Latency buckets of the histogram, seconds.
+pub const BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0];
+
+#[derive(Default, Clone)]
+pub struct RouteStats {
+    pub count: u64,
+    pub sum: f64,
+    pub buckets: [u64; BUCKETS.len()],
+}
+
+impl Metrics {
+    pub fn observe(&self, route: &str, status: u16, seconds: f64) {
+        let mut all = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        let s = all.entry((route.to_string(), status)).or_default();
+        s.count += 1;
+        s.sum += seconds;
+        for (b, &le) in s.buckets.iter_mut().zip(&BUCKETS) {
+            if seconds <= le {
+                *b += 1;
+            }
+        }
+    }
+}
+
+/// The server's shared state.
+pub struct AppState {
+    pub limits: Limits,
+    pub models: Mutex<ModelCache>,
+    pub jobs: Mutex<HashMap<String, Arc<Job>>>,
+    pub workers: Arc<Semaphore>,
+    pub waiting: AtomicUsize,
+    pub running: AtomicUsize,
+    pub next_job: AtomicU64,
+    pub metrics: Metrics,
+    pub keys: Vec<String>,
+    /// Per key: (tokens, last refill).
+    pub buckets: Mutex<HashMap<usize, (f64, Instant)>>,
+    pub started: Instant,
+    /// Set at shutdown: running work stops.
+    pub stopping: Arc<AtomicBool>,
+}
+
+impl AppState {
+    pub fn new(limits: Limits, keys: Vec<String>) -> Self {
+        AppState {
+            workers: Arc::new(Semaphore::new(limits.workers.max(1))),
+            limits,
+            models: Mutex::new(ModelCache::default()),
+            jobs: Mutex::new(HashMap::new()),
+            waiting: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            next_job: AtomicU64::new(1),
+            metrics: Metrics::default(),
+            keys,
+            buckets: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+            stopping: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A worker for one computation: waits in the queue, or 503 when the queue is full.
+    pub async fn worker(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+        if let Ok(p) = self.workers.clone().try_acquire_owned() {
+            return Ok(p);
+        }
+        let queued = self.waiting.fetch_add(1, Ordering::SeqCst);
+        if queued >= self.limits.queue {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApiError::busy(
+                format!(
+                    "{queued} requests are waiting for the {} workers: try again shortly",
+                    self.limits.workers
+                ),
+                1,
+            ));
+        }
+        let permit = self.workers.clone().acquire_owned().await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        permit.map_err(|_| ApiError::busy("the server is shutting down", 5))
+    }
+
+    /// Drop finished jobs older than the TTL.
+    pub fn expire_jobs(&self) {
+        let ttl = self.limits.job_ttl;
+        self.jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, j| {
+                j.finished_at
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_none_or(|t| t.elapsed() < ttl)
+            });
+    }
+}
