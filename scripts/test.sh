@@ -27,7 +27,7 @@ python3 -m venv .venv
 cargo clippy --quiet --workspace --all-targets -- -D warnings
 (cd bindings/ns-py && cargo clippy --quiet --all-targets -- -D warnings)
 # The Python suite runs the CLI hundreds of times on large models: a release binary.
-cargo build --quiet --release --bin nextstat
+cargo build --quiet --release --bin nextstat --bin nextstat-server
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
 else

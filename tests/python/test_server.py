@@ -1,0 +1,255 @@
+"""nextstat-server (docs/server.md): every endpoint and every error class against servers the
+tests start on loopback ports, answers identical to the CLI's, concurrency shown by the server's
+own counters (never by timing), the Python client."""
+
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import nextstat
+from conftest import BIN, WORKSPACES, run_cli
+from nextstat.remote import Client, ServerError
+
+SERVER = BIN.parent / "nextstat-server"
+SIMPLE = WORKSPACES / "nextstat_simple_workspace.json"
+COMPLEX = WORKSPACES / "nextstat_complex_workspace.json"
+
+
+class Server:
+    def __init__(self, *args):
+        if not SERVER.exists():
+            pytest.fail(f"{SERVER} is missing: `cargo build --release --bin nextstat-server` (scripts/test.sh does)")
+        self.proc = subprocess.Popen([str(SERVER), "--port", "0", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert "listening on" in line, (line, self.proc.stderr.read() if self.proc.poll() is not None else "")
+        self.url = line.split()[-1]
+
+    def call(self, method, path, body=None, key=None, raw=None):
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        if key:
+            request.add_header("Authorization", f"Bearer {key}")
+        try:
+            with urllib.request.urlopen(request, timeout=120) as r:
+                text = r.read()
+                return r.status, (json.loads(text) if text and r.headers.get("Content-Type", "").startswith("application/json") else text.decode()), r.headers
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read()), e.headers
+
+    def wait_until(self, predicate, what, limit=60):
+        """Poll the server's own state (not a timing assertion): `limit` seconds at most."""
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            if predicate():
+                return
+            time.sleep(0.02)
+        pytest.fail(f"the server never reached: {what}")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server("--workers", "4")
+    yield s
+    s.stop()
+
+
+def workspace(path):
+    return json.loads(path.read_text())
+
+
+def long_toys(model_id, n=100_000):
+    """A toy request that runs long enough to be seen running (it is cancelled)."""
+    return {"model": {"id": model_id}, "request": {"mu": 1.0, "n_toys": n}}
+
+
+def test_health_devices_openapi_and_metrics(server):
+    status, health, _ = server.call("GET", "/v1/health")
+    assert status == 200 and health["status"] == "ok"
+    status, devices, _ = server.call("GET", "/v1/devices")
+    assert status == 200 and "cpu" in json.dumps(devices).lower()
+    status, doc, _ = server.call("GET", "/v1/openapi.json")
+    assert status == 200 and doc["openapi"].startswith("3.1")
+    for path in ["/v1/fit", "/v1/hypotest", "/v1/hypotest-toys", "/v1/upper-limit", "/v1/significance", "/v1/scan", "/v1/ranking", "/v1/gof", "/v1/eval", "/v1/models", "/v1/models/{id}", "/v1/jobs", "/v1/jobs/{id}", "/v1/batch"]:
+        assert path in doc["paths"], path
+    assert "request" in doc["components"]["schemas"]["Call"]["properties"]
+    status, text, headers = server.call("GET", "/metrics")
+    assert status == 200 and 'nextstat_requests_total{route="/v1/health",status="200"}' in text
+    assert "nextstat_queue_depth" in text and "nextstat_cache_hits_total" in text
+
+
+def test_models_by_digest_and_verbs_answer_as_the_cli_does(server):
+    status, first, _ = server.call("POST", "/v1/models", {"workspace": workspace(SIMPLE)})
+    assert status == 201 and first["kind"] == "binned"
+    status, again, _ = server.call("POST", "/v1/models", {"workspace": workspace(SIMPLE)})
+    assert again["id"] == first["id"]
+    status, other, _ = server.call("POST", "/v1/models", {"workspace": workspace(SIMPLE), "interpolation": {"defaults": "legacy"}})
+    assert status == 201 and other["id"] != first["id"]
+    status, got, _ = server.call("GET", f"/v1/models/{first['id']}")
+    assert status == 200 and got["parameter_names"] == first["parameter_names"]
+    model = {"id": first["id"]}
+    cases = [
+        ("fit", {"uncertainties": True}, ["fit", SIMPLE]),
+        ("hypotest", {"mu": 1.0}, ["hypotest", SIMPLE, "--mu", "1.0"]),
+        ("hypotest-toys", {"mu": 1.0, "n_toys": 200, "seed": 3}, ["hypotest-toys", SIMPLE, "--mu", "1.0", "--n-toys", "200", "--seed", "3"]),
+        ("upper-limit", {}, ["upper-limit", SIMPLE]),
+        ("significance", {}, ["significance", SIMPLE]),
+        ("scan", {"values": [0.0, 1.0, 2.0]}, ["scan", SIMPLE, "--range", "0", "2", "3"]),
+        ("ranking", {}, ["ranking", SIMPLE]),
+        ("gof", {}, ["gof", SIMPLE]),
+    ]
+    for path, request, cli in cases:
+        status, answer, _ = server.call("POST", f"/v1/{path}", {"model": model, "request": request})
+        assert status == 200, (path, answer)
+        assert answer == json.loads(run_cli(*cli)[1]), path
+    status, answer, _ = server.call("POST", "/v1/eval", {"model": model, "request": {"pars": None}})
+    assert status == 200 and "twice_nll" in json.dumps(answer)
+    # An inline model runs the same, and lands in the cache under the same id.
+    status, answer, _ = server.call("POST", "/v1/fit", {"model": {"workspace": workspace(SIMPLE)}, "request": {"uncertainties": True}})
+    assert answer == json.loads(run_cli("fit", SIMPLE)[1])
+    status, _, _ = server.call("DELETE", f"/v1/models/{first['id']}")
+    assert status == 204
+    status, error, _ = server.call("GET", f"/v1/models/{first['id']}")
+    assert status == 404 and error["error"]["kind"] == "not_found"
+
+
+def test_errors_are_json_naming_the_problem(server):
+    status, e, _ = server.call("POST", "/v1/fit", raw=b"{not json")
+    assert status == 400 and e["error"]["kind"] == "invalid_json"
+    status, e, _ = server.call("POST", "/v1/fit", [1, 2])
+    assert status == 400 and "a list" in e["error"]["message"]
+    status, e, _ = server.call("POST", "/v1/fit", {"request": {}})
+    assert status == 400 and "names no model" in e["error"]["message"]
+    status, e, _ = server.call("POST", "/v1/fit", {"model": {"workspace": "/etc/passwd"}})
+    assert status == 400 and "never from its own files" in e["error"]["message"]
+    status, e, _ = server.call("POST", "/v1/fit", {"model": {"id": "0" * 32}})
+    assert status == 404 and "POST /v1/models" in e["error"]["message"]
+    status, e, _ = server.call("POST", "/v1/teleport", {"model": {"id": "x"}})
+    assert status == 404 and "no verb 'teleport'" in e["error"]["message"]
+    status, e, _ = server.call("GET", "/v2/anything")
+    assert status == 404 and "no endpoint" in e["error"]["message"]
+    ws = {"model": {"workspace": workspace(SIMPLE)}}
+    status, e, _ = server.call("POST", "/v1/fit", {**ws, "request": {"verb": "ranking"}})
+    assert status == 400 and "endpoint is /v1/fit" in e["error"]["message"]
+    status, e, _ = server.call("POST", "/v1/hypotest", {**ws, "request": {"mu": "one"}})
+    assert status == 400 and "request" in e["error"]["message"] and "expected f64" in e["error"]["message"]
+    status, e, _ = server.call("POST", "/v1/fit", {**ws, "device": "warp"})
+    assert status == 400 and "unknown device 'warp'" in e["error"]["message"]
+    status, e, _ = server.call("POST", "/v1/hypotest-toys", {**ws, "request": {"mu": 1.0, "n_toys": 10**9}})
+    assert status == 400 and "--max-toys" in e["error"]["message"]
+    status, e, _ = server.call("POST", "/v1/models", {"workspace": {"channels": 3}})
+    assert status == 400 and e["error"]["kind"].startswith("invalid")
+    status, e, _ = server.call("GET", "/v1/jobs/job-999999")
+    assert status == 404
+
+
+def test_jobs_report_progress_and_cancel(server):
+    _, m, _ = server.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
+    status, job, _ = server.call("POST", "/v1/jobs", {"verb": "hypotest-toys", "model": {"id": m["id"]}, "request": {"mu": 1.0, "n_toys": 300, "seed": 1}})
+    assert status == 202
+    server.wait_until(lambda: server.call("GET", f"/v1/jobs/{job['id']}")[1]["status"] == "done", "the job done")
+    _, done, _ = server.call("GET", f"/v1/jobs/{job['id']}")
+    assert done["progress"]["done"] == done["progress"]["total"] > 0
+    assert done["result"] == json.loads(run_cli("hypotest-toys", COMPLEX, "--mu", "1.0", "--n-toys", "300", "--seed", "1")[1])
+    status, job, _ = server.call("POST", "/v1/jobs", {"verb": "hypotest-toys", **long_toys(m["id"])})
+    server.wait_until(lambda: server.call("GET", f"/v1/jobs/{job['id']}")[1]["status"] == "running", "the long job running")
+    status, cancelled, _ = server.call("DELETE", f"/v1/jobs/{job['id']}")
+    assert status == 200 and cancelled["status"] == "cancelled"
+    server.wait_until(lambda: server.call("GET", "/v1/health")[1]["running"] == 0, "the cancelled job stopped")
+    assert server.call("GET", f"/v1/jobs/{job['id']}")[1]["status"] == "cancelled"
+    status, e, _ = server.call("POST", "/v1/jobs", {"model": {"id": m["id"]}})
+    assert status == 400 and "names its \"verb\"" in e["error"]["message"]
+
+
+def test_requests_on_different_models_run_at_once(server):
+    """Two long computations on two models are both running at the same moment (the server's
+    running counter says 2): no global lock."""
+    ids = [server.call("POST", "/v1/models", {"workspace": workspace(p)})[1]["id"] for p in (SIMPLE, COMPLEX)]
+    jobs = [server.call("POST", "/v1/jobs", {"verb": "hypotest-toys", **long_toys(i)})[1]["id"] for i in ids]
+    server.wait_until(lambda: server.call("GET", "/v1/health")[1]["running"] == 2, "two computations running together")
+    for j in jobs:
+        server.call("DELETE", f"/v1/jobs/{j}")
+    server.wait_until(lambda: server.call("GET", "/v1/health")[1]["running"] == 0, "both stopped")
+
+
+def test_batch_over_a_patchset(server):
+    background = workspace(WORKSPACES / "pyhf_testpatchset_bkgonly.json")
+    patchset = workspace(WORKSPACES / "pyhf_testpatchset_patchset.json")
+    names = [p["metadata"]["name"] for p in patchset["patches"]][:3]
+    status, answer, _ = server.call("POST", "/v1/batch", {"model": {"workspace": background, "patchset": {"patchset": patchset, "patch": names[0]}}, "patches": names, "verb": "hypotest", "request": {"mu": 1.0}})
+    assert status == 200, answer
+    assert [r["patch"] for r in answer["results"]] == names
+    for r in answer["results"]:
+        assert 0 <= r["result"]["CLs_obs"] <= 1
+
+
+def test_keys_rate_limits_body_limit_queue_and_timeout(tmp_path):
+    keys = tmp_path / "keys"
+    keys.write_text("# one key a line\nsecret-one\n\nsecret-two\n")
+    s = Server("--api-key-file", keys, "--rate-limit", "0.01", "--max-body-mb", "1")
+    try:
+        status, e, _ = s.call("GET", "/v1/devices")
+        assert status == 401 and e["error"]["kind"] == "unauthorized"
+        status, e, _ = s.call("GET", "/v1/devices", key="secret-three")
+        assert status == 401
+        assert s.call("GET", "/v1/health")[0] == 200  # open to probes
+        status, _, _ = s.call("GET", "/v1/devices", key="secret-one")
+        assert status == 200
+        status, e, headers = s.call("GET", "/v1/devices", key="secret-one")
+        assert status == 429 and int(headers["Retry-After"]) >= 1
+        # Each key has its own bucket.
+        status, e, _ = s.call("POST", "/v1/fit", raw=b"{" + b" " * (2 << 20) + b"}", key="secret-two")
+        assert status == 413 and e["error"]["kind"] == "too_large"
+    finally:
+        s.stop()
+    s = Server("--timeout", "0.5")
+    try:
+        _, m, _ = s.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
+        status, e, _ = s.call("POST", "/v1/hypotest-toys", long_toys(m["id"]))
+        assert status == 504 and e["error"]["kind"] == "timeout"
+    finally:
+        s.stop()
+    s = Server("--workers", "1", "--queue", "0")
+    try:
+        _, m, _ = s.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
+        # One worker busy and no queue: the next request is turned away with Retry-After.
+        _, job, _ = s.call("POST", "/v1/jobs", {"verb": "hypotest-toys", **long_toys(m["id"])})
+        s.wait_until(lambda: s.call("GET", "/v1/health")[1]["running"] == 1, "the job running")
+        status, e, headers = s.call("POST", "/v1/fit", {"model": {"id": m["id"]}})
+        assert status == 503 and e["error"]["kind"] == "busy" and headers["Retry-After"] == "1"
+        s.call("DELETE", f"/v1/jobs/{job['id']}")
+    finally:
+        s.stop()
+
+
+def test_a_server_without_keys_refuses_to_listen_beyond_loopback():
+    proc = subprocess.run([str(SERVER), "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and "--api-key-file" in proc.stderr
+
+
+def test_python_client_returns_the_local_result_objects(server):
+    client = Client(server.url)
+    assert client.health()["status"] == "ok"
+    remote = client.upload(str(SIMPLE))
+    assert remote.parameter_names == nextstat.Workspace(str(SIMPLE)).model().config.par_names
+    local_model = nextstat.Workspace(str(SIMPLE)).model()
+    fit, local = client.fit(remote), nextstat.fit(local_model)
+    assert isinstance(fit, nextstat.FitResult) and fit.twice_nll == local.twice_nll
+    assert client.hypotest(1.0, remote).cls_obs == nextstat.hypotest(1.0, local_model).cls_obs
+    limit = client.upper_limit(remote)
+    assert limit.obs == nextstat.upper_limit(local_model).obs
+    job = client.submit("hypotest_toys", remote, mu=1.0, n_toys=100, seed=2)
+    toys = client.wait(job, timeout=120)
+    assert toys.cls_obs == nextstat.hypotest_toys(1.0, local_model, n_toys=100, seed=2, progress=False).cls_obs
+    with pytest.raises(ServerError, match="404 not_found"):
+        client.job("job-0")
+    client.forget(remote)
+    with pytest.raises(ServerError, match="no model"):
+        client.fit(remote)
