@@ -253,3 +253,23 @@ def test_python_client_returns_the_local_result_objects(server):
     client.forget(remote)
     with pytest.raises(ServerError, match="no model"):
         client.fit(remote)
+
+
+def test_schema_driven_fuzz_finds_no_server_error(tmp_path):
+    """schemathesis against the OpenAPI document, bounded (25 examples an operation, fixed seed):
+    no 5xx answer, and the server still healthy afterwards."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    runner = shutil.which("schemathesis") or str(Path(sys.executable).parent / "schemathesis")
+    s = Server("--timeout", "20")
+    try:
+        proc = subprocess.run([runner, "run", f"{s.url}/v1/openapi.json", "--max-examples", "25", "--seed", "1",
+                               "--checks", "not_a_server_error", "--request-timeout", "60"],
+                              capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert "generated" in proc.stdout and "passed" in proc.stdout
+        assert s.call("GET", "/v1/health")[1]["status"] == "ok"
+    finally:
+        s.stop()

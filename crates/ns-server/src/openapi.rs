@@ -53,18 +53,19 @@ pub fn build() -> Value {
         .replace("#/$defs/", "#/components/schemas/");
     let mut schemas: serde_json::Map<String, Value> =
         serde_json::from_str(&text).unwrap_or_default();
-    schemas.insert(
-        "VerbCall".into(),
-        json!({"description": "A call as the engine takes it (request.verb may be left out: the path gives it), with the model inline or by id.",
-               "allOf": [{"$ref": "#/components/schemas/Call"}],
-               "properties": {"model": {"oneOf": [{"$ref": "#/components/schemas/ModelRef"},
-                   {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}]}}}),
-    );
-    schemas.insert(
-        "Job".into(),
-        json!({"allOf": [{"$ref": "#/components/schemas/VerbCall"}], "required": ["verb"],
-               "properties": {"verb": {"type": "string", "enum": VERBS.iter().map(|(p, _)| *p).collect::<Vec<_>>()}}}),
-    );
+    // The call with the model inline or by id (the engine's call forbids unknown keys, so
+    // these are copies of its schema, not extensions of it).
+    let call = schemas.get("Call").cloned().unwrap_or_else(|| json!({}));
+    let mut verb_call = call.clone();
+    verb_call["description"] = json!("A call as the engine takes it, with the model inline or by id.");
+    verb_call["properties"]["model"] = json!({"oneOf": [{"$ref": "#/components/schemas/ModelRef"},
+        {"type": "object", "required": ["id"], "additionalProperties": false, "properties": {"id": {"type": "string"}}}]});
+    verb_call["required"] = json!(["model", "request"]);
+    let mut job = verb_call.clone();
+    job["properties"]["verb"] = json!({"type": "string", "enum": VERBS.iter().map(|(p, _)| *p).collect::<Vec<_>>()});
+    job["required"] = json!(["model", "request", "verb"]);
+    schemas.insert("VerbCall".into(), verb_call);
+    schemas.insert("Job".into(), job);
     schemas.insert(
         "Error".into(),
         json!({"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
