@@ -273,3 +273,36 @@ def test_schema_driven_fuzz_finds_no_server_error(tmp_path):
         assert s.call("GET", "/v1/health")[1]["status"] == "ok"
     finally:
         s.stop()
+
+
+def test_tls_with_a_certificate(tmp_path):
+    """HTTPS through rustls with a self-signed certificate (made here by openssl)."""
+    import ssl
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert, "-days", "1"],
+                   check=True, capture_output=True)
+    s = Server("--tls-cert", cert, "--tls-key", key)
+    try:
+        assert s.url.startswith("https://")
+        context = ssl.create_default_context(cafile=str(cert))
+        with urllib.request.urlopen(s.url + "/v1/health", context=context, timeout=30) as r:
+            assert json.loads(r.read())["status"] == "ok"
+        client = Client(s.url)
+        with pytest.raises(ServerError):  # the certificate is not trusted by default
+            client.health()
+    finally:
+        s.stop()
+    proc = subprocess.run([str(SERVER), "--port", "0", "--tls-cert", cert, "--tls-key", tmp_path / "missing.pem"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and "missing.pem" in proc.stderr
+
+
+def test_shutdown_stops_running_work():
+    s = Server()
+    _, m, _ = s.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
+    s.call("POST", "/v1/jobs", {"verb": "hypotest-toys", **long_toys(m["id"])})
+    s.wait_until(lambda: s.call("GET", "/v1/health")[1]["running"] == 1, "the job running")
+    s.proc.terminate()
+    assert s.proc.wait(timeout=60) == 0
+    assert "shutting down" in s.proc.stderr.read()

@@ -59,6 +59,12 @@ struct Args {
     /// Requests per second per API key (0: unlimited).
     #[arg(long, default_value_t = 0.0)]
     rate_limit: f64,
+    /// Serve HTTPS with this certificate chain (PEM; with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn read_keys(path: &PathBuf) -> Result<Vec<String>, String> {
@@ -140,14 +146,31 @@ async fn run(args: Args) -> Result<(), String> {
         rate_per_key: args.rate_limit,
     };
     let state = Arc::new(AppState::new(limits, keys));
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "--tls-cert {} / --tls-key {}: {e}",
+                        cert.display(),
+                        key.display()
+                    )
+                })?,
+        ),
+        _ => None,
+    };
     let addr = SocketAddr::new(args.host, args.port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let listener =
+        std::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     // One line scripts can wait for (the port is the bound one when --port 0).
-    println!("nextstat-server listening on http://{bound}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("nextstat-server listening on {scheme}://{bound}");
     let stopping = state.stopping.clone();
+    let handle = axum_server::Handle::new();
+    let on_signal = handle.clone();
     let shutdown = async move {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
@@ -159,11 +182,32 @@ async fn run(args: Args) -> Result<(), String> {
         let _ = ctrl_c.await;
         eprintln!("nextstat-server: shutting down (running work is stopped)");
         stopping.store(true, Ordering::SeqCst);
+        on_signal.graceful_shutdown(Some(Duration::from_secs(30)));
     };
-    axum::serve(listener, app(state, args.max_body_mb << 20))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| e.to_string())
+    tokio::spawn(shutdown);
+    let service = app(state.clone(), args.max_body_mb << 20).into_make_service();
+    let served = match tls {
+        Some(config) => {
+            axum_server::from_tcp_rustls(listener, config)
+                .map_err(|e| e.to_string())?
+                .handle(handle)
+                .serve(service)
+                .await
+        }
+        None => {
+            axum_server::from_tcp(listener)
+                .map_err(|e| e.to_string())?
+                .handle(handle)
+                .serve(service)
+                .await
+        }
+    };
+    // Running computations were told to stop (their watchers see `stopping`); wait for them
+    // while the runtime is alive, so that none is left running when the process ends.
+    while state.running.load(Ordering::SeqCst) > 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    served.map_err(|e| e.to_string())
 }
 
 fn main() {

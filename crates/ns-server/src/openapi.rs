@@ -57,12 +57,14 @@ pub fn build() -> Value {
     // these are copies of its schema, not extensions of it).
     let call = schemas.get("Call").cloned().unwrap_or_else(|| json!({}));
     let mut verb_call = call.clone();
-    verb_call["description"] = json!("A call as the engine takes it, with the model inline or by id.");
+    verb_call["description"] =
+        json!("A call as the engine takes it, with the model inline or by id.");
     verb_call["properties"]["model"] = json!({"oneOf": [{"$ref": "#/components/schemas/ModelRef"},
         {"type": "object", "required": ["id"], "additionalProperties": false, "properties": {"id": {"type": "string"}}}]});
     verb_call["required"] = json!(["model", "request"]);
     let mut job = verb_call.clone();
-    job["properties"]["verb"] = json!({"type": "string", "enum": VERBS.iter().map(|(p, _)| *p).collect::<Vec<_>>()});
+    job["properties"]["verb"] =
+        json!({"type": "string", "enum": VERBS.iter().map(|(p, _)| *p).collect::<Vec<_>>()});
     job["required"] = json!(["model", "request", "verb"]);
     schemas.insert("VerbCall".into(), verb_call);
     schemas.insert("Job".into(), job);

@@ -77,6 +77,8 @@ class Client:
             except Exception:  # not one of the server's answers
                 raise ServerError(e.code, "http", str(e)) from None
             raise ServerError(e.code, error["kind"], error["message"]) from None
+        except urllib.error.URLError as e:
+            raise ServerError(0, "connection", f"{self.url}: {e.reason}") from None
 
     def health(self) -> Dict[str, Any]:
         return self._request("GET", "/v1/health")
