@@ -109,3 +109,26 @@ pub async fn not_found(request: Request) -> ApiError {
         request.uri().path()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_match_exactly() {
+        let keys = vec!["alpha".to_string(), "beta".to_string()];
+        assert_eq!(key_index(&keys, "beta"), Some(1));
+        assert_eq!(key_index(&keys, "bet"), None);
+        assert_eq!(key_index(&keys, "betaa"), None);
+        assert_eq!(key_index(&keys, ""), None);
+    }
+
+    #[test]
+    fn routes_are_counted_under_known_names_only() {
+        assert_eq!(route_of("/v1/models/abc123"), "/v1/models/{id}");
+        assert_eq!(route_of("/v1/jobs/job-7"), "/v1/jobs/{id}");
+        assert_eq!(route_of("/v1/hypotest-toys"), "/v1/hypotest-toys");
+        assert_eq!(route_of("/v1/teleport"), "other");
+        assert_eq!(route_of("/wp-admin/x/y"), "other");
+    }
+}

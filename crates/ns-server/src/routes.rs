@@ -384,6 +384,15 @@ pub async fn submit_job(
     let (model, call) = call_of(&state, &verb_path, body)?;
     let (_, model) = model_of(&state, model).await?;
     state.expire_jobs();
+    let held = state.jobs.lock().unwrap_or_else(|p| p.into_inner()).len();
+    if held >= crate::state::MAX_JOBS {
+        return Err(ApiError::busy(
+            format!(
+                "{held} jobs are held (running, waiting, or finished within --job-ttl): collect or delete some"
+            ),
+            5,
+        ));
+    }
     let id = format!("job-{}", state.next_job.fetch_add(1, Ordering::SeqCst));
     let job = Arc::new(Job::new(verb_path));
     state
@@ -619,57 +628,57 @@ pub async fn metrics(State(state): Shared) -> impl IntoResponse {
             k.0, k.1, s.count
         );
     }
-    let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-    };
-    gauge(
-        &mut out,
-        "nextstat_queue_depth",
-        "Requests waiting for a worker.",
-        state.waiting.load(Ordering::Relaxed) as f64,
-    );
-    gauge(
-        &mut out,
-        "nextstat_running",
-        "Computations running.",
-        state.running.load(Ordering::Relaxed) as f64,
-    );
-    gauge(
-        &mut out,
-        "nextstat_models_cached",
-        "Models in the cache.",
-        state.models.lock().unwrap_or_else(|p| p.into_inner()).len() as f64,
-    );
-    let counter = |out: &mut String, name: &str, help: &str, v: f64| {
+    let busy = |c: &std::sync::Mutex<f64>| *c.lock().unwrap_or_else(|p| p.into_inner());
+    let models = state.models.lock().unwrap_or_else(|p| p.into_inner()).len();
+    for (kind, name, help, value) in [
+        (
+            "gauge",
+            "nextstat_queue_depth",
+            "Requests waiting for a worker.",
+            state.waiting.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "gauge",
+            "nextstat_running",
+            "Computations running.",
+            state.running.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "gauge",
+            "nextstat_models_cached",
+            "Models in the cache.",
+            models as f64,
+        ),
+        (
+            "counter",
+            "nextstat_cache_hits_total",
+            "Model lookups answered from the cache.",
+            m.cache_hits.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "counter",
+            "nextstat_cache_misses_total",
+            "Models loaded.",
+            m.cache_misses.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "counter",
+            "nextstat_cpu_busy_seconds_total",
+            "Seconds of CPU-device computation.",
+            busy(&m.busy_seconds_cpu),
+        ),
+        (
+            "counter",
+            "nextstat_gpu_busy_seconds_total",
+            "Seconds of GPU-device computation.",
+            busy(&m.busy_seconds_gpu),
+        ),
+    ] {
         let _ = writeln!(
             out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
         );
-    };
-    counter(
-        &mut out,
-        "nextstat_cache_hits_total",
-        "Model lookups answered from the cache.",
-        m.cache_hits.load(Ordering::Relaxed) as f64,
-    );
-    counter(
-        &mut out,
-        "nextstat_cache_misses_total",
-        "Models loaded.",
-        m.cache_misses.load(Ordering::Relaxed) as f64,
-    );
-    counter(
-        &mut out,
-        "nextstat_cpu_busy_seconds_total",
-        "Seconds of CPU-device computation.",
-        *m.busy_seconds_cpu.lock().unwrap_or_else(|p| p.into_inner()),
-    );
-    counter(
-        &mut out,
-        "nextstat_gpu_busy_seconds_total",
-        "Seconds of GPU-device computation.",
-        *m.busy_seconds_gpu.lock().unwrap_or_else(|p| p.into_inner()),
-    );
+    }
     (
         [(
             axum::http::header::CONTENT_TYPE,

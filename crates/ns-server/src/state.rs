@@ -14,6 +14,9 @@ use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
 
+/// The most jobs held at once (running, waiting or finished within the TTL): beyond, 503.
+pub const MAX_JOBS: usize = 10_000;
+
 /// The server's limits and settings (from the command line).
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -276,5 +279,54 @@ impl AppState {
                     .unwrap_or_else(|p| p.into_inner())
                     .is_none_or(|t| t.elapsed() < ttl)
             });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(text: &str) -> ModelRef {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn model_ids_are_digests_of_the_canonical_reference() {
+        let a = reference(r#"{"workspace": {"b": 1, "a": [1, 2]}}"#);
+        let b = reference(r#"{"workspace": {"a": [1, 2], "b": 1}}"#);
+        let c = reference(r#"{"workspace": {"a": [1, 2], "b": 1}, "measurement": "m"}"#);
+        assert_eq!(model_id(&a), model_id(&b));
+        assert_ne!(model_id(&a), model_id(&c));
+        assert_eq!(model_id(&a).len(), 32);
+    }
+
+    #[test]
+    fn the_cache_evicts_the_least_recently_used_within_its_bound() {
+        let source = reference(r#"{"workspace": {}}"#);
+        // Entries need a loaded model: use a small binned one.
+        let ws = serde_json::json!({
+            "channels": [{"name": "c", "samples": [{"name": "s", "data": [1.0],
+                "modifiers": [{"name": "mu", "type": "normfactor", "data": null}]}]}],
+            "observations": [{"name": "c", "data": [1.0]}],
+            "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": []}}],
+            "version": "1.0.0"
+        });
+        let loaded = Arc::new(
+            ModelRef {
+                workspace: ns_translate::Source::Inline(ws),
+                ..ModelRef::file("unused")
+            }
+            .load_model(&|_| unreachable!("inline"))
+            .unwrap(),
+        );
+        let mut cache = ModelCache::default();
+        cache.insert("a".into(), loaded.clone(), source.clone(), 40, 100);
+        cache.insert("b".into(), loaded.clone(), source.clone(), 40, 100);
+        assert!(cache.get("a").is_some()); // a is now the more recent
+        cache.insert("c".into(), loaded.clone(), source.clone(), 40, 100);
+        assert!(cache.get("b").is_none(), "b was the least recently used");
+        assert!(cache.get("a").is_some() && cache.get("c").is_some());
+        assert!(cache.remove("a") && !cache.remove("a"));
+        assert_eq!(cache.len(), 1);
     }
 }
