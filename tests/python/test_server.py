@@ -306,3 +306,25 @@ def test_shutdown_stops_running_work():
     s.proc.terminate()
     assert s.proc.wait(timeout=60) == 0
     assert "shutting down" in s.proc.stderr.read()
+
+
+def test_a_batch_larger_than_the_queue_still_runs():
+    """A batch shares the pool: with one worker and no queue, every patch still runs (one at a
+    time), instead of the batch turning itself away."""
+    s = Server("--workers", "1", "--queue", "0")
+    try:
+        background = workspace(WORKSPACES / "pyhf_testpatchset_bkgonly.json")
+        patchset = workspace(WORKSPACES / "pyhf_testpatchset_patchset.json")
+        # Five signal points: copies of the one patch under other names and values.
+        first = patchset["patches"][0]
+        patchset["patches"] = [
+            {**first, "metadata": {**first["metadata"], "name": f"{first['metadata']['name']}_{i}",
+                                   "values": [v + i for v in first["metadata"]["values"]]}}
+            for i in range(5)
+        ]
+        names = [p["metadata"]["name"] for p in patchset["patches"]]
+        status, answer, _ = s.call("POST", "/v1/batch", {"model": {"workspace": background, "patchset": {"patchset": patchset, "patch": names[0]}}, "verb": "hypotest", "request": {"mu": 1.0}})
+        assert status == 200, answer
+        assert [r["patch"] for r in answer["results"]] == names
+    finally:
+        s.stop()

@@ -534,31 +534,46 @@ pub async fn batch(
         .remove("verb")
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_else(|| "upper-limit".into());
-    let mut tasks = Vec::new();
+    let mut calls = Vec::with_capacity(names.len());
     for name in &names {
         let mut m = model.clone();
         m["patchset"]["patch"] = json!(name);
         let mut b = body.clone();
         b.insert("model".into(), m);
-        let (model, call) = call_of(&state, &verb_path, b)?;
-        let state = state.clone();
-        tasks.push(tokio::spawn(async move {
-            let (_, model) = model_of(&state, model).await?;
-            execute(&state, model, call, Arc::new(AtomicBool::new(false)), None).await
-        }));
+        calls.push(call_of(&state, &verb_path, b)?);
     }
-    let mut results = Vec::new();
-    for (name, t) in names.iter().zip(tasks) {
-        let r = t
-            .await
-            .map_err(|e| {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-            })?
-            .map_err(|e| ApiError {
-                message: format!("patch '{name}': {}", e.message),
-                ..e
-            })?;
-        results.push(json!({"patch": name, "result": r}));
+    // As many patches at once as there are workers: a batch shares the pool with other
+    // requests, and never fills the queue by itself.
+    let mut results = Vec::with_capacity(names.len());
+    let mut pending = names.iter().zip(calls);
+    loop {
+        let round: Vec<_> = pending
+            .by_ref()
+            .take(state.limits.workers)
+            .map(|(name, (model, call))| {
+                let state = state.clone();
+                let task = tokio::spawn(async move {
+                    let (_, model) = model_of(&state, model).await?;
+                    execute(&state, model, call, Arc::new(AtomicBool::new(false)), None).await
+                });
+                (name, task)
+            })
+            .collect();
+        if round.is_empty() {
+            break;
+        }
+        for (name, task) in round {
+            let r = task
+                .await
+                .map_err(|e| {
+                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                })?
+                .map_err(|e| ApiError {
+                    message: format!("patch '{name}': {}", e.message),
+                    ..e
+                })?;
+            results.push(json!({"patch": name, "result": r}));
+        }
     }
     Ok(Json(json!({"verb": verb_path, "results": results})))
 }
