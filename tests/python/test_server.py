@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 import nextstat
-from conftest import BIN, WORKSPACES, run_cli
+from conftest import BIN, ROOT, WORKSPACES, run_cli
 from nextstat.remote import Client, ServerError
 
 SERVER = BIN.parent / "nextstat-server"
@@ -146,6 +146,10 @@ def test_errors_are_json_naming_the_problem(server):
     assert status == 400 and "--max-toys" in e["error"]["message"]
     status, e, _ = server.call("POST", "/v1/models", {"workspace": {"channels": 3}})
     assert status == 400 and e["error"]["kind"].startswith("invalid")
+    hs3 = json.loads((ROOT / "examples" / "unbinned" / "resonance.json").read_text())
+    hs3["data"][0] = {"name": hs3["data"][0]["name"], "type": "nextstat:parquet", "path": "/etc/events.parquet", "axes": hs3["data"][0]["axes"]}
+    status, e, _ = server.call("POST", "/v1/models", {"workspace": hs3})
+    assert status == 400 and "reads the file '/etc/events.parquet'" in e["error"]["message"]
     status, e, _ = server.call("GET", "/v1/jobs/job-999999")
     assert status == 404
 

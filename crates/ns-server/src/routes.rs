@@ -97,12 +97,11 @@ fn inline_model(value: Value) -> Result<ModelRef, ApiError> {
                 )));
             }
             Source::Inline(v) => {
-                let text = v.to_string();
-                if text.contains("\"nextstat:parquet\"") || text.contains("\"nextstat:flow_dist\"")
+                if let Some((name, path)) = ns_unbinned::hs3::file_references(v).into_iter().next()
                 {
-                    return Err(ApiError::bad_request(
-                        "model: HS3 models that read files (nextstat:parquet data, nextstat:flow_dist flows) are not served: the server reads no files for its clients",
-                    ));
+                    return Err(ApiError::bad_request(format!(
+                        "model: '{name}' reads the file '{path}' (nextstat:parquet data or a nextstat:flow_dist flow): the server reads no files for its clients"
+                    )));
                 }
             }
         }

@@ -35,6 +35,26 @@ pub struct ReadOptions<'a> {
     pub base: Option<&'a Path>,
 }
 
+/// The files an HS3 document would read: Parquet event sources and flow manifests, as
+/// (entry name, path). Empty for inline events and parametric distributions.
+pub fn file_references(doc: &Value) -> Vec<(String, String)> {
+    let entries = |key: &str, kind: &str, path_key: &str| -> Vec<(String, String)> {
+        doc.get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.get("type").and_then(Value::as_str) == Some(kind))
+            .map(|e| {
+                let field = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                (field("name"), field(path_key))
+            })
+            .collect()
+    };
+    let mut out = entries("data", crate::parquet::TYPE, "path");
+    out.extend(entries("distributions", FLOW_DIST, "manifest"));
+    out
+}
+
 /// Whether a JSON document is an HS3 model (rather than a pyhf workspace).
 pub fn is_hs3(doc: &Value) -> bool {
     doc.get("distributions").is_some_and(Value::is_array)

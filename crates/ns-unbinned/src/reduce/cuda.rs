@@ -97,6 +97,9 @@ pub struct MixtureReducer {
     stream: Arc<CudaStream>,
     kernels: Mutex<HashMap<usize, Arc<Kernels>>>,
     buffers: Mutex<Buffers>,
+    /// Host log-probabilities' device copy, kept while calls give the same count (a fit's
+    /// evaluations); taken before `buffers` when both are held.
+    host_logp: Mutex<Option<CudaSlice<f64>>>,
     pub name: String,
 }
 
@@ -121,6 +124,7 @@ impl MixtureReducer {
             ctx,
             kernels: Mutex::new(HashMap::new()),
             buffers: Mutex::new(Buffers::default()),
+            host_logp: Mutex::new(None),
             name,
         })
     }
@@ -162,10 +166,15 @@ impl MixtureReducer {
         values: &[f64],
     ) -> Result<Vec<MixtureNll>> {
         layout.check(logp.len(), yields, values, weight_len(&weights))?;
-        let on_device = self.upload(logp)?;
+        let mut held = self.host_logp.lock().unwrap_or_else(|e| e.into_inner());
+        // Exactly as long as the log-probabilities: `reduce` checks a slice's length.
+        if held.as_ref().is_none_or(|b| b.len() != logp.len().max(1)) {
+            *held = None;
+        }
+        let on_device = fill(&self.stream, &mut held, logp)?;
         self.reduce(
             layout,
-            DeviceLogProbs::Slice(&on_device),
+            DeviceLogProbs::Slice(on_device),
             weights,
             yields,
             values,
