@@ -277,16 +277,29 @@ impl Call {
         let device = self.validate()?;
         let fitter =
             Fitter::on_device(model, device, self.request.workload(model))?.with_interrupt(stop);
-        let Prepared { config, data } = if matches!(self.data, DataChoice::Asimov(_)) {
-            // The Asimov data's own fit runs on the CPU, as a single fit would.
+        self.run_on(&fitter, progress)
+    }
+
+    /// Validate, prepare and run the call with an open `fitter` (of the call's model, on the
+    /// device it names: a front door that keeps device sessions open between calls).
+    pub fn run_on(&self, fitter: &Fitter, progress: &(dyn Fn(usize) + Sync)) -> Result<Outcome> {
+        self.validate()?;
+        let Prepared { config, data } = self.prepare_on(fitter)?;
+        self.request.run(fitter, &data, &config, progress)
+    }
+
+    /// [`prepare`](Self::prepare) for a run on `fitter`: Asimov data's own fit runs on the CPU,
+    /// as a single fit would.
+    pub(crate) fn prepare_on(&self, fitter: &Fitter) -> Result<Prepared> {
+        let model = fitter.model();
+        if matches!(self.data, DataChoice::Asimov(_)) {
             self.prepare(
                 model,
                 &Fitter::new(model).with_interrupt(fitter.interrupt().clone()),
-            )?
+            )
         } else {
-            self.prepare(model, &fitter)?
-        };
-        self.request.run(&fitter, &data, &config, progress)
+            self.prepare(model, fitter)
+        }
     }
 }
 

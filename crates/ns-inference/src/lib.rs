@@ -13,6 +13,7 @@ pub mod hypotest;
 pub mod intervals;
 pub mod limits;
 pub mod linalg;
+pub mod merge;
 pub mod optimizer;
 pub mod params;
 pub mod ranking;
@@ -31,6 +32,6 @@ pub use hypotest::{
 pub use intervals::{ProfileInterval, profile_interval};
 pub use limits::{UpperLimit, upper_limit_root, upper_limit_scan};
 pub use ns_compute::{Device, Workload};
-pub use ranking::{Ranking, RankingEntry, ranking};
+pub use ranking::{Ranking, RankingEntry, ranking, ranking_batch};
 pub use scan::{ProfileScan, profile_scan};
-pub use toys::{ToyHypotest, fit_toys, hypotest_toys};
+pub use toys::{ToyHypotest, ToyTest, fit_toys, hypotest_toys, hypotest_toys_batch};

@@ -5,6 +5,7 @@
 use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 use ns_compute::PreparedData;
 use ns_core::{Error, Result};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// One parameter's entry in the ranking.
@@ -36,13 +37,93 @@ pub struct Ranking {
     pub failed_refits: Vec<String>,
 }
 
-/// Rank every free non-POI parameter; refits start from the nominal best fit and run in parallel.
+/// Rank every free non-POI parameter; refits start from the nominal best fit and run as one
+/// batch. On a GPU the split is hybrid: the nominal fit and its Hessian on the CPU in f64 (one
+/// fit, where a device has nothing to batch), the refits on the device.
 pub fn ranking(
     fitter: &Fitter,
     data: &PreparedData,
     config: &FitConfig,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Ranking> {
+    ranking_batch(fitter, &[(data, config)], progress)?
+        .pop()
+        .expect("one ranking per request")
+}
+
+/// A ranking whose nominal fit is done: the refits it needs.
+struct RankingPlan {
+    request: usize,
+    poi: usize,
+    nominal: FitResult,
+    sigmas: Vec<f64>,
+    targets: Vec<(usize, Option<f64>, Option<f64>)>,
+    jobs: Vec<FitJob>,
+    refit_values: Vec<(usize, f64)>,
+}
+
+/// Rankings of one model for several (dataset, configuration) requests, their refits fitted as
+/// one batch (on a GPU, one device batch instead of one per ranking). Each ranking is the same
+/// bits as [`ranking`] gives it alone. A request without a meaningful answer gets its own error;
+/// an interrupt or a device failure fails the call. `progress` receives the refits done over all
+/// rankings.
+pub fn ranking_batch(
+    fitter: &Fitter,
+    requests: &[(&PreparedData, &FitConfig)],
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<Result<Ranking>>> {
+    let host;
+    let nominal_fitter = if fitter.batches_on_device() {
+        host = Fitter::new(fitter.model()).with_interrupt(fitter.interrupt().clone());
+        &host
+    } else {
+        fitter
+    };
+    let planned: Vec<Result<RankingPlan>> = requests
+        .par_iter()
+        .enumerate()
+        .map(|(i, &(data, config))| plan(nominal_fitter, i, data, config))
+        .collect();
+    // An interrupt during a nominal fit stops every ranking.
+    fitter.check_interrupt()?;
+    let mut results: Vec<Option<Result<Ranking>>> = requests.iter().map(|_| None).collect();
+    let mut plans = Vec::new();
+    for (i, p) in planned.into_iter().enumerate() {
+        match p {
+            Ok(p) => plans.push(p),
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    let datasets: Vec<PreparedData> = plans.iter().map(|p| requests[p.request].0.clone()).collect();
+    let jobs: Vec<FitJob> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(d, p)| {
+            p.jobs.iter().map(move |job| FitJob {
+                data: d,
+                config: job.config.clone(),
+            })
+        })
+        .collect();
+    let mut refits = fitter.fit_batch(&datasets, &jobs, progress)?.into_iter();
+    for p in plans {
+        let own: Vec<Result<FitResult>> = refits.by_ref().take(p.jobs.len()).collect();
+        let request = p.request;
+        results[request] = Some(Ok(conclude(fitter.model(), p, own)));
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every request has its ranking"))
+        .collect())
+}
+
+/// A ranking's nominal fit with uncertainties and its refit jobs.
+fn plan(
+    fitter: &Fitter,
+    request: usize,
+    data: &PreparedData,
+    config: &FitConfig,
+) -> Result<RankingPlan> {
     let model = fitter.model();
     let poi = crate::checks::free_poi(fitter, config)?;
     let nominal = fitter.fit(
@@ -68,13 +149,36 @@ pub fn ranking(
         ..config.clone()
     };
     let start = fitter.with_scale(data, &start)?;
-    let mu_hat = nominal.parameters[poi];
-
     let targets = targets(model, poi, config);
     let (jobs, refit_values) = refit_jobs(&targets, &nominal.parameters, &sigmas, &start, config);
-    let results = fitter.fit_batch(std::slice::from_ref(data), &jobs, progress)?;
+    Ok(RankingPlan {
+        request,
+        poi,
+        nominal,
+        sigmas,
+        targets,
+        jobs,
+        refit_values,
+    })
+}
+
+/// The ranking from its refits: impacts sorted by size, failed refits named.
+fn conclude(
+    model: &dyn ns_compute::Likelihood,
+    plan: RankingPlan,
+    refits: Vec<Result<FitResult>>,
+) -> Ranking {
+    let RankingPlan {
+        poi,
+        nominal,
+        sigmas,
+        targets,
+        refit_values,
+        ..
+    } = plan;
+    let mu_hat = nominal.parameters[poi];
     let mut failures = Vec::new();
-    let mut impacts = results
+    let mut impacts = refits
         .into_iter()
         .zip(&refit_values)
         .map(|(result, &(index, value))| match result {
@@ -124,12 +228,12 @@ pub fn ranking(
     drop(impacts);
     let key = |e: &RankingEntry| e.impact_postfit_up.abs().max(e.impact_postfit_down.abs());
     entries.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index)));
-    Ok(Ranking {
+    Ranking {
         poi: model.parameter_names()[poi].clone(),
         nominal,
         entries,
         failed_refits: failures,
-    })
+    }
 }
 
 /// The parameters ranked: every free one but the POI, as (index, prefit width and centre where

@@ -9,7 +9,9 @@
 //! negatives, which lets p-values flip on rounding noise.
 //!
 //! Both ensembles are fitted as one batch — a free and a fixed-μ fit per toy — through
-//! [`Fitter::fit_batch`]: in parallel on the CPU, in lockstep on a GPU.
+//! [`Fitter::fit_batch`]: in parallel on the CPU, in lockstep on a GPU. Several tests of one
+//! model (other μ, seeds, data) can share those batches ([`hypotest_toys_batch`]), with the same
+//! results as alone.
 
 use ns_compute::{PreparedData, SampledToys};
 use ns_core::Result;
@@ -135,9 +137,21 @@ pub struct ToyFitPair {
     pub fixed_fit: FitResult,
 }
 
-/// Fit every toy twice (free, and with the POI fixed at `mu`), all toys of all datasets in one
-/// batch, from the configuration's starting point as pyhf does. The toys are `ensembles`
-/// (generating parameters, toy count) one after the other.
+/// The toys of one hypothesis test within a batch of sampled toys: its signal-plus-background
+/// then its background-only toys, `count` of each.
+struct ToySegment<'a> {
+    stat: TestStatistic,
+    mu: f64,
+    config: &'a FitConfig,
+    /// The observed data's fit at μ: where a failed fixed-μ fit restarts.
+    at_mu: &'a [f64],
+    /// Generating parameters of the two ensembles.
+    generating: [&'a [f64]; 2],
+    count: usize,
+}
+
+/// Fit every toy twice (free, and with the POI fixed at its segment's μ), all toys of all
+/// segments in one batch, from each segment's starting point as pyhf does.
 ///
 /// A fit that does not converge is fitted again, in a second batch, from the observed data's fit
 /// of its own hypothesis: a free fit from its ensemble's generating parameters (the point the
@@ -145,45 +159,41 @@ pub struct ToyFitPair {
 /// fits of background-only toys of a cross-section measurement (the published tt̄ ℓ+jets
 /// likelihood) wander for thousands of iterations; from there they converge. Fits that converge
 /// the first time are untouched, and every backend restarts the same fits from the same points.
-/// Returns the fit pairs in dataset order.
-#[allow(clippy::too_many_arguments)]
+/// A fit's result depends on its own job only, so a segment fitted beside others gets the same
+/// bits as alone. Returns the fit pairs in dataset order.
 fn fit_toy_pairs(
     fitter: &Fitter,
-    stat: TestStatistic,
-    mu: f64,
+    segments: &[ToySegment],
     toys: &SampledToys,
-    ensembles: &[(&[f64], usize)],
-    at_mu: &[f64],
-    config: &FitConfig,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<Result<ToyFitPair>>> {
     let poi = fitter.model().poi()?;
-    let fixed_mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
-    if ensembles.iter().map(|e| e.1).sum::<usize>() != toys.host.len() {
+    let fixed_mu = |s: &ToySegment| if s.stat == TestStatistic::Q0 { 0.0 } else { s.mu };
+    let n_toys: usize = segments.iter().map(|s| 2 * s.count).sum();
+    if n_toys != toys.host.len() {
         return Err(ns_core::Error::Computation(format!(
-            "{} toy datasets for ensembles of {:?} toys",
-            toys.host.len(),
-            ensembles.iter().map(|e| e.1).collect::<Vec<_>>()
+            "{} toy datasets for segments of {n_toys} toys",
+            toys.host.len()
         )));
     }
-    // Two configurations shared by every toy's jobs; fit 2t is toy t's free fit, 2t + 1 its
+    // Per toy: its segment's two shared configurations; fit 2t is toy t's free fit, 2t + 1 its
     // fixed-μ fit.
-    let free = Arc::new(config.clone());
-    let fixed = Arc::new(config.with_fixed(poi, fixed_mu));
-    let jobs: Vec<FitJob> = (0..toys.host.len())
-        .flat_map(|t| {
-            [
-                FitJob {
-                    data: t,
-                    config: free.clone(),
-                },
-                FitJob {
-                    data: t,
-                    config: fixed.clone(),
-                },
-            ]
-        })
-        .collect();
+    let mut jobs = Vec::with_capacity(2 * n_toys);
+    for s in segments {
+        let free = Arc::new(s.config.clone());
+        let fixed = Arc::new(s.config.with_fixed(poi, fixed_mu(s)));
+        for _ in 0..2 * s.count {
+            let data = jobs.len() / 2;
+            jobs.push(FitJob {
+                data,
+                config: free.clone(),
+            });
+            jobs.push(FitJob {
+                data,
+                config: fixed.clone(),
+            });
+        }
+    }
     // Two fits per toy: report toys, not fits.
     let per_toy = |fits: usize| progress(fits / 2);
     let mut results = fit_sampled(fitter, toys, &jobs, &per_toy)?;
@@ -194,15 +204,20 @@ fn fit_toy_pairs(
     if !failed.is_empty() {
         // A restart scales its variables by the curvature where it starts, not where the
         // observed data's free fit ended (the shared scale of the first attempt).
-        let restart_at = |point: &[f64]| FitConfig {
+        let restart_at = |config: &FitConfig, point: &[f64]| FitConfig {
             scale: None,
             ..config.starting_at(point)
         };
-        let restart_fixed = Arc::new(restart_at(at_mu).with_fixed(poi, fixed_mu));
-        // Toy t's free-fit restart: its ensemble's (shared, one per ensemble).
-        let mut restart_free = Vec::with_capacity(toys.host.len());
-        for &(generating, count) in ensembles {
-            restart_free.extend(std::iter::repeat_n(Arc::new(restart_at(generating)), count));
+        // Per toy: its free fit's restart (one per ensemble) and its fixed fit's (one per
+        // segment).
+        let (mut restart_free, mut restart_fixed) = (Vec::new(), Vec::new());
+        for s in segments {
+            let fixed = Arc::new(restart_at(s.config, s.at_mu).with_fixed(poi, fixed_mu(s)));
+            for generating in s.generating {
+                let free = Arc::new(restart_at(s.config, generating));
+                restart_free.extend(std::iter::repeat_n(free, s.count));
+                restart_fixed.extend(std::iter::repeat_n(fixed.clone(), s.count));
+            }
         }
         let restarts: Vec<FitJob> = failed
             .iter()
@@ -211,7 +226,7 @@ fn fit_toy_pairs(
                 config: if j % 2 == 0 {
                     restart_free[j / 2].clone()
                 } else {
-                    restart_fixed.clone()
+                    restart_fixed[j / 2].clone()
                 },
             })
             .collect();
@@ -222,7 +237,7 @@ fn fit_toy_pairs(
             }
         }
     }
-    let mut pairs = Vec::with_capacity(toys.host.len());
+    let mut pairs = Vec::with_capacity(n_toys);
     let mut it = results.into_iter();
     while let (Some(free), Some(fixed)) = (it.next(), it.next()) {
         pairs.push(free.and_then(|free_fit| {
@@ -325,7 +340,8 @@ fn percentile(values: &[f64], q: f64) -> f64 {
     }
 }
 
-/// Toy-based CLs at `mu` (pyhf's `hypotest(..., calctype="toybased")`).
+/// Toy-based CLs at `mu` (pyhf's `hypotest(..., calctype="toybased")`). `progress` receives
+/// the toys done, of `2 · n_toys`.
 #[allow(clippy::too_many_arguments)]
 pub fn hypotest_toys(
     fitter: &Fitter,
@@ -337,14 +353,211 @@ pub fn hypotest_toys(
     seed: u64,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<ToyHypotest> {
+    let test = ToyTest {
+        mu,
+        data,
+        config,
+        stat,
+        n_toys,
+        seed,
+    };
+    hypotest_toys_batch(fitter, &[test], progress)?
+        .pop()
+        .expect("one result per test")
+}
+
+/// One toy-based hypothesis test of a batch ([`hypotest_toys_batch`]).
+#[derive(Clone, Copy)]
+pub struct ToyTest<'a> {
+    pub mu: f64,
+    pub data: &'a PreparedData,
+    pub config: &'a FitConfig,
+    pub stat: TestStatistic,
+    pub n_toys: usize,
+    pub seed: u64,
+}
+
+/// A test whose baseline fits are done: what its toys need, and their statistics so far.
+struct ToyPlan {
+    test: usize,
+    mu: f64,
+    stat: TestStatistic,
+    n_toys: usize,
+    seed: u64,
+    /// The configuration with the optimizer's variable scale at the observed data.
+    config: FitConfig,
+    observed: f64,
+    signal_pars: Vec<f64>,
+    background_pars: Vec<f64>,
+    signal: ToyEnsemble,
+    background: ToyEnsemble,
+}
+
+/// Several toy-based hypothesis tests of one model — other μ, seeds, toy counts, data or fixed
+/// parameters — fitted together: their baseline fits as one batch, then, chunk by chunk, the toys
+/// of every test as one batch (on a GPU, one device batch instead of one per test). Each test's
+/// result is the same bits as [`hypotest_toys`] gives it alone. A test without a meaningful
+/// answer gets its own error; an interrupt or a device failure fails the call. `progress`
+/// receives the toys done over all tests, of `Σ 2 · n_toys`. Memory holds one chunk of toys of
+/// every test at once: batch as many tests as fit.
+pub fn hypotest_toys_batch(
+    fitter: &Fitter,
+    tests: &[ToyTest],
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<Result<ToyHypotest>>> {
+    let mut results: Vec<Option<Result<ToyHypotest>>> = tests.iter().map(|_| None).collect();
+    let mut plans = baseline_plans(fitter, tests, &mut results)?;
+    let poi = fitter.model().poi()?;
+    // Chunk by chunk: memory is bounded by the chunk, plus one f64 per toy for its statistic.
+    let mut done = 0;
+    for first in (0..).step_by(TOY_CHUNK) {
+        let active: Vec<usize> = (0..plans.len())
+            .filter(|&p| plans[p].n_toys > first)
+            .collect();
+        if active.is_empty() {
+            break;
+        }
+        let mut sampled = Vec::with_capacity(active.len());
+        let mut segments = Vec::with_capacity(active.len());
+        for &p in &active {
+            let plan = &plans[p];
+            let count = TOY_CHUNK.min(plan.n_toys - first);
+            sampled.push(generate_ensembles(
+                fitter,
+                &[
+                    (&plan.signal_pars, SIGNAL_STREAM),
+                    (&plan.background_pars, BACKGROUND_STREAM),
+                ],
+                first as u32,
+                count,
+                plan.seed,
+            )?);
+            segments.push(ToySegment {
+                stat: plan.stat,
+                mu: plan.mu,
+                config: &plan.config,
+                at_mu: &plan.signal_pars,
+                generating: [&plan.signal_pars, &plan.background_pars],
+                count,
+            });
+        }
+        let toys = concatenated(sampled);
+        let pairs = fit_toy_pairs(fitter, &segments, &toys, &|k| progress(done + k))?;
+        done += toys.host.len();
+        let counts: Vec<usize> = segments.iter().map(|s| s.count).collect();
+        let mut rest = pairs.as_slice();
+        for (&p, count) in active.iter().zip(counts) {
+            let plan = &mut plans[p];
+            let (signal, tail) = rest.split_at(count);
+            let (background, tail) = tail.split_at(count);
+            rest = tail;
+            extend_ensemble(&mut plan.signal, plan.stat, plan.mu, poi, signal);
+            extend_ensemble(&mut plan.background, plan.stat, plan.mu, poi, background);
+        }
+    }
+    for plan in plans {
+        let test = plan.test;
+        results[test] = Some(conclude(plan));
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every test has its result"))
+        .collect())
+}
+
+/// The tests' checks and baseline fits (three each, all in one batch): a plan per test that
+/// passes, its error in `results` for one that does not.
+fn baseline_plans(
+    fitter: &Fitter,
+    tests: &[ToyTest],
+    results: &mut [Option<Result<ToyHypotest>>],
+) -> Result<Vec<ToyPlan>> {
+    let mut checked = Vec::with_capacity(tests.len());
+    for (i, test) in tests.iter().enumerate() {
+        match check_test(fitter, test) {
+            Ok(c) => checked.push((i, c)),
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    let datasets: Vec<PreparedData> = checked.iter().map(|(i, _)| tests[*i].data.clone()).collect();
+    let jobs: Vec<FitJob> = checked
+        .iter()
+        .enumerate()
+        .flat_map(|(d, (_, (poi, config, signal_mu, background_mu)))| {
+            [
+                config.clone(),
+                config.with_fixed(*poi, *signal_mu),
+                config.with_fixed(*poi, *background_mu),
+            ]
+            .map(|c| FitJob {
+                data: d,
+                config: Arc::new(c),
+            })
+        })
+        .collect();
+    let mut fits = fitter.fit_batch(&datasets, &jobs, &|_| {})?.into_iter();
+    let mut plans = Vec::with_capacity(checked.len());
+    for ((i, (poi, config, _, _)), data) in checked.into_iter().zip(&datasets) {
+        let test = &tests[i];
+        let three = [(); 3].map(|_| fits.next().expect("three baseline fits per test"));
+        let plan = three
+            .into_iter()
+            .collect::<Result<Vec<FitResult>>>()
+            .and_then(|three| {
+                for fit in &three {
+                    checks::started(fitter, fit, data)?;
+                }
+                let [free_fit, signal_fit, background_fit] =
+                    <[FitResult; 3]>::try_from(three).expect("three fits");
+                Ok(ToyPlan {
+                    test: i,
+                    mu: test.mu,
+                    stat: test.stat,
+                    n_toys: test.n_toys,
+                    seed: test.seed,
+                    observed: clip(statistic_from_fits(
+                        test.stat,
+                        test.mu,
+                        poi,
+                        &signal_fit,
+                        &free_fit,
+                    )),
+                    config,
+                    signal_pars: signal_fit.parameters,
+                    background_pars: background_fit.parameters,
+                    signal: ToyEnsemble::default(),
+                    background: ToyEnsemble::default(),
+                })
+            });
+        match plan {
+            Ok(plan) => plans.push(plan),
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    Ok(plans)
+}
+
+/// A test's preconditions: the POI's index, the configuration with its variable scale, and the
+/// POI values of the signal and background hypotheses.
+fn check_test(fitter: &Fitter, test: &ToyTest) -> Result<(usize, FitConfig, f64, f64)> {
+    let n_toys = test.n_toys;
     if n_toys == 0 || n_toys > MAX_TOYS {
         return Err(ns_core::Error::InvalidInput(format!(
             "n_toys = {n_toys}: the number of toys per hypothesis must be between 1 and {MAX_TOYS}"
         )));
     }
+    let config = test.config;
     let poi = checks::free_poi(fitter, config)?;
-    let signal_mu = if stat == TestStatistic::Q0 { 0.0 } else { mu };
-    let background_mu = if stat == TestStatistic::Q0 { 1.0 } else { 0.0 };
+    let signal_mu = if test.stat == TestStatistic::Q0 {
+        0.0
+    } else {
+        test.mu
+    };
+    let background_mu = if test.stat == TestStatistic::Q0 {
+        1.0
+    } else {
+        0.0
+    };
     checks::value_in_bounds(fitter, config, poi, signal_mu, "mu")?;
     checks::value_in_bounds(
         fitter,
@@ -353,46 +566,34 @@ pub fn hypotest_toys(
         background_mu,
         "the background-only POI value",
     )?;
-    let config = &fitter.with_scale(data, config)?;
-    let (free_fit, signal_fit, background_fit) =
-        baseline_fits(fitter, data, config, poi, signal_mu, background_mu)?;
-    for fit in [&free_fit, &signal_fit, &background_fit] {
-        checks::started(fitter, fit, data)?;
+    let scaled = fitter.with_scale(test.data, config)?;
+    Ok((poi, scaled, signal_mu, background_mu))
+}
+
+/// Toys sampled test by test, as one set: the backend's resident copy kept where there is one
+/// set (the fits read it in place); several are fitted from their host copies, the same values.
+fn concatenated(mut parts: Vec<SampledToys>) -> SampledToys {
+    if parts.len() == 1 {
+        return parts.pop().expect("one part");
     }
-    let observed = clip(statistic_from_fits(stat, mu, poi, &signal_fit, &free_fit));
-    let (signal_pars, background_pars) = (signal_fit.parameters, background_fit.parameters);
-    // Chunk by chunk: memory is bounded by the chunk, plus one f64 per toy for its statistic.
-    let (mut signal, mut background) = (ToyEnsemble::default(), ToyEnsemble::default());
-    for first in (0..n_toys).step_by(TOY_CHUNK) {
-        let count = TOY_CHUNK.min(n_toys - first);
-        let toys = generate_ensembles(
-            fitter,
-            &[
-                (&signal_pars, SIGNAL_STREAM),
-                (&background_pars, BACKGROUND_STREAM),
-            ],
-            first as u32,
-            count,
-            seed,
-        )?;
-        let done = 2 * first;
-        let ensembles = [
-            (signal_pars.as_slice(), count),
-            (background_pars.as_slice(), count),
-        ];
-        let pairs = fit_toy_pairs(
-            fitter,
-            stat,
-            mu,
-            &toys,
-            &ensembles,
-            &signal_pars,
-            config,
-            &|k| progress(done + k),
-        )?;
-        extend_ensemble(&mut signal, stat, mu, poi, &pairs[..count]);
-        extend_ensemble(&mut background, stat, mu, poi, &pairs[count..]);
+    SampledToys {
+        host: parts.into_iter().flat_map(|p| p.host).collect(),
+        resident: None,
     }
+}
+
+/// A test's result from its ensembles: refused where too many toy fits failed.
+fn conclude(plan: ToyPlan) -> Result<ToyHypotest> {
+    let ToyPlan {
+        mu,
+        stat,
+        n_toys,
+        seed,
+        observed,
+        signal,
+        background,
+        ..
+    } = plan;
     let failed: Vec<String> = [
         ("signal-plus-background", &signal),
         ("background-only", &background),
@@ -431,32 +632,6 @@ pub fn hypotest_toys(
         background,
         warning,
     })
-}
-
-/// The observed statistic's two fits (free, and at the tested μ — also the signal ensemble's
-/// generating fit) and the background generating fit, as one batch.
-fn baseline_fits(
-    fitter: &Fitter,
-    data: &PreparedData,
-    config: &FitConfig,
-    poi: usize,
-    signal_mu: f64,
-    background_mu: f64,
-) -> Result<(FitResult, FitResult, FitResult)> {
-    let jobs = [
-        config.clone(),
-        config.with_fixed(poi, signal_mu),
-        config.with_fixed(poi, background_mu),
-    ]
-    .map(|c| FitJob {
-        data: 0,
-        config: Arc::new(c),
-    });
-    let mut fits = fitter
-        .fit_batch(std::slice::from_ref(data), &jobs, &|_| {})?
-        .into_iter();
-    let mut next = || fits.next().expect("three baseline fits");
-    Ok((next()?, next()?, next()?))
 }
 
 /// CLs, CLsb and CLb at the observed statistic, and their expected bands (percentiles −2σ…+2σ

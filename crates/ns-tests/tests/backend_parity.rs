@@ -644,3 +644,59 @@ fn limit_grids_match_cpu(device: Device) {
         );
     }
 }
+
+// Calls run together (the server's merged device batches) give each call the bits it gets
+// alone: toy tests with other μ, seeds, toy counts and data, and rankings with other data and
+// fixed parameters; a call without an answer keeps its own error. On f32 backends a merged
+// batch hands a different tail to the CPU, so they are not merged (and not tested here).
+test_device!(f64: merged_calls_are_the_bits_of_separate_calls);
+fn merged_calls_are_the_bits_of_separate_calls(device: Device) {
+    use ns_inference::call::Call;
+    use ns_inference::merge::{merge_key, run_merged};
+    let ws = Workspace::from_path(&workspace_path("nextstat_complex_workspace.json")).unwrap();
+    let (model, _) = model_and_data(&ws, Default::default());
+    let fitter = fitter_on(&model, device);
+    let call = |mut json: serde_json::Value| {
+        json["device"] = device.name().into();
+        Call::from_json(json).unwrap()
+    };
+    let toys = [
+        serde_json::json!({"request": {"verb": "hypotest_toys", "mu": 1.0, "n_toys": 300, "seed": 1}}),
+        serde_json::json!({"request": {"verb": "hypotest_toys", "mu": 2.0, "n_toys": 120, "seed": 7}}),
+        serde_json::json!({"request": {"verb": "hypotest_toys", "mu": 1.0, "n_toys": 150, "seed": 3},
+                           "data": {"asimov": 0.0}}),
+        serde_json::json!({"request": {"verb": "hypotest_toys", "mu": 0.5, "n_toys": 100, "seed": 1,
+                           "test_stat": "q"}, "fit": {"fixed": {"lumi": 1.0}}}),
+        serde_json::json!({"request": {"verb": "hypotest_toys", "mu": -3.0, "n_toys": 100}}),
+    ];
+    let rankings = [
+        serde_json::json!({"request": {"verb": "ranking"}}),
+        serde_json::json!({"request": {"verb": "ranking"}, "data": {"asimov": 1.0}}),
+        serde_json::json!({"request": {"verb": "ranking"}, "fit": {"fixed": {"lumi": 1.0}}}),
+        serde_json::json!({"request": {"verb": "ranking"}, "fit": {"fixed": {"mu": 1.0}}}),
+    ];
+    for group in [&toys[..], &rankings[..]] {
+        let calls: Vec<Call> = group.iter().cloned().map(call).collect();
+        let refs: Vec<&Call> = calls.iter().collect();
+        assert!(refs.iter().all(|c| merge_key(c) == merge_key(refs[0])));
+        let merged = run_merged(&refs, &fitter, &|_| {}).unwrap();
+        let mut errors = 0;
+        for (c, together) in calls.iter().zip(merged) {
+            let alone = c.run_on(&fitter, &|_| {});
+            match (together, alone) {
+                (Ok(t), Ok(a)) => assert_eq!(
+                    t.report(&model, false).to_string(),
+                    a.report(&model, false).to_string(),
+                    "{:?}",
+                    c.request
+                ),
+                (Err(t), Err(a)) => {
+                    assert_eq!(t.to_string(), a.to_string());
+                    errors += 1;
+                }
+                (t, a) => panic!("{:?}: merged {:?}, alone {:?}", c.request, t.err(), a.err()),
+            }
+        }
+        assert_eq!(errors, 1, "one call of each group has no answer");
+    }
+}

@@ -109,7 +109,7 @@ impl<'m> Fitter<'m> {
         &self.interrupt
     }
 
-    fn check_interrupt(&self) -> Result<()> {
+    pub(crate) fn check_interrupt(&self) -> Result<()> {
         if self.interrupt.load(Ordering::Relaxed) {
             Err(Error::Interrupted)
         } else {
