@@ -154,6 +154,46 @@ def test_errors_are_json_naming_the_problem(server):
     assert status == 404
 
 
+def test_a_gpu_the_machine_lacks_is_a_clear_error(server):
+    status, e, _ = server.call("POST", "/v1/hypotest-toys", {"model": {"workspace": workspace(SIMPLE)}, "device": "cuda:63", "request": {"mu": 1.0, "n_toys": 10}})
+    assert status == 400 and e["error"]["kind"] == "device" and "cuda:63" in e["error"]["message"]
+
+
+@pytest.mark.skipif(not nextstat.has_cuda(), reason="no CUDA device on this machine")
+def test_gpu_requests_of_one_model_merge_into_one_device_batch_with_the_bits_of_separate_ones():
+    """Toy requests queued behind a running GPU job run as one merged device batch (the server's
+    merge counter says so), and each answer equals the one the request gets alone."""
+    import threading
+
+    s = Server("--gpu-runners", "1")
+    try:
+        _, m, _ = s.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
+        calls = [{"model": {"id": m["id"]}, "device": "cuda", "request": {"mu": mu, "n_toys": n, "seed": seed}}
+                 for mu, n, seed in [(1.0, 300, 1), (2.0, 200, 2), (0.5, 250, 3), (1.0, 100, 4)]]
+        alone = [s.call("POST", "/v1/hypotest-toys", c)[1] for c in calls]
+        _, long, _ = s.call("POST", "/v1/jobs", {"verb": "hypotest-toys", "device": "cuda", **long_toys(m["id"], 10**6)})
+        s.wait_until(lambda: s.call("GET", "/v1/health")[1]["running"] == 1, "the long GPU job running")
+        together = [None] * len(calls)
+
+        def send(i):
+            together[i] = s.call("POST", "/v1/hypotest-toys", calls[i])[1]
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(len(calls))]
+        for t in threads:
+            t.start()
+        depth = lambda: float(next(l.split()[-1] for l in s.call("GET", "/metrics")[1].splitlines() if l.startswith("nextstat_device_queue_depth")))  # noqa: E731
+        s.wait_until(lambda: depth() == len(calls), "every request waiting for the GPU")
+        s.call("DELETE", f"/v1/jobs/{long['id']}")
+        for t in threads:
+            t.join()
+        assert together == alone
+        metrics = s.call("GET", "/metrics")[1]
+        merged = float(next(l.split()[-1] for l in metrics.splitlines() if l.startswith("nextstat_device_merged_calls_total")))
+        assert merged == len(calls)
+    finally:
+        s.stop()
+
+
 def test_jobs_report_progress_and_cancel(server):
     _, m, _ = server.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
     status, job, _ = server.call("POST", "/v1/jobs", {"verb": "hypotest-toys", "model": {"id": m["id"]}, "request": {"mu": 1.0, "n_toys": 300, "seed": 1}})

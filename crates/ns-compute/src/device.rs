@@ -169,6 +169,16 @@ impl Device {
         }
     }
 
+    /// The name that parses back to this device (`cuda:0,1`, where [`name`](Self::name) says
+    /// `cuda`).
+    pub fn spec(self) -> String {
+        match self {
+            Device::Cuda(gpus) => gpus.name(),
+            other => other.name().into(),
+        }
+    }
+
+    /// The kind of device: cpu, cuda, vulkan, metal or auto.
     pub fn name(self) -> &'static str {
         match self {
             Device::Cpu => "cpu",

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 /// An error answer.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     pub kind: &'static str,
@@ -38,6 +38,26 @@ impl ApiError {
             retry_after: Some(retry_after),
             ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
         }
+    }
+}
+
+/// The answer to work stopped by the timeout or at shutdown.
+pub fn stopped(timeout: std::time::Duration) -> ApiError {
+    ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "timeout",
+        format!(
+            "stopped after {:.0} s (the server's --timeout), by cancellation or at shutdown",
+            timeout.as_secs_f64()
+        ),
+    )
+}
+
+/// An engine error as an answer: an interrupt is the timeout's (or shutdown's) doing.
+pub fn engine(e: ns_core::Error, timeout: std::time::Duration) -> ApiError {
+    match e {
+        ns_core::Error::Interrupted => stopped(timeout),
+        other => other.into(),
     }
 }
 

@@ -1,8 +1,10 @@
 //! `nextstat-server`: the engine as an HTTP/JSON service (docs/server.md). One endpoint per verb
 //! taking the engine's call JSON, a model cache, background jobs, API keys, limits, Prometheus
-//! metrics and an OpenAPI document. Work runs on a bounded pool of workers; nothing is
+//! metrics and an OpenAPI document. CPU work runs on a bounded pool of workers, GPU work through
+//! a queue per device that merges compatible requests into one device batch; nothing is
 //! serialised behind a global lock.
 
+mod device_queue;
 mod error;
 mod middleware;
 mod openapi;
@@ -59,6 +61,10 @@ struct Args {
     /// Requests per second per API key (0: unlimited).
     #[arg(long, default_value_t = 0.0)]
     rate_limit: f64,
+    /// Batches one GPU runs at once: 1 gathers the most compatible requests into each batch;
+    /// 2 overlaps one batch's host work with another's device work (requests of many models).
+    #[arg(long, default_value_t = 1)]
+    gpu_runners: usize,
     /// Serve HTTPS with this certificate chain (PEM; with --tls-key).
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -144,6 +150,7 @@ async fn run(args: Args) -> Result<(), String> {
         max_toys: args.max_toys,
         job_ttl: seconds("--job-ttl", args.job_ttl)?,
         rate_per_key: args.rate_limit,
+        gpu_runners: args.gpu_runners.max(1),
     };
     let state = Arc::new(AppState::new(limits, keys));
     let tls = match (&args.tls_cert, &args.tls_key) {

@@ -13,10 +13,13 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use ns_compute::Device;
 use ns_inference::call::Call;
+use ns_inference::request::{Outcome, Request};
 use ns_translate::{LoadedModel, ModelRef, Source};
 use serde_json::{Value, json};
 
+use crate::device_queue::Task;
 use crate::error::ApiError;
 use crate::state::{AppState, Job, JobState, model_id};
 
@@ -277,24 +280,49 @@ fn call_of(
     Ok((model, call))
 }
 
-/// Run `call` on `model` on a worker, stopped by `stop`, the timeout or shutdown; the report
+/// The report JSON of a call's outcome, as the CLI prints it.
+pub(crate) fn report(model: &LoadedModel, call: &Call, outcome: Outcome) -> Value {
+    let matrices = matches!(
+        call.request,
+        Request::Fit {
+            covariance: true,
+            ..
+        }
+    );
+    let mut report = outcome.report(model.likelihood(), matrices);
+    model.annotate(&mut report);
+    report
+}
+
+/// Run `call` on `model` (cached as `model_id`), stopped by `stop`, the timeout or shutdown:
+/// on a CPU worker, or through its GPU's queue (merged there with compatible calls). The report
 /// JSON as the CLI prints it.
 async fn execute(
     state: &Arc<AppState>,
+    model_id: String,
     model: Arc<LoadedModel>,
-    call: Call,
+    mut call: Call,
     stop: Arc<AtomicBool>,
-    progress: Option<Arc<Job>>,
+    job: Option<Arc<Job>>,
 ) -> Result<Value, ApiError> {
-    let permit = state.worker().await?;
+    let device = call.validate()?;
+    let likelihood = model.likelihood();
+    let device = likelihood.resolve(device, call.request.workload(likelihood));
+    // The timeout counts from when the work starts, not while it waits for a worker or GPU.
+    let started = Arc::new(AtomicBool::new(false));
     let timeout = state.limits.timeout;
     let watcher = {
-        let stop = stop.clone();
+        let (stop, started) = (stop.clone(), started.clone());
         let stopping = state.stopping.clone();
         tokio::spawn(async move {
-            let deadline = tokio::time::Instant::now() + timeout;
+            let mut deadline = None;
             loop {
-                if stopping.load(Ordering::Relaxed) || tokio::time::Instant::now() >= deadline {
+                if deadline.is_none() && started.load(Ordering::Relaxed) {
+                    deadline = Some(tokio::time::Instant::now() + timeout);
+                }
+                if stopping.load(Ordering::Relaxed)
+                    || deadline.is_some_and(|d| tokio::time::Instant::now() >= d)
+                {
                     stop.store(true, Ordering::Relaxed);
                     return;
                 }
@@ -302,56 +330,89 @@ async fn execute(
             }
         })
     };
-    let gpu = call.device != "cpu";
+    let result = if device == Device::Cpu {
+        on_cpu(state, model, call, stop, started, job).await
+    } else {
+        call.device = device.spec();
+        let task = Task {
+            model_id,
+            model,
+            call,
+            stop,
+            started,
+            job,
+        };
+        on_device(state, device, task).await
+    };
+    watcher.abort();
+    result
+}
+
+/// A call on a CPU worker.
+async fn on_cpu(
+    state: &Arc<AppState>,
+    model: Arc<LoadedModel>,
+    call: Call,
+    stop: Arc<AtomicBool>,
+    started: Arc<AtomicBool>,
+    job: Option<Arc<Job>>,
+) -> Result<Value, ApiError> {
+    let permit = state.worker().await?;
+    started.store(true, Ordering::Relaxed);
     let start = Instant::now();
     state.running.fetch_add(1, Ordering::SeqCst);
     let result = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let m = model.likelihood();
-        if let Some(job) = &progress {
+        if let Some(job) = &job {
             job.total_steps
                 .store(call.request.progress_steps(m), Ordering::Relaxed);
             job.set(JobState::Running);
         }
         let outcome = call.run(m, stop, &|k| {
-            if let Some(job) = &progress {
+            if let Some(job) = &job {
                 job.done_steps.store(k as u64, Ordering::Relaxed);
             }
         })?;
-        let matrices = matches!(
-            call.request,
-            ns_inference::request::Request::Fit {
-                covariance: true,
-                ..
-            }
-        );
-        let mut report = outcome.report(m, matrices);
-        model.annotate(&mut report);
-        Ok::<Value, ns_core::Error>(report)
+        Ok::<Value, ns_core::Error>(report(&model, &call, outcome))
     })
     .await;
     state.running.fetch_sub(1, Ordering::SeqCst);
-    watcher.abort();
-    let busy = start.elapsed().as_secs_f64();
-    let counter = if gpu {
-        &state.metrics.busy_seconds_gpu
-    } else {
-        &state.metrics.busy_seconds_cpu
-    };
-    *counter.lock().unwrap_or_else(|p| p.into_inner()) += busy;
+    *state
+        .metrics
+        .busy_seconds_cpu
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) += start.elapsed().as_secs_f64();
     let result = result
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    result.map_err(|e| match e {
-        ns_core::Error::Interrupted => ApiError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "timeout",
-            format!(
-                "stopped after {:.0} s (the server's --timeout) or at shutdown",
-                timeout.as_secs_f64()
-            ),
-        ),
-        other => other.into(),
-    })
+    result.map_err(|e| crate::error::engine(e, state.limits.timeout))
+}
+
+/// A call through its GPU's queue; answered as soon as it stops (timeout, cancellation,
+/// shutdown), even while a merged batch it joined runs on for the others.
+async fn on_device(
+    state: &Arc<AppState>,
+    device: Device,
+    task: Task,
+) -> Result<Value, ApiError> {
+    let queue = state.device_queue(device)?;
+    let stop = task.stop.clone();
+    let answer = queue.submit(task)?;
+    let stopped = async {
+        while !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        answer = answer => answer.unwrap_or_else(|_| {
+            Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("the {} runner ended without an answer", device.spec()),
+            ))
+        }),
+        _ = stopped => Err(crate::error::stopped(state.limits.timeout)),
+    }
 }
 
 /// `POST /v1/{verb}`: run a call and answer its result.
@@ -362,8 +423,16 @@ pub async fn verb(
 ) -> Result<Json<Value>, ApiError> {
     let body = json_body(body)?;
     let (model, call) = call_of(&state, &verb_path, body)?;
-    let (_, model) = model_of(&state, model).await?;
-    let report = execute(&state, model, call, Arc::new(AtomicBool::new(false)), None).await?;
+    let (id, model) = model_of(&state, model).await?;
+    let report = execute(
+        &state,
+        id,
+        model,
+        call,
+        Arc::new(AtomicBool::new(false)),
+        None,
+    )
+    .await?;
     Ok(Json(report))
 }
 
@@ -381,7 +450,7 @@ pub async fn submit_job(
             ApiError::bad_request("a job names its \"verb\" (fit, hypotest-toys, upper-limit, ...)")
         })?;
     let (model, call) = call_of(&state, &verb_path, body)?;
-    let (_, model) = model_of(&state, model).await?;
+    let (model_id, model) = model_of(&state, model).await?;
     state.expire_jobs();
     let held = state.jobs.lock().unwrap_or_else(|p| p.into_inner()).len();
     if held >= crate::state::MAX_JOBS {
@@ -402,7 +471,15 @@ pub async fn submit_job(
     let background = state.clone();
     tokio::spawn(async move {
         let stop = job.stop.clone();
-        let result = execute(&background, model, call, stop.clone(), Some(job.clone())).await;
+        let result = execute(
+            &background,
+            model_id,
+            model,
+            call,
+            stop.clone(),
+            Some(job.clone()),
+        )
+        .await;
         job.set(match result {
             Ok(report) => JobState::Done(report),
             Err(_) if stop.load(Ordering::Relaxed) && job.state() == JobState::Cancelled => {
@@ -552,8 +629,8 @@ pub async fn batch(
             .map(|(name, (model, call))| {
                 let state = state.clone();
                 let task = tokio::spawn(async move {
-                    let (_, model) = model_of(&state, model).await?;
-                    execute(&state, model, call, Arc::new(AtomicBool::new(false)), None).await
+                    let (id, model) = model_of(&state, model).await?;
+                    execute(&state, id, model, call, Arc::new(AtomicBool::new(false)), None).await
                 });
                 (name, task)
             })
@@ -650,6 +727,24 @@ pub async fn metrics(State(state): Shared) -> impl IntoResponse {
             "nextstat_queue_depth",
             "Requests waiting for a worker.",
             state.waiting.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "gauge",
+            "nextstat_device_queue_depth",
+            "Requests waiting for a GPU device.",
+            state.device_queue_depth() as f64,
+        ),
+        (
+            "counter",
+            "nextstat_device_batches_total",
+            "Batches run on GPU devices.",
+            m.device_batches.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "counter",
+            "nextstat_device_merged_calls_total",
+            "Requests that ran in one device batch with others.",
+            m.merged_calls.load(Ordering::Relaxed) as f64,
         ),
         (
             "gauge",

@@ -4,14 +4,16 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use ns_compute::{CudaGpus, Device, Inventory};
 use ns_translate::{LoadedModel, ModelRef};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
+use crate::device_queue::DeviceQueue;
 use crate::error::ApiError;
 
 /// The most jobs held at once (running, waiting or finished within the TTL): beyond, 503.
@@ -34,6 +36,8 @@ pub struct Limits {
     pub job_ttl: Duration,
     /// Requests per second per API key (0: no limit).
     pub rate_per_key: f64,
+    /// Runner threads per GPU device (batches on one device at once).
+    pub gpu_runners: usize,
 }
 
 /// A model in the cache.
@@ -184,6 +188,9 @@ pub struct Metrics {
     pub cache_misses: AtomicU64,
     pub busy_seconds_cpu: Mutex<f64>,
     pub busy_seconds_gpu: Mutex<f64>,
+    /// Batches run on GPU devices, and calls that ran in a batch with others.
+    pub device_batches: AtomicU64,
+    pub merged_calls: AtomicU64,
 }
 
 /// Latency buckets of the histogram, seconds.
@@ -226,7 +233,14 @@ pub struct AppState {
     pub started: Instant,
     /// Set at shutdown: running work stops.
     pub stopping: Arc<AtomicBool>,
+    /// The queue of each GPU device used so far, by device name.
+    pub device_queues: Mutex<HashMap<String, Arc<DeviceQueue>>>,
+    /// The machine's devices, probed at the first GPU request.
+    inventory: OnceLock<Inventory>,
 }
+
+/// Most device queues (device names such as `cuda:0`, `cuda:0,1`, `vulkan`) a server runs.
+const MAX_DEVICE_QUEUES: usize = 16;
 
 impl AppState {
     pub fn new(limits: Limits, keys: Vec<String>) -> Self {
@@ -243,7 +257,62 @@ impl AppState {
             buckets: Mutex::new(HashMap::new()),
             started: Instant::now(),
             stopping: Arc::new(AtomicBool::new(false)),
+            device_queues: Mutex::new(HashMap::new()),
+            inventory: OnceLock::new(),
         }
+    }
+
+    /// The queue of a GPU `device`, started at its first use; an error naming what is missing
+    /// where the machine lacks the device.
+    pub fn device_queue(self: &Arc<Self>, device: Device) -> Result<Arc<DeviceQueue>, ApiError> {
+        let inventory = self.inventory.get_or_init(Inventory::probe);
+        available(device, inventory).map_err(|why| {
+            ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "device",
+                format!("device '{}': {why}", device.spec()),
+            )
+        })?;
+        let mut queues = self
+            .device_queues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(q) = queues.get(&device.spec()) {
+            return Ok(q.clone());
+        }
+        if queues.len() >= MAX_DEVICE_QUEUES {
+            return Err(ApiError::bad_request(format!(
+                "device '{}': this server already runs {MAX_DEVICE_QUEUES} device queues ({}); \
+                 use one of those device names",
+                device.spec(),
+                queues.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let queue = DeviceQueue::start(
+            device,
+            self.limits.queue,
+            self.limits.gpu_runners,
+            self.clone(),
+        )
+        .map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("cannot start the {} runner: {e}", device.spec()),
+            )
+        })?;
+        queues.insert(device.spec(), queue.clone());
+        Ok(queue)
+    }
+
+    /// Tasks waiting in every device queue.
+    pub fn device_queue_depth(&self) -> usize {
+        self.device_queues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|q| q.depth())
+            .sum()
     }
 
     /// A worker for one computation: waits in the queue, or 503 when the queue is full.
@@ -279,6 +348,36 @@ impl AppState {
                     .unwrap_or_else(|p| p.into_inner())
                     .is_none_or(|t| t.elapsed() < ttl)
             });
+    }
+}
+
+/// Whether the machine has `device`: the reason where it does not.
+fn available(device: Device, inventory: &Inventory) -> Result<(), String> {
+    match device {
+        Device::Cuda(gpus) => {
+            let names = inventory.cuda.as_ref().map_err(String::clone)?;
+            match gpus {
+                CudaGpus::All if names.is_empty() => Err("this machine has no CUDA GPU".into()),
+                CudaGpus::All => Ok(()),
+                CudaGpus::Set(bits) => {
+                    let highest = 63 - bits.leading_zeros() as usize;
+                    if highest < names.len() {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "GPU {highest} is asked for but this machine has {} CUDA GPU(s)",
+                            names.len()
+                        ))
+                    }
+                }
+            }
+        }
+        Device::Vulkan | Device::Metal => match &inventory.adapters {
+            Ok(adapters) if !adapters.is_empty() => Ok(()),
+            Ok(_) => Err("no Vulkan or Metal adapter is found".into()),
+            Err(why) => Err(why.clone()),
+        },
+        Device::Cpu | Device::Auto => Ok(()),
     }
 }
 

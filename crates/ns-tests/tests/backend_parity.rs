@@ -657,7 +657,7 @@ fn merged_calls_are_the_bits_of_separate_calls(device: Device) {
     let (model, _) = model_and_data(&ws, Default::default());
     let fitter = fitter_on(&model, device);
     let call = |mut json: serde_json::Value| {
-        json["device"] = device.name().into();
+        json["device"] = device.spec().into();
         Call::from_json(json).unwrap()
     };
     let toys = [
