@@ -1,7 +1,9 @@
-"""nextstat-server on a GPU machine: N toy requests (`hypotest-toys`, device cuda) on one model,
-sent one after the other, then all at once by N clients; the answers must be identical, and the
-wall times show what concurrency on one GPU gives (requests are not merged into one device
-batch yet: each runs its own batches).
+"""nextstat-server on a GPU machine: N toy requests (`hypotest-toys`) and N rankings on one model,
+sent one after the other, then all at once by N clients, with `--gpu-runners 1` (the queue merges
+what waits into one device batch) and `--gpu-runners 2` (two batches at once). Every answer must be
+identical to the serial one; the server's counters say how many device batches ran and how many
+requests shared one. Also the latency of one request on a fresh server (device session opened,
+kernels loaded) against the next (session kept).
 
     python bench/server_gpu.py SERVER_BINARY WORKSPACE.json [--requests 8] [--toys 1000] [--mu 0.3]
 """
@@ -20,6 +22,28 @@ def post(url, path, body):
         return json.loads(r.read())
 
 
+def counters(url):
+    with urllib.request.urlopen(url + "/metrics") as r:
+        lines = r.read().decode().splitlines()
+    wanted = ("nextstat_device_batches_total", "nextstat_device_merged_calls_total", "nextstat_gpu_busy_seconds_total")
+    return {l.split()[0]: float(l.split()[1]) for l in lines if l.startswith(wanted)}
+
+
+def concurrently(url, path, calls):
+    answers = [None] * len(calls)
+
+    def one(i):
+        answers[i] = post(url, path, calls[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers, time.perf_counter() - start
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("server")
@@ -29,37 +53,45 @@ def main():
     ap.add_argument("--mu", type=float, default=0.3)
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
-    proc = subprocess.Popen([args.server, "--port", "0", "--workers", str(args.requests)], stdout=subprocess.PIPE, text=True)
-    url = proc.stdout.readline().split()[-1]
-    try:
-        model = post(url, "/v1/models", {"workspace": json.load(open(args.workspace))})["id"]
-        call = lambda seed: {"model": {"id": model}, "device": args.device, "request": {"mu": args.mu, "n_toys": args.toys, "seed": seed}}  # noqa: E731
-        post(url, "/v1/hypotest-toys", call(999))  # compile and cache the kernels
-        start = time.perf_counter()
-        serial = [post(url, "/v1/hypotest-toys", call(s)) for s in range(args.requests)]
-        t_serial = time.perf_counter() - start
-        together = [None] * args.requests
-
-        def one(s):
-            together[s] = post(url, "/v1/hypotest-toys", call(s))
-
-        threads = [threading.Thread(target=one, args=(s,)) for s in range(args.requests)]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        t_together = time.perf_counter() - start
-        print(json.dumps({
-            "requests": args.requests, "toys_each": args.toys, "device": args.device,
-            "serial_s": t_serial, "concurrent_s": t_together, "speedup": t_serial / t_together,
-            "identical": serial == together, "cls": [r["CLs_obs"] for r in serial],
-        }, indent=1))
-        with urllib.request.urlopen(url + "/metrics") as r:
-            print("\n".join(l for l in r.read().decode().splitlines() if "busy" in l and not l.startswith("#")))
-    finally:
-        proc.terminate()
-        proc.wait()
+    workspace = json.load(open(args.workspace))
+    toys = lambda model, seed: {"model": {"id": model}, "device": args.device, "request": {"mu": args.mu, "n_toys": args.toys, "seed": seed}}  # noqa: E731
+    ranking = lambda model, i: {"model": {"id": model}, "device": args.device, "request": {}, "data": {"asimov": 0.1 * i}}  # noqa: E731
+    rows, reference = [], {}
+    for runners in (1, 2):
+        proc = subprocess.Popen([args.server, "--port", "0", "--gpu-runners", str(runners)], stdout=subprocess.PIPE, text=True)
+        url = proc.stdout.readline().split()[-1]
+        try:
+            model = post(url, "/v1/models", {"workspace": workspace})["id"]
+            start = time.perf_counter()
+            post(url, "/v1/hypotest-toys", toys(model, 999))
+            first = time.perf_counter() - start
+            start = time.perf_counter()
+            post(url, "/v1/hypotest-toys", toys(model, 998))
+            second = time.perf_counter() - start
+            rows.append({"runners": runners, "what": "one toy request: fresh session, then kept", "first_s": first, "next_s": second})
+            for verb, make in (("hypotest-toys", toys), ("ranking", ranking)):
+                calls = [make(model, i) for i in range(args.requests)]
+                start = time.perf_counter()
+                serial = [post(url, f"/v1/{verb}", c) for c in calls]
+                t_serial = time.perf_counter() - start
+                before = counters(url)
+                together, t_together = concurrently(url, f"/v1/{verb}", calls)
+                after = counters(url)
+                reference.setdefault(verb, serial)
+                rows.append({
+                    "runners": runners, "verb": verb, "requests": args.requests,
+                    "toys_each": args.toys if verb == "hypotest-toys" else None,
+                    "serial_s": t_serial, "concurrent_s": t_together, "speedup": t_serial / t_together,
+                    "device_batches": after["nextstat_device_batches_total"] - before["nextstat_device_batches_total"],
+                    "merged_requests": after["nextstat_device_merged_calls_total"] - before["nextstat_device_merged_calls_total"],
+                    "identical_to_serial": together == serial, "identical_across_servers": serial == reference[verb],
+                })
+        finally:
+            proc.terminate()
+            proc.wait()
+    print(json.dumps(rows, indent=1))
+    if not all(r.get("identical_to_serial", True) and r.get("identical_across_servers", True) for r in rows):
+        raise SystemExit("answers differ")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@
 use ns_compute::{PreparedData, SampledToys};
 use ns_core::Result;
 use std::collections::BTreeMap;
+use rayon::prelude::*;
 use std::sync::Arc;
 
 use crate::checks;
@@ -472,9 +473,11 @@ fn baseline_plans(
     tests: &[ToyTest],
     results: &mut [Option<Result<ToyHypotest>>],
 ) -> Result<Vec<ToyPlan>> {
+    // Each test's variable scale is host work (curvature probes): in parallel.
+    let checks: Vec<Result<_>> = tests.par_iter().map(|t| check_test(fitter, t)).collect();
     let mut checked = Vec::with_capacity(tests.len());
-    for (i, test) in tests.iter().enumerate() {
-        match check_test(fitter, test) {
+    for (i, check) in checks.into_iter().enumerate() {
+        match check {
             Ok(c) => checked.push((i, c)),
             Err(e) => results[i] = Some(Err(e)),
         }
