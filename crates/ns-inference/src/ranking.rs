@@ -94,7 +94,10 @@ pub fn ranking_batch(
             Err(e) => results[i] = Some(Err(e)),
         }
     }
-    let datasets: Vec<PreparedData> = plans.iter().map(|p| requests[p.request].0.clone()).collect();
+    let datasets: Vec<PreparedData> = plans
+        .iter()
+        .map(|p| requests[p.request].0.clone())
+        .collect();
     let jobs: Vec<FitJob> = plans
         .iter()
         .enumerate()

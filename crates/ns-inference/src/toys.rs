@@ -15,8 +15,8 @@
 
 use ns_compute::{PreparedData, SampledToys};
 use ns_core::Result;
-use std::collections::BTreeMap;
 use rayon::prelude::*;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::checks;
@@ -169,7 +169,13 @@ fn fit_toy_pairs(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<Result<ToyFitPair>>> {
     let poi = fitter.model().poi()?;
-    let fixed_mu = |s: &ToySegment| if s.stat == TestStatistic::Q0 { 0.0 } else { s.mu };
+    let fixed_mu = |s: &ToySegment| {
+        if s.stat == TestStatistic::Q0 {
+            0.0
+        } else {
+            s.mu
+        }
+    };
     let n_toys: usize = segments.iter().map(|s| 2 * s.count).sum();
     if n_toys != toys.host.len() {
         return Err(ns_core::Error::Computation(format!(
@@ -482,7 +488,10 @@ fn baseline_plans(
             Err(e) => results[i] = Some(Err(e)),
         }
     }
-    let datasets: Vec<PreparedData> = checked.iter().map(|(i, _)| tests[*i].data.clone()).collect();
+    let datasets: Vec<PreparedData> = checked
+        .iter()
+        .map(|(i, _)| tests[*i].data.clone())
+        .collect();
     let jobs: Vec<FitJob> = checked
         .iter()
         .enumerate()

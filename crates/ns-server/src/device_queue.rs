@@ -315,7 +315,10 @@ mod tests {
     use std::collections::VecDeque;
 
     /// (name, group, steps)
-    fn take(pending: &mut VecDeque<(&'static str, Option<u8>, u64)>, budget: u64) -> Vec<&'static str> {
+    fn take(
+        pending: &mut VecDeque<(&'static str, Option<u8>, u64)>,
+        budget: u64,
+    ) -> Vec<&'static str> {
         take_batch(pending, |t| t.1, |t| t.2, budget)
             .into_iter()
             .map(|t| t.0)
@@ -335,8 +338,16 @@ mod tests {
         // e would pass the budget; f still fits after it.
         assert_eq!(take(&mut pending, 30), ["a", "c", "f"]);
         assert_eq!(take(&mut pending, 30), ["b"]);
-        assert_eq!(take(&mut pending, 30), ["d"], "a task without a group goes alone");
-        assert_eq!(take(&mut pending, 30), ["e"], "a task over the budget goes alone");
+        assert_eq!(
+            take(&mut pending, 30),
+            ["d"],
+            "a task without a group goes alone"
+        );
+        assert_eq!(
+            take(&mut pending, 30),
+            ["e"],
+            "a task over the budget goes alone"
+        );
         assert!(take(&mut pending, 30).is_empty());
     }
 }

@@ -390,11 +390,7 @@ async fn on_cpu(
 
 /// A call through its GPU's queue; answered as soon as it stops (timeout, cancellation,
 /// shutdown), even while a merged batch it joined runs on for the others.
-async fn on_device(
-    state: &Arc<AppState>,
-    device: Device,
-    task: Task,
-) -> Result<Value, ApiError> {
+async fn on_device(state: &Arc<AppState>, device: Device, task: Task) -> Result<Value, ApiError> {
     let queue = state.device_queue(device)?;
     let stop = task.stop.clone();
     let answer = queue.submit(task)?;
@@ -630,7 +626,15 @@ pub async fn batch(
                 let state = state.clone();
                 let task = tokio::spawn(async move {
                     let (id, model) = model_of(&state, model).await?;
-                    execute(&state, id, model, call, Arc::new(AtomicBool::new(false)), None).await
+                    execute(
+                        &state,
+                        id,
+                        model,
+                        call,
+                        Arc::new(AtomicBool::new(false)),
+                        None,
+                    )
+                    .await
                 });
                 (name, task)
             })

@@ -273,10 +273,7 @@ impl AppState {
                 format!("device '{}': {why}", device.spec()),
             )
         })?;
-        let mut queues = self
-            .device_queues
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut queues = self.device_queues.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(q) = queues.get(&device.spec()) {
             return Ok(q.clone());
         }
