@@ -165,7 +165,7 @@ def test_gpu_requests_of_one_model_merge_into_one_device_batch_with_the_bits_of_
     merge counter says so), and each answer equals the one the request gets alone."""
     import threading
 
-    s = Server("--gpu-runners", "1")
+    s = Server("--gpu-runners", "1", "--max-toys", 10**7)
     try:
         _, m, _ = s.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
         calls = [{"model": {"id": m["id"]}, "device": "cuda", "request": {"mu": mu, "n_toys": n, "seed": seed}}
