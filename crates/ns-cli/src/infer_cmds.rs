@@ -95,6 +95,10 @@ pub enum InferCommand {
         /// Also write the covariance and correlation matrices (n×n; large on large models)
         #[arg(long)]
         covariance: bool,
+        /// Also write pre- and post-fit yields per channel and sample with the uncertainty of
+        /// the total (what `nextstat plot yields` draws)
+        #[arg(long)]
+        yields: bool,
     },
     /// Nuisance-parameter ranking: pulls, constraints and pre/post-fit impacts on the POI
     Ranking {
@@ -133,6 +137,9 @@ pub enum InferCommand {
         /// Seed of the counter-based generator (toy i of a seed is always the same dataset)
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Also write every toy's test statistic (what `nextstat plot toys` draws)
+        #[arg(long)]
+        teststats: bool,
     },
     /// Observed and expected upper limits on the POI at a CLs level
     UpperLimit {
@@ -309,12 +316,14 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
             fix,
             minos,
             covariance,
+            yields,
         } => (
             args,
             Request::Fit {
                 uncertainties: true,
                 minos,
                 covariance,
+                yields,
             },
             fix,
         ),
@@ -331,6 +340,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
             test_stat,
             n_toys,
             seed,
+            teststats,
         } => (
             args,
             Request::HypotestToys {
@@ -338,6 +348,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
                 test_stat,
                 n_toys,
                 seed,
+                teststats,
             },
             vec![],
         ),

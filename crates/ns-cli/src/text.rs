@@ -38,7 +38,7 @@ pub fn text_of(outcome: &Outcome, model: &dyn Likelihood, matrices: bool) -> Str
     match outcome {
         // No verb of the CLI asks for these (the Python package's batch fits).
         Outcome::Eval { .. } | Outcome::FitToys { .. } | Outcome::FitDatasets(_) => String::new(),
-        Outcome::Fit { fit, minos } => {
+        Outcome::Fit { fit, minos, .. } => {
             let mut text = format!(
                 "twice_nll = {:.10}  ({})\n",
                 fit.twice_nll,

@@ -8,7 +8,7 @@ use crate::backend::{Backend, SampledToys};
 use crate::cpu::{CpuEvaluator, Scratch};
 use crate::data::{MAX_COUNT, PreparedData};
 use crate::device::{Device, Workload};
-use crate::likelihood::{Likelihood, Reach, Saturated};
+use crate::likelihood::{ChannelYields, Likelihood, Reach, Saturated};
 use crate::toys::ToyEnsembleRates;
 
 impl Likelihood for HistFactoryModel {
@@ -62,6 +62,41 @@ impl Likelihood for HistFactoryModel {
             .find(|s| (s.offset..s.offset + s.n_parameters).contains(&index))?;
         let i = index - set.offset;
         Some((set.prefit_center(i)?, set.prefit_width(i)?))
+    }
+
+    fn parameter_kind(&self, index: usize) -> &str {
+        self.parameter_sets
+            .iter()
+            .find(|s| (s.offset..s.offset + s.n_parameters).contains(&index))
+            .map_or("free", |s| s.modifier_type)
+    }
+
+    fn sample_yields(&self, params: &[f64]) -> Result<Vec<ChannelYields>> {
+        let m = &self.compiled;
+        let entries = CpuEvaluator::new(m).entry_yields(params, &mut Scratch::new(m))?;
+        let observed = self.observations.as_ref().ok();
+        Ok(self
+            .channels
+            .iter()
+            .map(|c| {
+                let bins = c.bin_start..c.bin_start + c.n_bins;
+                let samples = self
+                    .samples
+                    .iter()
+                    .filter_map(|name| {
+                        // A block starts at its channel's first bin and covers its bins.
+                        let block = &m.samples[self.block_of(&c.name, name)?];
+                        let e0 = block.entry_start as usize;
+                        Some((name.clone(), entries[e0..e0 + c.n_bins].to_vec()))
+                    })
+                    .collect();
+                ChannelYields {
+                    channel: c.name.clone(),
+                    observed: observed.map(|o| o[bins].to_vec()),
+                    samples,
+                }
+            })
+            .collect())
     }
 
     fn observed(&self) -> Result<PreparedData> {

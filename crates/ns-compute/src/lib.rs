@@ -30,6 +30,6 @@ pub use backend::{
 pub use cpu::{CpuBackend, CpuEvaluator, Scratch};
 pub use data::{MAX_COUNT, PreparedData};
 pub use device::{AdapterSummary, CudaGpus, Device, Inventory, Workload};
-pub use likelihood::{Likelihood, Reach, Saturated};
+pub use likelihood::{ChannelYields, Likelihood, Reach, Saturated};
 pub use signal::ExternalSignal;
 pub use toys::ToyEnsembleRates;

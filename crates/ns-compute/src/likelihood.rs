@@ -35,6 +35,15 @@ pub struct Saturated {
     pub ndof: usize,
 }
 
+/// One channel's expected yields, sample by sample (samples absent from the channel left out).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelYields {
+    pub channel: String,
+    /// The channel's observed main data (`None` where the workspace has none).
+    pub observed: Option<Vec<f64>>,
+    pub samples: Vec<(String, Vec<f64>)>,
+}
+
 /// A likelihood that inference can fit, test, scan, rank and sample toys from.
 pub trait Likelihood: Send + Sync {
     /// The parameter names, in the order of every parameter vector.
@@ -72,6 +81,27 @@ pub trait Likelihood: Send + Sync {
             .enumerate()
             .map(|(i, name)| (name.clone(), i..i + 1))
             .collect()
+    }
+
+    /// What kind of parameter `index` is, for grouping in plots: the modifier type that declared
+    /// it (normfactor, normsys, histosys, staterror, shapesys, shapefactor, lumi) in a binned
+    /// model; "constrained" or "free" by default.
+    fn parameter_kind(&self, index: usize) -> &str {
+        if self.constraint(index).is_some() {
+            "constrained"
+        } else {
+            "free"
+        }
+    }
+
+    /// The expected yields of every sample in every channel at `params`, channel by channel;
+    /// an error for a likelihood without samples (unbinned).
+    fn sample_yields(&self, params: &[f64]) -> Result<Vec<ChannelYields>> {
+        let _ = params;
+        Err(ns_core::Error::InvalidInput(format!(
+            "{}: per-sample yields exist for binned (HistFactory) models only",
+            self.origin()
+        )))
     }
 
     /// The constraint of parameter `index`: the value it is centred on and its prefit width;

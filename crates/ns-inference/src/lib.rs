@@ -22,6 +22,7 @@ pub mod request;
 pub mod scan;
 pub mod stats;
 pub mod toys;
+pub mod yields;
 
 pub use fit::{FitConfig, FitJob, FitResult, FitRun, Fitter};
 pub use gof::{GoodnessOfFit, goodness_of_fit};

@@ -87,6 +87,7 @@ pub fn run_merged(
                         test_stat,
                         n_toys,
                         seed,
+                        ..
                     } => ToyTest {
                         mu,
                         data: &p.data,
@@ -100,9 +101,17 @@ pub fn run_merged(
                 .collect();
             let results = hypotest_toys_batch(fitter, &tests, progress)?;
             for ((i, _), (test, result)) in ready.iter().zip(tests.iter().zip(results)) {
+                let teststats = matches!(
+                    calls[*i].request,
+                    Request::HypotestToys {
+                        teststats: true,
+                        ..
+                    }
+                );
                 outcomes[*i] = Some(result.map(|result| Outcome::HypotestToys {
                     test_stat: test.stat,
                     result,
+                    teststats,
                 }));
             }
         }

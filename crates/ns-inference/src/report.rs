@@ -15,6 +15,7 @@ use crate::ranking::Ranking;
 use crate::request::{EvalPoint, Outcome};
 use crate::scan::ProfileScan;
 use crate::toys::ToyHypotest;
+use crate::yields::FitYields;
 
 fn matrix(values: Option<&Vec<f64>>, n: usize) -> Option<Vec<Vec<f64>>> {
     values.map(|c| c.chunks(n.max(1)).map(|r| r.to_vec()).collect())
@@ -36,6 +37,9 @@ pub fn fit(model: &dyn Likelihood, fit: &FitResult, matrices: bool) -> Value {
         "projected_gradient": fit.projected_gradient,
         "at_bound": fit.at_bound,
         "warning": fit.warning,
+        "parameter_kinds": (0..model.n_params()).map(|i| model.parameter_kind(i)).collect::<Vec<_>>(),
+        "prefit_center": (0..model.n_params()).map(|i| model.constraint(i).map(|c| c.0)).collect::<Vec<_>>(),
+        "prefit_width": (0..model.n_params()).map(|i| model.constraint(i).map(|c| c.1)).collect::<Vec<_>>(),
     });
     if matrices {
         value["correlation"] = json!(matrix(fit.correlation().as_ref(), model.n_params()));
@@ -62,6 +66,32 @@ pub fn ranking(model: &dyn Likelihood, r: &Ranking) -> Value {
         "poi_uncertainty": r.nominal.uncertainties.as_ref().map(|u| u[poi]),
         "entries": entries, "failed_refits": r.failed_refits,
     })
+}
+
+/// Pre- and post-fit yields, channel by channel.
+pub fn fit_yields(y: &FitYields) -> Value {
+    let channels: Vec<Value> = y
+        .prefit
+        .iter()
+        .zip(&y.postfit)
+        .zip(&y.observed)
+        .map(|((pre, post), observed)| {
+            let samples: Vec<Value> = pre
+                .samples
+                .iter()
+                .zip(&post.samples)
+                .map(|((name, prefit), (_, postfit))| json!({"name": name, "prefit": prefit, "postfit": postfit}))
+                .collect();
+            json!({
+                "channel": pre.channel, "observed": observed, "samples": samples,
+                "prefit_total": pre.total, "prefit_stdev": pre.total_stdev,
+                "prefit_sum": pre.sum, "prefit_sum_stdev": pre.sum_stdev,
+                "postfit_total": post.total, "postfit_stdev": post.total_stdev,
+                "postfit_sum": post.sum, "postfit_sum_stdev": post.sum_stdev,
+            })
+        })
+        .collect();
+    json!({"channels": channels})
 }
 
 pub fn gof(g: &GoodnessOfFit) -> Value {
@@ -120,7 +150,8 @@ fn add_pvalues(value: &mut Value, stat: TestStatistic, cls: &ClsValues) {
     }
 }
 
-pub fn hypotest_toys(test_stat: &str, h: &ToyHypotest) -> Value {
+/// A toy hypothesis test; `teststats` adds every toy's test statistic, ensemble by ensemble.
+pub fn hypotest_toys(test_stat: &str, h: &ToyHypotest, teststats: bool) -> Value {
     let failures: BTreeMap<String, usize> =
         h.signal.failures.iter().chain(&h.background.failures).fold(
             BTreeMap::new(),
@@ -136,6 +167,12 @@ pub fn hypotest_toys(test_stat: &str, h: &ToyHypotest) -> Value {
     });
     add_pvalues(&mut value, h.test_statistic, &h.cls);
     value["warning"] = json!(h.warning);
+    if teststats {
+        value["teststats"] = json!({
+            "signal_plus_background": h.signal.teststats,
+            "background_only": h.background.teststats,
+        });
+    }
     value
 }
 
@@ -292,9 +329,19 @@ impl Outcome {
     pub fn report(&self, model: &dyn Likelihood, matrices: bool) -> Value {
         match self {
             Outcome::Eval { points, list } => eval(model, points, *list),
-            Outcome::Fit { fit, minos } => fit_with_minos(model, fit, minos, matrices),
+            Outcome::Fit { fit, minos, yields } => {
+                let mut value = fit_with_minos(model, fit, minos, matrices);
+                if let Some(y) = yields {
+                    value["yields"] = fit_yields(y);
+                }
+                value
+            }
             Outcome::Hypotest { test_stat, result } => hypotest(test_stat.name(), result),
-            Outcome::HypotestToys { test_stat, result } => hypotest_toys(test_stat.name(), result),
+            Outcome::HypotestToys {
+                test_stat,
+                result,
+                teststats,
+            } => hypotest_toys(test_stat.name(), result, *teststats),
             Outcome::UpperLimit { level, result } => upper_limit(result, *level),
             Outcome::Significance(result) => significance(result),
             Outcome::ProfileScan(result) => scan(result),

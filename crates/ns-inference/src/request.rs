@@ -21,6 +21,7 @@ use crate::params::{bounds_from_json, params_from_json};
 use crate::ranking::{Ranking, ranking};
 use crate::scan::{ProfileScan, profile_scan};
 use crate::toys::{ToyHypotest, fit_toys, hypotest_toys};
+use crate::yields::{FitYields, fit_yields};
 use ns_compute::Workload;
 
 /// The CLs level of an upper limit unless asked: 95 % CL.
@@ -63,6 +64,10 @@ pub enum Request {
         /// Report the covariance and correlation matrices (n×n: large on large models).
         #[serde(default)]
         covariance: bool,
+        /// Report pre- and post-fit yields per channel and sample with the uncertainty of the
+        /// total (implies uncertainties; binned models).
+        #[serde(default)]
+        yields: bool,
     },
     /// Asymptotic CLs (or p0 for q0) at `mu`.
     Hypotest {
@@ -78,6 +83,9 @@ pub enum Request {
         n_toys: usize,
         #[serde(default)]
         seed: u64,
+        /// Report every toy's test statistic (both ensembles; what `nextstat plot toys` draws).
+        #[serde(default)]
+        teststats: bool,
     },
     /// Observed and expected upper limits: root finding, or a linear scan over `scan`.
     UpperLimit {
@@ -130,6 +138,7 @@ pub enum Outcome {
     Fit {
         fit: FitResult,
         minos: Vec<(String, ProfileInterval)>,
+        yields: Option<FitYields>,
     },
     Hypotest {
         test_stat: TestStatistic,
@@ -138,6 +147,8 @@ pub enum Outcome {
     HypotestToys {
         test_stat: TestStatistic,
         result: ToyHypotest,
+        /// Whether the report lists every toy's test statistic.
+        teststats: bool,
     },
     UpperLimit {
         level: f64,
@@ -203,10 +214,11 @@ impl Request {
             Request::Fit {
                 uncertainties,
                 minos,
+                yields,
                 ..
             } => {
                 let config = FitConfig {
-                    uncertainties: *uncertainties,
+                    uncertainties: *uncertainties || *yields,
                     ..config.clone()
                 };
                 let fit = fitter.fit(data, &config)?;
@@ -214,7 +226,8 @@ impl Request {
                 // start, not a result with `converged: false`.
                 crate::checks::started(fitter, &fit, data)?;
                 let minos = minos_intervals(fitter, data, &config, minos)?;
-                Outcome::Fit { fit, minos }
+                let yields = yields.then(|| fit_yields(model, &fit)).transpose()?;
+                Outcome::Fit { fit, minos, yields }
             }
             Request::Hypotest { mu, test_stat } => Outcome::Hypotest {
                 result: hypotest_asymptotic(fitter, *mu, data, config, *test_stat)?,
@@ -225,11 +238,13 @@ impl Request {
                 test_stat,
                 n_toys,
                 seed,
+                teststats,
             } => Outcome::HypotestToys {
                 result: hypotest_toys(
                     fitter, *mu, data, config, *test_stat, *n_toys, *seed, progress,
                 )?,
                 test_stat: *test_stat,
+                teststats: *teststats,
             },
             Request::UpperLimit { level, scan } => {
                 let mut step = |k: usize| progress(k);

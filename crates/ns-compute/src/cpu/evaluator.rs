@@ -417,6 +417,22 @@ impl<'m> CpuEvaluator<'m> {
         self.nll_with_gradient(params, data, s, None)
     }
 
+    /// The expected yield of every entry (sample block × bin, in entry order) at `params`: what
+    /// each sample contributes to its bins.
+    pub fn entry_yields(&self, params: &[f64], s: &mut Scratch) -> Result<Vec<f64>> {
+        self.check_params(params)?;
+        self.forward(params, s);
+        let m = self.model;
+        let mut yields = vec![0.0; m.n_entries()];
+        for (b, block) in m.samples.iter().enumerate() {
+            let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
+            for e in e0..e0 + n {
+                yields[e] = s.base[e] * s.block_scale[b] * s.entry_product[e];
+            }
+        }
+        Ok(yields)
+    }
+
     /// Expected main data (`ν_b`, channels in pyhf order) and expected auxiliary data
     /// (θ for Gaussian constraints, γτ for Poisson ones), as pyhf's `expected_data`.
     pub fn expected_data(&self, params: &[f64], s: &mut Scratch) -> Result<(Vec<f64>, Vec<f64>)> {
