@@ -5,8 +5,8 @@
                            ttbar control region (3 bins); ttbar normalised in the control region
                            (normfactor + histosys), W+jets (normsys), fakes (shapesys), staterror, lumi;
                            its measurement names the POI `mu_sig`, which the signal patches add
-  examples/patchset.json   HEPData-style patchset: two signal hypotheses (sig_m500, sig_m800) with the
-                           background-only workspace's pyhf digest
+  examples/patchset.json   HEPData-style patchset: seven signal hypotheses (sig_m400 … sig_m1000, by
+                           mass) with the background-only workspace's pyhf digest
   examples/analysis.json   bkgonly.json with the sig_m500 patch applied: the README's main job
   fuzz/seeds/*.json        seeds for cargo fuzz: the three above and small variants
 
@@ -73,7 +73,17 @@ def signal(yields):
         {"name": "lumi", "type": "lumi", "data": None}]}
 
 
-SIGNALS = {"sig_m500": ([500], [1.0, 4.0, 9.0, 6.0]), "sig_m800": ([800], [0.3, 1.2, 4.0, 5.0])}
+# Signal yields per SR bin by mass: heavier signals are rarer and sit in higher bins. sig_m500
+# comes first (analysis.json applies it).
+SIGNALS = {
+    "sig_m500": ([500], [1.0, 4.0, 9.0, 6.0]),
+    "sig_m400": ([400], [2.0, 6.0, 9.0, 3.0]),
+    "sig_m600": ([600], [0.7, 2.8, 7.5, 6.0]),
+    "sig_m700": ([700], [0.5, 1.9, 5.5, 5.6]),
+    "sig_m800": ([800], [0.3, 1.2, 4.0, 5.0]),
+    "sig_m900": ([900], [0.2, 0.8, 2.8, 4.2]),
+    "sig_m1000": ([1000], [0.15, 0.5, 1.9, 3.4]),
+}
 
 
 def patchset(bkgonly):

@@ -151,6 +151,10 @@ pub enum InferCommand {
         /// Linear scan instead of root finding: START STOP COUNT (pyhf's scan=np.linspace)
         #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"], allow_negative_numbers = true)]
         scan: Option<Vec<f64>>,
+        /// Every patch of --patchset, in parallel: one table of limits per signal point (what
+        /// `nextstat plot limit` draws as a Brazil band)
+        #[arg(long, requires = "patchset", conflicts_with = "patch_name")]
+        all: bool,
     },
     /// Discovery significance (asymptotic q0): p0 and Z, observed and expected
     Significance {
@@ -218,7 +222,7 @@ fn name_value<'a>(flag: &str, item: &'a str, shape: &str) -> Result<(&'a str, &'
 
 impl InferArgs {
     /// The call these options make with `request` and the parameters `fix` fixes.
-    fn call(&self, request: Request, fix: &[String]) -> Result<Call> {
+    pub fn call(&self, request: Request, fix: &[String]) -> Result<Call> {
         let init = self
             .init
             .as_ref()
@@ -286,7 +290,7 @@ fn rayon_pool(n: usize) -> std::result::Result<(), String> {
 }
 
 /// A progress bar on stderr when it is a terminal; hidden otherwise.
-fn progress(len: u64, what: &str) -> ProgressBar {
+pub fn progress(len: u64, what: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -352,7 +356,9 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
             },
             vec![],
         ),
-        InferCommand::UpperLimit { args, level, scan } => {
+        InferCommand::UpperLimit {
+            args, level, scan, ..
+        } => {
             let scan = scan.map(|spec| grid("--scan", &spec)).transpose()?;
             (args, Request::UpperLimit { level, scan }, vec![])
         }
@@ -381,6 +387,16 @@ fn label(request: &Request) -> &'static str {
 }
 
 pub fn run(cmd: InferCommand) -> Result<()> {
+    if let InferCommand::UpperLimit {
+        args,
+        level,
+        scan,
+        all: true,
+    } = cmd
+    {
+        args.out.configure_threads()?;
+        return crate::grid::upper_limits(&args, Request::UpperLimit { level, scan });
+    }
     let (args, request, fix) = request_of(cmd)?;
     args.out.configure_threads()?;
     let call = args.call(request, &fix)?;

@@ -75,7 +75,8 @@ pub struct ModelArgs {
     #[arg(short = 'p', long = "patch", value_name = "PATCH")]
     pub patches: Vec<PathBuf>,
     /// HEPData patchset; the patch named by --patch-name is applied after verifying the digest
-    #[arg(long, requires = "patch_name")]
+    /// (`upper-limit --all`: every patch)
+    #[arg(long)]
     pub patchset: Option<PathBuf>,
     /// Name of the patch in --patchset
     #[arg(long, requires = "patchset")]
@@ -98,6 +99,13 @@ impl ModelArgs {
                     patchset: Source::Path(path.clone()),
                     patch: name.clone(),
                 }),
+                (Some(path), None) => {
+                    return Err(Error::InvalidInput(format!(
+                        "--patchset {}: name the patch with --patch-name NAME (upper-limit \
+                         takes --all for every patch)",
+                        path.display()
+                    )));
+                }
                 _ => None,
             },
             patches: self.patches.iter().cloned().map(Source::Path).collect(),

@@ -1,8 +1,10 @@
 //! `nextstat`: the command line. It parses flags, calls the engine crates and prints; nothing else.
 
+mod grid;
 mod infer_cmds;
 mod input;
 mod output;
+mod plot_cmds;
 mod text;
 mod workspace_cmds;
 
@@ -55,6 +57,9 @@ enum Command {
     Infer(infer_cmds::InferCommand),
     #[command(flatten)]
     Workspace(workspace_cmds::WorkspaceCommand),
+    /// Draw a figure from a verb's JSON result: limit, ranking, pulls, correlation, scan,
+    /// yields, toys (SVG, PNG or PDF)
+    Plot(plot_cmds::PlotArgs),
 }
 
 /// Write text to a file (atomically) or stdout, with a trailing newline.
@@ -93,6 +98,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Devices { json } => devices(json),
         Command::Infer(cmd) => infer_cmds::run(cmd),
         Command::Workspace(cmd) => workspace_cmds::run(cmd),
+        Command::Plot(args) => plot_cmds::run(args),
     }
 }
 

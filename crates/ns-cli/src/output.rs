@@ -43,8 +43,18 @@ pub fn write_file(path: &Path, text: &str) -> Result<()> {
 
 /// [`write_file`] for the option `flag` (named in its refusals).
 pub fn write_file_of(flag: &str, path: &Path, text: &str) -> Result<()> {
+    write_bytes_of(flag, path, text.as_bytes())
+}
+
+/// [`write_file_of`] for any bytes (an image).
+pub fn write_bytes_of(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
     if path.as_os_str() == "-" {
-        return print(text);
+        let mut out = std::io::stdout().lock();
+        return match out.write_all(bytes).and_then(|()| out.flush()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            Err(e) => Err(Error::io("standard output", e)),
+        };
     }
     if path.is_dir() {
         return Err(Error::InvalidInput(format!(
@@ -81,7 +91,7 @@ pub fn write_file_of(flag: &str, path: &Path, text: &str) -> Result<()> {
         .unwrap_or_default();
     let temporary = dir.join(format!(".{name}.nextstat-{}.tmp", std::process::id()));
     let written = std::fs::File::create(&temporary).and_then(|mut f| {
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes)?;
         f.sync_all()
     });
     if let Err(e) = written.and_then(|()| std::fs::rename(&temporary, &path)) {
