@@ -15,6 +15,11 @@ if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
   sudo_cmd=$([ "$(id -u)" = 0 ] && echo "" || echo "sudo")
   $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq mesa-vulkan-drivers libvulkan1 >/dev/null
 fi
+# The report's page is checked in a headless browser (tests/python/test_plots.py).
+if ! command -v chromium >/dev/null 2>&1; then
+  sudo_cmd=$([ "$(id -u)" = 0 ] && echo "" || echo "sudo")
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq chromium >/dev/null
+fi
 # lavapipe wants a runtime directory; without one it only complains on stderr.
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 

@@ -67,6 +67,44 @@ fn has_metal() -> bool {
         .any(|a| a.backend == "metal")
 }
 
+/// What a figure of `kind` shows, from a result's JSON text and the options as JSON text: the
+/// content `nextstat plot` draws, as JSON text (`nextstat.plot` draws it with matplotlib).
+#[pyfunction]
+fn plot_figure(kind: &str, result: &str, options: &str) -> PyResult<String> {
+    let parse = |text: &str, what: &str| {
+        serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| InvalidInputError::new_err(format!("{what} is not JSON: {e}")))
+    };
+    let result = parse(result, "the result")?;
+    let options: ns_plot::Options = serde_json::from_value(parse(options, "the options")?)
+        .map_err(|e| InvalidInputError::new_err(format!("plot options: {e}")))?;
+    let figure = ns_plot::figure(kind, &result, &options).map_err(to_py)?;
+    serde_json::to_string(&figure).map_err(|e| NextStatError::new_err(e.to_string()))
+}
+
+/// The figure drawn by nextstat's own renderer (the CLI's), written to `path` (.svg, .png or
+/// .pdf); its size in pixels.
+#[pyfunction]
+fn plot_file(
+    kind: &str,
+    result: &str,
+    options: &str,
+    path: std::path::PathBuf,
+) -> PyResult<(u32, u32)> {
+    let figure: ns_plot::Figure = {
+        let result: serde_json::Value = serde_json::from_str(result)
+            .map_err(|e| InvalidInputError::new_err(format!("the result is not JSON: {e}")))?;
+        let options: ns_plot::Options = serde_json::from_str(options)
+            .map_err(|e| InvalidInputError::new_err(format!("plot options: {e}")))?;
+        ns_plot::figure(kind, &result, &options).map_err(to_py)?
+    };
+    let format = ns_plot::Format::of_path(&path).map_err(to_py)?;
+    let (bytes, size) = ns_plot::encode(&figure, format).map_err(to_py)?;
+    std::fs::write(&path, bytes)
+        .map_err(|e| InvalidInputError::new_err(format!("{}: {e}", path.display())))?;
+    Ok(size)
+}
+
 /// The compute devices of this machine as JSON text (`nextstat devices --json`).
 #[pyfunction]
 fn devices() -> String {
@@ -96,6 +134,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(has_cuda, m)?,
         wrap_pyfunction!(has_metal, m)?,
         wrap_pyfunction!(devices, m)?,
+        wrap_pyfunction!(plot_figure, m)?,
+        wrap_pyfunction!(plot_file, m)?,
     ] {
         m.add_function(f)?;
     }

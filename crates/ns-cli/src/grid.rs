@@ -41,13 +41,24 @@ pub fn upper_limits(args: &InferArgs, request: Request) -> Result<()> {
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .ok_or_else(|| {
-                    Error::InvalidInput(format!("{}: patches[{i}] has no metadata.name", path.display()))
+                    Error::InvalidInput(format!(
+                        "{}: patches[{i}] has no metadata.name",
+                        path.display()
+                    ))
                 })?;
-            Ok((name.to_string(), p.pointer("/metadata/values").cloned().unwrap_or(Value::Null)))
+            Ok((
+                name.to_string(),
+                p.pointer("/metadata/values")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            ))
         })
         .collect::<Result<_>>()?;
     if patches.is_empty() {
-        return Err(Error::InvalidInput(format!("{}: the patchset has no patches", path.display())));
+        return Err(Error::InvalidInput(format!(
+            "{}: the patchset has no patches",
+            path.display()
+        )));
     }
     // The call of every point: the options given, the model inline (read once) with its patch.
     let mut template_args = args.clone();
@@ -75,7 +86,11 @@ pub fn upper_limits(args: &InferArgs, request: Request) -> Result<()> {
             });
             call.model = Some(point.clone());
             let outcome = point.load_model(&read_json).and_then(|loaded| {
-                call.run(loaded.likelihood(), Arc::new(AtomicBool::new(false)), &|_| {})
+                call.run(
+                    loaded.likelihood(),
+                    Arc::new(AtomicBool::new(false)),
+                    &|_| {},
+                )
             });
             bar.set_position(done.fetch_add(1, Ordering::Relaxed) as u64 + 1);
             match outcome {

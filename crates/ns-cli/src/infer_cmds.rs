@@ -188,7 +188,7 @@ fn test_statistic(name: &str) -> std::result::Result<TestStatistic, String> {
 
 impl OutputArgs {
     /// The thread pool `--threads` asks for.
-    fn configure_threads(&self) -> Result<()> {
+    pub fn configure_threads(&self) -> Result<()> {
         if let Some(n) = self.threads {
             let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
             if n == 0 || n > 4 * cores {

@@ -5,6 +5,7 @@ mod infer_cmds;
 mod input;
 mod output;
 mod plot_cmds;
+mod report_cmds;
 mod text;
 mod workspace_cmds;
 
@@ -60,6 +61,9 @@ enum Command {
     /// Draw a figure from a verb's JSON result: limit, ranking, pulls, correlation, scan,
     /// yields, toys (SVG, PNG or PDF)
     Plot(plot_cmds::PlotArgs),
+    /// Fit, ranking, profile scan and upper limit of a workspace, with their figures and an
+    /// index.html, in the folder -o DIR
+    Report(report_cmds::ReportArgs),
 }
 
 /// Write text to a file (atomically) or stdout, with a trailing newline.
@@ -99,6 +103,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Infer(cmd) => infer_cmds::run(cmd),
         Command::Workspace(cmd) => workspace_cmds::run(cmd),
         Command::Plot(args) => plot_cmds::run(args),
+        Command::Report(args) => report_cmds::run(args),
     }
 }
 

@@ -57,7 +57,8 @@ impl PlotArgs {
             .select
             .iter()
             .map(|item| {
-                let bad = || Error::InvalidInput(format!("--select '{item}' must look like LABEL=VALUE"));
+                let bad =
+                    || Error::InvalidInput(format!("--select '{item}' must look like LABEL=VALUE"));
                 let (label, value) = item.split_once('=').ok_or_else(bad)?;
                 let value: f64 = value.trim().parse().map_err(|_| bad())?;
                 Ok((label.trim().to_string(), value))
@@ -70,7 +71,11 @@ impl PlotArgs {
                 let value = read_json(path)?;
                 value
                     .as_array()
-                    .and_then(|a| a.iter().map(|v| v.as_f64().filter(|x| x.is_finite())).collect())
+                    .and_then(|a| {
+                        a.iter()
+                            .map(|v| v.as_f64().filter(|x| x.is_finite()))
+                            .collect()
+                    })
                     .ok_or_else(|| {
                         Error::InvalidInput(format!(
                             "{}: the theory curve is a JSON list of finite numbers",

@@ -40,6 +40,10 @@ pub fn png(svg: &str, size: (u32, u32)) -> Result<Vec<u8>> {
 /// The SVG as a one-page PDF (vector, fonts embedded).
 pub fn pdf(svg: &str) -> Result<Vec<u8>> {
     let tree = tree(svg)?;
-    svg2pdf::to_pdf(&tree, svg2pdf::ConversionOptions::default(), svg2pdf::PageOptions::default())
-        .map_err(|e| Error::Computation(format!("writing the PDF: {e}")))
+    svg2pdf::to_pdf(
+        &tree,
+        svg2pdf::ConversionOptions::default(),
+        svg2pdf::PageOptions::default(),
+    )
+    .map_err(|e| Error::Computation(format!("writing the PDF: {e}")))
 }

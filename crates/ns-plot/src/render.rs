@@ -54,7 +54,9 @@ fn draw<T, E: std::fmt::Debug>(r: std::result::Result<T, E>) -> Result<T> {
 
 /// A range around `values` with a margin; a flat range is widened.
 fn padded(values: impl Iterator<Item = f64>, margin: f64) -> (f64, f64) {
-    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| (l.min(v), h.max(v)));
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+        (l.min(v), h.max(v))
+    });
     let span = if hi > lo { hi - lo } else { lo.abs().max(1.0) };
     (lo - margin * span, hi + margin * span)
 }
@@ -80,7 +82,12 @@ fn box_legend(color: RGBAColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> 
 }
 
 fn limit_band(root: &Area, f: &LimitBand) -> Result<()> {
-    let all = f.expected.iter().flatten().chain(&f.observed).chain(f.theory.iter().flatten());
+    let all = f
+        .expected
+        .iter()
+        .flatten()
+        .chain(&f.observed)
+        .chain(f.theory.iter().flatten());
     let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
     let (x0, x1) = padded(f.x.iter().copied(), 0.02);
     let caption = format!("{:.0} % CL upper limits", 100.0 * f.cl);
@@ -105,7 +112,8 @@ fn limit_band(root: &Area, f: &LimitBand) -> Result<()> {
                     .draw(),
             )?;
             let polygon = |low: &[f64], high: &[f64]| {
-                let mut points: Vec<(f64, f64)> = f.x.iter().copied().zip(low.iter().copied()).collect();
+                let mut points: Vec<(f64, f64)> =
+                    f.x.iter().copied().zip(low.iter().copied()).collect();
                 points.extend(f.x.iter().copied().zip(high.iter().copied()).rev());
                 points
             };
@@ -129,21 +137,23 @@ fn limit_band(root: &Area, f: &LimitBand) -> Result<()> {
             )))?
             .label("expected (median)")
             .legend(|(x, y)| {
-        EmptyElement::at((x, y))
-            + PathElement::new(vec![(0, 0), (9, 0)], BLACK.stroke_width(2))
-            + PathElement::new(vec![(15, 0), (24, 0)], BLACK.stroke_width(2))
-    });
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (9, 0)], BLACK.stroke_width(2))
+                    + PathElement::new(vec![(15, 0), (24, 0)], BLACK.stroke_width(2))
+            });
             draw(chart.draw_series(LineSeries::new(
                 f.x.iter().copied().zip(f.observed.iter().copied()),
                 style::OBSERVED.stroke_width(3),
             )))?
             .label("observed")
             .legend(line_legend(style::OBSERVED, 3));
-            draw(chart.draw_series(
-                f.x.iter()
-                    .zip(&f.observed)
-                    .map(|(&x, &y)| Circle::new((x, y), 4, style::OBSERVED.filled())),
-            ))?;
+            draw(
+                chart.draw_series(
+                    f.x.iter()
+                        .zip(&f.observed)
+                        .map(|(&x, &y)| Circle::new((x, y), 4, style::OBSERVED.filled())),
+                ),
+            )?;
             // μ = 1: where the limit falls below it, the signal as predicted is excluded.
             draw(chart.draw_series(DashedLineSeries::new(
                 [(x0, 1.0), (x1, 1.0)],
@@ -214,8 +224,17 @@ fn cls_curve(root: &Area, f: &ClsCurve) -> Result<()> {
     let floor = smallest * 0.5;
     let clamp = |v: f64| v.max(floor);
     let polygon = |low: &[f64], high: &[f64]| {
-        let mut points: Vec<(f64, f64)> = f.mu.iter().copied().zip(low.iter().map(|&v| clamp(v))).collect();
-        points.extend(f.mu.iter().copied().zip(high.iter().map(|&v| clamp(v))).rev());
+        let mut points: Vec<(f64, f64)> =
+            f.mu.iter()
+                .copied()
+                .zip(low.iter().map(|&v| clamp(v)))
+                .collect();
+        points.extend(
+            f.mu.iter()
+                .copied()
+                .zip(high.iter().map(|&v| clamp(v)))
+                .rev(),
+        );
         points
     };
     draw(chart.draw_series(std::iter::once(Polygon::new(
@@ -230,22 +249,30 @@ fn cls_curve(root: &Area, f: &ClsCurve) -> Result<()> {
     ))))?
     .label("expected ± 1σ")
     .legend(box_legend(style::BAND_1SIGMA.to_rgba()));
-    draw(chart.draw_series(DashedLineSeries::new(
-        f.mu.iter().copied().zip(f.expected[2].iter().map(|&v| clamp(v))),
-        12,
-        8,
-        BLACK.stroke_width(2),
-    )))?
+    draw(
+        chart.draw_series(DashedLineSeries::new(
+            f.mu.iter()
+                .copied()
+                .zip(f.expected[2].iter().map(|&v| clamp(v))),
+            12,
+            8,
+            BLACK.stroke_width(2),
+        )),
+    )?
     .label("expected (median)")
     .legend(|(x, y)| {
         EmptyElement::at((x, y))
             + PathElement::new(vec![(0, 0), (9, 0)], BLACK.stroke_width(2))
             + PathElement::new(vec![(15, 0), (24, 0)], BLACK.stroke_width(2))
     });
-    draw(chart.draw_series(LineSeries::new(
-        f.mu.iter().copied().zip(f.observed.iter().map(|&v| clamp(v))),
-        style::OBSERVED.stroke_width(3),
-    )))?
+    draw(
+        chart.draw_series(LineSeries::new(
+            f.mu.iter()
+                .copied()
+                .zip(f.observed.iter().map(|&v| clamp(v))),
+            style::OBSERVED.stroke_width(3),
+        )),
+    )?
     .label("observed")
     .legend(line_legend(style::OBSERVED, 3));
     draw(chart.draw_series(LineSeries::new(
@@ -254,12 +281,19 @@ fn cls_curve(root: &Area, f: &ClsCurve) -> Result<()> {
     )))?
     .label(format!("CLs = {}", f.level))
     .legend(line_legend(style::LEVEL, 2));
-    for (limit, color) in [(f.observed_limit, style::OBSERVED), (f.expected_limit, BLACK)] {
+    for (limit, color) in [
+        (f.observed_limit, style::OBSERVED),
+        (f.expected_limit, BLACK),
+    ] {
         draw(chart.draw_series(LineSeries::new(
             [(limit, floor), (limit, f.level)],
             color.stroke_width(1),
         )))?;
-        draw(chart.draw_series(std::iter::once(Circle::new((limit, f.level), 6, color.filled()))))?;
+        draw(chart.draw_series(std::iter::once(Circle::new(
+            (limit, f.level),
+            6,
+            color.filled(),
+        ))))?;
     }
     draw(
         chart
@@ -274,7 +308,9 @@ fn cls_curve(root: &Area, f: &ClsCurve) -> Result<()> {
 }
 
 /// `n` rows (or columns) of a segmented axis, row `i` centred on `CenterOf(i)`.
-fn segments(n: i32) -> plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordi32> {
+fn segments(
+    n: i32,
+) -> plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordi32> {
     // A range a..b holds the segments a..=b.
     (0..(n - 1).max(1)).into_segmented()
 }
@@ -289,7 +325,14 @@ fn impacts(root: &Area, f: &Impacts) -> Result<()> {
     let reach = f
         .entries
         .iter()
-        .flat_map(|e| [Some(e.postfit_up), Some(e.postfit_down), e.prefit_up, e.prefit_down])
+        .flat_map(|e| {
+            [
+                Some(e.postfit_up),
+                Some(e.postfit_down),
+                e.prefit_up,
+                e.prefit_down,
+            ]
+        })
         .flatten()
         .map(f64::abs)
         .fold(0.0, f64::max)
@@ -303,7 +346,12 @@ fn impacts(root: &Area, f: &Impacts) -> Result<()> {
         _ => String::new(),
     };
     let body = draw(root.titled(
-        &format!("Impact on {} (top {} of {})", f.poi, f.entries.len(), f.ranked),
+        &format!(
+            "Impact on {} (top {} of {})",
+            f.poi,
+            f.entries.len(),
+            f.ranked
+        ),
         (FONT, 26),
     ))?;
     let mut chart = draw(
@@ -338,38 +386,52 @@ fn impacts(root: &Area, f: &Impacts) -> Result<()> {
     let rect = |k: usize, value: f64, inset: u32, style: ShapeStyle| {
         let y = n - 1 - k as i32;
         let mut bar = Rectangle::new(
-            [(0.0, SegmentValue::Exact(y)), (value, SegmentValue::Exact(y + 1))],
+            [
+                (0.0, SegmentValue::Exact(y)),
+                (value, SegmentValue::Exact(y + 1)),
+            ],
             style,
         );
         // Rows apart: the bar leaves `inset` pixels above and below.
         bar.set_margin(inset, inset, 0, 0);
         bar
     };
-    for (up, color, label) in [(true, style::UP, "post-fit +1σ"), (false, style::DOWN, "post-fit −1σ")] {
-        draw(chart.draw_series(f.entries.iter().enumerate().filter_map(|(k, e)| {
-            let prefit = if up { e.prefit_up } else { e.prefit_down }?;
-            Some(rect(k, prefit, 3, color.stroke_width(2)))
-        })))?;
-        draw(chart.draw_series(f.entries.iter().enumerate().map(|(k, e)| {
-            let value = if up { e.postfit_up } else { e.postfit_down };
-            rect(k, value, 6, color.mix(0.75).filled())
-        })))?
+    for (up, color, label) in [
+        (true, style::UP, "post-fit +1σ"),
+        (false, style::DOWN, "post-fit −1σ"),
+    ] {
+        draw(
+            chart.draw_series(f.entries.iter().enumerate().filter_map(|(k, e)| {
+                let prefit = if up { e.prefit_up } else { e.prefit_down }?;
+                Some(rect(k, prefit, 3, color.stroke_width(2)))
+            })),
+        )?;
+        draw(
+            chart.draw_series(f.entries.iter().enumerate().map(|(k, e)| {
+                let value = if up { e.postfit_up } else { e.postfit_down };
+                rect(k, value, 6, color.mix(0.75).filled())
+            })),
+        )?
         .label(label)
         .legend(box_legend(color.mix(0.75)));
     }
-    draw(chart.draw_secondary_series(f.entries.iter().enumerate().filter_map(|(k, e)| {
-        let (pull, constraint) = (e.pull?, e.constraint?);
-        Some(PathElement::new(
-            vec![(pull - constraint, row(k)), (pull + constraint, row(k))],
-            BLACK.stroke_width(2),
-        ))
-    })))?;
-    draw(chart.draw_secondary_series(
-        f.entries
-            .iter()
-            .enumerate()
-            .filter_map(|(k, e)| Some(Circle::new((e.pull?, row(k)), 5, BLACK.filled()))),
-    ))?
+    draw(
+        chart.draw_secondary_series(f.entries.iter().enumerate().filter_map(|(k, e)| {
+            let (pull, constraint) = (e.pull?, e.constraint?);
+            Some(PathElement::new(
+                vec![(pull - constraint, row(k)), (pull + constraint, row(k))],
+                BLACK.stroke_width(2),
+            ))
+        })),
+    )?;
+    draw(
+        chart.draw_secondary_series(
+            f.entries
+                .iter()
+                .enumerate()
+                .filter_map(|(k, e)| Some(Circle::new((e.pull?, row(k)), 5, BLACK.filled()))),
+        ),
+    )?
     .label("pull ± constraint")
     .legend(|(x, y)| Circle::new((x + 12, y), 5, BLACK.filled()));
     draw(
@@ -389,7 +451,11 @@ fn pulls(root: &Area, f: &Pulls) -> Result<()> {
     let mut rows: Vec<(String, Option<(f64, f64)>)> = Vec::new();
     for g in &f.groups {
         rows.push((format!("[{}]", g.kind), None));
-        rows.extend(g.entries.iter().map(|e| (e.name.clone(), Some((e.pull, e.constraint)))));
+        rows.extend(
+            g.entries
+                .iter()
+                .map(|e| (e.name.clone(), Some((e.pull, e.constraint)))),
+        );
     }
     let n = rows.len() as i32;
     let reach = rows
@@ -424,22 +490,29 @@ fn pulls(root: &Area, f: &Pulls) -> Result<()> {
     )?;
     for (width, color) in [(2.0, style::BAND_2SIGMA), (1.0, style::BAND_1SIGMA)] {
         draw(chart.draw_series(std::iter::once(Rectangle::new(
-            [(-width, SegmentValue::Exact(0)), (width, SegmentValue::Exact(n))],
+            [
+                (-width, SegmentValue::Exact(0)),
+                (width, SegmentValue::Exact(n)),
+            ],
             color.mix(0.5).filled(),
         ))))?;
     }
-    draw(chart.draw_series(rows.iter().enumerate().filter_map(|(k, r)| {
-        let (pull, constraint) = r.1?;
-        Some(PathElement::new(
-            vec![(pull - constraint, at(k)), (pull + constraint, at(k))],
-            BLACK.stroke_width(2),
-        ))
-    })))?;
-    draw(chart.draw_series(
-        rows.iter()
-            .enumerate()
-            .filter_map(|(k, r)| Some(Circle::new((r.1?.0, at(k)), 5, BLACK.filled()))),
-    ))?;
+    draw(
+        chart.draw_series(rows.iter().enumerate().filter_map(|(k, r)| {
+            let (pull, constraint) = r.1?;
+            Some(PathElement::new(
+                vec![(pull - constraint, at(k)), (pull + constraint, at(k))],
+                BLACK.stroke_width(2),
+            ))
+        })),
+    )?;
+    draw(
+        chart.draw_series(
+            rows.iter()
+                .enumerate()
+                .filter_map(|(k, r)| Some(Circle::new((r.1?.0, at(k)), 5, BLACK.filled()))),
+        ),
+    )?;
     Ok(())
 }
 
@@ -478,11 +551,7 @@ fn correlation(root: &Area, f: &Correlation) -> Result<()> {
             .y_labels(n as usize)
             .x_label_formatter(&label_x)
             .y_label_formatter(&label_y)
-            .x_label_style(
-                (FONT, 14)
-                    .into_font()
-                    .transform(FontTransform::Rotate90),
-            )
+            .x_label_style((FONT, 14).into_font().transform(FontTransform::Rotate90))
             .label_style((FONT, 14))
             .draw(),
     )?;
@@ -491,7 +560,10 @@ fn correlation(root: &Area, f: &Correlation) -> Result<()> {
         let rho = f.matrix[i as usize][j as usize];
         let y = n - 1 - i;
         Rectangle::new(
-            [(SegmentValue::Exact(j), SegmentValue::Exact(y)), (SegmentValue::Exact(j + 1), SegmentValue::Exact(y + 1))],
+            [
+                (SegmentValue::Exact(j), SegmentValue::Exact(y)),
+                (SegmentValue::Exact(j + 1), SegmentValue::Exact(y + 1)),
+            ],
             style::diverging(rho).filled(),
         )
     })))?;
@@ -502,7 +574,10 @@ fn correlation(root: &Area, f: &Correlation) -> Result<()> {
             Text::new(
                 format!("{rho:.2}"),
                 (SegmentValue::CenterOf(j), SegmentValue::CenterOf(n - 1 - i)),
-                (FONT, 13).into_font().color(&color).pos(Pos::new(HPos::Center, VPos::Center)),
+                (FONT, 13)
+                    .into_font()
+                    .color(&color)
+                    .pos(Pos::new(HPos::Center, VPos::Center)),
             )
         })))?;
     }
@@ -530,9 +605,15 @@ fn likelihood_scan(root: &Area, f: &LikelihoodScan) -> Result<()> {
             .draw(),
     )?;
     for c in &f.crossings {
-        draw(chart.draw_series(LineSeries::new([(x0, c.level), (x1, c.level)], style::LEVEL.stroke_width(1))))?;
+        draw(chart.draw_series(LineSeries::new(
+            [(x0, c.level), (x1, c.level)],
+            style::LEVEL.stroke_width(1),
+        )))?;
         for x in [c.low, c.high].into_iter().flatten() {
-            draw(chart.draw_series(LineSeries::new([(x, 0.0), (x, c.level)], style::LEVEL.stroke_width(1))))?;
+            draw(chart.draw_series(LineSeries::new(
+                [(x, 0.0), (x, c.level)],
+                style::LEVEL.stroke_width(1),
+            )))?;
         }
     }
     draw(chart.draw_series(LineSeries::new(
@@ -541,12 +622,14 @@ fn likelihood_scan(root: &Area, f: &LikelihoodScan) -> Result<()> {
     )))?
     .label("profile likelihood")
     .legend(line_legend(style::OBSERVED, 3));
-    draw(chart.draw_series(
-        f.values
-            .iter()
-            .zip(&f.delta)
-            .map(|(&x, &y)| Circle::new((x, y), 4, style::OBSERVED.filled())),
-    ))?;
+    draw(
+        chart.draw_series(
+            f.values
+                .iter()
+                .zip(&f.delta)
+                .map(|(&x, &y)| Circle::new((x, y), 4, style::OBSERVED.filled())),
+        ),
+    )?;
     for c in &f.crossings {
         let text = format!(
             "{}σ: [{}, {}]",
@@ -572,7 +655,17 @@ fn likelihood_scan(root: &Area, f: &LikelihoodScan) -> Result<()> {
 
 fn yields(root: &Area, f: &Yields) -> Result<()> {
     let (title, body) = root.split_vertically(50);
-    draw(title.titled(&format!("{} yields", if f.stage == "prefit" { "Pre-fit" } else { "Post-fit" }), (FONT, 28)))?;
+    draw(title.titled(
+        &format!(
+            "{} yields",
+            if f.stage == "prefit" {
+                "Pre-fit"
+            } else {
+                "Post-fit"
+            }
+        ),
+        (FONT, 28),
+    ))?;
     let panels = body.split_evenly((1, f.channels.len()));
     let mut names: Vec<&String> = Vec::new();
     for (name, _) in f.channels.iter().flat_map(|c| &c.samples) {
@@ -616,7 +709,10 @@ fn yields(root: &Area, f: &Yields) -> Result<()> {
             let color = style::sample_color(names.iter().position(|n| *n == name).unwrap_or(0));
             draw(chart.draw_series(values.iter().enumerate().map(|(b, &v)| {
                 let base = below[b];
-                Rectangle::new([(b as f64, base), (b as f64 + 1.0, base + v)], color.filled())
+                Rectangle::new(
+                    [(b as f64, base), (b as f64 + 1.0, base + v)],
+                    color.filled(),
+                )
             })))?
             .label(name.as_str())
             .legend(box_legend(color.to_rgba()));
@@ -624,24 +720,42 @@ fn yields(root: &Area, f: &Yields) -> Result<()> {
                 *acc += v;
             }
         }
-        draw(chart.draw_series(c.total.iter().zip(&c.stdev).enumerate().map(|(b, (&t, &s))| {
-            Rectangle::new([(b as f64, t - s), (b as f64 + 1.0, t + s)], style::UNCERTAINTY.filled())
-        })))?
+        draw(
+            chart.draw_series(
+                c.total
+                    .iter()
+                    .zip(&c.stdev)
+                    .enumerate()
+                    .map(|(b, (&t, &s))| {
+                        Rectangle::new(
+                            [(b as f64, t - s), (b as f64 + 1.0, t + s)],
+                            style::UNCERTAINTY.filled(),
+                        )
+                    }),
+            ),
+        )?
         .label("uncertainty")
         .legend(box_legend(style::UNCERTAINTY));
         if let Some(observed) = &c.observed {
-            draw(chart.draw_series(observed.iter().enumerate().map(|(b, &o)| {
-                PathElement::new(
-                    vec![(b as f64 + 0.5, (o - o.sqrt()).max(0.0)), (b as f64 + 0.5, o + o.sqrt())],
-                    BLACK.stroke_width(2),
-                )
-            })))?;
-            draw(chart.draw_series(
-                observed
-                    .iter()
-                    .enumerate()
-                    .map(|(b, &o)| Circle::new((b as f64 + 0.5, o), 5, BLACK.filled())),
-            ))?
+            draw(
+                chart.draw_series(observed.iter().enumerate().map(|(b, &o)| {
+                    PathElement::new(
+                        vec![
+                            (b as f64 + 0.5, (o - o.sqrt()).max(0.0)),
+                            (b as f64 + 0.5, o + o.sqrt()),
+                        ],
+                        BLACK.stroke_width(2),
+                    )
+                })),
+            )?;
+            draw(
+                chart.draw_series(
+                    observed
+                        .iter()
+                        .enumerate()
+                        .map(|(b, &o)| Circle::new((b as f64 + 0.5, o), 5, BLACK.filled())),
+                ),
+            )?
             .label("data")
             .legend(|(x, y)| Circle::new((x + 12, y), 5, BLACK.filled()));
         }
@@ -672,11 +786,25 @@ fn yields(root: &Area, f: &Yields) -> Result<()> {
                 .axis_desc_style((FONT, 18))
                 .draw(),
         )?;
-        draw(ratio.draw_series(c.total.iter().zip(&c.stdev).enumerate().map(|(b, (&t, &s))| {
-            let r = if t > 0.0 { s / t } else { 0.0 };
-            Rectangle::new([(b as f64, 1.0 - r), (b as f64 + 1.0, 1.0 + r)], style::UNCERTAINTY.filled())
-        })))?;
-        draw(ratio.draw_series(LineSeries::new([(0.0, 1.0), (bins as f64, 1.0)], BLACK.stroke_width(1))))?;
+        draw(
+            ratio.draw_series(
+                c.total
+                    .iter()
+                    .zip(&c.stdev)
+                    .enumerate()
+                    .map(|(b, (&t, &s))| {
+                        let r = if t > 0.0 { s / t } else { 0.0 };
+                        Rectangle::new(
+                            [(b as f64, 1.0 - r), (b as f64 + 1.0, 1.0 + r)],
+                            style::UNCERTAINTY.filled(),
+                        )
+                    }),
+            ),
+        )?;
+        draw(ratio.draw_series(LineSeries::new(
+            [(0.0, 1.0), (bins as f64, 1.0)],
+            BLACK.stroke_width(1),
+        )))?;
         if let Some(observed) = &c.observed {
             let points: Vec<(f64, f64, f64)> = observed
                 .iter()
@@ -686,14 +814,19 @@ fn yields(root: &Area, f: &Yields) -> Result<()> {
                 .map(|(b, (&o, &t))| (b as f64 + 0.5, o / t, o.sqrt() / t))
                 .collect();
             draw(ratio.draw_series(points.iter().map(|&(x, r, e)| {
-                PathElement::new(vec![(x, (r - e).max(0.5)), (x, (r + e).min(1.5))], BLACK.stroke_width(2))
+                PathElement::new(
+                    vec![(x, (r - e).max(0.5)), (x, (r + e).min(1.5))],
+                    BLACK.stroke_width(2),
+                )
             })))?;
-            draw(ratio.draw_series(
-                points
-                    .iter()
-                    .filter(|p| (0.5..=1.5).contains(&p.1))
-                    .map(|&(x, r, _)| Circle::new((x, r), 5, BLACK.filled())),
-            ))?;
+            draw(
+                ratio.draw_series(
+                    points
+                        .iter()
+                        .filter(|p| (0.5..=1.5).contains(&p.1))
+                        .map(|&(x, r, _)| Circle::new((x, r), 5, BLACK.filled())),
+                ),
+            )?;
         }
     }
     Ok(())
@@ -711,7 +844,11 @@ fn toys(root: &Area, f: &ToyDistributions) -> Result<()> {
     let (lo, hi) = positive
         .iter()
         .fold((f64::INFINITY, 0.0f64), |(l, h), &d| (l.min(d), h.max(d)));
-    let (lo, hi) = if positive.is_empty() { (1e-3, 1.0) } else { (lo * 0.3, hi * 3.0) };
+    let (lo, hi) = if positive.is_empty() {
+        (1e-3, 1.0)
+    } else {
+        (lo * 0.3, hi * 3.0)
+    };
     let x1 = *f.edges.last().expect("bins have edges");
     let stat = match f.test_stat.as_str() {
         "qtilde" => "q̃μ",
@@ -722,7 +859,10 @@ fn toys(root: &Area, f: &ToyDistributions) -> Result<()> {
     let mut chart = draw(
         ChartBuilder::on(root)
             .caption(
-                format!("Toy distributions of {stat} at μ = {} ({} + {} toys)", f.mu, f.n_toys[0], f.n_toys[1]),
+                format!(
+                    "Toy distributions of {stat} at μ = {} ({} + {} toys)",
+                    f.mu, f.n_toys[0], f.n_toys[1]
+                ),
                 (FONT, 26),
             )
             .margin(24)
@@ -749,9 +889,16 @@ fn toys(root: &Area, f: &ToyDistributions) -> Result<()> {
         (&f.signal_plus_background, style::UP, null_name),
         (&f.background_only, style::DOWN, alt_name),
     ] {
-        draw(chart.draw_series(values.iter().enumerate().filter(|(_, d)| **d > 0.0).map(|(k, &d)| {
-            Rectangle::new([(f.edges[k], lo), (f.edges[k + 1], d)], color.mix(0.2).filled())
-        })))?
+        draw(
+            chart.draw_series(values.iter().enumerate().filter(|(_, d)| **d > 0.0).map(
+                |(k, &d)| {
+                    Rectangle::new(
+                        [(f.edges[k], lo), (f.edges[k + 1], d)],
+                        color.mix(0.2).filled(),
+                    )
+                },
+            )),
+        )?
         .label(format!("toys, {name}"))
         .legend(box_legend(color.mix(0.5)));
         // The histogram's outline, steps at the bin edges.
@@ -770,10 +917,15 @@ fn toys(root: &Area, f: &ToyDistributions) -> Result<()> {
             (&a.signal_plus_background, style::UP, null_name),
             (&a.background_only, style::DOWN, alt_name),
         ] {
-            draw(chart.draw_series(LineSeries::new(
-                a.q.iter().copied().zip(values.iter().copied()).filter(|p| p.1 > lo),
-                color.stroke_width(3),
-            )))?
+            draw(
+                chart.draw_series(LineSeries::new(
+                    a.q.iter()
+                        .copied()
+                        .zip(values.iter().copied())
+                        .filter(|p| p.1 > lo),
+                    color.stroke_width(3),
+                )),
+            )?
             .label(format!("asymptotic, {name}"))
             .legend(line_legend(color, 3));
         }

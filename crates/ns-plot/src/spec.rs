@@ -21,8 +21,10 @@ pub const KINDS: [(&str, &str); 7] = [
     ("toys", "`hypotest-toys --teststats`"),
 ];
 
-/// Choices a figure may take; each kind reads the ones it understands.
-#[derive(Clone, Debug, Default)]
+/// Choices a figure may take; each kind reads the ones it understands. As JSON (the Python
+/// package's keyword arguments): the same names, `select` a list of `[label, value]`.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Options {
     /// Entries shown at most (ranking: 20, correlation: 40).
     pub top: Option<usize>,
@@ -68,6 +70,9 @@ pub struct LimitBand {
     pub theory: Option<Vec<f64>>,
     /// CL of the limits (0.95 for a CLs level of 0.05).
     pub cl: f64,
+    /// Points left out: a selected one whose limit lies outside the POI's bounds (`null`), and
+    /// the patches the grid could not compute (its `errors`).
+    pub skipped: Vec<String>,
 }
 
 /// CLs against μ for one point, with the level and the limits.
@@ -197,7 +202,11 @@ pub fn figure(kind: &str, result: &Value, options: &Options) -> Result<Figure> {
         ));
     }
     match kind {
-        "limit" if result.get("points").is_some_and(|p| p.get(0).and_then(|p| p.get("patch")).is_some()) => {
+        "limit"
+            if result
+                .get("points")
+                .is_some_and(|p| p.get(0).and_then(|p| p.get("patch")).is_some()) =>
+        {
             limit_band(result, options).map(Figure::Limit)
         }
         "limit" => cls_curve(result).map(Figure::Cls),
@@ -272,9 +281,15 @@ fn limit_band(result: &Value, options: &Options) -> Result<LimitBand> {
             ))
         })
     };
-    let x_label = options.x.clone().or_else(|| labels.first().cloned()).ok_or_else(|| {
-        Error::InvalidInput("the patchset names no labels: no value to draw the limits against".into())
-    })?;
+    let x_label = options
+        .x
+        .clone()
+        .or_else(|| labels.first().cloned())
+        .ok_or_else(|| {
+            Error::InvalidInput(
+                "the patchset names no labels: no value to draw the limits against".into(),
+            )
+        })?;
     let xi = label_index(&x_label)?;
     let selected: Vec<(usize, f64)> = options
         .select
@@ -282,6 +297,7 @@ fn limit_band(result: &Value, options: &Options) -> Result<LimitBand> {
         .map(|(name, value)| Ok((label_index(name)?, *value)))
         .collect::<Result<_>>()?;
     let mut rows = Vec::new();
+    let mut skipped = Vec::new();
     for (k, p) in field(result, "points", VERB)?
         .as_array()
         .ok_or_else(|| Error::InvalidInput("points is not a list".into()))?
@@ -289,7 +305,10 @@ fn limit_band(result: &Value, options: &Options) -> Result<LimitBand> {
         .enumerate()
     {
         let patch = text(field(p, "patch", VERB)?, &format!("points[{k}].patch"))?;
-        let values = numbers(field(p, "values", VERB)?, &format!("patch '{patch}': values"))?;
+        let values = numbers(
+            field(p, "values", VERB)?,
+            &format!("patch '{patch}': values"),
+        )?;
         if values.len() != labels.len() {
             return Err(Error::InvalidInput(format!(
                 "patch '{patch}' has {} values for {} labels",
@@ -300,15 +319,43 @@ fn limit_band(result: &Value, options: &Options) -> Result<LimitBand> {
         if !selected.iter().all(|&(i, v)| values[i] == v) {
             continue;
         }
+        // A limit outside the POI's bounds is null (the side it lies on beside it): no point
+        // of a line.
+        let outside = p.get("obs").is_some_and(Value::is_null)
+            || p.get("exp")
+                .and_then(Value::as_array)
+                .is_some_and(|e| e.iter().any(Value::is_null));
+        if outside {
+            skipped.push(patch);
+            continue;
+        }
         let what = format!("patch '{patch}'");
-        let obs = number(field(p, "obs", VERB)?, &format!("{what}: the observed limit"))?;
-        let exp = band(field(p, "exp", VERB)?, &format!("{what}: the expected limits"))?;
+        let obs = number(
+            field(p, "obs", VERB)?,
+            &format!("{what}: the observed limit"),
+        )?;
+        let exp = band(
+            field(p, "exp", VERB)?,
+            &format!("{what}: the expected limits"),
+        )?;
         rows.push((values[xi], patch, obs, exp));
     }
+    if let Some(errors) = result.get("errors").and_then(Value::as_array) {
+        skipped.extend(errors.iter().map(|e| {
+            e.get("patch")
+                .and_then(Value::as_str)
+                .map_or_else(|| e.to_string(), String::from)
+        }));
+    }
     if rows.is_empty() {
-        return Err(Error::InvalidInput(
-            "no point of the grid is selected: nothing to draw".into(),
-        ));
+        return Err(Error::InvalidInput(if skipped.is_empty() {
+            "no point of the grid is selected: nothing to draw".into()
+        } else {
+            format!(
+                "no selected point has its limits within the POI's bounds (left out: {})",
+                skipped.join(", ")
+            )
+        }));
     }
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
     if let Some(w) = rows.windows(2).find(|w| w[0].0 == w[1].0) {
@@ -333,9 +380,12 @@ fn limit_band(result: &Value, options: &Options) -> Result<LimitBand> {
         x: rows.iter().map(|r| r.0).collect(),
         patches: rows.iter().map(|r| r.1.clone()).collect(),
         observed: rows.iter().map(|r| r.2).collect(),
-        expected: (0..5).map(|k| rows.iter().map(|r| r.3[k]).collect()).collect(),
+        expected: (0..5)
+            .map(|k| rows.iter().map(|r| r.3[k]).collect())
+            .collect(),
         theory: options.theory.clone(),
         cl: 1.0 - level,
+        skipped,
     })
 }
 
@@ -354,11 +404,14 @@ fn cls_curve(result: &Value) -> Result<ClsCurve> {
     let mut expected = vec![Vec::new(); 5];
     for (k, p) in points.iter().enumerate() {
         mu.push(number(field(p, "mu", VERB)?, &format!("points[{k}].mu"))?);
-        observed.push(number(field(p, "CLs_obs", VERB)?, &format!("points[{k}].CLs_obs"))?);
-        for (e, v) in expected
-            .iter_mut()
-            .zip(band(field(p, "CLs_exp", VERB)?, &format!("points[{k}].CLs_exp"))?)
-        {
+        observed.push(number(
+            field(p, "CLs_obs", VERB)?,
+            &format!("points[{k}].CLs_obs"),
+        )?);
+        for (e, v) in expected.iter_mut().zip(band(
+            field(p, "CLs_exp", VERB)?,
+            &format!("points[{k}].CLs_exp"),
+        )?) {
             e.push(v);
         }
     }
@@ -393,7 +446,10 @@ fn impacts(result: &Value, options: &Options) -> Result<Impacts> {
             let name = text(field(e, "name", VERB)?, &format!("entries[{k}].name"))?;
             let what = |key: &str| format!("{name}: {key}");
             Ok(ImpactEntry {
-                postfit_up: number(field(e, "impact_postfit_up", VERB)?, &what("impact_postfit_up"))?,
+                postfit_up: number(
+                    field(e, "impact_postfit_up", VERB)?,
+                    &what("impact_postfit_up"),
+                )?,
                 postfit_down: number(
                     field(e, "impact_postfit_down", VERB)?,
                     &what("impact_postfit_down"),
@@ -429,7 +485,11 @@ fn fit_parameters(result: &Value) -> Result<(Vec<String>, Vec<f64>, Vec<f64>)> {
         .collect::<Result<_>>()?;
     let bestfit = numbers(field(result, "bestfit", VERB)?, "bestfit")?;
     let sigmas = numbers(
-        field(result, "uncertainties", "`fit` with converged uncertainties")?,
+        field(
+            result,
+            "uncertainties",
+            "`fit` with converged uncertainties",
+        )?,
         "uncertainties",
     )?;
     if bestfit.len() != names.len() || sigmas.len() != names.len() {
@@ -449,11 +509,15 @@ fn pulls(result: &Value, options: &Options) -> Result<Pulls> {
     let kinds = field(result, "parameter_kinds", VERB)?
         .as_array()
         .filter(|k| k.len() == names.len())
-        .ok_or_else(|| Error::InvalidInput("parameter_kinds is not one kind per parameter".into()))?;
+        .ok_or_else(|| {
+            Error::InvalidInput("parameter_kinds is not one kind per parameter".into())
+        })?;
     let centers = field(result, "prefit_center", VERB)?
         .as_array()
         .filter(|k| k.len() == names.len())
-        .ok_or_else(|| Error::InvalidInput("prefit_center is not one value per parameter".into()))?;
+        .ok_or_else(|| {
+            Error::InvalidInput("prefit_center is not one value per parameter".into())
+        })?;
     let widths = field(result, "prefit_width", VERB)?
         .as_array()
         .filter(|k| k.len() == names.len())
@@ -498,7 +562,9 @@ fn correlation(result: &Value, options: &Options) -> Result<Correlation> {
     let rows = field(result, "correlation", "`fit --covariance`")?
         .as_array()
         .filter(|r| r.len() == names.len())
-        .ok_or_else(|| Error::InvalidInput("correlation is not a square matrix over the parameters".into()))?;
+        .ok_or_else(|| {
+            Error::InvalidInput("correlation is not a square matrix over the parameters".into())
+        })?;
     let matrix: Vec<Vec<f64>> = rows
         .iter()
         .enumerate()
@@ -525,7 +591,11 @@ fn correlation(result: &Value, options: &Options) -> Result<Correlation> {
             .map(|j| matrix[i][j].abs())
             .fold(0.0, f64::max)
     };
-    let mut kept: Vec<usize> = free.iter().copied().filter(|&i| strongest(i) >= threshold).collect();
+    let mut kept: Vec<usize> = free
+        .iter()
+        .copied()
+        .filter(|&i| strongest(i) >= threshold)
+        .collect();
     kept.sort_by(|&a, &b| strongest(b).total_cmp(&strongest(a)).then(a.cmp(&b)));
     kept.truncate(options.top.unwrap_or(40).max(1));
     kept.sort_unstable();
@@ -536,7 +606,10 @@ fn correlation(result: &Value, options: &Options) -> Result<Correlation> {
     }
     Ok(Correlation {
         names: kept.iter().map(|&i| names[i].clone()).collect(),
-        matrix: kept.iter().map(|&i| kept.iter().map(|&j| matrix[i][j]).collect()).collect(),
+        matrix: kept
+            .iter()
+            .map(|&i| kept.iter().map(|&j| matrix[i][j]).collect())
+            .collect(),
         threshold,
         total: free.len(),
     })
@@ -615,7 +688,9 @@ fn yields(result: &Value, options: &Options) -> Result<Yields> {
                 || samples.iter().any(|s| s.1.len() != bins)
                 || observed.as_ref().is_some_and(|o| o.len() != bins)
             {
-                return Err(Error::InvalidInput(what("the samples, total, stdev and data differ in their number of bins")));
+                return Err(Error::InvalidInput(what(
+                    "the samples, total, stdev and data differ in their number of bins",
+                )));
             }
             Ok(ChannelYields {
                 channel,
@@ -638,10 +713,18 @@ const TOY_BINS: usize = 40;
 fn toys(result: &Value, options: &Options) -> Result<ToyDistributions> {
     const VERB: &str = "`hypotest-toys --teststats`";
     let stats = field(result, "teststats", VERB)?;
-    let sb = numbers(field(stats, "signal_plus_background", VERB)?, "teststats.signal_plus_background")?;
-    let b = numbers(field(stats, "background_only", VERB)?, "teststats.background_only")?;
+    let sb = numbers(
+        field(stats, "signal_plus_background", VERB)?,
+        "teststats.signal_plus_background",
+    )?;
+    let b = numbers(
+        field(stats, "background_only", VERB)?,
+        "teststats.background_only",
+    )?;
     if sb.is_empty() || b.is_empty() {
-        return Err(Error::InvalidInput("an ensemble has no test statistic".into()));
+        return Err(Error::InvalidInput(
+            "an ensemble has no test statistic".into(),
+        ));
     }
     let observed = number(field(result, "teststat_obs", VERB)?, "teststat_obs")?;
     let mu = number(field(result, "mu", VERB)?, "mu")?;
@@ -661,7 +744,10 @@ fn toys(result: &Value, options: &Options) -> Result<ToyDistributions> {
             let k = ((t / width) as usize).min(TOY_BINS - 1);
             counts[k] += 1.0;
         }
-        counts.iter().map(|c| c / (v.len() as f64 * width)).collect()
+        counts
+            .iter()
+            .map(|c| c / (v.len() as f64 * width))
+            .collect()
     };
     let asymptotic = options
         .asymptotic
@@ -683,10 +769,18 @@ fn toys(result: &Value, options: &Options) -> Result<ToyDistributions> {
 /// The asymptotic densities of the test statistic (Cowan, Cranmer, Gross, Vitells 2011, eqs.
 /// 57, 65 and 49 for qμ, q̃μ and q0) under the two hypotheses of the toys, σ from the Asimov
 /// value of an asymptotic `hypotest` at the same μ.
-fn asymptotic_densities(hypotest: &Value, mu: f64, test_stat: &str, top: f64) -> Result<AsymptoticDensities> {
+fn asymptotic_densities(
+    hypotest: &Value,
+    mu: f64,
+    test_stat: &str,
+    top: f64,
+) -> Result<AsymptoticDensities> {
     const VERB: &str = "`hypotest` at the toys' μ and test statistic";
     let at = number(field(hypotest, "mu", VERB)?, "the asymptotic result's mu")?;
-    let stat = text(field(hypotest, "test_stat", VERB)?, "the asymptotic result's test_stat")?;
+    let stat = text(
+        field(hypotest, "test_stat", VERB)?,
+        "the asymptotic result's test_stat",
+    )?;
     if at != mu || stat != test_stat {
         return Err(Error::InvalidInput(format!(
             "the asymptotic result is {stat} at μ = {at}, the toys {test_stat} at μ = {mu}"
@@ -707,7 +801,8 @@ fn asymptotic_densities(hypotest: &Value, mu: f64, test_stat: &str, top: f64) ->
             "qtilde" if x > sqrt_qa * sqrt_qa => {
                 let qa = sqrt_qa * sqrt_qa;
                 let gauss = |mean: f64| {
-                    (-(x - mean) * (x - mean) / (8.0 * qa)).exp() / (2.0 * (2.0 * std::f64::consts::PI * qa).sqrt())
+                    (-(x - mean) * (x - mean) / (8.0 * qa)).exp()
+                        / (2.0 * (2.0 * std::f64::consts::PI * qa).sqrt())
                 };
                 (gauss(-qa), gauss(qa))
             }

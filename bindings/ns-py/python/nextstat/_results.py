@@ -61,6 +61,8 @@ class FitResult(_Result):
     """A maximum-likelihood fit: ``bestfit``, ``uncertainties``, ``twice_nll``, ``converged``, …"""
 
     _arrays = ("bestfit", "uncertainties", "correlation", "covariance")
+    #: Pre- and post-fit yields per channel (with ``yields=True``; else ``None``).
+    yields = property(lambda self: self._report.get("yields"))
     _repr_keys = ("twice_nll", "converged", "iterations")
 
     parameter_names = property(lambda self: list(self._report["parameter_names"]))
@@ -120,6 +122,9 @@ class ToyHypotestResult(HypotestResult):
     _repr_keys = ("mu", "test_stat", "CLs_obs", "n_toys", "n_failed")
 
     teststat_obs = property(lambda self: float(self._report["teststat_obs"]))
+    #: Every toy's test statistic, ``{"signal_plus_background": [...], "background_only": [...]}``
+    #: (with ``teststats=True``; else ``None``).
+    teststats = property(lambda self: self._report.get("teststats"))
     n_toys = property(lambda self: int(self._report["n_toys"]))
     n_failed = property(lambda self: int(self._report["n_failed"]))
     seed = property(lambda self: int(self._report["seed"]))
