@@ -14,7 +14,8 @@ import pytest
 
 from conftest import BIN, ROOT, run_cli
 
-matplotlib = pytest.importorskip("matplotlib")
+import matplotlib  # noqa: E402
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import nextstat  # noqa: E402
@@ -42,8 +43,8 @@ def _results(folder: Path, workspace: Path, grid, toys: int):
     verb("cls", "upper-limit", workspace, "--scan", "0", "3", "16")
     verb("toys", "hypotest-toys", workspace, "--mu", "1", "--n-toys", str(toys), "--seed", "3", "--teststats")
     verb("asymptotic", "hypotest", workspace, "--mu", "1")
-    bkg, patchset = grid
-    verb("grid", "upper-limit", bkg, "--patchset", patchset, "--all")
+    bkg, patchset, *extra = grid
+    verb("grid", "upper-limit", bkg, "--patchset", patchset, "--all", *extra)
     return out
 
 
@@ -56,7 +57,9 @@ def example(tmp_path_factory):
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     assert PUBLISHED.exists(), f"{PUBLISHED} is missing: the published likelihoods live in ../shared"
-    grid = (GRID / "bkgonly.json", GRID / "patchset.json")
+    # The published patchset carries the digest of the full likelihood, not of the simplified
+    # background beside it (../shared/likelihoods/patchsets/README.md).
+    grid = (GRID / "bkgonly.json", GRID / "patchset.json", "--skip-verify")
     return _results(tmp_path_factory.mktemp("plots") / "published", PUBLISHED, grid, toys=100)
 
 
@@ -196,8 +199,11 @@ def test_nothing_is_drawn_from_a_partial_or_malformed_result(example, tmp_path):
         assert not out.exists(), f"{args}: a figure was written from a bad result"
     code, _, err = run_cli("plot", "pulls", example["fit"], "-o", tmp_path / "figure.gif", expect_ok=False)
     assert code == 2 and ".svg, .png or .pdf" in err
-    code, _, err = run_cli("plot", "pulls", example["fit"], "-o", example["fit"], expect_ok=False)
+    named_like_a_figure = tmp_path / "fit.svg"
+    named_like_a_figure.write_text(example["fit"].read_text())
+    code, _, err = run_cli("plot", "pulls", named_like_a_figure, "-o", named_like_a_figure, expect_ok=False)
     assert code == 2 and "an input of this command" in err
+    assert named_like_a_figure.read_text() == example["fit"].read_text()
 
 
 def _bars(ax):
@@ -213,7 +219,9 @@ def test_python_draws_every_kind_with_the_engines_numbers(example, published, tm
         n = min(6, len(ranking["entries"]))
         # Per entry and direction: an outlined pre-fit bar and a filled post-fit one.
         assert len(_bars(fig.axes[0])) == 4 * n
-        assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [e["name"] for e in ranking["entries"][:n]][::-1]
+        # Top to bottom in the ranking's order.
+        ticks = sorted(zip(fig.axes[0].get_yticks(), (t.get_text() for t in fig.axes[0].get_yticklabels())), reverse=True)
+        assert [name for _, name in ticks] == [e["name"] for e in ranking["entries"][:n]]
         plt.close(fig)
 
         figures = {
@@ -307,3 +315,38 @@ def test_report_writes_every_figure_and_a_page_a_browser_shows(tmp_path):
     assert code == 2 and "-o DIR" in err
     code, _, err = run_cli("report", EXAMPLE, "-o", EXAMPLE, expect_ok=False)
     assert code == 2 and "that is a file" in err
+
+
+def test_the_commands_and_code_of_docs_plots_run(tmp_path):
+    """docs/plots.md: every `nextstat` line of its bash blocks, then its Python block, in a folder
+    where `examples/` is the repository's."""
+    import os
+    import re
+    import shlex
+
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    text = (ROOT / "docs" / "plots.md").read_text()
+    ran = 0
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.strip().splitlines():
+            line = line.split("#")[0].strip()
+            if not line.startswith("nextstat "):
+                continue
+            args = shlex.split(line)[1:]
+            proc = subprocess.run([str(BIN), *args], cwd=tmp_path, capture_output=True, text=True)
+            assert proc.returncode == 0, f"{line}: {proc.stderr}"
+            ran += 1
+    assert ran >= 14
+    for figure in ("limit.svg", "cls.svg", "ranking.svg", "pulls.svg", "scan.svg", "yields_postfit.svg", "toys.svg"):
+        assert (tmp_path / figure).read_text().lstrip().startswith("<svg"), figure
+    assert (tmp_path / "report" / "index.html").exists()
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(code, "docs/plots.md", "exec"), {})
+    finally:
+        os.chdir(cwd)
+        plt.close("all")
+    assert (tmp_path / "ranking.pdf").read_bytes().startswith(b"%PDF")
+    assert (tmp_path / "pulls.svg").exists()

@@ -60,6 +60,19 @@ pub fn upper_limits(args: &InferArgs, request: Request) -> Result<()> {
             path.display()
         )));
     }
+    // The digest is checked once for the whole grid (each point then applies its patch as is).
+    let parsed = ns_translate::patch::PatchSet::from_value(patchset.clone())
+        .map_err(|e| Error::InvalidInput(format!("{}: {e}", path.display())))?;
+    if args.model.skip_verify {
+        args.model.warn_unverified();
+    } else {
+        parsed.verify(&background).map_err(|e| {
+            Error::InvalidInput(format!(
+                "{}: {e}; --skip-verify applies its patches anyway",
+                path.display()
+            ))
+        })?;
+    }
     // The call of every point: the options given, the model inline (read once) with its patch.
     let mut template_args = args.clone();
     template_args.model.patchset = None;
@@ -83,6 +96,7 @@ pub fn upper_limits(args: &InferArgs, request: Request) -> Result<()> {
             point.patchset = Some(PatchsetPatch {
                 patchset: Source::Inline(patchset.clone()),
                 patch: name.clone(),
+                skip_verify: true,
             });
             call.model = Some(point.clone());
             let outcome = point.load_model(&read_json).and_then(|loaded| {

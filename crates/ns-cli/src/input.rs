@@ -81,6 +81,10 @@ pub struct ModelArgs {
     /// Name of the patch in --patchset
     #[arg(long, requires = "patchset")]
     pub patch_name: Option<String>,
+    /// Apply --patchset's patches without checking its digest of the background-only workspace
+    /// (published patchsets sometimes carry another file's), with a warning
+    #[arg(long, requires = "patchset")]
+    pub skip_verify: bool,
     /// Interpolation codes per modifier type, e.g. normsys=code1,histosys=code0 (types not named keep the default)
     #[arg(long, value_name = "TYPE=CODE,...")]
     pub interp_codes: Option<String>,
@@ -95,10 +99,14 @@ impl ModelArgs {
         Ok(ModelRef {
             workspace: Source::Path(self.ws.path()?),
             patchset: match (&self.patchset, &self.patch_name) {
-                (Some(path), Some(name)) => Some(PatchsetPatch {
-                    patchset: Source::Path(path.clone()),
-                    patch: name.clone(),
-                }),
+                (Some(path), Some(name)) => {
+                    self.warn_unverified();
+                    Some(PatchsetPatch {
+                        patchset: Source::Path(path.clone()),
+                        patch: name.clone(),
+                        skip_verify: self.skip_verify,
+                    })
+                }
                 (Some(path), None) => {
                     return Err(Error::InvalidInput(format!(
                         "--patchset {}: name the patch with --patch-name NAME (upper-limit \
@@ -115,6 +123,20 @@ impl ModelArgs {
                 codes: self.interp_codes.clone(),
             },
         })
+    }
+
+    /// `--skip-verify` is said once on stderr: the result stands on a patch applied to a
+    /// background file the patchset may not have been made for.
+    pub fn warn_unverified(&self) {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        if self.skip_verify {
+            SAID.call_once(|| {
+                eprintln!(
+                    "warning: --skip-verify: the patchset's digest of the background-only \
+                     workspace is not checked"
+                )
+            });
+        }
     }
 
     /// The workspace JSON after the patchset patch and the `-p` patches.

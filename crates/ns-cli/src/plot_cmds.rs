@@ -107,10 +107,16 @@ impl PlotArgs {
 pub fn run(args: PlotArgs) -> Result<()> {
     let format = Format::of_path(&args.output)?;
     let options = args.options()?;
-    let result = read_json(&args.result)
-        .map_err(|e| Error::InvalidInput(format!("{}: {e}", args.result.display())))?;
-    let figure = ns_plot::figure(&args.kind, &result, &options)
-        .map_err(|e| Error::InvalidInput(format!("{}: {e}", args.result.display())))?;
+    // Errors name the result file (once: its message is not wrapped twice).
+    let at_file = |e: Error| {
+        let message = match e {
+            Error::InvalidInput(m) => m,
+            other => other.to_string(),
+        };
+        Error::InvalidInput(format!("{}: {message}", args.result.display()))
+    };
+    let result = read_json(&args.result).map_err(at_file)?;
+    let figure = ns_plot::figure(&args.kind, &result, &options).map_err(at_file)?;
     let (bytes, (width, height)) = ns_plot::encode(&figure, format)?;
     crate::output::write_bytes_of("-o", &args.output, &bytes)?;
     emit(

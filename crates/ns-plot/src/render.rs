@@ -281,10 +281,14 @@ fn cls_curve(root: &Area, f: &ClsCurve) -> Result<()> {
     )))?
     .label(format!("CLs = {}", f.level))
     .legend(line_legend(style::LEVEL, 2));
+    // A limit beyond the scan (null in the result) has no crossing to mark.
     for (limit, color) in [
         (f.observed_limit, style::OBSERVED),
         (f.expected_limit, BLACK),
-    ] {
+    ]
+    .into_iter()
+    .filter_map(|(limit, color)| Some((limit?, color)))
+    {
         draw(chart.draw_series(LineSeries::new(
             [(limit, floor), (limit, f.level)],
             color.stroke_width(1),

@@ -82,8 +82,10 @@ pub struct ClsCurve {
     pub observed: Vec<f64>,
     pub expected: Vec<Vec<f64>>,
     pub level: f64,
-    pub observed_limit: f64,
-    pub expected_limit: f64,
+    /// Where the observed and the median expected CLs cross the level; `None` where that lies
+    /// beyond the scan.
+    pub observed_limit: Option<f64>,
+    pub expected_limit: Option<f64>,
 }
 
 /// The impact ranking: the largest post-fit impacts first.
@@ -415,14 +417,23 @@ fn cls_curve(result: &Value) -> Result<ClsCurve> {
             e.push(v);
         }
     }
-    let exp = band(field(result, "exp", VERB)?, "exp")?;
+    let limit = |v: Option<&Value>, what: &str| match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => number(v, what).map(Some),
+    };
+    let exp = field(result, "exp", VERB)?
+        .as_array()
+        .filter(|e| e.len() == 5)
+        .ok_or_else(|| {
+            Error::InvalidInput("exp is not the five expected limits of −2σ…+2σ".into())
+        })?;
     Ok(ClsCurve {
         mu,
         observed,
         expected,
         level: number(field(result, "level", VERB)?, "level")?,
-        observed_limit: number(field(result, "obs", VERB)?, "obs")?,
-        expected_limit: exp[2],
+        observed_limit: limit(result.get("obs"), "obs")?,
+        expected_limit: limit(exp.get(2), "exp[2]")?,
     })
 }
 

@@ -229,6 +229,11 @@ impl PatchSet {
     /// Verify, then apply the patch `name` to the background-only workspace.
     pub fn apply(&self, background: &Value, name: &str) -> Result<Value> {
         self.verify(background)?;
+        self.apply_unverified(background, name)
+    }
+
+    /// Apply the patch `name` without checking the digest (pyhf's `Workspace.model(patches=…)`).
+    pub fn apply_unverified(&self, background: &Value, name: &str) -> Result<Value> {
         let patch = self.patch(name)?;
         let mut doc = background.clone();
         apply_patch(&mut doc, &patch.patch, &format!("patchset patch '{name}'"))?;

@@ -38,12 +38,17 @@ impl Source {
     }
 }
 
-/// One patch of a HEPData patchset, applied after checking the patchset's digest.
+/// One patch of a HEPData patchset, applied after checking the patchset's digest of the
+/// background-only workspace (pyhf's `PatchSet.apply`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchsetPatch {
     pub patchset: Source,
     pub patch: String,
+    /// Apply the patch without checking the digest, as pyhf's `Workspace.model(patches=…)`
+    /// does (published patchsets sometimes carry the digest of another background file).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_verify: bool,
 }
 
 /// The interpolation codes: a base set and per-type overrides.
@@ -185,7 +190,10 @@ impl ModelRef {
         let mut doc = self.workspace.value(read)?;
         if let Some(p) = &self.patchset {
             let patchset = PatchSet::from_value(p.patchset.value(read)?)?;
-            doc = patchset.apply(&doc, &p.patch)?;
+            if !p.skip_verify {
+                patchset.verify(&doc)?;
+            }
+            doc = patchset.apply_unverified(&doc, &p.patch)?;
         }
         for patch in &self.patches {
             apply_patch(&mut doc, &patch.value(read)?, &patch.origin())?;

@@ -104,6 +104,8 @@ def limit(result: Any, *, x: Optional[str] = None, select: Optional[Dict[str, fl
         ax.plot(mu, data["observed"], "k-", lw=2.5, label="observed")
         ax.axhline(data["level"], color=LEVEL, lw=1.5, label=f"CLs = {data['level']}")
         for limit_value in (data["observed_limit"], data["expected_limit"]):
+            if limit_value is None:  # beyond the scan
+                continue
             ax.plot([limit_value], [data["level"]], "ko")
             ax.axvline(limit_value, color="k", lw=0.8)
         ax.set_yscale("log")
