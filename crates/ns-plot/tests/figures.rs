@@ -261,8 +261,16 @@ fn a_cls_scan_gives_the_curve_with_its_limits() {
     assert_eq!(c.expected[3][1], 0.5);
     assert_eq!(
         (c.level, c.observed_limit, c.expected_limit),
-        (0.05, 3.3, 3.0)
+        (0.05, Some(3.3), Some(3.0))
     );
+    // A limit beyond the scan is null in the result: the curve stands without its mark.
+    let mut beyond = result.clone();
+    beyond["obs"] = Value::Null;
+    beyond["exp"][4] = Value::Null;
+    let Figure::Cls(c) = draw("limit", &beyond) else {
+        panic!()
+    };
+    assert_eq!((c.observed_limit, c.expected_limit), (None, Some(3.0)));
     let mut one_point = result.clone();
     one_point["points"] = json!([points[0]]);
     assert!(refused("limit", &one_point, &Options::default()).contains("fewer than two"));
