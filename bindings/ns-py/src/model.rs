@@ -109,6 +109,33 @@ impl PyModel {
         self.model.suggested_fixed()
     }
 
+    /// The parameter sets in pyhf's order as JSON text: name, modifier type, offset,
+    /// n_parameters, is_scalar, constraint (null, "normal" or "poisson"), auxdata, sigmas,
+    /// factors (`model.config.param_set`; inits, bounds and fixed come from the suggested_*
+    /// lists by offset).
+    fn parameter_sets_json(&self) -> String {
+        use ns_translate::Constraint;
+        let sets: Vec<serde_json::Value> = self
+            .model
+            .parameter_sets
+            .iter()
+            .map(|s| {
+                let constraint = match s.constraint {
+                    Constraint::None => serde_json::Value::Null,
+                    Constraint::Gaussian => "normal".into(),
+                    Constraint::Poisson => "poisson".into(),
+                };
+                serde_json::json!({
+                    "name": s.name, "modifier_type": s.modifier_type, "offset": s.offset,
+                    "n_parameters": s.n_parameters, "is_scalar": s.is_scalar,
+                    "constraint": constraint, "auxdata": s.auxdata, "sigmas": s.sigmas,
+                    "factors": s.factors,
+                })
+            })
+            .collect();
+        serde_json::Value::Array(sets).to_string()
+    }
+
     /// NLL and its gradient at `pars` against full data (main, then aux).
     fn nll_grad<'py>(
         &self,

@@ -70,7 +70,7 @@ __all__ = [
     "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "fit", "fixed_poi_fit", "hypotest",
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
-    "has_metal", "devices", "infer", "run_call",
+    "has_metal", "devices", "infer", "run_call", "exceptions", "utils", "tensor", "set_backend", "get_backend",
 ]
 
 Spec = Union[dict, str, os.PathLike]
@@ -123,9 +123,17 @@ class PatchSet:
 
 
 class Workspace:
-    """A pyhf workspace from a dict, a JSON string or a path."""
+    """A pyhf workspace from a dict, a JSON string or a path. Besides pyhf's operations it has
+    pyhf's summary attributes (``channels``, ``samples``, ``modifiers``, ``parameters``,
+    ``measurement_names``, ``observations``, ``version``, ``channel_nbins``, ``channel_slices``)."""
 
-    def __init__(self, spec: Spec):
+    valid_joins = ["none", "outer", "left outer", "right outer"]
+
+    def __init__(self, spec: Spec, validate: bool = True, **config_kwargs: Any):
+        if config_kwargs:
+            from .exceptions import Unsupported
+
+            raise Unsupported(f"Workspace: unsupported options {sorted(config_kwargs)} (nextstat validates every workspace)")
         self._ws = _core.Workspace.from_json(*_json_text(spec, "workspace"))
 
     @classmethod
@@ -138,26 +146,122 @@ class Workspace:
     def spec(self) -> dict:
         return json.loads(self._ws.to_json())
 
+    def __getitem__(self, key: str) -> Any:
+        """The workspace document's top-level entries (``ws["channels"]``), as pyhf's dict."""
+        return self.spec[key]
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, Workspace):
+            return self.spec == other.spec
+        return isinstance(other, dict) and self.spec == other
+
+    __hash__ = None  # a document compared by content
+
+    # pyhf's summary of the channels (sorted, as pyhf's _ChannelSummaryMixin).
+    @property
+    def version(self) -> Optional[str]:
+        return self.spec.get("version")
+
+    @property
+    def measurement_names(self) -> List[str]:
+        return [m["name"] for m in self.spec.get("measurements", [])]
+
+    @property
+    def observations(self) -> Dict[str, List[float]]:
+        return {o["name"]: o["data"] for o in self.spec.get("observations", [])}
+
+    @property
+    def channels(self) -> List[str]:
+        return sorted({c["name"] for c in self.spec["channels"]})
+
+    @property
+    def samples(self) -> List[str]:
+        return sorted({s["name"] for c in self.spec["channels"] for s in c["samples"]})
+
+    @property
+    def modifiers(self) -> List[Tuple[str, str]]:
+        return sorted({(m["name"], m["type"]) for c in self.spec["channels"] for s in c["samples"] for m in s["modifiers"]})
+
+    @property
+    def parameters(self) -> List[str]:
+        """The names of the parameter sets the modifiers declare."""
+        return sorted({name for name, _ in self.modifiers})
+
+    @property
+    def channel_nbins(self) -> Dict[str, int]:
+        nbins = {c["name"]: len(c["samples"][0]["data"]) for c in self.spec["channels"]}
+        return {c: nbins[c] for c in sorted(nbins)}
+
+    @property
+    def channel_slices(self) -> Dict[str, slice]:
+        return _slices(self.channel_nbins)
+
+    def get_measurement(self, measurement_name: Optional[str] = None, measurement_index: Optional[int] = None) -> dict:
+        """The measurement named, or at the index, or the first (pyhf's rules and errors)."""
+        from .exceptions import InvalidMeasurement
+
+        measurements = self.spec.get("measurements", [])
+        names = [m["name"] for m in measurements]
+        if not names:
+            raise InvalidMeasurement("No measurements have been defined.")
+        if measurement_name is not None:
+            if measurement_name not in names:
+                raise InvalidMeasurement(f"no measurement by name '{measurement_name}' was found in the workspace, pick from one of the valid ones: {names}")
+            return measurements[names.index(measurement_name)]
+        index = 0 if measurement_index is None else measurement_index
+        if not -len(names) <= index < len(names):
+            raise InvalidMeasurement(f"The measurement index {index} is out of bounds as only {len(names)} measurement(s) have been defined.")
+        return measurements[index]
+
     def model(
         self,
         measurement_name: Optional[str] = None,
+        measurement_index: Optional[int] = None,
         patches: Optional[Iterable[Any]] = None,
         modifier_settings: Optional[Dict[str, Dict[str, str]]] = None,
+        **config_kwargs: Any,
     ) -> "Model":
-        """The model of a measurement (the first by default), after ``patches`` (JSON patches:
-        lists of operations, or dicts with a ``"patch"`` key as in a patchset). ``modifier_settings``
-        (``{"normsys": {"interpcode": "code1"}}``) overrides only the modifier types it names."""
+        """The model of a measurement (by name, index, or the first), after ``patches`` (JSON
+        patches: lists of operations, dicts with a ``"patch"`` key as in a patchset, or
+        ``jsonpatch``/``Patch`` objects). ``modifier_settings`` (``{"normsys": {"interpcode":
+        "code1"}}``) overrides only the modifier types it names. pyhf's ``poi_name`` (a parameter,
+        or ``None`` for a model without POI), ``validate`` and ``batch_size=None`` are taken."""
+        from .exceptions import InvalidModel, Unsupported
+
+        poi_override = config_kwargs.pop("poi_name", _UNSET)
+        config_kwargs.pop("validate", None)
+        if config_kwargs.pop("batch_size", None) is not None:
+            raise Unsupported("batch_size: nextstat evaluates batches through its own API (nextstat.fit_toys_batch_gpu, Model.nll_grad per point)")
+        if config_kwargs:
+            raise Unsupported(f"Workspace.model: unsupported options {sorted(config_kwargs)}")
+        if measurement_name is None and measurement_index is not None:
+            measurement_name = self.get_measurement(measurement_index=measurement_index)["name"]
         ws = self
         for patch in patches or []:
-            ops = patch.get("patch") if isinstance(patch, dict) else patch
-            ws = Workspace._wrap(ws._ws.apply_patch(json.dumps(ops)))
+            ops = getattr(patch, "patch", None)
+            if ops is None:
+                ops = patch.get("patch") if isinstance(patch, dict) else patch
+            ws = Workspace._wrap(ws._ws.apply_patch(json.dumps(list(ops))))
+        if poi_override is not _UNSET:
+            spec = ws.spec
+            measurement = ws.get_measurement(measurement_name)
+            known = {name for name, _ in ws.modifiers}
+            if poi_override is not None and poi_override not in known:
+                raise InvalidModel(f"The parameter of interest '{poi_override}' cannot be fit as it is not declared in the model specification.")
+            for m in spec["measurements"]:
+                if m["name"] == measurement["name"]:
+                    m["config"]["poi"] = "" if poi_override is None else poi_override
+            ws = Workspace(spec)
         settings = modifier_settings or {}
         unknown = set(settings) - {"normsys", "histosys"}
         if unknown:
             raise InvalidInputError(f"modifier_settings: {sorted(unknown)} have no interpolation code (only normsys and histosys do)")
         code = lambda kind: settings.get(kind, {}).get("interpcode")  # noqa: E731
         core_model = ws._ws.model(measurement_name, code("normsys"), code("histosys"))
-        return Model(core_model, ws._ws.data(core_model, True))
+        measurement = ws.get_measurement(measurement_name)
+        spec = ws.spec
+        model_spec = {"channels": spec["channels"], "parameters": measurement["config"].get("parameters", [])}
+        return Model(core_model, ws._ws.data(core_model, True), spec=model_spec)
 
     def data(self, model: "Model", include_auxdata: bool = True) -> List[float]:
         return self._ws.data(model._model, include_auxdata)
@@ -165,10 +269,12 @@ class Workspace:
     def digest(self) -> str:
         return self._ws.digest()
 
-    def prune(self, channels=(), samples=(), modifiers=(), modifier_types=(), measurements=()) -> "Workspace":
-        return Workspace._wrap(self._ws.prune(list(channels), list(samples), list(modifiers), list(modifier_types), list(measurements)))
+    def prune(self, modifiers=(), modifier_types=(), samples=(), channels=(), measurements=()) -> "Workspace":
+        """pyhf's ``prune`` (same keyword order)."""
+        return Workspace._wrap(self._ws.prune(list(channels or ()), list(samples or ()), list(modifiers or ()), list(modifier_types or ()), list(measurements or ())))
 
-    def rename(self, channels=None, samples=None, modifiers=None, measurements=None) -> "Workspace":
+    def rename(self, modifiers=None, samples=None, channels=None, measurements=None) -> "Workspace":
+        """pyhf's ``rename`` (same keyword order)."""
         return Workspace._wrap(self._ws.rename(channels or {}, samples or {}, modifiers or {}, measurements or {}))
 
     @classmethod
@@ -183,30 +289,124 @@ class Workspace:
         return f"Workspace(digest={self.digest()[:12]}…)"
 
 
-class _Config:
-    """``model.config``: pyhf's names for the parameter layout."""
+_UNSET = object()
 
-    def __init__(self, core_model: Any):
+
+def _slices(nbins: Dict[str, int]) -> Dict[str, slice]:
+    """Consecutive slices of the given lengths, in the dict's order."""
+    out, begin = {}, 0
+    for name, n in nbins.items():
+        out[name] = slice(begin, begin + n)
+        begin += n
+    return out
+
+
+class _ParamSet:
+    """One named set of parameters (``model.config.param_set(name)``), as pyhf's paramsets:
+    ``n_parameters``, ``is_scalar``, ``suggested_init``, ``suggested_bounds``, ``suggested_fixed``
+    (settable: later fits through ``nextstat.infer`` see it), ``constrained``, ``pdf_type``,
+    ``auxdata``, ``sigmas`` (Gaussian) or ``factors`` (Poisson)."""
+
+    def __init__(self, info: dict, init: list, bounds: list, fixed: list):
+        self.name = info["name"]
+        self.modifier_type = info["modifier_type"]
+        self.n_parameters = info["n_parameters"]
+        self.is_scalar = info["is_scalar"]
+        self.pdf_type = info["constraint"]
+        self.constrained = self.pdf_type is not None
+        self.auxdata = info["auxdata"]
+        if self.pdf_type == "normal":
+            self.sigmas = info["sigmas"]
+        if self.pdf_type == "poisson":
+            self.factors = info["factors"]
+        self.suggested_init = init
+        self.suggested_bounds = bounds
+        self.suggested_fixed = fixed
+
+    @property
+    def suggested_fixed_as_bool(self) -> List[bool]:
+        return [bool(f) for f in self.suggested_fixed]
+
+    def width(self) -> List[float]:
+        """The constraint widths: σ (Gaussian) or 1/√τ (Poisson)."""
+        if self.pdf_type == "normal":
+            return list(self.sigmas)
+        if self.pdf_type == "poisson":
+            return [f ** -0.5 for f in self.factors]
+        from .exceptions import InvalidModel
+
+        raise InvalidModel(f"parameter set '{self.name}' is unconstrained: it has no width")
+
+    def __repr__(self) -> str:
+        return f"ParamSet({self.name!r}, n_parameters={self.n_parameters}, constraint={self.pdf_type})"
+
+
+class _Config:
+    """``model.config``: pyhf's names for the parameter layout. The parameter sets
+    (``par_map``, ``param_set``) are the source of ``suggested_init/bounds/fixed()``."""
+
+    def __init__(self, core_model: Any, spec: Optional[dict] = None):
         self._m = core_model
+        self._spec = spec
+        init, bounds, fixed = core_model.suggested_init(), core_model.suggested_bounds(), core_model.suggested_fixed()
+        self.par_map: Dict[str, Dict[str, Any]] = {}
+        for info in json.loads(core_model.parameter_sets_json()):
+            part = slice(info["offset"], info["offset"] + info["n_parameters"])
+            paramset = _ParamSet(info, list(init[part]), [tuple(b) for b in bounds[part]], list(fixed[part]))
+            self.par_map[info["name"]] = {"slice": part, "paramset": paramset}
+        self.parameters = sorted(self.par_map)
+        self.auxdata_order = [name for name in self.par_order if self.par_map[name]["paramset"].constrained]
 
     par_names = property(lambda self: list(self._m.par_names))
     par_order = property(lambda self: list(self._m.par_order))
-    poi_index = property(lambda self: self._m.poi_index)
-    poi_name = property(lambda self: self._m.poi_name)
     npars = property(lambda self: self._m.npars)
     channels = property(lambda self: list(self._m.channels))
     channel_nbins = property(lambda self: dict(zip(self._m.channels, self._m.channel_nbins)))
+    channel_slices = property(lambda self: _slices(self.channel_nbins))
     samples = property(lambda self: list(self._m.samples))
     auxdata = property(lambda self: list(self._m.auxdata))
+    nmaindata = property(lambda self: sum(self._m.channel_nbins))
+    nauxdata = property(lambda self: len(self._m.auxdata))
+
+    @property
+    def poi_index(self) -> Optional[int]:
+        return self._m.poi_index
+
+    @property
+    def poi_name(self) -> Optional[str]:
+        """The POI's name, ``None`` for a model without one (as pyhf)."""
+        return None if self._m.poi_index is None else self._m.poi_name
+
+    @property
+    def modifiers(self) -> List[Tuple[str, str]]:
+        """(name, type) of every modifier, sorted (as pyhf's)."""
+        if self._spec is None:
+            return sorted({(name, p["paramset"].modifier_type) for name, p in self.par_map.items()})
+        return sorted({(m["name"], m["type"]) for c in self._spec["channels"] for s in c["samples"] for m in s["modifiers"]})
+
+    def par_slice(self, name: str) -> slice:
+        return self._entry(name)["slice"]
+
+    def param_set(self, name: str) -> _ParamSet:
+        return self._entry(name)["paramset"]
+
+    def _entry(self, name: str) -> Dict[str, Any]:
+        try:
+            return self.par_map[name]
+        except KeyError:
+            raise InvalidInputError(f"the model has no parameter set '{name}' (sets: {', '.join(self.par_order)})") from None
+
+    def _concat(self, attribute: str) -> list:
+        return [v for name in self.par_order for v in getattr(self.par_map[name]["paramset"], attribute)]
 
     def suggested_init(self) -> List[float]:
-        return list(self._m.suggested_init())
+        return self._concat("suggested_init")
 
     def suggested_bounds(self) -> List[Tuple[float, float]]:
-        return [tuple(b) for b in self._m.suggested_bounds()]
+        return [tuple(b) for b in self._concat("suggested_bounds")]
 
     def suggested_fixed(self) -> List[bool]:
-        return list(self._m.suggested_fixed())
+        return [bool(f) for f in self._concat("suggested_fixed")]
 
 
 def _array(values: Any, what: str) -> np.ndarray:
@@ -282,13 +482,69 @@ def _flags(flags: Any) -> List[bool]:
     return out
 
 
+def _model_of_spec(spec: dict, config_kwargs: Dict[str, Any]) -> Any:
+    """The engine's model of a pyhf model spec (``{"channels": …, "parameters": …}``): a
+    workspace with one measurement and placeholder observations (never used: such a model has
+    no observed data)."""
+    from .exceptions import InvalidSpecification, Unsupported
+
+    if not isinstance(spec, dict) or not isinstance(spec.get("channels"), list):
+        raise InvalidSpecification("a model spec is a dict with a 'channels' list")
+    poi = config_kwargs.pop("poi_name", "mu")
+    settings = config_kwargs.pop("modifier_settings", None) or {}
+    config_kwargs.pop("validate", None)
+    if config_kwargs.pop("batch_size", None) is not None:
+        raise Unsupported("batch_size: nextstat evaluates batches through its own API (nextstat.fit_toys_batch_gpu, Model.nll_grad per point)")
+    if config_kwargs:
+        raise Unsupported(f"Model: unsupported options {sorted(config_kwargs)}")
+    try:
+        observations = [{"name": c["name"], "data": [0.0] * len(c["samples"][0]["data"])} for c in spec["channels"]]
+    except (KeyError, IndexError, TypeError) as e:
+        raise InvalidSpecification(f"a channel of the model spec has no samples with data ({e})") from None
+    workspace = {
+        "channels": spec["channels"],
+        "observations": observations,
+        "measurements": [{"name": "measurement", "config": {"poi": "" if poi is None else poi, "parameters": spec.get("parameters", [])}}],
+        "version": "1.0.0",
+    }
+    ws = _core.Workspace.from_json(*_json_text(workspace, "model spec"))
+    code = lambda kind: settings.get(kind, {}).get("interpcode")  # noqa: E731
+    return ws.model(None, code("normsys"), code("histosys"))
+
+
 class Model:
     """A HistFactory model (``Workspace.model()``); it remembers its workspace's observations."""
 
-    def __init__(self, core_model: Any, observed: Sequence[float]):
+    def __init__(self, core_model: Any, observed: Optional[Sequence[float]] = None, spec: Optional[dict] = None, **config_kwargs: Any):
+        if isinstance(core_model, dict):
+            # pyhf's Model(spec, poi_name=..., modifier_settings=...): the channels and parameter
+            # configurations, no observations (data is passed to every call).
+            core_model, spec = _model_of_spec(core_model, config_kwargs), core_model
+        elif config_kwargs:
+            raise TypeError(f"Model: unexpected arguments {sorted(config_kwargs)}")
         self._model = core_model
-        self.config = _Config(core_model)
-        self.observed = list(observed)
+        self._spec = spec
+        self.config = _Config(core_model, spec)
+        self.observed = None if observed is None else list(observed)
+
+    @property
+    def spec(self) -> dict:
+        """pyhf's model spec: the channels and the measurement's parameter configurations."""
+        if self._spec is None:
+            raise InvalidInputError("this model was not built from a workspace (Workspace.model()) and has no spec")
+        return json.loads(json.dumps(self._spec))
+
+    def pdf(self, pars: Any, data: Any) -> np.ndarray:
+        """The likelihood (``exp(logpdf)``), shaped ``(1,)``."""
+        return np.exp(self.logpdf(pars, data))
+
+    def expected_actualdata(self, pars: Any) -> np.ndarray:
+        """The expected main data (the bins), without the auxiliary data."""
+        return self.expected_data(pars, include_auxdata=False)
+
+    def expected_auxdata(self, pars: Any) -> np.ndarray:
+        """The expected auxiliary data (the constraint terms' centres at ``pars``)."""
+        return self.expected_data(pars, include_auxdata=True)[self.config.nmaindata:]
 
     def logpdf(self, pars: Any, data: Any) -> np.ndarray:
         """log-likelihood, shaped ``(1,)`` as pyhf's."""
@@ -334,6 +590,8 @@ def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tol
     if not isinstance(model, (Model, UnbinnedModel)):
         raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()) or a nextstat.unbinned.UnbinnedModel, not {type(model).__name__}")
     data = model.observed if data is None else data
+    if data is None and isinstance(model, Model):
+        raise InvalidInputError("this model was built from a spec and has no observations: pass the data")
     if not isinstance(device, str):
         raise TypeError(f"device must be a string ('cpu', 'cuda' or 'auto'), not {device!r}")
     fit_options = dict(
@@ -498,6 +756,57 @@ def devices() -> dict:
     ``nextstat devices --json`` prints it: the names ``device=`` takes ("cpu", "cuda",
     "vulkan", "metal") and why one is missing."""
     return json.loads(_core.devices())
+
+
+# pyhf's backend interface, for scripts that name the numpy backend (`import nextstat as pyhf`).
+from . import exceptions, simplemodels, tensor, utils  # noqa: E402
+
+_backend = tensor.numpy_backend()
+
+
+class _Optimizer:
+    """The optimizer every fit runs: nextstat's own L-BFGS-B (pyhf's `optimizer` slot)."""
+
+    name = "nextstat-lbfgsb"
+
+    def __repr__(self) -> str:
+        return "nextstat's L-BFGS-B (analytic gradients)"
+
+
+_optimizer = _Optimizer()
+
+
+def set_backend(backend: Any, custom_optimizer: Any = None, precision: Optional[str] = None, default: bool = False) -> None:
+    """pyhf's ``set_backend`` for the numpy backend (by name or object); any optimizer is
+    accepted and nextstat's own runs. Other backends raise ``exceptions.InvalidBackend`` naming
+    the alternative."""
+    global _backend
+    name = backend.decode() if isinstance(backend, bytes) else getattr(backend, "name", backend)
+    if not isinstance(name, str) or name.lower() != "numpy":
+        raise exceptions.InvalidBackend(
+            f"the {name!r} backend: nextstat computes in its own engine and offers the numpy tensor backend only; "
+            "for GPUs pass device='cuda' (or 'vulkan', 'metal'), for autograd use nextstat.torch"
+        )
+    if isinstance(backend, tensor.numpy_backend) and precision is None:
+        _backend = backend
+    else:
+        _backend = tensor.numpy_backend(precision=precision or "64b")
+
+
+def get_backend(default: bool = False) -> Tuple[Any, Any]:
+    """``(tensorlib, optimizer)``: the numpy backend and nextstat's optimizer."""
+    return (_backend, _optimizer)
+
+
+def __getattr__(name: str) -> Any:
+    # pyhf.tensorlib / pyhf.optimizer / pyhf.default_backend follow set_backend.
+    if name == "tensorlib":
+        return _backend
+    if name == "optimizer":
+        return _optimizer
+    if name == "default_backend":
+        return tensor.numpy_backend()
+    raise AttributeError(f"module 'nextstat' has no attribute {name!r}")
 
 
 from . import infer  # noqa: E402  (needs the names above)

@@ -33,6 +33,20 @@ class _UnbinnedConfig(_Config):
     par_order = property(lambda self: list(self._m.par_names))
     channels = property(lambda self: list(self._m.channels))
 
+    def __init__(self, core: Any):
+        # No HistFactory parameter sets: the layout is the engine's, parameter by parameter.
+        self._m = core
+        self._spec = None
+
+    def suggested_init(self) -> List[float]:
+        return list(self._m.suggested_init())
+
+    def suggested_bounds(self) -> List[Tuple[float, float]]:
+        return [tuple(b) for b in self._m.suggested_bounds()]
+
+    def suggested_fixed(self) -> List[bool]:
+        return list(self._m.suggested_fixed())
+
 
 class UnbinnedModel:
     """An unbinned model: channels of events, parametric densities, constraints."""
