@@ -238,3 +238,28 @@ def test_digest_backend_and_exceptions():
     for name in nextstat.exceptions.__all__:
         assert hasattr(pyhf.exceptions, name), name
         assert issubclass(getattr(nextstat.exceptions, name), nextstat.NextStatError)
+
+
+def test_patchsets_the_pyhf_way():
+    bkg_path, ps_path = WORKSPACES / "pyhf_testpatchset_bkgonly.json", WORKSPACES / "pyhf_testpatchset_patchset.json"
+    bkg, spec = json.loads(bkg_path.read_text()), json.loads(ps_path.read_text())
+    theirs, ours = pyhf.PatchSet(spec), nextstat.PatchSet(spec)
+    assert (ours.labels, ours.digests, ours.version, len(ours)) == (theirs.labels, theirs.digests, theirs.version, len(theirs))
+    assert [(p.name, p.values) for p in ours] == [(p.name, tuple(p.values)) for p in theirs.patches]
+    first = theirs.patches[0]
+    assert ours[first.name] == ours[first.values] == ours[list(first.values)]
+    for key in (first.name, first.values):
+        assert ours.apply(bkg, key) == dict(theirs.apply(bkg, key))
+        assert ours.apply(nextstat.Workspace(bkg), key).digest() == pyhf.utils.digest(theirs.apply(bkg, key))
+    with pytest.raises(nextstat.exceptions.InvalidPatchLookup):
+        ours["no_such_patch"]
+    other = dict(bkg, observations=[dict(o, data=[d + 1 for d in o["data"]]) for o in bkg["observations"]])
+    with pytest.raises(pyhf.exceptions.PatchSetVerificationError):
+        theirs.verify(other)
+    with pytest.raises(nextstat.exceptions.PatchSetVerificationError, match="digest verification failed"):
+        ours.apply(other, first.name)
+    duplicated = dict(spec, patches=spec["patches"] + spec["patches"][:1])
+    with pytest.raises(nextstat.exceptions.InvalidPatchSet, match="Multiple patches"):
+        nextstat.PatchSet(duplicated)
+    with pytest.raises(nextstat.exceptions.InvalidSpecification):
+        nextstat.PatchSet({"metadata": {}})

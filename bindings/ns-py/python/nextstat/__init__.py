@@ -67,7 +67,7 @@ except _metadata.PackageNotFoundError:  # imported from a source tree
     __version__ = "0+unknown"
 
 __all__ = [
-    "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "fit", "fixed_poi_fit", "hypotest",
+    "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "Patch", "fit", "fixed_poi_fit", "hypotest",
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
     "has_metal", "devices", "infer", "run_call", "exceptions", "utils", "tensor", "set_backend", "get_backend",
@@ -99,10 +99,40 @@ def _json_text(spec: Spec, what: str) -> Tuple[str, str]:
     raise TypeError(f"{what} must be a dict, a JSON string or a path, not {type(spec).__name__}")
 
 
-class PatchSet:
-    """A HEPData patchset; ``apply(workspace, name)`` verifies the digest and patches."""
+class Patch:
+    """One patch of a patchset (``pyhf.patchset.Patch``): ``name``, ``values``, ``metadata``,
+    the operations in ``patch``; ``apply(workspace)`` returns the patched workspace."""
 
-    def __init__(self, spec: Spec):
+    def __init__(self, spec: dict):
+        self.metadata = spec["metadata"]
+        self.patch = spec["patch"]
+
+    name = property(lambda self: self.metadata["name"])
+    values = property(lambda self: tuple(self.metadata["values"]))
+
+    def apply(self, workspace: Any) -> "Workspace":
+        ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        return Workspace._wrap(ws._ws.apply_patch(json.dumps(self.patch)))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Patch) and (self.metadata, self.patch) == (other.metadata, other.patch)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Patch({self.name!r}, values={self.values})"
+
+
+class PatchSet:
+    """A HEPData patchset (``pyhf.PatchSet``): its patches by name or by values,
+    ``verify(workspace)`` (the digest of the background-only workspace), ``apply(workspace,
+    name or values)`` (verifies, then patches)."""
+
+    def __init__(self, spec: Spec, **config_kwargs: Any):
+        from .exceptions import InvalidPatchSet, InvalidSpecification, Unsupported
+
+        if config_kwargs:
+            raise Unsupported(f"PatchSet: unsupported options {sorted(config_kwargs)}")
         if isinstance(spec, Workspace):
             raise TypeError("PatchSet takes a patchset (dict, JSON text or path), not a Workspace")
         self._text, origin = _json_text(spec, "patchset")
@@ -112,14 +142,69 @@ class PatchSet:
             raise InvalidInputError(f"invalid JSON at {origin}: {e}") from None
         if not isinstance(self.spec, dict) or "patches" not in self.spec or "metadata" not in self.spec:
             looks_like = " (it looks like a workspace)" if isinstance(self.spec, dict) and "channels" in self.spec else ""
-            raise InvalidInputError(f"{origin}: a patchset needs 'metadata' and 'patches'{looks_like}")
+            raise InvalidSpecification(f"{origin}: a patchset needs 'metadata' and 'patches'{looks_like}")
+        try:
+            self._patches = [Patch(p) for p in self.spec["patches"]]
+            labels = self.labels
+        except (KeyError, TypeError) as e:
+            raise InvalidSpecification(f"{origin}: a patch or the metadata lacks {e}") from None
+        names, values = set(), set()
+        for p in self._patches:
+            if p.name in names:
+                raise InvalidPatchSet(f"Multiple patches were defined by name for {p}.")
+            if p.values in values:
+                raise InvalidPatchSet(f"Multiple patches were defined by values for {p}.")
+            if len(p.values) != len(labels):
+                raise InvalidPatchSet(f"Incompatible number of values ({len(p.values)}) for {p} in patchset. Expected {len(labels)}.")
+            names.add(p.name)
+            values.add(p.values)
+
+    metadata = property(lambda self: self.spec["metadata"])
+    version = property(lambda self: self.spec.get("version"))
+    labels = property(lambda self: list(self.metadata["labels"]))
+    digests = property(lambda self: dict(self.metadata["digests"]))
+    description = property(lambda self: self.metadata.get("description"))
+    references = property(lambda self: self.metadata.get("references"))
 
     @property
-    def patches(self) -> List[str]:
-        return [p["metadata"]["name"] for p in self.spec.get("patches", [])]
+    def patches(self) -> List[Patch]:
+        return list(self._patches)
 
-    def apply(self, workspace: "Workspace", name: str) -> "Workspace":
-        return Workspace._wrap(workspace._ws.apply_patchset(self._text, name))
+    def __len__(self) -> int:
+        return len(self._patches)
+
+    def __iter__(self):
+        return iter(self._patches)
+
+    def __getitem__(self, key: Any) -> Patch:
+        """A patch by name, or by its values (a tuple or list)."""
+        from .exceptions import InvalidPatchLookup
+
+        for p in self._patches:
+            if p.name == key or (not isinstance(key, str) and p.values == tuple(np.ravel(key).tolist() if np.ndim(key) else [key])):
+                return p
+        raise InvalidPatchLookup(f"No patch associated with input key={key}.")
+
+    def verify(self, workspace: Any) -> None:
+        """Checks the patchset's digests of the background-only workspace (``PatchSetVerificationError``)."""
+        from .exceptions import PatchSetVerificationError
+        from .utils import digest
+
+        document = workspace.spec if isinstance(workspace, Workspace) else workspace
+        for algorithm, expected in self.digests.items():
+            got = digest(document, algorithm)
+            if got.lower() != str(expected).lower():
+                raise PatchSetVerificationError(
+                    f"The digest verification failed for hash algorithm '{algorithm}'. Expected: {expected}. Got: {got}"
+                )
+
+    def apply(self, workspace: Any, key: Any) -> "Workspace":
+        """The workspace with the patch ``key`` (name or values), after ``verify``."""
+        self.verify(workspace)
+        return self[key].apply(workspace)
+
+    def __repr__(self) -> str:
+        return f"PatchSet({len(self)} patches, labels {self.labels})"
 
 
 class Workspace:
