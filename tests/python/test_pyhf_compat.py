@@ -42,13 +42,13 @@ def test_workspace_and_model_config_are_pyhfs(path):
                  "poi_index", "par_order", "par_names", "npars", "channels", "samples", "channel_nbins", "auxdata"):
         assert getattr(c_ours, attr) == getattr(c_theirs, attr), attr
     assert c_ours.suggested_init() == c_theirs.suggested_init()
-    assert c_ours.suggested_bounds() == [tuple(b) for b in c_theirs.suggested_bounds()]
+    assert c_ours.suggested_bounds() == [list(b) for b in c_theirs.suggested_bounds()]
     assert c_ours.suggested_fixed() == c_theirs.suggested_fixed()
     for set_name in c_theirs.parameters:
         a, b = c_theirs.param_set(set_name), c_ours.param_set(set_name)
         assert c_ours.par_slice(set_name) == c_theirs.par_slice(set_name)
         assert (b.n_parameters, b.is_scalar, b.suggested_init, b.suggested_fixed) == (a.n_parameters, a.is_scalar, list(a.suggested_init), list(a.suggested_fixed))
-        assert b.suggested_bounds == [tuple(x) for x in a.suggested_bounds]
+        assert b.suggested_bounds == [list(x) for x in a.suggested_bounds]
         assert b.constrained == (getattr(a, "pdf_type", None) is not None)
         if b.constrained:
             assert b.pdf_type == a.pdf_type and b.auxdata == pytest.approx(list(a.auxdata), rel=1e-12)
@@ -263,3 +263,22 @@ def test_patchsets_the_pyhf_way():
         nextstat.PatchSet(duplicated)
     with pytest.raises(nextstat.exceptions.InvalidSpecification):
         nextstat.PatchSet({"metadata": {}})
+
+
+def test_the_script_of_docs_pyhf_compat_runs(capsys):
+    import os
+    import re
+
+    text = (ROOT / "docs" / "pyhf-compat.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        exec(compile(code, "docs/pyhf-compat.md", "exec"), {})
+    finally:
+        os.chdir(cwd)
+    out = capsys.readouterr().out
+    cls = float(re.search(r"CLs = ([0-9.]+)", out).group(1))
+    ws = pyhf.Workspace(json.loads((ROOT / "examples" / "analysis.json").read_text()))
+    model = ws.model()
+    assert cls == pytest.approx(float(pyhf.infer.hypotest(1.0, ws.data(model), model)), abs=2e-4)

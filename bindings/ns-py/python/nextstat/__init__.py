@@ -120,7 +120,7 @@ class Patch:
     __hash__ = None
 
     def __repr__(self) -> str:
-        return f"Patch({self.name!r}, values={self.values})"
+        return f"<nextstat.Patch object '{self.name}{self.values}' at {hex(id(self))}>"
 
 
 class PatchSet:
@@ -204,13 +204,16 @@ class PatchSet:
         return self[key].apply(workspace)
 
     def __repr__(self) -> str:
-        return f"PatchSet({len(self)} patches, labels {self.labels})"
+        n = len(self)
+        return f"<nextstat.PatchSet object with {n} patch{'es' if n != 1 else ''} at {hex(id(self))}>"
 
 
-class Workspace:
-    """A pyhf workspace from a dict, a JSON string or a path. Besides pyhf's operations it has
-    pyhf's summary attributes (``channels``, ``samples``, ``modifiers``, ``parameters``,
-    ``measurement_names``, ``observations``, ``version``, ``channel_nbins``, ``channel_slices``)."""
+class Workspace(dict):
+    """A pyhf workspace from a dict, a JSON string or a path. As pyhf's, it is the workspace
+    document itself (a ``dict``: ``ws["channels"]``, ``json.dumps(ws)``, edits seen by later
+    operations), validated by the engine; besides pyhf's operations it has pyhf's summary
+    attributes (``channels``, ``samples``, ``modifiers``, ``parameters``, ``measurement_names``,
+    ``observations``, ``version``, ``channel_nbins``, ``channel_slices``)."""
 
     valid_joins = ["none", "outer", "left outer", "right outer"]
 
@@ -219,53 +222,70 @@ class Workspace:
             from .exceptions import Unsupported
 
             raise Unsupported(f"Workspace: unsupported options {sorted(config_kwargs)} (nextstat validates every workspace)")
-        self._ws = _core.Workspace.from_json(*_json_text(spec, "workspace"))
+        text, origin = _json_text(spec, "workspace")
+        try:
+            core = _core.Workspace.from_json(text, origin)
+        except InvalidInputError as e:
+            raise _as_pyhf_error(e) from None
+        super().__init__(json.loads(text) if not isinstance(spec, dict) else json.loads(json.dumps(spec)))
+        self._adopt(core)
+
+    def _adopt(self, core_ws: Any) -> None:
+        """Keep the engine's workspace of this document, and pyhf's attributes read at creation."""
+        self._core_ws, self._core_text = core_ws, json.dumps(self, sort_keys=True)
+        self.version = self.get("version")
+        self.measurement_names = [m["name"] for m in self.get("measurements", [])]
 
     @classmethod
     def _wrap(cls, core_ws: Any) -> "Workspace":
         ws = cls.__new__(cls)
-        ws._ws = core_ws
+        dict.__init__(ws, json.loads(core_ws.to_json()))
+        ws._adopt(core_ws)
         return ws
 
     @property
+    def _ws(self) -> Any:
+        """The engine's workspace of the document as it is now (rebuilt after edits)."""
+        text = json.dumps(self, sort_keys=True)
+        if text != self._core_text:
+            try:
+                self._core_ws = _core.Workspace.from_json(json.dumps(self), "workspace")
+            except InvalidInputError as e:
+                raise _as_pyhf_error(e) from None
+            self._core_text = text
+        return self._core_ws
+
+    @property
     def spec(self) -> dict:
-        return json.loads(self._ws.to_json())
+        """The document as a plain dict (a copy)."""
+        return json.loads(json.dumps(self))
 
-    def __getitem__(self, key: str) -> Any:
-        """The workspace document's top-level entries (``ws["channels"]``), as pyhf's dict."""
-        return self.spec[key]
+    def __reduce__(self):
+        # Copies and pickles carry the document; the engine's workspace is made again from it.
+        return (type(self), (json.loads(json.dumps(self)),))
 
-    def __eq__(self, other: Any) -> bool:
-        if isinstance(other, Workspace):
-            return self.spec == other.spec
-        return isinstance(other, dict) and self.spec == other
+    def __copy__(self) -> "Workspace":
+        return type(self)(self)
 
-    __hash__ = None  # a document compared by content
+    def __deepcopy__(self, memo: Any) -> "Workspace":
+        return type(self)(self)
 
     # pyhf's summary of the channels (sorted, as pyhf's _ChannelSummaryMixin).
     @property
-    def version(self) -> Optional[str]:
-        return self.spec.get("version")
-
-    @property
-    def measurement_names(self) -> List[str]:
-        return [m["name"] for m in self.spec.get("measurements", [])]
-
-    @property
     def observations(self) -> Dict[str, List[float]]:
-        return {o["name"]: o["data"] for o in self.spec.get("observations", [])}
+        return {o["name"]: o["data"] for o in self.get("observations", [])}
 
     @property
     def channels(self) -> List[str]:
-        return sorted({c["name"] for c in self.spec["channels"]})
+        return sorted({c["name"] for c in self["channels"]})
 
     @property
     def samples(self) -> List[str]:
-        return sorted({s["name"] for c in self.spec["channels"] for s in c["samples"]})
+        return sorted({s["name"] for c in self["channels"] for s in c["samples"]})
 
     @property
     def modifiers(self) -> List[Tuple[str, str]]:
-        return sorted({(m["name"], m["type"]) for c in self.spec["channels"] for s in c["samples"] for m in s["modifiers"]})
+        return sorted({(m["name"], m["type"]) for c in self["channels"] for s in c["samples"] for m in s["modifiers"]})
 
     @property
     def parameters(self) -> List[str]:
@@ -274,7 +294,7 @@ class Workspace:
 
     @property
     def channel_nbins(self) -> Dict[str, int]:
-        nbins = {c["name"]: len(c["samples"][0]["data"]) for c in self.spec["channels"]}
+        nbins = {c["name"]: len(c["samples"][0]["data"]) for c in self["channels"]}
         return {c: nbins[c] for c in sorted(nbins)}
 
     @property
@@ -285,8 +305,8 @@ class Workspace:
         """The measurement named, or at the index, or the first (pyhf's rules and errors)."""
         from .exceptions import InvalidMeasurement
 
-        measurements = self.spec.get("measurements", [])
-        names = [m["name"] for m in measurements]
+        measurements = self.get("measurements", [])
+        names = list(self.measurement_names)
         if not names:
             raise InvalidMeasurement("No measurements have been defined.")
         if measurement_name is not None:
@@ -309,7 +329,8 @@ class Workspace:
         """The model of a measurement (by name, index, or the first), after ``patches`` (JSON
         patches: lists of operations, dicts with a ``"patch"`` key as in a patchset, or
         ``jsonpatch``/``Patch`` objects). ``modifier_settings`` (``{"normsys": {"interpcode":
-        "code1"}}``) overrides only the modifier types it names. pyhf's ``poi_name`` (a parameter,
+        "code1"}}``) replaces pyhf's default codes as in pyhf: a type it leaves out takes its
+        modifier's own default (normsys code1, histosys code0). pyhf's ``poi_name`` (a parameter,
         or ``None`` for a model without POI), ``validate`` and ``batch_size=None`` are taken."""
         from .exceptions import InvalidModel, Unsupported
 
@@ -337,12 +358,10 @@ class Workspace:
                 if m["name"] == measurement["name"]:
                     m["config"]["poi"] = "" if poi_override is None else poi_override
             ws = Workspace(spec)
-        settings = modifier_settings or {}
-        unknown = set(settings) - {"normsys", "histosys"}
-        if unknown:
-            raise InvalidInputError(f"modifier_settings: {sorted(unknown)} have no interpolation code (only normsys and histosys do)")
-        code = lambda kind: settings.get(kind, {}).get("interpcode")  # noqa: E731
-        core_model = ws._ws.model(measurement_name, code("normsys"), code("histosys"))
+        try:
+            core_model = ws._ws.model(measurement_name, *_interp_codes(modifier_settings))
+        except InvalidInputError as e:
+            raise _as_pyhf_error(e) from None
         measurement = ws.get_measurement(measurement_name)
         spec = ws.spec
         model_spec = {"channels": spec["channels"], "parameters": measurement["config"].get("parameters", [])}
@@ -355,26 +374,85 @@ class Workspace:
         return self._ws.digest()
 
     def prune(self, modifiers=(), modifier_types=(), samples=(), channels=(), measurements=()) -> "Workspace":
-        """pyhf's ``prune`` (same keyword order)."""
-        return Workspace._wrap(self._ws.prune(list(channels or ()), list(samples or ()), list(modifiers or ()), list(modifier_types or ()), list(measurements or ())))
+        """pyhf's ``prune`` (same keyword order; a string is one name)."""
+        names = lambda v: [v] if isinstance(v, str) else list(v or ())  # noqa: E731
+        try:
+            return type(self)._wrap(self._ws.prune(names(channels), names(samples), names(modifiers), names(modifier_types), names(measurements)))
+        except InvalidInputError as e:
+            raise _as_pyhf_error(e) from None
 
     def rename(self, modifiers=None, samples=None, channels=None, measurements=None) -> "Workspace":
         """pyhf's ``rename`` (same keyword order)."""
-        return Workspace._wrap(self._ws.rename(channels or {}, samples or {}, modifiers or {}, measurements or {}))
+        try:
+            return type(self)._wrap(self._ws.rename(channels or {}, samples or {}, modifiers or {}, measurements or {}))
+        except InvalidInputError as e:
+            raise _as_pyhf_error(e) from None
 
     @classmethod
     def combine(cls, left: "Workspace", right: "Workspace", join: str = "none", merge_channels: bool = False) -> "Workspace":
-        return cls._wrap(_core.Workspace.combine(left._ws, right._ws, join, merge_channels))
+        """pyhf's ``combine``; an outer join warns that it is unsafe, as pyhf does."""
+        from .exceptions import InvalidWorkspaceOperation
+
+        if join not in cls.valid_joins:
+            raise ValueError(f"Workspaces must be joined using one of the valid join operations ({cls.valid_joins}); not {join}")
+        if merge_channels and join not in ["outer", "left outer", "right outer"]:
+            raise ValueError(f"You can only merge channels using the 'outer', 'left outer', or 'right outer' join operations; not {join}")
+        if getattr(left, "version", None) != getattr(right, "version", None):
+            raise InvalidWorkspaceOperation(f"Workspaces of different versions cannot be combined: {left.version} != {right.version}")
+        if join in ("left outer", "right outer"):
+            import logging
+
+            logging.getLogger("pyhf.workspace").warning(
+                "You are using an unsafe join operation. This will silence exceptions that might be raised during a normal 'outer' operation."
+            )
+        left, right = (w if isinstance(w, Workspace) else Workspace(w) for w in (left, right))
+        try:
+            return cls._wrap(_core.Workspace.combine(left._ws, right._ws, join, merge_channels))
+        except InvalidInputError as e:
+            raise _as_pyhf_error(e) from None
 
     @classmethod
     def sorted(cls, workspace: "Workspace") -> "Workspace":
         return cls._wrap(workspace._ws.sorted())
+
+    @classmethod
+    def build(cls, model: "Model", data: Any, name: str = "measurement", validate: bool = True) -> "Workspace":
+        """A workspace of ``model`` (its spec and parameter settings) with ``data`` as the
+        observations (the main data; auxiliary entries after them are ignored)."""
+        config = model.config
+        data = list(data)
+        parameters = [
+            {"name": set_name, "bounds": [list(b) for b in p.suggested_bounds], "inits": list(p.suggested_init),
+             "fixed": bool(all(p.suggested_fixed))}
+            for set_name, entry in config.par_map.items() for p in [entry["paramset"]]
+        ]
+        spec = {
+            "channels": model.spec["channels"],
+            "measurements": [{"name": name, "config": {"poi": config.poi_name or "", "parameters": parameters}}],
+            "observations": [{"name": c, "data": data[config.channel_slices[c]]} for c in config.channels],
+            "version": "1.0.0",
+        }
+        return cls(spec)
 
     def __repr__(self) -> str:
         return f"Workspace(digest={self.digest()[:12]}…)"
 
 
 _UNSET = object()
+
+
+def _interp_codes(modifier_settings: Optional[Dict[str, Dict[str, str]]]) -> Tuple[Optional[str], Optional[str]]:
+    """The (normsys, histosys) codes of pyhf's ``modifier_settings``: none given, pyhf's
+    defaults (code4, code4p; the engine's own); given, they replace the defaults wholesale and
+    a type they leave out takes its modifier's own default (normsys code1, histosys code0), as in
+    pyhf."""
+    if modifier_settings is None:
+        return None, None
+    unknown = set(modifier_settings) - {"normsys", "histosys"}
+    if unknown:
+        raise InvalidInputError(f"modifier_settings: {sorted(unknown)} have no interpolation code (only normsys and histosys do)")
+    return (modifier_settings.get("normsys", {}).get("interpcode", "code1"),
+            modifier_settings.get("histosys", {}).get("interpcode", "code0"))
 
 
 def _slices(nbins: Dict[str, int]) -> Dict[str, slice]:
@@ -437,7 +515,7 @@ class _Config:
         self.par_map: Dict[str, Dict[str, Any]] = {}
         for info in json.loads(core_model.parameter_sets_json()):
             part = slice(info["offset"], info["offset"] + info["n_parameters"])
-            paramset = _ParamSet(info, list(init[part]), [tuple(b) for b in bounds[part]], list(fixed[part]))
+            paramset = _ParamSet(info, list(init[part]), [list(b) for b in bounds[part]], list(fixed[part]))
             self.par_map[info["name"]] = {"slice": part, "paramset": paramset}
         self.parameters = sorted(self.par_map)
         self.auxdata_order = [name for name in self.par_order if self.par_map[name]["paramset"].constrained]
@@ -487,8 +565,8 @@ class _Config:
     def suggested_init(self) -> List[float]:
         return self._concat("suggested_init")
 
-    def suggested_bounds(self) -> List[Tuple[float, float]]:
-        return [tuple(b) for b in self._concat("suggested_bounds")]
+    def suggested_bounds(self) -> List[List[float]]:
+        return [list(b) for b in self._concat("suggested_bounds")]
 
     def suggested_fixed(self) -> List[bool]:
         return [bool(f) for f in self._concat("suggested_fixed")]
@@ -515,7 +593,9 @@ def _array(values: Any, what: str) -> np.ndarray:
 
 
 def _number(value: Any, what: str) -> float:
-    """A real number (not a string, bool, complex or None)."""
+    """A real number (not a string, bool, complex or None); a 0-d array of one is one."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+        value = value.item()
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{what} must be a number, not {value!r}")
     return float(value)
@@ -567,6 +647,27 @@ def _flags(flags: Any) -> List[bool]:
     return out
 
 
+def _as_pyhf_error(error: Exception) -> Exception:
+    """An engine error about a workspace or model spec as pyhf's exception class for it (each
+    is an InvalidInputError, so nextstat's own handlers still catch it)."""
+    from . import exceptions
+
+    text = str(error)
+    if "unknown type" in text or ("modifiers[" in text and ("data has" in text or "data." in text)):
+        kind = exceptions.InvalidModifier
+    elif "'paramset_type' differ" in text:
+        kind = exceptions.InvalidNameReuse
+    elif text.startswith(("invalid model", "invalid workspace: model spec")) or "bins but" in text:
+        kind = exceptions.InvalidModel
+    elif text.startswith(("invalid JSON", "invalid workspace")):
+        kind = exceptions.InvalidSpecification
+    elif text.startswith("workspace operation failed"):
+        kind = exceptions.InvalidWorkspaceOperation
+    else:
+        return error
+    return kind(text)
+
+
 def _model_of_spec(spec: dict, config_kwargs: Dict[str, Any]) -> Any:
     """The engine's model of a pyhf model spec (``{"channels": …, "parameters": …}``): a
     workspace with one measurement and placeholder observations (never used: such a model has
@@ -576,7 +677,7 @@ def _model_of_spec(spec: dict, config_kwargs: Dict[str, Any]) -> Any:
     if not isinstance(spec, dict) or not isinstance(spec.get("channels"), list):
         raise InvalidSpecification("a model spec is a dict with a 'channels' list")
     poi = config_kwargs.pop("poi_name", "mu")
-    settings = config_kwargs.pop("modifier_settings", None) or {}
+    codes = _interp_codes(config_kwargs.pop("modifier_settings", None))
     config_kwargs.pop("validate", None)
     if config_kwargs.pop("batch_size", None) is not None:
         raise Unsupported("batch_size: nextstat evaluates batches through its own API (nextstat.fit_toys_batch_gpu, Model.nll_grad per point)")
@@ -592,9 +693,11 @@ def _model_of_spec(spec: dict, config_kwargs: Dict[str, Any]) -> Any:
         "measurements": [{"name": "measurement", "config": {"poi": "" if poi is None else poi, "parameters": spec.get("parameters", [])}}],
         "version": "1.0.0",
     }
-    ws = _core.Workspace.from_json(*_json_text(workspace, "model spec"))
-    code = lambda kind: settings.get(kind, {}).get("interpcode")  # noqa: E731
-    return ws.model(None, code("normsys"), code("histosys"))
+    try:
+        ws = _core.Workspace.from_json(*_json_text(workspace, "model spec"))
+        return ws.model(None, *codes)
+    except InvalidInputError as e:
+        raise _as_pyhf_error(e) from None
 
 
 class Model:
@@ -633,7 +736,17 @@ class Model:
 
     def logpdf(self, pars: Any, data: Any) -> np.ndarray:
         """log-likelihood, shaped ``(1,)`` as pyhf's."""
-        nll, _ = self._model.nll_grad(_array(pars, "pars"), _array(data, "data"))
+        from .exceptions import InvalidPdfData, InvalidPdfParameters
+
+        pars, data = _array(pars, "pars"), _array(data, "data")
+        if len(pars) != self.config.npars:
+            raise InvalidPdfParameters(f"eval failed as pars has len {len(pars)} but {self.config.npars} was expected "
+                                       f"(the model's parameters: {', '.join(self.config.par_names[:4])}{'…' if self.config.npars > 4 else ''})")
+        expected = self.config.nmaindata + self.config.nauxdata
+        if len(data) != expected:
+            raise InvalidPdfData(f"eval failed as data has len {len(data)} but {expected} was expected "
+                                 f"({self.config.nmaindata} main data + {self.config.nauxdata} auxiliary data)")
+        nll, _ = self._model.nll_grad(pars, data)
         return np.array([-nll])
 
     def twice_nll(self, pars: Any, data: Any) -> float:

@@ -11,6 +11,24 @@ from .. import InvalidInputError, fit as _fit
 __all__ = ["fit", "fixed_poi_fit"]
 
 
+class OptimizeResult(dict):
+    """The fit as pyhf's ``return_result_obj=True`` gives it (scipy's OptimizeResult fields):
+    ``x``, ``fun`` (twice the NLL), ``success``, ``status``, ``message``, ``nit``, and ``unc`` and
+    ``corr`` where asked for."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+# Options of pyhf's optimizers that nextstat's L-BFGS-B has its own answer to: gradients are
+# always analytic (do_grad), fixed parameters are always removed from the problem and put back
+# (do_stitch), and it stops on its projected-gradient tolerance (maxiter, strategy, verbose).
+_OPTIMIZER_OPTIONS = {"do_grad", "do_stitch", "maxiter", "strategy", "verbose", "solver_options"}
+
+
 def fit(
     data: Any,
     pdf: Any,
@@ -20,15 +38,32 @@ def fit(
     return_uncertainties: bool = False,
     return_correlations: bool = False,
     return_fitted_val: bool = False,
+    return_result_obj: bool = False,
     device: str = "cpu",
     **kwargs: Any,
 ):
     """Best-fit parameters (``(n, 2)`` with uncertainties when ``return_uncertainties``); then the
-    correlation matrix and twice the NLL at the minimum when asked, as pyhf returns them."""
-    unknown = set(kwargs) - {"tolerance"}
+    correlation matrix, twice the NLL at the minimum and the result object when asked, as pyhf
+    returns them. A fit that does not converge raises ``exceptions.FailedMinimization``, as
+    pyhf's."""
+    from ..exceptions import FailedMinimization
+
+    unknown = set(kwargs) - {"tolerance"} - _OPTIMIZER_OPTIONS
     if unknown:
         raise InvalidInputError(f"fit: unsupported arguments {sorted(unknown)}")
+    # The model config's settings where none are given (they follow changes made through
+    # model.config.param_set(...), as in pyhf).
+    if fixed_params is None and hasattr(pdf.config, "par_map"):
+        fixed_params = pdf.config.suggested_fixed()
     r = _fit(pdf, data, init_pars, par_bounds, fixed_params, tolerance=kwargs.get("tolerance"), device=device)
+    result_obj = OptimizeResult(x=r.bestfit, fun=np.asarray(r.twice_nll), success=r.converged,
+                                status=0 if r.converged else 1, message=r.termination_reason, nit=r.iterations)
+    if return_uncertainties:
+        result_obj["unc"] = r.uncertainties
+    if return_correlations:
+        result_obj["corr"] = r.correlation
+    if not r.converged:
+        raise FailedMinimization(result_obj)
     pars = r.bestfit
     if return_uncertainties:
         pars = np.stack([pars, r.uncertainties], axis=1)
@@ -37,6 +72,8 @@ def fit(
         extra.append(r.correlation)
     if return_fitted_val:
         extra.append(np.asarray(r.twice_nll))
+    if return_result_obj:
+        extra.append(result_obj)
     return (pars, *extra) if extra else pars
 
 
@@ -44,7 +81,9 @@ def fixed_poi_fit(poi_val: float, data: Any, pdf: Any, init_pars=None, par_bound
     """``fit`` with the POI fixed at ``poi_val``."""
     poi = pdf.config.poi_index
     if poi is None:
-        raise InvalidInputError("fixed_poi_fit: the model has no POI")
+        from ..exceptions import UnspecifiedPOI
+
+        raise UnspecifiedPOI("No POI is defined. A POI is required for profile likelihood based test statistics.")
     init = list(pdf.config.suggested_init() if init_pars is None else init_pars)
     fixed = list(pdf.config.suggested_fixed() if fixed_params is None else fixed_params)
     init[poi], fixed[poi] = float(poi_val), True
