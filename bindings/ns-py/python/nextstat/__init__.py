@@ -841,11 +841,13 @@ def _test_stat(name: Any) -> str:
     return name
 
 
-def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, yields=False) -> FitResult:
+def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, yields=False, minos=None) -> FitResult:
     """Maximum-likelihood fit with uncertainties (observed data unless ``data`` is given);
     ``yields=True`` adds pre- and post-fit yields per channel and sample with the uncertainty of
-    the total (``result.yields``; what ``nextstat.plot.yields`` draws)."""
-    return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, uncertainties=True, yields=bool(yields))
+    the total (``result.yields``; what ``nextstat.plot.yields`` draws); ``minos`` (parameter
+    names) adds their profile-likelihood intervals (``result.minos``)."""
+    names = [minos] if isinstance(minos, str) else list(minos or [])
+    return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, uncertainties=True, yields=bool(yields), minos=names)
 
 
 def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> FitResult:

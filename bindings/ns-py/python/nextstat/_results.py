@@ -63,6 +63,9 @@ class FitResult(_Result):
     _arrays = ("bestfit", "uncertainties", "correlation", "covariance")
     #: Pre- and post-fit yields per channel (with ``yields=True``; else ``None``).
     yields = property(lambda self: self._report.get("yields"))
+    #: Profile-likelihood intervals by parameter name (with ``minos=[...]``; else ``{}``):
+    #: ``{"lower", "upper", "error_down", "error_up"}``.
+    minos = property(lambda self: dict(self._report.get("minos") or {}))
     _repr_keys = ("twice_nll", "converged", "iterations")
 
     parameter_names = property(lambda self: list(self._report["parameter_names"]))

@@ -1,0 +1,78 @@
+"""cabinetry on nextstat (`nextstat.cabinetry`): cabinetry's results for the example analysis,
+computed by the engine, against cabinetry running on pyhf, and cabinetry's own tables and
+figures drawn from them."""
+
+import json
+
+import cabinetry
+import matplotlib
+import numpy as np
+import pyhf
+import pytest
+
+from conftest import ROOT
+from nextstat import cabinetry as ns_cabinetry
+
+matplotlib.use("Agg")
+SPEC = json.loads((ROOT / "examples" / "analysis.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def both():
+    pyhf.set_backend("numpy", "scipy")
+    theirs = cabinetry.model_utils.model_and_data(SPEC)
+    ours = ns_cabinetry.model_and_data(SPEC)
+    assert list(ours[1]) == pytest.approx(list(theirs[1]), rel=1e-12)
+    return theirs, ours
+
+
+def test_fit_ranking_scan_limit_and_significance_match_cabinetry_on_pyhf(both, tmp_path):
+    (mp, dp), (mn, dn) = both
+    fit_p = cabinetry.fit.fit(mp, dp, goodness_of_fit=True, minos=["mu_sig"])
+    fit_n = ns_cabinetry.fit(mn, dn, goodness_of_fit=True, minos=["mu_sig"])
+    assert fit_n.labels == fit_p.labels
+    # cabinetry runs Minuit at its default tolerance: agreement to 1e-2 σ, and nextstat's
+    # minimum at least as deep.
+    sigma = fit_p.uncertainty
+    assert np.all(np.abs(fit_n.bestfit - fit_p.bestfit) <= 1e-2 * np.where(sigma > 0, sigma, 1.0))
+    np.testing.assert_allclose(fit_n.uncertainty, fit_p.uncertainty, rtol=1e-2, atol=1e-9)
+    np.testing.assert_allclose(fit_n.corr_mat, fit_p.corr_mat, atol=1e-2)
+    assert fit_n.best_twice_nll <= fit_p.best_twice_nll + 1e-6
+    assert fit_n.goodness_of_fit == pytest.approx(fit_p.goodness_of_fit, abs=1e-4)
+    np.testing.assert_allclose(fit_n.minos_uncertainty["mu_sig"], fit_p.minos_uncertainty["mu_sig"], rtol=5e-3)
+
+    rank_p = cabinetry.fit.ranking(mp, dp, fit_results=fit_p)
+    rank_n = ns_cabinetry.ranking(mn, dn, fit_results=fit_n)
+    assert rank_n.labels == rank_p.labels
+    # Impacts are differences of POI fits: to 1e-2 σ of the POI, Minuit's convergence at
+    # cabinetry's settings (its nominal POI itself is 5e-3 σ from the minimum here).
+    poi_sigma = fit_p.uncertainty[fit_p.labels.index("mu_sig")]
+    for field in ("prefit_up", "prefit_down", "postfit_up", "postfit_down"):
+        np.testing.assert_allclose(getattr(rank_n, field), getattr(rank_p, field), atol=1e-2 * poi_sigma, err_msg=field)
+
+    scan_p = cabinetry.fit.scan(mp, dp, "mu_sig", par_range=(0.0, 2.5))
+    scan_n = ns_cabinetry.scan(mn, dn, "mu_sig", par_range=(0.0, 2.5))
+    np.testing.assert_allclose(scan_n.parameter_values, scan_p.parameter_values, atol=2e-2)
+    np.testing.assert_allclose(scan_n.delta_nlls, scan_p.delta_nlls, atol=1e-2)
+
+    limit_p = cabinetry.fit.limit(mp, dp)
+    limit_n = ns_cabinetry.limit(mn, dn)
+    # cabinetry's root finding stops within 0.01 in the POI (its `tolerance`).
+    assert limit_n.observed_limit == pytest.approx(limit_p.observed_limit, abs=1e-2)
+    np.testing.assert_allclose(limit_n.expected_limit, limit_p.expected_limit, atol=1e-2)
+
+    sig_p = cabinetry.fit.significance(mp, dp)
+    sig_n = ns_cabinetry.significance(mn, dn)
+    assert sig_n.observed_significance == pytest.approx(sig_p.observed_significance, rel=1e-3)
+    assert sig_n.expected_significance == pytest.approx(sig_p.expected_significance, rel=1e-3)
+
+    # cabinetry's own figures and tables take the engine's results.
+    figures = [
+        cabinetry.visualize.pulls(fit_n, figure_folder=tmp_path, close_figure=True),
+        cabinetry.visualize.correlation_matrix(fit_n, figure_folder=tmp_path, close_figure=True),
+        cabinetry.visualize.ranking(rank_n, figure_folder=tmp_path, close_figure=True),
+        cabinetry.visualize.scan(scan_n, figure_folder=tmp_path, close_figure=True),
+        cabinetry.visualize.limit(limit_n, figure_folder=tmp_path, close_figure=True),
+    ]
+    assert all(f is not None for f in figures)
+    assert len(list(tmp_path.glob("*.pdf"))) == 5
