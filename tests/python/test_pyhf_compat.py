@@ -265,20 +265,71 @@ def test_patchsets_the_pyhf_way():
         nextstat.PatchSet({"metadata": {}})
 
 
-def test_the_script_of_docs_pyhf_compat_runs(capsys):
+def test_the_code_of_docs_pyhf_compat_runs(capsys, tmp_path):
+    """The pyhf script and the cabinetry workflow of docs/pyhf-compat.md."""
     import os
     import re
 
+    import matplotlib
+
+    matplotlib.use("Agg")
     text = (ROOT / "docs" / "pyhf-compat.md").read_text()
-    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    script, workflow = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        exec(compile(code, "docs/pyhf-compat.md", "exec"), {})
+        exec(compile(script, "docs/pyhf-compat.md", "exec"), {})
+        exec(compile(workflow, "docs/pyhf-compat.md", "exec"), {"folder": tmp_path})
     finally:
         os.chdir(cwd)
+    assert len(list(tmp_path.glob("*.pdf"))) == 3
     out = capsys.readouterr().out
     cls = float(re.search(r"CLs = ([0-9.]+)", out).group(1))
     ws = pyhf.Workspace(json.loads((ROOT / "examples" / "analysis.json").read_text()))
     model = ws.model()
     assert cls == pytest.approx(float(pyhf.infer.hypotest(1.0, ws.data(model), model)), abs=2e-4)
+
+
+PYHF_README_SCRIPT = '''
+import numpy as np
+import pyhf
+
+pyhf.set_backend("numpy")
+model = pyhf.simplemodels.uncorrelated_background(
+    signal=[12.0, 11.0], bkg=[50.0, 52.0], bkg_uncertainty=[3.0, 7.0]
+)
+data = [51, 48] + model.config.auxdata
+
+test_mu = 1.0
+CLs_obs, CLs_exp = pyhf.infer.hypotest(
+    test_mu, data, model, test_stat="qtilde", return_expected=True
+)
+print(f"Observed: {CLs_obs:.8f}, Expected: {CLs_exp:.8f}")
+
+poi_values = np.linspace(0.1, 5, 50)
+obs_limit, exp_limits, (scan, results) = pyhf.infer.intervals.upper_limits.upper_limit(
+    data, model, poi_values, level=0.05, return_results=True
+)
+print(f"Upper limit (obs): mu = {obs_limit:.4f}")
+print(f"Upper limit (exp): mu = {exp_limits[2]:.4f}")
+'''
+
+
+def test_a_script_from_pyhfs_docs_runs_with_only_the_import_changed(capsys):
+    """pyhf's README example (hypotest, then the upper limit on a scan), run by real pyhf and by
+    nextstat as `pyhf`: the same printed numbers to the precision of the fits."""
+    import re
+    import sys
+
+    outputs = []
+    for module in (pyhf, nextstat):
+        saved = sys.modules["pyhf"]
+        sys.modules["pyhf"] = module
+        try:
+            exec(compile(PYHF_README_SCRIPT, "pyhf README", "exec"), {})
+        finally:
+            sys.modules["pyhf"] = saved
+        outputs.append([float(x) for x in re.findall(r"[-+]?\d+\.\d+", capsys.readouterr().out)])
+    theirs, ours = outputs
+    assert len(ours) == len(theirs) == 4
+    assert ours == pytest.approx(theirs, rel=2e-4)

@@ -146,8 +146,16 @@ class PatchSet:
         try:
             self._patches = [Patch(p) for p in self.spec["patches"]]
             labels = self.labels
+            self.digests  # noqa: B018 - required, as in pyhf's schema
         except (KeyError, TypeError) as e:
             raise InvalidSpecification(f"{origin}: a patch or the metadata lacks {e}") from None
+        if "version" not in self.spec:
+            raise InvalidSpecification(f"{origin}: a patchset has a 'version'")
+        if not self._patches:
+            raise InvalidSpecification(f"{origin}: the patchset has no patches")
+        for p in self._patches:
+            if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in p.values):
+                raise InvalidSpecification(f"{origin}: patch '{p.name}' has values {list(p.values)}; values are numbers or strings")
         names, values = set(), set()
         for p in self._patches:
             if p.name in names:
@@ -180,8 +188,9 @@ class PatchSet:
         """A patch by name, or by its values (a tuple or list)."""
         from .exceptions import InvalidPatchLookup
 
+        values = None if isinstance(key, str) else tuple(key) if isinstance(key, (list, tuple)) else tuple(np.ravel(key).tolist())
         for p in self._patches:
-            if p.name == key or (not isinstance(key, str) and p.values == tuple(np.ravel(key).tolist() if np.ndim(key) else [key])):
+            if p.name == key or p.values == values:
                 return p
         raise InvalidPatchLookup(f"No patch associated with input key={key}.")
 
@@ -397,8 +406,9 @@ class Workspace(dict):
             raise ValueError(f"Workspaces must be joined using one of the valid join operations ({cls.valid_joins}); not {join}")
         if merge_channels and join not in ["outer", "left outer", "right outer"]:
             raise ValueError(f"You can only merge channels using the 'outer', 'left outer', or 'right outer' join operations; not {join}")
-        if getattr(left, "version", None) != getattr(right, "version", None):
-            raise InvalidWorkspaceOperation(f"Workspaces of different versions cannot be combined: {left.version} != {right.version}")
+        versions = [w.get("version") if isinstance(w, dict) else None for w in (left, right)]
+        if versions[0] != versions[1]:
+            raise InvalidWorkspaceOperation(f"Workspaces of different versions cannot be combined: {versions[0]} != {versions[1]}")
         if join in ("left outer", "right outer"):
             import logging
 

@@ -84,7 +84,8 @@ def hypotest(
     returns = [np.asarray(r.p0_obs if is_q0 else r.cls_obs)]
     if return_tail_probs:
         returns.append([np.asarray(r.clb)] if is_q0 else [np.asarray(r.clsb), np.asarray(r.clb)])
-    expected = [np.asarray(v) for v in (r.p0_exp if is_q0 else r.cls_exp)]
+    # An ensemble too small for an expected band gives null there: NaN, as numbers.
+    expected = [np.asarray(np.nan if v is None else v, dtype=float) for v in (r.p0_exp if is_q0 else r.cls_exp)]
     if return_expected:
         returns.append(expected[2])
     if return_expected_set:
