@@ -383,8 +383,9 @@ class Workspace(dict):
         return self._ws.digest()
 
     def prune(self, modifiers=(), modifier_types=(), samples=(), channels=(), measurements=()) -> "Workspace":
-        """pyhf's ``prune`` (same keyword order; a string is one name)."""
-        names = lambda v: [v] if isinstance(v, str) else list(v or ())  # noqa: E731
+        """pyhf's ``prune`` (same keyword order; lists of names: a string is its characters, as
+        in pyhf)."""
+        names = lambda v: list(v or ())  # noqa: E731
         try:
             return type(self)._wrap(self._ws.prune(names(channels), names(samples), names(modifiers), names(modifier_types), names(measurements)))
         except InvalidInputError as e:
@@ -415,11 +416,12 @@ class Workspace(dict):
             logging.getLogger("pyhf.workspace").warning(
                 "You are using an unsafe join operation. This will silence exceptions that might be raised during a normal 'outer' operation."
             )
-        left, right = (w if isinstance(w, Workspace) else Workspace(w) for w in (left, right))
         try:
+            left, right = (w if isinstance(w, Workspace) else Workspace(w) for w in (left, right))
             return cls._wrap(_core.Workspace.combine(left._ws, right._ws, join, merge_channels))
         except InvalidInputError as e:
-            raise _as_pyhf_error(e) from None
+            # A workspace edited into an invalid one cannot be combined (pyhf's error class).
+            raise InvalidWorkspaceOperation(str(e)) from None
 
     @classmethod
     def sorted(cls, workspace: "Workspace") -> "Workspace":
@@ -663,6 +665,8 @@ def _as_pyhf_error(error: Exception) -> Exception:
     from . import exceptions
 
     text = str(error)
+    if "the result is not a valid workspace" in text:
+        return exceptions.InvalidSpecification(text)
     if "unknown type" in text or ("modifiers[" in text and ("data has" in text or "data." in text)):
         kind = exceptions.InvalidModifier
     elif "'paramset_type' differ" in text:

@@ -86,6 +86,11 @@ class FitResult(_Result):
         return float(self.bestfit[self.parameter_names.index(name)])
 
 
+def _number_or_nan(value) -> float:
+    """A p-value the engine could not give (null: e.g. a toy ensemble too small) is NaN."""
+    return float("nan") if value is None else float(value)
+
+
 class HypotestResult(_Result):
     """CLs at one POI value: ``cls_obs``, ``cls_exp`` (−2σ…+2σ), ``clsb``, ``clb``; for the
     discovery statistic q0, ``p0_obs`` and ``p0_exp`` instead of CLs (as pyhf's ``hypotest``)."""
@@ -105,12 +110,12 @@ class HypotestResult(_Result):
 
     mu = property(lambda self: float(self._report["mu"]))
     test_stat = property(lambda self: self._report["test_stat"])
-    cls_obs = property(lambda self: float(self._cls("CLs_obs")))
+    cls_obs = property(lambda self: _number_or_nan(self._cls("CLs_obs")))
     cls_exp = property(lambda self: (self._cls("CLs_exp"), self._get("CLs_exp"))[1])
     p0_obs = property(lambda self: float(self._report["p0_obs"]))
     p0_exp = property(lambda self: self._get("p0_exp"))
-    clsb = property(lambda self: float(self._report["CLsb"]))
-    clb = property(lambda self: float(self._report["CLb"]))
+    clsb = property(lambda self: _number_or_nan(self._report["CLsb"]))
+    clb = property(lambda self: _number_or_nan(self._report["CLb"]))
     clsb_exp = property(lambda self: self._get("CLsb_exp"))
     clb_exp = property(lambda self: self._get("CLb_exp"))
 
