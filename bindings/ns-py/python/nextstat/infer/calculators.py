@@ -77,6 +77,15 @@ class HypoTestFitResults:
     fixed_poi_fit_to_asimov: Any
 
 
+def _set_problem(calculator, data, pdf, init_pars, par_bounds, fixed_params, test_stat) -> None:
+    """A calculator's data, model, fit settings (the model's where not given) and statistic."""
+    get_test_stat(test_stat)
+    calculator.data, calculator.pdf, calculator.test_stat = data, pdf, test_stat
+    calculator.init_pars = init_pars or pdf.config.suggested_init()
+    calculator.par_bounds = par_bounds or pdf.config.suggested_bounds()
+    calculator.fixed_params = fixed_params or pdf.config.suggested_fixed()
+
+
 def _clsb_clb_cls(teststat, sig_plus_bkg_distribution, bkg_only_distribution):
     clsb = sig_plus_bkg_distribution.pvalue(teststat)
     clb = bkg_only_distribution.pvalue(teststat)
@@ -89,14 +98,9 @@ class AsymptoticCalculator:
 
     def __init__(self, data, pdf, init_pars=None, par_bounds=None, fixed_params=None,
                  test_stat="qtilde", calc_base_dist="normal", device="cpu"):
-        get_test_stat(test_stat)
         if calc_base_dist not in ("normal", "clipped_normal"):
             raise ValueError(f"unknown base distribution {calc_base_dist!r}: 'normal' or 'clipped_normal'")
-        self.data, self.pdf = data, pdf
-        self.init_pars = init_pars or pdf.config.suggested_init()
-        self.par_bounds = par_bounds or pdf.config.suggested_bounds()
-        self.fixed_params = fixed_params or pdf.config.suggested_fixed()
-        self.test_stat = test_stat
+        _set_problem(self, data, pdf, init_pars, par_bounds, fixed_params, test_stat)
         self.calc_base_dist = calc_base_dist
         self.device = device
         self.sqrtqmuA_v = None
@@ -141,12 +145,7 @@ class ToyCalculator:
 
     def __init__(self, data, pdf, init_pars=None, par_bounds=None, fixed_params=None,
                  test_stat="qtilde", ntoys=2000, track_progress=True, seed=0, device="cpu"):
-        get_test_stat(test_stat)
-        self.data, self.pdf = data, pdf
-        self.init_pars = init_pars or pdf.config.suggested_init()
-        self.par_bounds = par_bounds or pdf.config.suggested_bounds()
-        self.fixed_params = fixed_params or pdf.config.suggested_fixed()
-        self.test_stat = test_stat
+        _set_problem(self, data, pdf, init_pars, par_bounds, fixed_params, test_stat)
         self.ntoys = ntoys
         self.track_progress = track_progress
         self.seed = seed

@@ -30,6 +30,12 @@ def _poi_low(pdf: Any, par_bounds: Any) -> float:
     return float(bounds[_poi(pdf)][0])
 
 
+def _warn_unless(pdf, par_bounds, bounded_at_zero: bool, message: str) -> None:
+    """pyhf's warning when the POI's lower bound is not what the statistic is meant for."""
+    if (_poi_low(pdf, par_bounds) == 0) != bounded_at_zero:
+        log.warning(message)
+
+
 def _tmu_like(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_pars=False):
     """−2 ln λ(μ) = twice_nll(μ, θ̂̂) − twice_nll(μ̂, θ̂), clipped at 0 (fits are not exact)."""
     mubhathat, fixed_val = fixed_poi_fit(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_val=True)
@@ -48,43 +54,35 @@ def _qmu_like(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_
 
 def qmu(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_pars=False):
     """q_μ (eq. 14): −2 ln λ(μ) for μ̂ ≤ μ, else 0; for a POI not bounded at zero."""
-    if _poi_low(pdf, par_bounds) == 0:
-        log.warning(
-            "qmu test statistic used for fit configuration with POI bounded at zero.\n"
-            "Use the qmu_tilde test statistic (pyhf.infer.test_statistics.qmu_tilde) instead.\n"
-            'If you called this from pyhf.infer.mle or pyhf.infer.hypotest, set test_stat="qtilde".'
-        )
+    _warn_unless(pdf, par_bounds, False,
+                 "qmu test statistic used for fit configuration with POI bounded at zero.\n"
+                 "Use the qmu_tilde test statistic (pyhf.infer.test_statistics.qmu_tilde) instead.\n"
+                 'If you called this from pyhf.infer.mle or pyhf.infer.hypotest, set test_stat="qtilde".')
     return _qmu_like(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_pars)
 
 
 def qmu_tilde(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_pars=False):
     """q̃_μ (eq. 16): q_μ with the POI bounded below at zero."""
-    if _poi_low(pdf, par_bounds) != 0:
-        log.warning(
-            "qmu_tilde test statistic used for fit configuration with POI not bounded at zero.\n"
-            "Use the qmu test statistic (pyhf.infer.test_statistics.qmu) instead.\n"
-            'If you called this from pyhf.infer.mle or pyhf.infer.hypotest, set test_stat="q".'
-        )
+    _warn_unless(pdf, par_bounds, True,
+                 "qmu_tilde test statistic used for fit configuration with POI not bounded at zero.\n"
+                 "Use the qmu test statistic (pyhf.infer.test_statistics.qmu) instead.\n"
+                 'If you called this from pyhf.infer.mle or pyhf.infer.hypotest, set test_stat="q".')
     return _qmu_like(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_pars)
 
 
 def tmu(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_pars=False):
     """t_μ (eq. 8): −2 ln λ(μ), two-sided; for a POI not bounded at zero."""
-    if _poi_low(pdf, par_bounds) == 0:
-        log.warning(
-            "tmu test statistic used for fit configuration with POI bounded at zero.\n"
-            "Use the tmu_tilde test statistic (pyhf.infer.test_statistics.tmu_tilde) instead."
-        )
+    _warn_unless(pdf, par_bounds, False,
+                 "tmu test statistic used for fit configuration with POI bounded at zero.\n"
+                 "Use the tmu_tilde test statistic (pyhf.infer.test_statistics.tmu_tilde) instead.")
     return _tmu_like(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_pars)
 
 
 def tmu_tilde(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_pars=False):
     """t̃_μ (eq. 11): −2 ln λ̃(μ), two-sided, with the POI bounded below at zero."""
-    if _poi_low(pdf, par_bounds) != 0:
-        log.warning(
-            "tmu_tilde test statistic used for fit configuration with POI not bounded at zero.\n"
-            "Use the tmu test statistic (pyhf.infer.test_statistics.tmu) instead."
-        )
+    _warn_unless(pdf, par_bounds, True,
+                 "tmu_tilde test statistic used for fit configuration with POI not bounded at zero.\n"
+                 "Use the tmu test statistic (pyhf.infer.test_statistics.tmu) instead.")
     return _tmu_like(mu, data, pdf, init_pars, par_bounds, fixed_params, return_fitted_pars)
 
 
