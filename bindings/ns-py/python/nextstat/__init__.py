@@ -722,6 +722,9 @@ class Model:
             # pyhf's Model(spec, poi_name=..., modifier_settings=...): the channels and parameter
             # configurations, no observations (data is passed to every call).
             core_model, spec = _model_of_spec(core_model, config_kwargs), core_model
+        elif not isinstance(core_model, _core.Model):
+            raise TypeError(f"Model takes a model spec (a dict with 'channels', as pyhf's Model), not {type(core_model).__name__}; "
+                            "a workspace gives its model with Workspace(...).model()")
         elif config_kwargs:
             raise TypeError(f"Model: unexpected arguments {sorted(config_kwargs)}")
         self._model = core_model
