@@ -400,16 +400,18 @@ fn impacts(root: &Area, f: &Impacts) -> Result<()> {
         bar.set_margin(inset, inset, 0, 0);
         bar
     };
-    for (up, color, label) in [
-        (true, style::UP, "post-fit +1σ"),
-        (false, style::DOWN, "post-fit −1σ"),
+    for (up, color, label, prefit_label) in [
+        (true, style::UP, "post-fit +1σ", "pre-fit +1σ"),
+        (false, style::DOWN, "post-fit −1σ", "pre-fit −1σ"),
     ] {
         draw(
             chart.draw_series(f.entries.iter().enumerate().filter_map(|(k, e)| {
                 let prefit = if up { e.prefit_up } else { e.prefit_down }?;
                 Some(rect(k, prefit, 3, color.stroke_width(2)))
             })),
-        )?;
+        )?
+        .label(prefit_label)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], color.stroke_width(2)));
         draw(
             chart.draw_series(f.entries.iter().enumerate().map(|(k, e)| {
                 let value = if up { e.postfit_up } else { e.postfit_down };

@@ -129,7 +129,7 @@ def ranking(result: Any, *, top: int = 20):
     for key_post, key_pre, color, label in (("postfit_up", "prefit_up", UP, "post-fit +1σ"),
                                             ("postfit_down", "prefit_down", DOWN, "post-fit −1σ")):
         pre = [e[key_pre] if e[key_pre] is not None else 0.0 for e in entries]
-        ax.barh(y, pre, height=0.8, fill=False, edgecolor=color, lw=1.5)
+        ax.barh(y, pre, height=0.8, fill=False, edgecolor=color, lw=1.5, label=label.replace("post", "pre"))
         ax.barh(y, [e[key_post] for e in entries], height=0.6, color=color, alpha=0.75, label=label)
     ax.set_yticks(y, [e["name"] for e in entries])
     ax.set_xlabel(f"Δ{data['poi']}")
