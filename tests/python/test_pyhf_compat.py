@@ -333,3 +333,43 @@ def test_a_script_from_pyhfs_docs_runs_with_only_the_import_changed(capsys):
     theirs, ours = outputs
     assert len(ours) == len(theirs) == 4
     assert ours == pytest.approx(theirs, rel=2e-4)
+
+
+def test_review_cases_edits_measurements_and_keys():
+    """An edited document, a parameter set fixed through the config, a POI that is no
+    parameter, a Patch as a key: each as pyhf treats it."""
+    spec = json.loads((ROOT / "examples" / "analysis.json").read_text())
+    first = spec["measurements"][0]
+    other = json.loads(json.dumps(first))
+    other["name"] = "other"
+    other["config"]["parameters"] = [p for p in other["config"]["parameters"] if p["name"] != first["config"]["poi"]]
+    other["config"]["parameters"].append({"name": first["config"]["poi"], "bounds": [[0, 3]]})
+    spec["measurements"] = [first, other]
+    ws = nextstat.Workspace(spec)
+    ws["measurements"].reverse()  # edited after creation: names and lookups follow the document
+    assert ws.get_measurement(first["name"])["name"] == first["name"]
+    model = ws.model(measurement_name=first["name"])
+    assert model.spec["parameters"] == first["config"]["parameters"]
+    assert model.config.suggested_bounds()[model.config.poi_index] != [0.0, 3.0]
+    with pytest.raises(nextstat.exceptions.InvalidMeasurement):
+        ws.model(measurement_name="nope")
+
+    mp = pyhf.simplemodels.uncorrelated_background([5.0, 10.0], [50.0, 60.0], [5.0, 12.0])
+    mn = nextstat.simplemodels.uncorrelated_background([5.0, 10.0], [50.0, 60.0], [5.0, 12.0])
+    for m in (mp, mn):
+        m.config.param_set("uncorr_bkguncrt").suggested_fixed = [True, True]
+    data = [56.0, 66.0] + mp.config.auxdata
+    theirs = float(pyhf.infer.intervals.upper_limits.toms748_scan(data, mp, 0.1, 5.0, rtol=1e-6)[0])
+    assert float(nextstat.infer.intervals.upper_limits.upper_limit(data, mn)[0]) == pytest.approx(theirs, rel=1e-3)
+    fitted = nextstat.fit(mn, data)
+    assert fitted["uncorr_bkguncrt[0]"] == 1.0 and fitted.uncertainties[1] == 0.0
+
+    with pytest.raises(nextstat.exceptions.InvalidModel, match="'mU'"):
+        nextstat.Model(mn.spec, poi_name="mU")
+    with pytest.raises(TypeError, match="model spec"):
+        nextstat.Model("not a spec")
+    ps = nextstat.PatchSet(ROOT / "examples" / "patchset.json")
+    bkg = nextstat.Workspace(ROOT / "examples" / "bkgonly.json")
+    assert ps.apply(bkg, ps.patches[0]) == ps.apply(bkg, ps.patches[0].name)
+    bkg["channels"] = 3
+    assert "not a valid workspace" in repr(bkg)

@@ -188,6 +188,8 @@ class PatchSet:
         """A patch by name, or by its values (a tuple or list)."""
         from .exceptions import InvalidPatchLookup
 
+        if isinstance(key, Patch):
+            key = key.name
         values = None if isinstance(key, str) else tuple(key) if isinstance(key, (list, tuple)) else tuple(np.ravel(key).tolist())
         for p in self._patches:
             if p.name == key or p.values == values:
@@ -254,15 +256,23 @@ class Workspace(dict):
 
     @property
     def _ws(self) -> Any:
-        """The engine's workspace of the document as it is now (rebuilt after edits)."""
+        """The engine's workspace of the document as it is now (rebuilt after edits, which also
+        refresh ``version`` and ``measurement_names``)."""
         text = json.dumps(self, sort_keys=True)
         if text != self._core_text:
             try:
-                self._core_ws = _core.Workspace.from_json(json.dumps(self), "workspace")
+                core_ws = _core.Workspace.from_json(json.dumps(self), "workspace")
             except InvalidInputError as e:
                 raise _as_pyhf_error(e) from None
-            self._core_text = text
+            self._adopt(core_ws)
         return self._core_ws
+
+    def _refresh(self) -> None:
+        """``version`` and ``measurement_names`` follow edits of the document (set by hand, they
+        stand until the document changes)."""
+        if json.dumps(self, sort_keys=True) != self._core_text:
+            self.version = self.get("version")
+            self.measurement_names = [m.get("name") for m in self.get("measurements", []) if isinstance(m, dict)]
 
     @property
     def spec(self) -> dict:
@@ -314,14 +324,16 @@ class Workspace(dict):
         """The measurement named, or at the index, or the first (pyhf's rules and errors)."""
         from .exceptions import InvalidMeasurement
 
+        self._refresh()
         measurements = self.get("measurements", [])
         names = list(self.measurement_names)
         if not names:
             raise InvalidMeasurement("No measurements have been defined.")
         if measurement_name is not None:
-            if measurement_name not in names:
+            found = [m for m in measurements if m.get("name") == measurement_name]
+            if measurement_name not in names or not found:
                 raise InvalidMeasurement(f"no measurement by name '{measurement_name}' was found in the workspace, pick from one of the valid ones: {names}")
-            return measurements[names.index(measurement_name)]
+            return found[0]
         index = 0 if measurement_index is None else measurement_index
         if not -len(names) <= index < len(names):
             raise InvalidMeasurement(f"The measurement index {index} is out of bounds as only {len(names)} measurement(s) have been defined.")
@@ -349,8 +361,8 @@ class Workspace(dict):
             raise Unsupported("batch_size: nextstat evaluates batches through its own API (nextstat.fit_toys_batch_gpu, Model.nll_grad per point)")
         if config_kwargs:
             raise Unsupported(f"Workspace.model: unsupported options {sorted(config_kwargs)}")
-        if measurement_name is None and measurement_index is not None:
-            measurement_name = self.get_measurement(measurement_index=measurement_index)["name"]
+        # One measurement, by name, for the engine's model and the spec alike.
+        measurement_name = self.get_measurement(measurement_name, measurement_index)["name"]
         ws = self
         for patch in patches or []:
             ops = getattr(patch, "patch", None)
@@ -447,7 +459,10 @@ class Workspace(dict):
         return cls(spec)
 
     def __repr__(self) -> str:
-        return f"Workspace(digest={self.digest()[:12]}…)"
+        try:
+            return f"Workspace(digest={self.digest()[:12]}…)"
+        except InvalidInputError:
+            return "Workspace(not a valid workspace as edited)"
 
 
 _UNSET = object()
@@ -460,9 +475,6 @@ def _interp_codes(modifier_settings: Optional[Dict[str, Dict[str, str]]]) -> Tup
     pyhf."""
     if modifier_settings is None:
         return None, None
-    unknown = set(modifier_settings) - {"normsys", "histosys"}
-    if unknown:
-        raise InvalidInputError(f"modifier_settings: {sorted(unknown)} have no interpolation code (only normsys and histosys do)")
     return (modifier_settings.get("normsys", {}).get("interpcode", "code1"),
             modifier_settings.get("histosys", {}).get("interpcode", "code0"))
 
@@ -576,6 +588,15 @@ class _Config:
 
     def suggested_init(self) -> List[float]:
         return self._concat("suggested_init")
+
+    def _edited(self, init_pars: Any, par_bounds: Any, fixed_params: Any) -> Tuple[Any, Any, Any]:
+        """The settings a call runs with: those given, else the config's where a parameter set
+        was edited (``param_set(...).suggested_fixed = [True]``, as pyhf honours), else None (the
+        engine's own, which are the config's unedited)."""
+        ours = (self.suggested_init(), self.suggested_bounds(), self.suggested_fixed())
+        engine = (list(self._m.suggested_init()), [list(b) for b in self._m.suggested_bounds()], list(self._m.suggested_fixed()))
+        given = (init_pars, par_bounds, fixed_params)
+        return tuple(g if g is not None else (o if o != e else None) for g, o, e in zip(given, ours, engine))
 
     def suggested_bounds(self) -> List[List[float]]:
         return [list(b) for b in self._concat("suggested_bounds")]
@@ -709,9 +730,14 @@ def _model_of_spec(spec: dict, config_kwargs: Dict[str, Any]) -> Any:
     }
     try:
         ws = _core.Workspace.from_json(*_json_text(workspace, "model spec"))
-        return ws.model(None, *codes)
+        core_model = ws.model(None, *codes)
     except InvalidInputError as e:
         raise _as_pyhf_error(e) from None
+    if poi is not None and poi != "" and core_model.poi_index is None:
+        from .exceptions import InvalidModel
+
+        raise InvalidModel(f"The parameter of interest '{poi}' cannot be fit as it is not declared in the model specification.")
+    return core_model
 
 
 class Model:
@@ -807,6 +833,8 @@ def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tol
     data = model.observed if data is None else data
     if data is None and isinstance(model, Model):
         raise InvalidInputError("this model was built from a spec and has no observations: pass the data")
+    if isinstance(model, Model):
+        init_pars, par_bounds, fixed_params = model.config._edited(init_pars, par_bounds, fixed_params)
     if not isinstance(device, str):
         raise TypeError(f"device must be a string ('cpu', 'cuda' or 'auto'), not {device!r}")
     fit_options = dict(

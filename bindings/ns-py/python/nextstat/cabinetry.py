@@ -68,7 +68,9 @@ def fit(model: Any, data: Any, *, minos: Optional[Any] = None, goodness_of_fit: 
 
 def ranking(model: Any, data: Any, *, fit_results: Any = None, init_pars=None, fix_pars=None, par_bounds=None, device: str = "cpu"):
     """``cabinetry.fit.ranking``: pre- and post-fit impacts on the POI of every other parameter
-    (model order, the POI left out; a fixed parameter has no impact)."""
+    (model order, the POI left out; a fixed parameter has no impact). The impacts come from the
+    engine's own nominal fit with the same settings; ``fit_results`` gives the best fits and
+    uncertainties shown beside them (pass the one made with these settings)."""
     r = _ranking(model, data, init_pars, par_bounds, fix_pars, device=device, progress=False)
     if fit_results is None:
         fit_results = fit(model, data, init_pars=init_pars, fix_pars=fix_pars, par_bounds=par_bounds, device=device)

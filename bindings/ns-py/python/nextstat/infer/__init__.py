@@ -75,7 +75,8 @@ def hypotest(
     if calctype == "asymptotics":
         r = _hypotest(poi_test, pdf, data, test_stat, init_pars, par_bounds, fixed_params, device=device)
     elif calctype == "toybased":
-        r = _hypotest_toys(poi_test, pdf, int(kwargs.get("ntoys", 2000)), int(kwargs.get("seed", 0)), data, test_stat, init_pars, par_bounds, fixed_params, device=device)
+        r = _hypotest_toys(poi_test, pdf, int(kwargs.get("ntoys", 2000)), int(kwargs.get("seed", 0)), data, test_stat, init_pars, par_bounds, fixed_params, device=device,
+                           progress=bool(kwargs.get("track_progress", True)))
     else:
         raise InvalidInputError(f"calctype must be 'asymptotics' or 'toybased', not '{calctype}'")
     # For q0 pyhf returns the discovery p-value p0 (CLsb) where it returns CLs otherwise, and only

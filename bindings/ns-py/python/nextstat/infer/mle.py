@@ -51,10 +51,6 @@ def fit(
     unknown = set(kwargs) - {"tolerance"} - _OPTIMIZER_OPTIONS
     if unknown:
         raise InvalidInputError(f"fit: unsupported arguments {sorted(unknown)}")
-    # The model config's settings where none are given (they follow changes made through
-    # model.config.param_set(...), as in pyhf).
-    if fixed_params is None and hasattr(pdf.config, "par_map"):
-        fixed_params = pdf.config.suggested_fixed()
     r = _fit(pdf, data, init_pars, par_bounds, fixed_params, tolerance=kwargs.get("tolerance"), device=device)
     result_obj = OptimizeResult(x=r.bestfit, fun=np.asarray(r.twice_nll), success=r.converged,
                                 status=0 if r.converged else 1, message=r.termination_reason, nit=r.iterations)
