@@ -67,18 +67,20 @@ fn has_metal() -> bool {
         .any(|a| a.backend == "metal")
 }
 
-/// What a figure of `kind` shows, from a result's JSON text and the options as JSON text: the
-/// content `nextstat plot` draws, as JSON text (`nextstat.plot` draws it with matplotlib).
+/// The figure of `kind` from a result's JSON text and the options as JSON text.
+fn figure_of(kind: &str, result: &str, options: &str) -> PyResult<ns_plot::Figure> {
+    let result: serde_json::Value = serde_json::from_str(result)
+        .map_err(|e| InvalidInputError::new_err(format!("the result is not JSON: {e}")))?;
+    let options: ns_plot::Options = serde_json::from_str(options)
+        .map_err(|e| InvalidInputError::new_err(format!("plot options: {e}")))?;
+    ns_plot::figure(kind, &result, &options).map_err(to_py)
+}
+
+/// What a figure of `kind` shows: the content `nextstat plot` draws, as JSON text
+/// (`nextstat.plot` draws it with matplotlib).
 #[pyfunction]
 fn plot_figure(kind: &str, result: &str, options: &str) -> PyResult<String> {
-    let parse = |text: &str, what: &str| {
-        serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| InvalidInputError::new_err(format!("{what} is not JSON: {e}")))
-    };
-    let result = parse(result, "the result")?;
-    let options: ns_plot::Options = serde_json::from_value(parse(options, "the options")?)
-        .map_err(|e| InvalidInputError::new_err(format!("plot options: {e}")))?;
-    let figure = ns_plot::figure(kind, &result, &options).map_err(to_py)?;
+    let figure = figure_of(kind, result, options)?;
     serde_json::to_string(&figure).map_err(|e| NextStatError::new_err(e.to_string()))
 }
 
@@ -91,13 +93,7 @@ fn plot_file(
     options: &str,
     path: std::path::PathBuf,
 ) -> PyResult<(u32, u32)> {
-    let figure: ns_plot::Figure = {
-        let result: serde_json::Value = serde_json::from_str(result)
-            .map_err(|e| InvalidInputError::new_err(format!("the result is not JSON: {e}")))?;
-        let options: ns_plot::Options = serde_json::from_str(options)
-            .map_err(|e| InvalidInputError::new_err(format!("plot options: {e}")))?;
-        ns_plot::figure(kind, &result, &options).map_err(to_py)?
-    };
+    let figure = figure_of(kind, result, options)?;
     let format = ns_plot::Format::of_path(&path).map_err(to_py)?;
     let (bytes, size) = ns_plot::encode(&figure, format).map_err(to_py)?;
     std::fs::write(&path, bytes)
@@ -136,6 +132,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(devices, m)?,
         wrap_pyfunction!(plot_figure, m)?,
         wrap_pyfunction!(plot_file, m)?,
+        wrap_pyfunction!(workspace::verify_patchset, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -160,14 +160,15 @@ impl PyWorkspace {
             ws: Arc::new(Workspace::from_value(doc).map_err(to_py)?),
         })
     }
+}
 
-    /// Apply the patch `name` of a HEPData patchset (JSON text), verifying its digest.
-    fn apply_patchset(&self, patchset_json: &str, name: &str) -> PyResult<Self> {
-        let value = ns_translate::load::parse_json(patchset_json, "patchset").map_err(to_py)?;
-        let patchset = PatchSet::from_value(value).map_err(to_py)?;
-        let doc = patchset.apply(&self.ws.to_value(), name).map_err(to_py)?;
-        Ok(PyWorkspace {
-            ws: Arc::new(Workspace::from_value(doc).map_err(to_py)?),
-        })
-    }
+/// Check a HEPData patchset's digests (JSON text) of a background-only document (JSON text, any
+/// document: pyhf's `PatchSet.verify` digests what it is given).
+#[pyfunction]
+pub(crate) fn verify_patchset(patchset_json: &str, document_json: &str) -> PyResult<()> {
+    let value = ns_translate::load::parse_json(patchset_json, "patchset").map_err(to_py)?;
+    let document = ns_translate::load::parse_json(document_json, "workspace").map_err(to_py)?;
+    PatchSet::from_value(value)
+        .and_then(|patchset| patchset.verify(&document))
+        .map_err(to_py)
 }

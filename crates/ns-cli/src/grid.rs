@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use ns_core::{Error, Result};
 use ns_inference::request::{Outcome, Request};
-use ns_translate::{PatchsetPatch, Source};
+use ns_translate::{ModelRef, Source};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
@@ -23,89 +23,65 @@ pub fn upper_limits(args: &InferArgs, request: Request) -> Result<()> {
         .patchset
         .as_ref()
         .ok_or_else(|| Error::InvalidInput("--all needs --patchset PS.json".into()))?;
-    let patchset = read_json(path)?;
+    // The patchset read and validated once (pyhf's checks); every point applies its patch to the
+    // background from it.
+    let patchset = ns_translate::patch::PatchSet::from_value(read_json(path)?)
+        .map_err(|e| Error::InvalidInput(format!("{}: {e}", path.display())))?;
     let background = read_json(&args.model.ws.path()?)?;
-    let labels: Vec<Value> = patchset
-        .pointer("/metadata/labels")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let patches: Vec<(String, Value)> = patchset
-        .get("patches")
-        .and_then(Value::as_array)
-        .ok_or_else(|| Error::InvalidInput(format!("{}: no \"patches\" list", path.display())))?
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let name = p
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "{}: patches[{i}] has no metadata.name",
-                        path.display()
-                    ))
-                })?;
-            Ok((
-                name.to_string(),
-                p.pointer("/metadata/values")
-                    .cloned()
-                    .unwrap_or(Value::Null),
-            ))
-        })
-        .collect::<Result<_>>()?;
-    if patches.is_empty() {
+    if patchset.patches.is_empty() {
         return Err(Error::InvalidInput(format!(
             "{}: the patchset has no patches",
             path.display()
         )));
     }
-    // The digest is checked once for the whole grid (each point then applies its patch as is).
-    let parsed = ns_translate::patch::PatchSet::from_value(patchset.clone())
-        .map_err(|e| Error::InvalidInput(format!("{}: {e}", path.display())))?;
+    // The digest is checked once for the whole grid.
     if args.model.skip_verify {
         args.model.warn_unverified();
     } else {
-        parsed.verify(&background).map_err(|e| {
+        patchset.verify(&background).map_err(|e| {
             Error::InvalidInput(format!(
                 "{}: {e}; --skip-verify applies its patches anyway",
                 path.display()
             ))
         })?;
     }
-    // The call of every point: the options given, the model inline (read once) with its patch.
+    // The call of every point: the options given, with the patched background inline.
     let mut template_args = args.clone();
     template_args.model.patchset = None;
     let template = template_args.call(request, &[])?;
-    let mut model = template
+    let model = template
         .model
         .clone()
         .ok_or_else(|| Error::InvalidInput("no model".into()))?;
-    model.workspace = Source::Inline(background);
     let level = match template.request {
         Request::UpperLimit { level, .. } => level,
         _ => unreachable!("the grid runs upper limits"),
     };
-    let bar = progress(patches.len() as u64, "signal points");
+    let bar = progress(patchset.patches.len() as u64, "signal points");
     let done = AtomicUsize::new(0);
-    let rows: Vec<std::result::Result<Value, (String, String)>> = patches
+    let rows: Vec<std::result::Result<Value, (String, String)>> = patchset
+        .patches
         .par_iter()
-        .map(|(name, values)| {
+        .map(|patch| {
+            let name = &patch.metadata.name;
             let mut call = template.clone();
-            let mut point = model.clone();
-            point.patchset = Some(PatchsetPatch {
-                patchset: Source::Inline(patchset.clone()),
-                patch: name.clone(),
-                skip_verify: true,
-            });
-            call.model = Some(point.clone());
-            let outcome = point.load_model(&read_json).and_then(|loaded| {
-                call.run(
-                    loaded.likelihood(),
-                    Arc::new(AtomicBool::new(false)),
-                    &|_| {},
-                )
-            });
+            let outcome = patchset
+                .apply_unverified(&background, name)
+                .and_then(|doc| {
+                    let point = ModelRef {
+                        workspace: Source::Inline(doc),
+                        ..model.clone()
+                    };
+                    call.model = Some(point.clone());
+                    point.load_model(&read_json)
+                })
+                .and_then(|loaded| {
+                    call.run(
+                        loaded.likelihood(),
+                        Arc::new(AtomicBool::new(false)),
+                        &|_| {},
+                    )
+                });
             bar.set_position(done.fetch_add(1, Ordering::Relaxed) as u64 + 1);
             match outcome {
                 Ok(Outcome::UpperLimit { result, level }) => {
@@ -115,7 +91,7 @@ pub fn upper_limits(args: &InferArgs, request: Request) -> Result<()> {
                         o.remove("points");
                     }
                     row["patch"] = json!(name);
-                    row["values"] = values.clone();
+                    row["values"] = json!(patch.metadata.values);
                     Ok(row)
                 }
                 Ok(_) => unreachable!("an upper-limit call gives an upper limit"),
@@ -143,6 +119,8 @@ pub fn upper_limits(args: &InferArgs, request: Request) -> Result<()> {
             errors[0]["error"]
         )));
     }
-    let table = json!({"labels": labels, "level": level, "points": points, "errors": errors});
+    let table = json!({
+        "labels": patchset.metadata.labels, "level": level, "points": points, "errors": errors,
+    });
     emit(&to_json(&table), args.out.output.as_ref())
 }

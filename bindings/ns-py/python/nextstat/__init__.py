@@ -197,17 +197,15 @@ class PatchSet:
         raise InvalidPatchLookup(f"No patch associated with input key={key}.")
 
     def verify(self, workspace: Any) -> None:
-        """Checks the patchset's digests of the background-only workspace (``PatchSetVerificationError``)."""
+        """Checks the patchset's digests of the background-only workspace (a ``Workspace``, any
+        JSON document, its text or path), as the engine does before applying a patch
+        (``PatchSetVerificationError``)."""
         from .exceptions import PatchSetVerificationError
-        from .utils import digest
 
-        document = workspace.spec if isinstance(workspace, Workspace) else workspace
-        for algorithm, expected in self.digests.items():
-            got = digest(document, algorithm)
-            if got.lower() != str(expected).lower():
-                raise PatchSetVerificationError(
-                    f"The digest verification failed for hash algorithm '{algorithm}'. Expected: {expected}. Got: {got}"
-                )
+        try:
+            _core.verify_patchset(self._text, _json_text(workspace, "workspace")[0])
+        except InvalidInputError as e:
+            raise PatchSetVerificationError(str(e)) from None
 
     def apply(self, workspace: Any, key: Any) -> "Workspace":
         """The workspace with the patch ``key`` (name or values), after ``verify``."""

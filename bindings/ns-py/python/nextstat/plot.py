@@ -41,20 +41,22 @@ def _report(result: Any) -> Dict[str, Any]:
     raise TypeError(f"a result is a nextstat result, a dict, a JSON file's path or JSON text, not {type(result).__name__}")
 
 
-def figure_data(kind: str, result: Any, **options) -> Dict[str, Any]:
-    """What a figure of ``kind`` shows (the numbers drawn), as ``nextstat plot`` prints it."""
+def _options(options: Dict[str, Any]) -> str:
+    """The options given, as the engine reads them (an asymptotic result as its report)."""
     options = {k: v for k, v in options.items() if v is not None}
     if "asymptotic" in options:
         options["asymptotic"] = _report(options["asymptotic"])
-    return json.loads(_core.plot_figure(kind, json.dumps(_report(result)), json.dumps(options)))
+    return json.dumps(options)
+
+
+def figure_data(kind: str, result: Any, **options) -> Dict[str, Any]:
+    """What a figure of ``kind`` shows (the numbers drawn), as ``nextstat plot`` prints it."""
+    return json.loads(_core.plot_figure(kind, json.dumps(_report(result)), _options(options)))
 
 
 def save(kind: str, result: Any, path: str, **options) -> Tuple[int, int]:
     """Draw with nextstat's own renderer (the CLI's) to ``path`` (.svg, .png, .pdf); its size in pixels."""
-    options = {k: v for k, v in options.items() if v is not None}
-    if "asymptotic" in options:
-        options["asymptotic"] = _report(options["asymptotic"])
-    return tuple(_core.plot_file(kind, json.dumps(_report(result)), json.dumps(options), os.fspath(path)))
+    return tuple(_core.plot_file(kind, json.dumps(_report(result)), _options(options), os.fspath(path)))
 
 
 def _pyplot():

@@ -41,11 +41,7 @@ def hypotest(
     unknown = set(kwargs) - _TOY_KWARGS - {"seed", "calc_base_dist"}
     if unknown:
         raise InvalidInputError(f"hypotest: unsupported arguments {sorted(unknown)}")
-    init_pars, par_bounds, fixed_params = _settings(pdf, init_pars, par_bounds, fixed_params)
-    if fixed_params[pdf.config.poi_index]:
-        from ..exceptions import InvalidModel
-
-        raise InvalidModel(f"POI at index [{pdf.config.poi_index}] is set as fixed, which makes inference impossible. Please unfix the POI to continue.")
+    _require_free_poi(pdf, fixed_params)
     calc_base_dist = kwargs.get("calc_base_dist", "normal")
     if calc_base_dist != "normal":
         # The engine's expected CLs use the full normal; the clipped one changes only them.
@@ -96,18 +92,17 @@ def hypotest(
     return tuple(returns) if len(returns) > 1 else returns[0]
 
 
-def _settings(pdf: Any, init_pars: Any, par_bounds: Any, fixed_params: Any):
-    """Starting values, bounds and fixed flags, the model config's where not given (so that
-    settings changed on ``model.config.param_set(...)`` apply, as in pyhf); the model must have
-    a POI."""
-    if getattr(pdf.config, "poi_index", None) is None:
-        from ..exceptions import UnspecifiedPOI
+def _require_free_poi(pdf: Any, fixed_params: Any) -> None:
+    """A hypothesis test needs a POI that is not fixed (the settings given, else the model
+    config's, which follow ``model.config.param_set(...)`` edits, as in pyhf)."""
+    from ..exceptions import InvalidModel, UnspecifiedPOI
 
+    poi = getattr(pdf.config, "poi_index", None)
+    if poi is None:
         raise UnspecifiedPOI("No POI is defined. A POI is required to run a hypothesis test.")
-    config = pdf.config
-    return (config.suggested_init() if init_pars is None else init_pars,
-            config.suggested_bounds() if par_bounds is None else par_bounds,
-            config.suggested_fixed() if fixed_params is None else fixed_params)
+    fixed = pdf.config.suggested_fixed() if fixed_params is None else fixed_params
+    if fixed[poi]:
+        raise InvalidModel(f"POI at index [{poi}] is set as fixed, which makes inference impossible. Please unfix the POI to continue.")
 
 
 def _calculator_of(result, calctype, data, pdf, init_pars, par_bounds, fixed_params, test_stat, device, kwargs):
