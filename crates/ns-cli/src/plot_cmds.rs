@@ -115,7 +115,7 @@ pub fn run(args: PlotArgs) -> Result<()> {
         };
         Error::InvalidInput(format!("{}: {message}", args.result.display()))
     };
-    let result = read_json(&args.result).map_err(at_file)?;
+    let result = read_json(&args.result)?; // its errors name the file
     let figure = ns_plot::figure(&args.kind, &result, &options).map_err(at_file)?;
     let (bytes, (width, height)) = ns_plot::encode(&figure, format)?;
     crate::output::write_bytes_of("-o", &args.output, &bytes)?;

@@ -637,6 +637,12 @@ fn likelihood_scan(result: &Value) -> Result<LikelihoodScan> {
             delta.len()
         )));
     }
+    // In increasing parameter value (a scan may run downwards: `--range 2 0 21`), so that
+    // `low` and `high` are the crossings below and above the minimum.
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
+    let (values, delta): (Vec<f64>, Vec<f64>) =
+        order.iter().map(|&k| (values[k], delta[k])).unzip();
     let min = (0..delta.len())
         .min_by(|&a, &b| delta[a].total_cmp(&delta[b]))
         .expect("two or more points");

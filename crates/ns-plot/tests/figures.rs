@@ -135,6 +135,18 @@ fn scan_crossings_are_interpolated_between_the_points() {
         ),
         (4.0, Some(0.0), Some(4.0))
     );
+    // A scan that runs downwards gives the same figure.
+    let down: Vec<f64> = values.iter().rev().copied().collect();
+    let down_delta: Vec<f64> = delta.iter().rev().copied().collect();
+    let result = json!({"parameter": "mu", "values": down, "delta_twice_nll": down_delta});
+    let Figure::Scan(r) = draw("scan", &result) else {
+        panic!()
+    };
+    assert_eq!(r.values, values);
+    assert_eq!(
+        (r.crossings[0].low, r.crossings[0].high),
+        (Some(1.0), Some(3.0))
+    );
     // Between points: Δ = 0, 2 at x = 0, 1 crosses 1 at 0.5; a scan that never reaches 4 has no
     // 2σ crossing.
     let result = json!({"parameter": "theta", "values": [0.0, 1.0], "delta_twice_nll": [0.0, 2.0]});

@@ -847,7 +847,7 @@ def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tol
         device=device,
     )
     if data is not None:  # an unbinned model's observed events stay in the engine
-        call["data"] = dict(values=_array(data, "data").tolist())
+        call["data"] = dict(values=_finite_list(data, "data"))
     try:
         call_text = json.dumps(call, allow_nan=False)
     except ValueError:
