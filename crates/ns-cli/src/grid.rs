@@ -1,39 +1,34 @@
-//! `upper-limit BKG.json --patchset PS.json --all`: the limit of every signal point of a HEPData
-//! patchset, the points in parallel, as one table (patch name, its metadata values, observed and
-//! expected limits) — what `nextstat plot limit` draws as a Brazil band.
+//! `upper-limit BKG.json --patchset PS.json --all` (and `hypotest … --all`): the limit (CLs) of
+//! every signal point of a HEPData patchset, the points in parallel, as one table — patch name,
+//! its metadata values, observed and expected limits — what `nextstat plot limit` draws as a
+//! Brazil band; with `--shard I/N`, a part of that table for `nextstat merge`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use ns_core::{Error, Result};
-use ns_inference::request::{Outcome, Request};
-use ns_translate::{ModelRef, Source};
-use rayon::prelude::*;
-use serde_json::{Value, json};
+use ns_inference::grid::Grid;
+use ns_inference::request::Request;
+use ns_inference::shard::{Shard, check_share};
+use serde_json::Value;
 
 use crate::infer_cmds::{InferArgs, progress};
 use crate::input::read_json;
 use crate::{emit, to_json};
 
-/// Every patch's limit; a patch whose limit fails is listed under "errors" (and said on stderr),
-/// the others stand.
-pub fn upper_limits(args: &InferArgs, request: Request) -> Result<()> {
+/// The grid of `args`' patchset for `request`: the whole table, or `shard`'s part of it.
+pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<()> {
     let path = args
         .model
         .patchset
         .as_ref()
         .ok_or_else(|| Error::InvalidInput("--all needs --patchset PS.json".into()))?;
+    let named = |e: Error| Error::InvalidInput(format!("{}: {e}", path.display()));
     // The patchset read and validated once (pyhf's checks); every point applies its patch to the
     // background from it.
-    let patchset = ns_translate::patch::PatchSet::from_value(read_json(path)?)
-        .map_err(|e| Error::InvalidInput(format!("{}: {e}", path.display())))?;
+    let patchset_value = read_json(path)?;
+    let patchset = ns_translate::patch::PatchSet::from_value(patchset_value.clone()).map_err(named)?;
     let background = read_json(&args.model.ws.path()?)?;
-    if patchset.patches.is_empty() {
-        return Err(Error::InvalidInput(format!(
-            "{}: the patchset has no patches",
-            path.display()
-        )));
-    }
     // The digest is checked once for the whole grid.
     if args.model.skip_verify {
         args.model.warn_unverified();
@@ -45,82 +40,57 @@ pub fn upper_limits(args: &InferArgs, request: Request) -> Result<()> {
             ))
         })?;
     }
-    // The call of every point: the options given, with the patched background inline.
+    // The call of every point: the options given, on the background (the point's patch first).
     let mut template_args = args.clone();
     template_args.model.patchset = None;
     let template = template_args.call(request, &[])?;
+    let grid = Grid {
+        background: &background,
+        patchset: &patchset,
+        template: &template,
+    };
+    grid.check().map_err(named)?;
     let model = template
         .model
-        .clone()
+        .as_ref()
         .ok_or_else(|| Error::InvalidInput("no model".into()))?;
-    let level = match template.request {
-        Request::UpperLimit { level, .. } => level,
-        _ => unreachable!("the grid runs upper limits"),
+    let job = grid.job(
+        model.digest(&read_json)?,
+        &patchset_value,
+        shard.map_or(1, |s| s.count),
+    )?;
+    let n = patchset.patches.len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let share = match shard {
+        Some(s) => check_share(s, n, "signal points")?,
+        None => 0..n,
     };
-    let bar = progress(patchset.patches.len() as u64, "signal points");
-    let done = AtomicUsize::new(0);
-    let rows: Vec<std::result::Result<Value, (String, String)>> = patchset
-        .patches
-        .par_iter()
-        .map(|patch| {
-            let name = &patch.metadata.name;
-            let mut call = template.clone();
-            let outcome = patchset
-                .apply_unverified(&background, name)
-                .and_then(|doc| {
-                    let point = ModelRef {
-                        workspace: Source::Inline(doc),
-                        ..model.clone()
-                    };
-                    call.model = Some(point.clone());
-                    point.load_model(&read_json)
-                })
-                .and_then(|loaded| {
-                    call.run(
-                        loaded.likelihood(),
-                        Arc::new(AtomicBool::new(false)),
-                        &|_| {},
-                    )
-                });
-            bar.set_position(done.fetch_add(1, Ordering::Relaxed) as u64 + 1);
-            match outcome {
-                Ok(Outcome::UpperLimit { result, level }) => {
-                    let mut row = ns_inference::report::upper_limit(&result, level);
-                    // The per-μ points of a scan are left out of the table.
-                    if let Some(o) = row.as_object_mut() {
-                        o.remove("points");
-                    }
-                    row["patch"] = json!(name);
-                    row["values"] = json!(patch.metadata.values);
-                    Ok(row)
-                }
-                Ok(_) => unreachable!("an upper-limit call gives an upper limit"),
-                Err(e) => Err((name.clone(), e.to_string())),
-            }
-        })
-        .collect();
+    let bar = progress(share.len() as u64, "signal points");
+    let step = |k: usize| bar.set_position(k as u64);
+    let document = match shard {
+        None => grid.run(&job, &read_json, &stop, &step).map(|table| {
+            warn_errors(&table);
+            table
+        }),
+        Some(s) => grid
+            .run_part(share, &read_json, &stop, &step)
+            .map(|part| job.partial(s, part)),
+    };
     bar.finish_and_clear();
-    let mut points = Vec::new();
-    let mut errors = Vec::new();
-    for row in rows {
-        match row {
-            Ok(r) => points.push(r),
-            Err((patch, message)) => {
-                eprintln!("warning: patch '{patch}': {message}");
-                errors.push(json!({"patch": patch, "error": message}));
-            }
-        }
+    let document = document.map_err(|e| match e {
+        Error::Computation(m) => Error::Computation(format!("{}: {m}", path.display())),
+        other => other,
+    })?;
+    emit(&to_json(&document), args.out.output.as_ref())
+}
+
+/// Each point of a grid's table that failed, said on stderr (the table lists them too).
+pub fn warn_errors(table: &Value) {
+    for e in table["errors"].as_array().into_iter().flatten() {
+        eprintln!(
+            "warning: patch {}: {}",
+            e["patch"],
+            e["error"].as_str().unwrap_or_default()
+        );
     }
-    if points.is_empty() {
-        return Err(Error::Computation(format!(
-            "no patch of {} gave a limit ({} errors; the first: {})",
-            path.display(),
-            errors.len(),
-            errors[0]["error"]
-        )));
-    }
-    let table = json!({
-        "labels": patchset.metadata.labels, "level": level, "points": points, "errors": errors,
-    });
-    emit(&to_json(&table), args.out.output.as_ref())
 }

@@ -8,7 +8,9 @@ use ns_inference::call::{
     Call, DEFAULT_DEVICE, DEFAULT_TOLERANCE, DataChoice, FitOptions, linspace,
 };
 use ns_inference::params::number_json;
+use ns_inference::fit::Fitter;
 use ns_inference::request::{DEFAULT_CLS_LEVEL, DEFAULT_TEST_STATISTIC, Outcome, Request};
+use ns_inference::shard::{Job, Shard};
 use ns_inference::{Device, TestStatistic};
 use serde_json::{Map, Value, json};
 use std::io::IsTerminal;
@@ -104,6 +106,8 @@ pub enum InferCommand {
     Ranking {
         #[command(flatten)]
         args: InferArgs,
+        #[command(flatten)]
+        shard: ShardArg,
     },
     /// Goodness of fit against the saturated model
     Gof {
@@ -120,6 +124,11 @@ pub enum InferCommand {
         /// Test statistic: qtilde (default), q, q0
         #[arg(long, default_value = DEFAULT_TEST_STATISTIC.name(), value_parser = test_statistic)]
         test_stat: TestStatistic,
+        /// Every patch of --patchset, in parallel: one table of CLs per signal point
+        #[arg(long, requires = "patchset", conflicts_with = "patch_name")]
+        all: bool,
+        #[command(flatten)]
+        shard: ShardArg,
     },
     /// Toy-based CLs at a POI value (pyhf's calctype="toybased")
     HypotestToys {
@@ -140,6 +149,8 @@ pub enum InferCommand {
         /// Also write every toy's test statistic (what `nextstat plot toys` draws)
         #[arg(long)]
         teststats: bool,
+        #[command(flatten)]
+        shard: ShardArg,
     },
     /// Observed and expected upper limits on the POI at a CLs level
     UpperLimit {
@@ -155,6 +166,8 @@ pub enum InferCommand {
         /// `nextstat plot limit` draws as a Brazil band)
         #[arg(long, requires = "patchset", conflicts_with = "patch_name")]
         all: bool,
+        #[command(flatten)]
+        shard: ShardArg,
     },
     /// Discovery significance (asymptotic q0): p0 and Z, observed and expected
     Significance {
@@ -171,7 +184,26 @@ pub enum InferCommand {
         /// START STOP COUNT of the scan grid
         #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"], default_values_t = [0.0, 2.0, 21.0], allow_negative_numbers = true)]
         range: Vec<f64>,
+        #[command(flatten)]
+        shard: ShardArg,
     },
+}
+
+/// `--shard I/N` of the verbs whose work splits into independent units.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ShardArg {
+    /// Compute shard I of N (I from 0 to N − 1) and write a part that `nextstat merge` joins
+    /// with the others into this command's result, bit for bit (an array job's task:
+    /// docs/scale-out.md)
+    #[arg(long, value_name = "I/N", value_parser = shard_of)]
+    pub shard: Option<Shard>,
+}
+
+fn shard_of(text: &str) -> std::result::Result<Shard, String> {
+    Shard::parse(text).map_err(|e| match e {
+        Error::InvalidInput(m) => m,
+        other => other.to_string(),
+    })
 }
 
 /// `--gpu`'s value, refused here with the parser's message when it names no device.
@@ -331,12 +363,13 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
             },
             fix,
         ),
-        InferCommand::Ranking { args } => (args, Request::Ranking, vec![]),
+        InferCommand::Ranking { args, .. } => (args, Request::Ranking, vec![]),
         InferCommand::Gof { args } => (args, Request::Gof, vec![]),
         InferCommand::Hypotest {
             args,
             mu,
             test_stat,
+            ..
         } => (args, Request::Hypotest { mu, test_stat }, vec![]),
         InferCommand::HypotestToys {
             args,
@@ -345,6 +378,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
             n_toys,
             seed,
             teststats,
+            ..
         } => (
             args,
             Request::HypotestToys {
@@ -367,6 +401,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
             args,
             parameter,
             range,
+            ..
         } => {
             let values = grid("--range", &range)?;
             (args, Request::ProfileScan { parameter, values }, vec![])
@@ -386,24 +421,95 @@ fn label(request: &Request) -> &'static str {
     }
 }
 
-pub fn run(cmd: InferCommand) -> Result<()> {
-    if let InferCommand::UpperLimit {
-        args,
-        level,
-        scan,
-        all: true,
-    } = cmd
-    {
-        args.out.configure_threads()?;
-        return crate::grid::upper_limits(&args, Request::UpperLimit { level, scan });
+impl InferCommand {
+    /// `--shard` where the verb takes one.
+    fn shard(&self) -> Option<Shard> {
+        match self {
+            InferCommand::Hypotest { shard, .. }
+            | InferCommand::HypotestToys { shard, .. }
+            | InferCommand::Ranking { shard, .. }
+            | InferCommand::UpperLimit { shard, .. }
+            | InferCommand::Scan { shard, .. } => shard.shard,
+            _ => None,
+        }
     }
+
+    /// `--all`: every patch of the patchset.
+    fn grid(&self) -> bool {
+        matches!(
+            self,
+            InferCommand::Hypotest { all: true, .. } | InferCommand::UpperLimit { all: true, .. }
+        )
+    }
+}
+
+pub fn run(cmd: InferCommand) -> Result<()> {
+    let (shard, grid) = (cmd.shard(), cmd.grid());
     let (args, request, fix) = request_of(cmd)?;
     args.out.configure_threads()?;
+    if shard.is_some() && args.out.format == "text" {
+        return Err(Error::InvalidInput(
+            "--shard writes a part for `nextstat merge` (JSON): leave out --format text".into(),
+        ));
+    }
+    if grid {
+        return crate::grid::run(&args, request, shard);
+    }
     let call = args.call(request, &fix)?;
     if let Some(path) = &args.save_call {
         save_call(&call, path)?;
     }
-    execute(&call, Path::new(""), &args.out)
+    match shard {
+        Some(shard) => execute_shard(&call, shard, &args.out),
+        None => execute(&call, Path::new(""), &args.out),
+    }
+}
+
+/// `--shard I/N`: this shard's share of the call's work, written as a part of the job.
+fn execute_shard(call: &Call, shard: Shard, out: &OutputArgs) -> Result<()> {
+    let model_ref = call.model.clone().ok_or_else(|| {
+        Error::InvalidInput("the call names no model (\"model\": {\"workspace\": ...})".into())
+    })?;
+    let device = call.validate()?;
+    let loaded = model_ref.load_model(&crate::input::read_json)?;
+    let model = loaded.likelihood();
+    let units = ns_inference::shard::units(call, model)?;
+    let fitter = Fitter::on_device(model, device, call.request.workload(model))?;
+    let job = Job::of_call(
+        call,
+        model_ref.digest(&crate::input::read_json)?,
+        fitter.device(),
+        shard.count,
+        units,
+    )?;
+    let share = shard.share(units).len() as u64;
+    let steps = match call.request {
+        Request::HypotestToys { .. } => 2 * share,
+        Request::Ranking => 4 * share,
+        _ => share,
+    };
+    let bar = progress(steps, label(&call.request));
+    let part = ns_inference::shard::run_part(call, &fitter, shard, &|k| {
+        bar.set_position(k as u64)
+    });
+    bar.finish_and_clear();
+    let mut doc = job.partial(shard, part?);
+    loaded.annotate(&mut doc);
+    emit(&to_json(&doc), out.output.as_ref())
+}
+
+/// `nextstat merge PARTS… -o RESULT.json`: the parts of a sharded job joined into its result.
+pub fn merge(parts: &[PathBuf], output: Option<&PathBuf>) -> Result<()> {
+    let docs = parts
+        .iter()
+        .map(|p| Ok((p.display().to_string(), crate::input::read_json(p)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let result = ns_inference::shard::merge(&docs)?;
+    if let Some(w) = result["warning"].as_str() {
+        eprintln!("warning: {w}");
+    }
+    crate::grid::warn_errors(&result);
+    emit(&to_json(&result), output)
 }
 
 /// Run a call built by a verb without the shared inference options (`eval`): JSON to `output`.

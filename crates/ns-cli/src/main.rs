@@ -58,6 +58,16 @@ enum Command {
     Infer(infer_cmds::InferCommand),
     #[command(flatten)]
     Workspace(workspace_cmds::WorkspaceCommand),
+    /// Join the parts of a sharded job (written with --shard I/N) into the result one process
+    /// gives, after checking that they are of one job and cover it exactly once
+    Merge {
+        /// The part files, in any order
+        #[arg(value_name = "PART.json", required = true)]
+        parts: Vec<PathBuf>,
+        /// Write the result here instead of stdout
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
     /// Draw a figure from a verb's JSON result: limit, ranking, pulls, correlation, scan,
     /// yields, toys (SVG, PNG or PDF)
     Plot(plot_cmds::PlotArgs),
@@ -101,6 +111,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => infer_cmds::run_saved(args),
         Command::Devices { json } => devices(json),
         Command::Infer(cmd) => infer_cmds::run(cmd),
+        Command::Merge { parts, output } => infer_cmds::merge(&parts, output.as_ref()),
         Command::Workspace(cmd) => workspace_cmds::run(cmd),
         Command::Plot(args) => plot_cmds::run(args),
         Command::Report(args) => report_cmds::run(args),

@@ -221,7 +221,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             3,
         );
         let scan = median_seconds(
-            || drop(profile_scan(fitter, poi, &scan_values, &data, &config, &mut |_| {}).unwrap()),
+            || drop(profile_scan(fitter, poi, &scan_values, &data, &config, &|_| {}).unwrap()),
             2,
         );
         let differentiable = differentiable_timings(&ws, &model, &data, fitter.device())?;

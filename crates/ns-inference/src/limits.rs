@@ -333,6 +333,14 @@ pub fn upper_limit_scan(
     scan: &[f64],
     progress: &mut dyn FnMut(usize),
 ) -> Result<UpperLimit> {
+    check_scan(fitter, config, level, scan)?;
+    let points = cls_scan_points(fitter, data, config, scan, progress)?;
+    Ok(UpperLimit::from_scan(level, points))
+}
+
+/// The rules of a linear-scan limit: a CLs level in (0, 1) and at least two increasing finite μ
+/// values from the POI's lower bound on.
+pub fn check_scan(fitter: &Fitter, config: &FitConfig, level: f64, scan: &[f64]) -> Result<()> {
     check_level(level)?;
     let poi = checks::free_poi(fitter, config)?;
     if scan.len() < 2 {
@@ -355,40 +363,55 @@ pub fn upper_limit_scan(
             scan[scan.len() - 1]
         )));
     }
+    Ok(())
+}
+
+/// One μ of a CLs scan: (μ, CLs observed, CLs expected −2σ…+2σ).
+pub type ClsPoint = (f64, f64, [f64; 5]);
+
+/// CLs observed and expected at each of `mus` (a scan's values, or a shard's share of them), in
+/// their order. Each μ's fits depend on the data and μ only, so shards give the same points.
+pub fn cls_scan_points(
+    fitter: &Fitter,
+    data: &PreparedData,
+    config: &FitConfig,
+    mus: &[f64],
+    progress: &mut dyn FnMut(usize),
+) -> Result<Vec<ClsPoint>> {
     let mut curve = ClsCurve::new(fitter, data, config, progress);
-    curve.at_all(scan)?;
-    let mut rows = Vec::with_capacity(scan.len());
-    for &mu in scan {
-        rows.push((mu, curve.at(mu)?));
-    }
-    // np.interp(level, cls[::-1], scan[::-1]) (CLs decreasing in μ, reversed to increasing),
-    // where the crossing lies inside the grid; np.interp would return the end of the grid for a
-    // crossing outside it, which looks like a limit and is not one.
-    let (first, last) = (scan[0], scan[scan.len() - 1]);
-    let mut limits = [f64::NAN; 6];
-    let mut outside = [None; 6];
-    for which in 0..6 {
-        let xs: Vec<f64> = rows
-            .iter()
-            .rev()
-            .map(|(_, v)| if which == 0 { v.0 } else { v.1[which - 1] })
-            .collect();
-        let ys: Vec<f64> = rows.iter().rev().map(|(mu, _)| *mu).collect();
-        let (at_last, at_first) = (xs[0], xs[xs.len() - 1]);
-        if at_last > level {
-            outside[which] = Some(Outside::Above(last));
-        } else if at_first < level {
-            outside[which] = Some(Outside::Below(first));
-        } else {
-            limits[which] = np_interp(level, &xs, &ys);
+    curve.at_all(mus)?;
+    mus.iter()
+        .map(|&mu| curve.at(mu).map(|(obs, exp)| (mu, obs, exp)))
+        .collect()
+}
+
+impl UpperLimit {
+    /// The limits of a linear scan from its CLs points (μ increasing):
+    /// np.interp(level, cls[::-1], scan[::-1]) (CLs decreasing in μ, reversed to increasing),
+    /// where the crossing lies inside the grid; np.interp would return the end of the grid for a
+    /// crossing outside it, which looks like a limit and is not one.
+    pub fn from_scan(level: f64, points: Vec<ClsPoint>) -> UpperLimit {
+        let (first, last) = (points[0].0, points[points.len() - 1].0);
+        let mut limits = [f64::NAN; 6];
+        let mut outside = [None; 6];
+        for which in 0..6 {
+            let xs: Vec<f64> = points
+                .iter()
+                .rev()
+                .map(|(_, obs, exp)| if which == 0 { *obs } else { exp[which - 1] })
+                .collect();
+            let ys: Vec<f64> = points.iter().rev().map(|(mu, _, _)| *mu).collect();
+            let (at_last, at_first) = (xs[0], xs[xs.len() - 1]);
+            if at_last > level {
+                outside[which] = Some(Outside::Above(last));
+            } else if at_first < level {
+                outside[which] = Some(Outside::Below(first));
+            } else {
+                limits[which] = np_interp(level, &xs, &ys);
+            }
         }
+        UpperLimit::new(limits, outside, "the scanned μ values", points)
     }
-    Ok(UpperLimit::new(
-        limits,
-        outside,
-        "the scanned μ values",
-        curve.points(),
-    ))
 }
 
 /// numpy's `interp` (xs assumed increasing; clamps outside the range).

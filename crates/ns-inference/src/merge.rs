@@ -95,6 +95,7 @@ pub fn run_merged(
                         stat: test_stat,
                         n_toys,
                         seed,
+                        toys: 0..n_toys,
                     },
                     _ => unreachable!("the merge key holds toy tests only"),
                 })

@@ -6,6 +6,7 @@ use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 use rayon::prelude::*;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// One parameter's entry in the ranking.
@@ -51,6 +52,39 @@ pub fn ranking(
         .expect("one ranking per request")
 }
 
+/// The ranking of the parameters `share` of the [`ranked`] ones (a shard's share): the nominal
+/// fit and the refits of those parameters only, each the same bits as in the whole ranking.
+/// Whole rankings are the shards' entries concatenated, ordered by [`impact_order`].
+pub fn ranking_share(
+    fitter: &Fitter,
+    data: &PreparedData,
+    config: &FitConfig,
+    share: Range<usize>,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Ranking> {
+    rankings(fitter, &[(data, config)], Some(share), progress)?
+        .pop()
+        .expect("one ranking per request")
+}
+
+/// How many parameters a ranking of `model` under `config` ranks: every free one but the POI.
+pub fn ranked(model: &dyn ns_compute::Likelihood, config: &FitConfig) -> Result<usize> {
+    let poi = model.poi()?;
+    Ok(targets(model, poi, config).len())
+}
+
+/// Sort ranking entries given in parameter order: by the larger of |Δμ̂| post-fit up/down,
+/// largest first (a failed refit's NaN first), ties in parameter order.
+pub fn impact_order<T>(entries: &mut [T], impacts: impl Fn(&T) -> (f64, f64)) {
+    let key = |e: &T| {
+        let (up, down) = impacts(e);
+        let k = up.abs().max(down.abs());
+        // One NaN for all: the order must not depend on a NaN's payload bits.
+        if k.is_nan() { f64::NAN } else { k }
+    };
+    entries.sort_by(|a, b| key(b).total_cmp(&key(a)));
+}
+
 /// A ranking whose nominal fit is done: the refits it needs.
 struct RankingPlan {
     request: usize,
@@ -72,6 +106,16 @@ pub fn ranking_batch(
     requests: &[(&PreparedData, &FitConfig)],
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<Result<Ranking>>> {
+    rankings(fitter, requests, None, progress)
+}
+
+/// [`ranking_batch`] of every ranked parameter, or of the `share` of them.
+fn rankings(
+    fitter: &Fitter,
+    requests: &[(&PreparedData, &FitConfig)],
+    share: Option<Range<usize>>,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<Result<Ranking>>> {
     let host;
     let nominal_fitter = if fitter.batches_on_device() {
         host = Fitter::new(fitter.model()).with_interrupt(fitter.interrupt().clone());
@@ -82,7 +126,7 @@ pub fn ranking_batch(
     let planned: Vec<Result<RankingPlan>> = requests
         .par_iter()
         .enumerate()
-        .map(|(i, &(data, config))| plan(nominal_fitter, i, data, config))
+        .map(|(i, &(data, config))| plan(nominal_fitter, i, data, config, share.clone()))
         .collect();
     // An interrupt during a nominal fit stops every ranking.
     fitter.check_interrupt()?;
@@ -126,6 +170,7 @@ fn plan(
     request: usize,
     data: &PreparedData,
     config: &FitConfig,
+    share: Option<Range<usize>>,
 ) -> Result<RankingPlan> {
     let model = fitter.model();
     let poi = crate::checks::free_poi(fitter, config)?;
@@ -152,7 +197,18 @@ fn plan(
         ..config.clone()
     };
     let start = fitter.with_scale(data, &start)?;
-    let targets = targets(model, poi, config);
+    let mut targets = targets(model, poi, config);
+    if let Some(share) = share {
+        if share.start > share.end || share.end > targets.len() {
+            return Err(Error::InvalidInput(format!(
+                "ranked parameters {}..{} of {}",
+                share.start,
+                share.end,
+                targets.len()
+            )));
+        }
+        targets = targets[share].to_vec();
+    }
     let (jobs, refit_values) = refit_jobs(&targets, &nominal.parameters, &sigmas, &start, config);
     Ok(RankingPlan {
         request,
@@ -229,8 +285,7 @@ fn conclude(
         })
         .collect();
     drop(impacts);
-    let key = |e: &RankingEntry| e.impact_postfit_up.abs().max(e.impact_postfit_down.abs());
-    entries.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index)));
+    impact_order(&mut entries, |e| (e.impact_postfit_up, e.impact_postfit_down));
     Ranking {
         poi: model.parameter_names()[poi].clone(),
         nominal,

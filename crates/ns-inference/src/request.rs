@@ -265,14 +265,7 @@ impl Request {
                         .map_err(ns_core::Error::InvalidInput)?,
                     None => model.poi()?,
                 };
-                Outcome::ProfileScan(profile_scan(
-                    fitter,
-                    index,
-                    values,
-                    data,
-                    config,
-                    &mut |k| progress(k),
-                )?)
+                Outcome::ProfileScan(profile_scan(fitter, index, values, data, config, progress)?)
             }
             Request::Ranking => Outcome::Ranking(ranking(fitter, data, config, progress)?),
             Request::Gof => Outcome::Gof(goodness_of_fit(fitter, data, config)?),

@@ -18,19 +18,18 @@ pub struct ProfileScan {
     pub free_fit: FitResult,
 }
 
-/// Fix `parameter` at each value in turn and fit the rest. Each point is fitted from the
-/// configured start and warm-started, keeping the deeper minimum: HistFactory likelihoods with
-/// histosys can have several minima, and a warm start alone can follow the wrong one across the
-/// scan. On the CPU the warm start is the previous point (one fit after another); on a device,
-/// where one fit at a time is latency-bound, it is the unconditional fit, so that every fit of
-/// the scan runs in one batch.
+/// Fix `parameter` at each value in turn and fit the rest. Each point is fitted twice, from the
+/// configured start and from the unconditional fit, keeping the deeper minimum: HistFactory
+/// likelihoods with histosys can have several minima, and one start alone can land in the wrong
+/// one. Every point depends on its own fits only — all of them run as one batch (every core, or
+/// one device submission) — so a scan split into shards of its values gives the same points.
 pub fn profile_scan(
     fitter: &Fitter,
     parameter: usize,
     values: &[f64],
     data: &PreparedData,
     config: &FitConfig,
-    progress: &mut dyn FnMut(usize),
+    progress: &(dyn Fn(usize) + Sync),
 ) -> Result<ProfileScan> {
     let name = &fitter.model().parameter_names()[parameter];
     if config.fixed[parameter] {
@@ -50,45 +49,27 @@ pub fn profile_scan(
     let config = &fitter.with_scale(data, config)?;
     let free_fit = fitter.fit(data, config)?;
     checks::started(fitter, &free_fit, data)?;
-    // The cold-started fits are independent: one batch (parallel on the CPU, lockstep on a GPU).
-    let cold_jobs: Vec<FitJob> = values
+    let from_free_fit = config.starting_at(&free_fit.parameters);
+    // Point k's cold fit is job 2k, its warm fit job 2k + 1.
+    let jobs: Vec<FitJob> = values
         .iter()
-        .map(|&v| FitJob {
-            data: 0,
-            config: Arc::new(config.with_fixed(parameter, v)),
+        .flat_map(|&v| {
+            [config, &from_free_fit].map(|start| FitJob {
+                data: 0,
+                config: Arc::new(start.with_fixed(parameter, v)),
+            })
         })
         .collect();
-    let deeper = |cold: FitResult, warm: FitResult| {
-        if cold.twice_nll < warm.twice_nll {
+    let all = fitter.fit_batch(std::slice::from_ref(data), &jobs, &|k| progress(k / 2))?;
+    let mut fits = Vec::with_capacity(values.len());
+    let mut pairs = all.into_iter();
+    while let (Some(cold), Some(warm)) = (pairs.next(), pairs.next()) {
+        let (cold, warm) = (cold?, warm?);
+        fits.push(if cold.twice_nll < warm.twice_nll {
             cold
         } else {
             warm
-        }
-    };
-    let mut fits = Vec::with_capacity(values.len());
-    if fitter.batches_on_device() {
-        let from_free_fit = config.starting_at(&free_fit.parameters);
-        let warm_jobs = values.iter().map(|&v| FitJob {
-            data: 0,
-            config: Arc::new(from_free_fit.with_fixed(parameter, v)),
         });
-        let jobs: Vec<FitJob> = cold_jobs.iter().cloned().chain(warm_jobs).collect();
-        let mut all = fitter.fit_batch(std::slice::from_ref(data), &jobs, &|_| {})?;
-        let warm_fits = all.split_off(values.len());
-        for (k, (cold, warm)) in all.into_iter().zip(warm_fits).enumerate() {
-            fits.push(deeper(cold?, warm?));
-            progress(k + 1);
-        }
-    } else {
-        let cold_fits = fitter.fit_batch(std::slice::from_ref(data), &cold_jobs, &|_| {})?;
-        let mut start = config.clone();
-        for ((k, &v), cold) in values.iter().enumerate().zip(cold_fits) {
-            let warm = fitter.fit(data, &start.with_fixed(parameter, v))?;
-            let fit = deeper(cold?, warm);
-            start = start.starting_at(&fit.parameters);
-            fits.push(fit);
-            progress(k + 1);
-        }
     }
     let twice_nll: Vec<f64> = fits.iter().map(|f| f.twice_nll).collect();
     Ok(ProfileScan {

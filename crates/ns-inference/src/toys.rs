@@ -17,6 +17,7 @@ use ns_compute::{PreparedData, SampledToys};
 use ns_core::Result;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::checks;
@@ -367,6 +368,7 @@ pub fn hypotest_toys(
         stat,
         n_toys,
         seed,
+        toys: 0..n_toys,
     };
     hypotest_toys_batch(fitter, &[test], progress)?
         .pop()
@@ -374,7 +376,7 @@ pub fn hypotest_toys(
 }
 
 /// One toy-based hypothesis test of a batch ([`hypotest_toys_batch`]).
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct ToyTest<'a> {
     pub mu: f64,
     pub data: &'a PreparedData,
@@ -382,6 +384,18 @@ pub struct ToyTest<'a> {
     pub stat: TestStatistic,
     pub n_toys: usize,
     pub seed: u64,
+    /// The toys computed: all (`0..n_toys`), or a shard's share of them.
+    pub toys: Range<usize>,
+}
+
+/// What the toys of a test give before its p-values: the observed statistic and the two
+/// ensembles over the toys computed. Ensembles of consecutive toy ranges, concatenated, are the
+/// ensembles of their union ([`ToyHypotest::from_ensembles`] makes the result).
+#[derive(Clone, Debug)]
+pub struct ToyEnsembles {
+    pub observed: f64,
+    pub signal: ToyEnsemble,
+    pub background: ToyEnsemble,
 }
 
 /// A test whose baseline fits are done: what its toys need, and their statistics so far.
@@ -389,7 +403,7 @@ struct ToyPlan {
     test: usize,
     mu: f64,
     stat: TestStatistic,
-    n_toys: usize,
+    toys: Range<usize>,
     seed: u64,
     /// The configuration with the optimizer's variable scale at the observed data.
     config: FitConfig,
@@ -412,14 +426,32 @@ pub fn hypotest_toys_batch(
     tests: &[ToyTest],
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<Result<ToyHypotest>>> {
-    let mut results: Vec<Option<Result<ToyHypotest>>> = tests.iter().map(|_| None).collect();
+    Ok(toy_ensembles_batch(fitter, tests, progress)?
+        .into_iter()
+        .zip(tests)
+        .map(|(ensembles, t)| {
+            ToyHypotest::from_ensembles(t.mu, t.stat, t.n_toys, t.seed, ensembles?)
+        })
+        .collect())
+}
+
+/// The ensembles of several toy tests over their `toys` ranges, fitted as [`hypotest_toys_batch`]
+/// fits them; `progress` receives the toys done, of `Σ 2 · toys.len()`. Toy `i` of a test gives
+/// the same statistic whatever range it is computed in, so shards of a test computed apart
+/// concatenate to the ensembles computed at once.
+pub fn toy_ensembles_batch(
+    fitter: &Fitter,
+    tests: &[ToyTest],
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<Result<ToyEnsembles>>> {
+    let mut results: Vec<Option<Result<ToyEnsembles>>> = tests.iter().map(|_| None).collect();
     let mut plans = baseline_plans(fitter, tests, &mut results)?;
     let poi = fitter.model().poi()?;
     // Chunk by chunk: memory is bounded by the chunk, plus one f64 per toy for its statistic.
     let mut done = 0;
-    for first in (0..).step_by(TOY_CHUNK) {
+    for offset in (0..).step_by(TOY_CHUNK) {
         let active: Vec<usize> = (0..plans.len())
-            .filter(|&p| plans[p].n_toys > first)
+            .filter(|&p| plans[p].toys.len() > offset)
             .collect();
         if active.is_empty() {
             break;
@@ -428,14 +460,14 @@ pub fn hypotest_toys_batch(
         let mut segments = Vec::with_capacity(active.len());
         for &p in &active {
             let plan = &plans[p];
-            let count = TOY_CHUNK.min(plan.n_toys - first);
+            let count = TOY_CHUNK.min(plan.toys.len() - offset);
             sampled.push(generate_ensembles(
                 fitter,
                 &[
                     (&plan.signal_pars, SIGNAL_STREAM),
                     (&plan.background_pars, BACKGROUND_STREAM),
                 ],
-                first as u32,
+                (plan.toys.start + offset) as u32,
                 count,
                 plan.seed,
             )?);
@@ -463,8 +495,11 @@ pub fn hypotest_toys_batch(
         }
     }
     for plan in plans {
-        let test = plan.test;
-        results[test] = Some(conclude(plan));
+        results[plan.test] = Some(Ok(ToyEnsembles {
+            observed: plan.observed,
+            signal: plan.signal,
+            background: plan.background,
+        }));
     }
     Ok(results
         .into_iter()
@@ -477,7 +512,7 @@ pub fn hypotest_toys_batch(
 fn baseline_plans(
     fitter: &Fitter,
     tests: &[ToyTest],
-    results: &mut [Option<Result<ToyHypotest>>],
+    results: &mut [Option<Result<ToyEnsembles>>],
 ) -> Result<Vec<ToyPlan>> {
     // Each test's variable scale is host work (curvature probes): in parallel.
     let checks: Vec<Result<_>> = tests.par_iter().map(|t| check_test(fitter, t)).collect();
@@ -525,7 +560,7 @@ fn baseline_plans(
                     test: i,
                     mu: test.mu,
                     stat: test.stat,
-                    n_toys: test.n_toys,
+                    toys: test.toys.clone(),
                     seed: test.seed,
                     observed: clip(statistic_from_fits(
                         test.stat,
@@ -556,6 +591,12 @@ fn check_test(fitter: &Fitter, test: &ToyTest) -> Result<(usize, FitConfig, f64,
     if n_toys == 0 || n_toys > MAX_TOYS {
         return Err(ns_core::Error::InvalidInput(format!(
             "n_toys = {n_toys}: the number of toys per hypothesis must be between 1 and {MAX_TOYS}"
+        )));
+    }
+    if test.toys.end > n_toys || test.toys.start > test.toys.end {
+        return Err(ns_core::Error::InvalidInput(format!(
+            "toys {}..{} of a test of {n_toys} toys: the range must lie within 0..{n_toys}",
+            test.toys.start, test.toys.end
         )));
     }
     let config = test.config;
@@ -594,56 +635,68 @@ fn concatenated(mut parts: Vec<SampledToys>) -> SampledToys {
     }
 }
 
-/// A test's result from its ensembles: refused where too many toy fits failed.
-fn conclude(plan: ToyPlan) -> Result<ToyHypotest> {
-    let ToyPlan {
-        mu,
-        stat,
-        n_toys,
-        seed,
-        observed,
-        signal,
-        background,
-        ..
-    } = plan;
-    let failed: Vec<String> = [
-        ("signal-plus-background", &signal),
-        ("background-only", &background),
-    ]
-    .into_iter()
-    .filter(|(_, e)| e.n_failed > 0)
-    .map(|(name, e)| failures_in_words(name, e, n_toys))
-    .collect();
-    let worst = signal.n_failed.max(background.n_failed) as f64 / n_toys as f64;
-    if worst > MAX_FAILED_TOY_FRACTION
-        || signal.teststats.is_empty()
-        || background.teststats.is_empty()
-    {
-        return Err(ns_core::Error::Computation(format!(
-            "toy fits failed: {}; more than {}% of an ensemble, so the p-values would be biased \
-             (the failed toys are not a random subset): no result",
-            failed.join(", "),
-            MAX_FAILED_TOY_FRACTION * 100.0
-        )));
+impl ToyHypotest {
+    /// The result of a test from the ensembles of all its `n_toys` toys: refused where too many
+    /// toy fits failed.
+    pub fn from_ensembles(
+        mu: f64,
+        stat: TestStatistic,
+        n_toys: usize,
+        seed: u64,
+        ensembles: ToyEnsembles,
+    ) -> Result<ToyHypotest> {
+        let ToyEnsembles {
+            observed,
+            signal,
+            background,
+        } = ensembles;
+        let counted = |e: &ToyEnsemble| e.teststats.len() + e.n_failed;
+        if counted(&signal) != n_toys || counted(&background) != n_toys {
+            return Err(ns_core::Error::Computation(format!(
+                "ensembles of {} and {} toys for a test of {n_toys}",
+                counted(&signal),
+                counted(&background)
+            )));
+        }
+        let failed: Vec<String> = [
+            ("signal-plus-background", &signal),
+            ("background-only", &background),
+        ]
+        .into_iter()
+        .filter(|(_, e)| e.n_failed > 0)
+        .map(|(name, e)| failures_in_words(name, e, n_toys))
+        .collect();
+        let worst = signal.n_failed.max(background.n_failed) as f64 / n_toys as f64;
+        if worst > MAX_FAILED_TOY_FRACTION
+            || signal.teststats.is_empty()
+            || background.teststats.is_empty()
+        {
+            return Err(ns_core::Error::Computation(format!(
+                "toy fits failed: {}; more than {}% of an ensemble, so the p-values would be \
+                 biased (the failed toys are not a random subset): no result",
+                failed.join(", "),
+                MAX_FAILED_TOY_FRACTION * 100.0
+            )));
+        }
+        let warning = (!failed.is_empty()).then(|| {
+            format!(
+                "toy fits failed and their toys are left out of the p-values: {}",
+                failed.join(", ")
+            )
+        });
+        let cls = cls_from_ensembles(observed, &signal.teststats, &background.teststats);
+        Ok(ToyHypotest {
+            mu,
+            test_statistic: stat,
+            teststat_obs: observed,
+            cls,
+            n_toys,
+            seed,
+            signal,
+            background,
+            warning,
+        })
     }
-    let warning = (!failed.is_empty()).then(|| {
-        format!(
-            "toy fits failed and their toys are left out of the p-values: {}",
-            failed.join(", ")
-        )
-    });
-    let cls = cls_from_ensembles(observed, &signal.teststats, &background.teststats);
-    Ok(ToyHypotest {
-        mu,
-        test_statistic: stat,
-        teststat_obs: observed,
-        cls,
-        n_toys,
-        seed,
-        signal,
-        background,
-        warning,
-    })
 }
 
 /// CLs, CLsb and CLb at the observed statistic, and their expected bands (percentiles −2σ…+2σ

@@ -589,7 +589,7 @@ fn profile_scans_match_cpu(device: Device) {
         let poi = model.poi().unwrap();
         let values: Vec<f64> = (0..7).map(|i| top * i as f64 / 6.0).collect();
         let scan = |fitter: &Fitter| {
-            ns_inference::profile_scan(fitter, poi, &values, &data, &config, &mut |_| {}).unwrap()
+            ns_inference::profile_scan(fitter, poi, &values, &data, &config, &|_| {}).unwrap()
         };
         let (cpu, other) = (scan(&Fitter::new(&model)), scan(&fitter_on(&model, device)));
         for (k, (a, b)) in cpu.twice_nll.iter().zip(&other.twice_nll).enumerate() {

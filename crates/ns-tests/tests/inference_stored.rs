@@ -333,7 +333,7 @@ fn linear_scan_limits_and_profile_scans_match_pyhf() {
                 &mus,
                 &c.data,
                 &config,
-                &mut |_| {},
+                &|_| {},
             )
             .unwrap();
             for (ours, theirs) in scan

@@ -244,7 +244,7 @@ fn profile_scan_is_the_parabola() {
         &values,
         &data,
         &FitConfig::suggested(&model),
-        &mut |_| {},
+        &|_| {},
     )
     .unwrap();
     for (mu, d) in values.iter().zip(&scan.delta_twice_nll) {

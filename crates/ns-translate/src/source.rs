@@ -201,6 +201,18 @@ impl ModelRef {
         Ok(doc)
     }
 
+    /// SHA-256 of the model this names (pyhf's digest of `{"workspace", "measurement",
+    /// "interpolation"}`, the workspace after its patches): equal digests, one model, wherever
+    /// its files lie. Event files an HS3 model reads are named, not hashed.
+    pub fn digest(&self, read: &dyn Fn(&Path) -> Result<Value>) -> Result<String> {
+        let identity = serde_json::json!({
+            "workspace": self.workspace_value(read)?,
+            "measurement": self.measurement,
+            "interpolation": self.interpolation,
+        });
+        Ok(crate::pyjson::digest(&identity))
+    }
+
     /// The patched workspace and its model.
     pub fn load(
         &self,

@@ -1,0 +1,630 @@
+//! Sharded work: a batch-shaped request split into N parts that run anywhere — an HTCondor or
+//! Slurm array job, Dask workers — and merge into the result one process gives, bit for bit.
+//!
+//! A sharded request's work is a list of independent units: the toys of a toy hypotest, the
+//! values of a profile scan, the ranked parameters of a ranking, the μ values of a CLs-scan
+//! limit, the signal points of a patchset grid (`grid.rs`). Shard I of N takes the units
+//! `[I·U/N, (I+1)·U/N)`. Each unit's fits depend on its own job only — toy i of a seed is the same
+//! dataset anywhere, and on the CPU and CUDA a fit's result does not depend on the batch it runs
+//! in — so the units' results are the same in any shard. The values every shard recomputes (the
+//! baseline fits' statistic, the best fit) are recorded and must agree when the parts merge.
+//!
+//! A part is a JSON document: `{"format": "nextstat-partial/1", "version", "job", "shard",
+//! "units", "shared", "result"}`. [`merge`] checks that the parts are of one job and cover it
+//! exactly once, and builds the result from the units' results with the same code that builds
+//! it in one process.
+
+use std::ops::Range;
+
+use ns_compute::{Device, Likelihood};
+use ns_core::{Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::call::{Call, DataChoice, FitOptions};
+use crate::fit::Fitter;
+use crate::limits::{ClsPoint, UpperLimit, check_scan, cls_scan_points};
+use crate::ranking::{impact_order, ranked, ranking_share};
+use crate::request::Request;
+use crate::scan::profile_scan;
+use crate::toys::{ToyEnsemble, ToyEnsembles, ToyHypotest, ToyTest, toy_ensembles_batch};
+
+/// The `format` of a part document.
+pub const PARTIAL_FORMAT: &str = "nextstat-partial/1";
+
+/// Most shards of one job.
+pub const MAX_SHARDS: usize = 1_000_000;
+
+/// Shard `index` of `count` (0-based: `--shard 0/4` … `--shard 3/4`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    /// The whole job as one shard.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    pub fn new(index: usize, count: usize) -> Result<Shard> {
+        if count == 0 || count > MAX_SHARDS || index >= count {
+            return Err(Error::InvalidInput(format!(
+                "shard {index}/{count}: give I/N with N from 1 to {MAX_SHARDS} and I from 0 to \
+                 N − 1 (shards count from 0, as Slurm's and HTCondor's array indices)"
+            )));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// `I/N`, as `--shard` takes it.
+    pub fn parse(text: &str) -> Result<Shard> {
+        let bad = || {
+            Error::InvalidInput(format!(
+                "--shard '{text}' must look like I/N (shard I of N, I from 0 to N − 1), e.g. 0/4"
+            ))
+        };
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let index = i.trim().parse().map_err(|_| bad())?;
+        let count = n.trim().parse().map_err(|_| bad())?;
+        Shard::new(index, count)
+    }
+
+    /// This shard's units of a job of `units`: contiguous, the shards' shares in order.
+    pub fn share(&self, units: usize) -> Range<usize> {
+        let at = |i: usize| (units as u128 * i as u128 / self.count as u128) as usize;
+        at(self.index)..at(self.index + 1)
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// What every part of a job shares and [`merge`] compares: the model (by digest), the patchset
+/// of a grid (by digest), the request, the fit options, the data, the kind of device and the
+/// split.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    /// SHA-256 of the model: the workspace after its patches, the measurement and the
+    /// interpolation codes (`ModelRef::digest`); of the background-only workspace for a grid.
+    pub model: String,
+    /// SHA-256 of the patchset of a grid (pyhf's digest of its JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patchset: Option<String>,
+    pub request: Request,
+    pub fit: FitOptions,
+    pub data: DataChoice,
+    /// `cpu` or `cuda`: fits agree bit for bit on one kind of device, not across kinds.
+    pub device: String,
+    pub shards: usize,
+    pub units: usize,
+}
+
+impl Job {
+    /// The job of `call` on the model of digest `model`, run on `device`, split into `shards`
+    /// parts of a job of `units`. Refused on the f32 devices, where a fit's result depends on
+    /// the batch it runs in.
+    pub fn of_call(
+        call: &Call,
+        model: String,
+        device: Device,
+        shards: usize,
+        units: usize,
+    ) -> Result<Job> {
+        let device = match device {
+            Device::Cpu => "cpu",
+            Device::Cuda(_) => "cuda",
+            other => {
+                return Err(Error::InvalidInput(format!(
+                    "sharded work runs on the CPU or CUDA (f64), not {}: on the f32 backends a \
+                     fit's result depends on the batch it runs in, so shards would not merge \
+                     into one process's result",
+                    other.name()
+                )));
+            }
+        };
+        Ok(Job {
+            model,
+            patchset: None,
+            request: call.request.clone(),
+            fit: call.fit.clone(),
+            data: call.data.clone(),
+            device: device.into(),
+            shards,
+            units,
+        })
+    }
+
+    /// The part document of `shard` of this job.
+    pub fn partial(&self, shard: Shard, part: Part) -> Value {
+        let share = shard.share(self.units);
+        json!({
+            "format": PARTIAL_FORMAT,
+            "version": env!("CARGO_PKG_VERSION"),
+            "job": self,
+            "shard": shard.index,
+            "units": [share.start, share.end],
+            "shared": part.shared,
+            "result": part.result,
+        })
+    }
+}
+
+/// A shard's results: `shared` — values every shard computes and must agree on — and `result`,
+/// the results of its units.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    pub shared: Value,
+    pub result: Value,
+}
+
+/// The number of units the work of `request` splits into on `model` under the fit options of
+/// `call`; an error for requests that are one computation.
+pub fn units(call: &Call, model: &dyn Likelihood) -> Result<usize> {
+    Ok(match &call.request {
+        Request::HypotestToys { n_toys, .. } => *n_toys,
+        Request::ProfileScan { values, .. } => values.len(),
+        Request::UpperLimit {
+            scan: Some(grid), ..
+        } => grid.len(),
+        Request::Ranking => ranked(model, &call.fit_config(model)?)?,
+        other => {
+            return Err(Error::InvalidInput(format!(
+                "'{}' is one computation and does not split into shards; hypotest-toys, scan, \
+                 ranking, upper-limit --scan and patchset grids do",
+                verb(other)
+            )));
+        }
+    })
+}
+
+/// The verb of a request as its JSON names it.
+fn verb(request: &Request) -> String {
+    serde_json::to_value(request)
+        .ok()
+        .and_then(|v| v["verb"].as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// Refuse a shard without units: its part would say nothing, and a split with empty parts is
+/// almost always a mistake in the array job.
+pub fn check_share(shard: Shard, units: usize, what: &str) -> Result<Range<usize>> {
+    let share = shard.share(units);
+    if share.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "shard {shard}: {units} {what} split into {} shards leave this one empty; use at \
+             most {units} shards",
+            shard.count
+        )));
+    }
+    Ok(share)
+}
+
+/// Run `shard`'s share of `call` with `fitter` (of the call's model, on its device). `progress`
+/// receives the steps done, of [`Request::progress_steps`] of the share.
+pub fn run_part(
+    call: &Call,
+    fitter: &Fitter,
+    shard: Shard,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Part> {
+    call.validate()?;
+    let model = fitter.model();
+    let units = units(call, model)?;
+    let share = check_share(shard, units, unit_name(&call.request))?;
+    let prepared = call.prepare_on(fitter)?;
+    let (data, config) = (&prepared.data, &prepared.config);
+    Ok(match &call.request {
+        Request::HypotestToys {
+            mu,
+            test_stat,
+            n_toys,
+            seed,
+            ..
+        } => {
+            let test = ToyTest {
+                mu: *mu,
+                data,
+                config,
+                stat: *test_stat,
+                n_toys: *n_toys,
+                seed: *seed,
+                toys: share,
+            };
+            let ensembles = toy_ensembles_batch(fitter, &[test], progress)?
+                .pop()
+                .expect("one test")?;
+            Part {
+                shared: json!({"teststat_obs": float(ensembles.observed)}),
+                result: json!({
+                    "signal_plus_background": ensemble_json(&ensembles.signal),
+                    "background_only": ensemble_json(&ensembles.background),
+                }),
+            }
+        }
+        Request::ProfileScan { parameter, values } => {
+            let index = match parameter {
+                Some(name) => model.parameter_index(name).map_err(Error::InvalidInput)?,
+                None => model.poi()?,
+            };
+            // Every value is checked, so that each shard refuses a scan the whole would refuse.
+            for &v in values {
+                crate::checks::value_in_bounds(fitter, config, index, v, "the scan value")?;
+            }
+            let scan = profile_scan(fitter, index, &values[share], data, config, progress)?;
+            split(crate::report::scan(&scan), &["parameter", "bestfit_twice_nll"])
+        }
+        Request::UpperLimit {
+            level,
+            scan: Some(grid),
+        } => {
+            check_scan(fitter, config, *level, grid)?;
+            let mut step = |k: usize| progress(k);
+            let points = cls_scan_points(fitter, data, config, &grid[share], &mut step)?;
+            Part {
+                shared: json!({}),
+                result: json!({"points": points.iter().map(point_json).collect::<Vec<_>>()}),
+            }
+        }
+        Request::Ranking => {
+            let ranking = ranking_share(fitter, data, config, share, progress)?;
+            split(
+                crate::report::ranking(model, &ranking),
+                &["poi", "poi_bestfit", "poi_uncertainty"],
+            )
+        }
+        _ => unreachable!("units() admits the sharded requests only"),
+    })
+}
+
+/// What a request's units are, in words.
+fn unit_name(request: &Request) -> &'static str {
+    match request {
+        Request::HypotestToys { .. } => "toys",
+        Request::ProfileScan { .. } => "scan values",
+        Request::UpperLimit { .. } => "μ values",
+        Request::Ranking => "ranked parameters",
+        _ => "units",
+    }
+}
+
+/// A report split into the values every shard shares (`shared_keys`) and its per-unit lists.
+fn split(report: Value, shared_keys: &[&str]) -> Part {
+    let mut result = match report {
+        Value::Object(map) => map,
+        other => return Part {
+            shared: json!({}),
+            result: other,
+        },
+    };
+    let mut shared = Map::new();
+    for key in shared_keys {
+        if let Some(v) = result.remove(*key) {
+            shared.insert(key.to_string(), v);
+        }
+    }
+    Part {
+        shared: Value::Object(shared),
+        result: Value::Object(result),
+    }
+}
+
+/// A number JSON carries exactly: finite ones as numbers, NaN and ±∞ as "NaN", "inf", "-inf".
+pub fn float(x: f64) -> Value {
+    if x.is_finite() {
+        json!(x)
+    } else {
+        json!(x.to_string())
+    }
+}
+
+/// The number [`float`] wrote.
+pub fn float_of(value: &Value, place: &str) -> Result<f64> {
+    match value {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) if ["NaN", "inf", "-inf"].contains(&s.as_str()) => s.parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| Error::InvalidInput(format!("{place}: {value} is not a number")))
+}
+
+fn ensemble_json(e: &ToyEnsemble) -> Value {
+    json!({
+        "teststats": e.teststats.iter().map(|&t| float(t)).collect::<Vec<_>>(),
+        "n_failed": e.n_failed,
+        "failures": e.failures,
+    })
+}
+
+fn point_json(p: &ClsPoint) -> Value {
+    json!([float(p.0), float(p.1), p.2.map(float)])
+}
+
+/// Parts read from their documents, checked to be of one job and to cover it exactly once, in
+/// shard order.
+struct Parts {
+    job: Job,
+    shared: Value,
+    results: Vec<Value>,
+    /// Values of the first part that are not checked (the flow PDFs' providers, which name the
+    /// machine's hardware).
+    first: Value,
+}
+
+/// One part document, read: (job, shard, units, shared, result).
+fn read_part(name: &str, doc: &Value) -> Result<(Job, usize, [usize; 2], Value, Value)> {
+    let bad = |what: String| Error::InvalidInput(format!("{name}: {what}"));
+    if doc.get("format").and_then(Value::as_str) != Some(PARTIAL_FORMAT) {
+        return Err(bad(format!(
+            "not a part of a sharded job (no \"format\": \"{PARTIAL_FORMAT}\"); parts are \
+             written by a verb run with --shard I/N"
+        )));
+    }
+    let job: Job = serde_json::from_value(doc["job"].clone())
+        .map_err(|e| bad(format!("its \"job\" is malformed: {e}")))?;
+    let shard = doc["shard"]
+        .as_u64()
+        .ok_or_else(|| bad("its \"shard\" is not a whole number".into()))? as usize;
+    let units: [usize; 2] = serde_json::from_value(doc["units"].clone())
+        .map_err(|_| bad("its \"units\" is not [first, end]".into()))?;
+    Ok((
+        job,
+        shard,
+        units,
+        doc["shared"].clone(),
+        doc["result"].clone(),
+    ))
+}
+
+/// The first field in which two jobs differ, in words.
+fn difference(a: &Job, b: &Job) -> String {
+    if a.model != b.model {
+        "another model (its workspace, patches, measurement or interpolation codes differ)".into()
+    } else if a.patchset != b.patchset {
+        "another patchset".into()
+    } else if verb(&a.request) != verb(&b.request) {
+        format!(
+            "another verb ({}, not {})",
+            verb(&b.request),
+            verb(&a.request)
+        )
+    } else if a.request != b.request {
+        format!(
+            "another request ({} against {})",
+            serde_json::to_string(&b.request).unwrap_or_default(),
+            serde_json::to_string(&a.request).unwrap_or_default()
+        )
+    } else if a.fit != b.fit {
+        "other fit options (init, bounds, fixed parameters or tolerance)".into()
+    } else if a.data != b.data {
+        "other data".into()
+    } else if a.device != b.device {
+        format!(
+            "another kind of device ({} against {}: fits agree bit for bit on one kind only)",
+            b.device, a.device
+        )
+    } else {
+        format!(
+            "another split ({} shards against {})",
+            b.shards, a.shards
+        )
+    }
+}
+
+fn check_parts(docs: &[(String, Value)]) -> Result<Parts> {
+    if docs.is_empty() {
+        return Err(Error::InvalidInput("merge needs the parts of a job".into()));
+    }
+    let mut read = Vec::with_capacity(docs.len());
+    for (name, doc) in docs {
+        read.push((name.as_str(), read_part(name, doc)?));
+    }
+    let (first_name, (job, ..)) = &read[0];
+    let job = job.clone();
+    let version = docs[0].1["version"].clone();
+    let mut by_shard: Vec<Option<usize>> = vec![None; job.shards];
+    for (k, (name, (other, shard, units, _, _))) in read.iter().enumerate() {
+        if *other != job {
+            return Err(Error::InvalidInput(format!(
+                "{name} is not a part of the job of {first_name}: it is of {}",
+                difference(&job, other)
+            )));
+        }
+        if docs[k].1["version"] != version {
+            return Err(Error::InvalidInput(format!(
+                "{name} was computed by nextstat {} and {first_name} by {}: merge parts of one \
+                 version",
+                docs[k].1["version"], version
+            )));
+        }
+        let Some(slot) = by_shard.get_mut(*shard) else {
+            return Err(Error::InvalidInput(format!(
+                "{name}: shard {shard} of a job of {} shards",
+                job.shards
+            )));
+        };
+        if let Some(earlier) = *slot {
+            return Err(Error::InvalidInput(format!(
+                "{name} and {} are both shard {shard}/{}: give each part once",
+                read[earlier].0, job.shards
+            )));
+        }
+        let share = Shard::new(*shard, job.shards)?.share(job.units);
+        if *units != [share.start, share.end] {
+            return Err(Error::InvalidInput(format!(
+                "{name}: shard {shard}/{} covers units {}..{} of {}, but the part says {}..{}",
+                job.shards, share.start, share.end, job.units, units[0], units[1]
+            )));
+        }
+        *slot = Some(k);
+    }
+    let missing: Vec<String> = by_shard
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_none())
+        .map(|(i, _)| format!("{i}/{}", job.shards))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "the job has {} shards and {} {} missing: {}",
+            job.shards,
+            missing.len(),
+            if missing.len() == 1 { "is" } else { "are" },
+            missing.join(", ")
+        )));
+    }
+    let order: Vec<usize> = by_shard.into_iter().map(|s| s.expect("checked")).collect();
+    let shared = read[order[0]].1.3.clone();
+    for &k in &order {
+        let (name, (_, _, _, other, _)) = &read[k];
+        if *other != shared {
+            return Err(Error::InvalidInput(format!(
+                "{name} and {} computed different shared values ({} against {}): the same job \
+                 gave other fits, so the parts were not computed alike (another CPU or GPU \
+                 arithmetic?) and do not merge",
+                read[order[0]].0, other, shared
+            )));
+        }
+    }
+    Ok(Parts {
+        job,
+        shared,
+        results: order.iter().map(|&k| read[k].1.4.clone()).collect(),
+        first: docs[order[0]].1.clone(),
+    })
+}
+
+/// Lists of the parts' results under `key`, concatenated in shard order.
+fn concatenated(results: &[Value], key: &str) -> Result<Vec<Value>> {
+    let mut all = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        let list = r[key].as_array().ok_or_else(|| {
+            Error::InvalidInput(format!("shard {i}: its result has no list \"{key}\""))
+        })?;
+        all.extend(list.iter().cloned());
+    }
+    Ok(all)
+}
+
+/// A report made of the shared values and the parts' lists concatenated, key by key.
+fn joined(parts: &Parts) -> Result<Map<String, Value>> {
+    let mut report = match &parts.shared {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    let keys: Vec<String> = match &parts.results[0] {
+        Value::Object(m) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    for key in keys {
+        report.insert(key.clone(), Value::Array(concatenated(&parts.results, &key)?));
+    }
+    Ok(report)
+}
+
+fn ensemble_of(value: &Value, place: &str) -> Result<ToyEnsemble> {
+    let bad = || Error::InvalidInput(format!("{place} is not a toy ensemble"));
+    let teststats = value["teststats"]
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|t| float_of(t, place))
+        .collect::<Result<Vec<f64>>>()?;
+    Ok(ToyEnsemble {
+        teststats,
+        n_failed: value["n_failed"].as_u64().ok_or_else(bad)? as usize,
+        failures: serde_json::from_value(value["failures"].clone()).map_err(|_| bad())?,
+    })
+}
+
+/// Two ensembles, the second's toys after the first's.
+fn append(mut a: ToyEnsemble, b: ToyEnsemble) -> ToyEnsemble {
+    a.teststats.extend(b.teststats);
+    a.n_failed += b.n_failed;
+    for (reason, count) in b.failures {
+        *a.failures.entry(reason).or_insert(0) += count;
+    }
+    a
+}
+
+/// The result of a sharded job from its parts (`(name, document)`, in any order): the JSON one
+/// process gives for the job's request. Parts of other jobs, missing or repeated shards, and
+/// parts whose shared values differ are refused, naming the part.
+pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
+    let parts = check_parts(docs)?;
+    if parts.job.patchset.is_some() {
+        return crate::grid::merge_grid(&parts.shared, &parts.results);
+    }
+    let mut report = match &parts.job.request {
+        Request::HypotestToys {
+            mu,
+            test_stat,
+            n_toys,
+            seed,
+            teststats,
+        } => {
+            let observed = float_of(&parts.shared["teststat_obs"], "teststat_obs")?;
+            let mut signal = ToyEnsemble::default();
+            let mut background = ToyEnsemble::default();
+            for (i, r) in parts.results.iter().enumerate() {
+                let place = format!("shard {i}");
+                signal = append(signal, ensemble_of(&r["signal_plus_background"], &place)?);
+                background = append(background, ensemble_of(&r["background_only"], &place)?);
+            }
+            let result = ToyHypotest::from_ensembles(
+                *mu,
+                *test_stat,
+                *n_toys,
+                *seed,
+                ToyEnsembles {
+                    observed,
+                    signal,
+                    background,
+                },
+            )?;
+            crate::report::hypotest_toys(test_stat.name(), &result, *teststats)
+        }
+        Request::ProfileScan { .. } => Value::Object(joined(&parts)?),
+        Request::Ranking => {
+            let mut report = joined(&parts)?;
+            if let Some(Value::Array(entries)) = report.get_mut("entries") {
+                let impact = |e: &Value, key: &str| e[key].as_f64().unwrap_or(f64::NAN);
+                impact_order(entries, |e| {
+                    (
+                        impact(e, "impact_postfit_up"),
+                        impact(e, "impact_postfit_down"),
+                    )
+                });
+            }
+            Value::Object(report)
+        }
+        Request::UpperLimit { level, scan: Some(_) } => {
+            let mut points: Vec<ClsPoint> = Vec::new();
+            for p in concatenated(&parts.results, "points")? {
+                let place = "a CLs point";
+                let exp = p[2].as_array().filter(|e| e.len() == 5).ok_or_else(|| {
+                    Error::InvalidInput(format!("{place}: {p} is not [mu, obs, [5 expected]]"))
+                })?;
+                let mut expected = [0.0; 5];
+                for (e, v) in expected.iter_mut().zip(exp) {
+                    *e = float_of(v, place)?;
+                }
+                points.push((float_of(&p[0], place)?, float_of(&p[1], place)?, expected));
+            }
+            crate::report::upper_limit(&UpperLimit::from_scan(*level, points), *level)
+        }
+        other => {
+            return Err(Error::InvalidInput(format!(
+                "parts of a '{}' request: that request does not split into shards",
+                verb(other)
+            )));
+        }
+    };
+    if let (Some(flows), Some(object)) = (parts.first.get("flows"), report.as_object_mut()) {
+        object.insert("flows".into(), flows.clone());
+    }
+    Ok(report)
+}
