@@ -68,10 +68,9 @@ pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<(
     let bar = progress(share.len() as u64, "signal points");
     let step = |k: usize| bar.set_position(k as u64);
     let document = match shard {
-        None => grid.run(&job, &read_json, &stop, &step).map(|table| {
-            warn_errors(&table);
-            table
-        }),
+        None => grid
+            .run(&job, &read_json, &stop, &step)
+            .inspect(warn_errors),
         Some(s) => grid
             .run_part(share, &read_json, &stop, &step)
             .map(|part| job.partial(s, part)),
