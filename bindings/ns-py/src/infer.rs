@@ -70,8 +70,20 @@ impl<'py> Progress<'py> {
 /// engine), waits for the worker to return and raises KeyboardInterrupt.
 pub(crate) fn run_watched<T: Send>(
     py: Python<'_>,
+    progress: Option<Progress<'_>>,
+    interrupt: &(dyn Fn() + Sync),
+    work: impl FnOnce() -> NsResult<T> + Send,
+) -> PyResult<T> {
+    run_cancellable(py, progress, interrupt, None, work)
+}
+
+/// [`run_watched`], also calling `interrupt` once `cancelled()` (a Python callable, asked at
+/// every tick) is true: how a Dask task whose future was cancelled stops the engine.
+pub(crate) fn run_cancellable<T: Send>(
+    py: Python<'_>,
     mut progress: Option<Progress<'_>>,
     interrupt: &(dyn Fn() + Sync),
+    cancelled: Option<&Bound<'_, PyAny>>,
     work: impl FnOnce() -> NsResult<T> + Send,
 ) -> PyResult<T> {
     let result = std::thread::scope(|scope| {
@@ -93,6 +105,12 @@ pub(crate) fn run_watched<T: Send>(
                 let _ = py.detach(|| worker.join());
                 return Err(signal);
             }
+            if let Some(cancelled) = cancelled
+                && cancelled.call0().and_then(|v| v.is_truthy()).unwrap_or(false)
+            {
+                // The worker returns `Interrupted` at its next check.
+                interrupt();
+            }
         }
         match py.detach(|| worker.join()) {
             Ok(result) => result.map_err(to_py),
@@ -113,7 +131,7 @@ fn json_text(value: serde_json::Value) -> String {
 
 /// The call of a Python verb (`ns_inference::call::Call` as JSON, without its model: the
 /// model is `model`).
-fn call_of(call: &str) -> PyResult<Call> {
+pub(crate) fn call_of(call: &str) -> PyResult<Call> {
     let value: serde_json::Value = serde_json::from_str(call)
         .map_err(|e| InvalidInputError::new_err(format!("bad call: {e}")))?;
     Call::from_json(value).map_err(to_py)

@@ -8,6 +8,7 @@ mod flow;
 mod infer;
 mod model;
 mod reduce;
+mod shard;
 mod unbinned;
 mod workspace;
 
@@ -133,6 +134,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(plot_figure, m)?,
         wrap_pyfunction!(plot_file, m)?,
         wrap_pyfunction!(workspace::verify_patchset, m)?,
+        wrap_pyfunction!(shard::run_part, m)?,
+        wrap_pyfunction!(shard::run_grid_part, m)?,
+        wrap_pyfunction!(shard::merge_parts, m)?,
+        wrap_pyfunction!(shard::load_model_ref, m)?,
+        wrap_pyfunction!(shard::shard_units, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -555,6 +555,31 @@ fn append(mut a: ToyEnsemble, b: ToyEnsemble) -> ToyEnsemble {
 /// parts whose shared values differ are refused, naming the part.
 pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
     let parts = check_parts(docs)?;
+    // Every part holds one result per unit of its share.
+    let lists: &[&str] = match &parts.job.request {
+        _ if parts.job.patchset.is_some() => &["points", "errors"],
+        Request::ProfileScan { .. } => &["values"],
+        Request::Ranking => &["entries"],
+        Request::UpperLimit { .. } => &["points"],
+        _ => &[],
+    };
+    if !lists.is_empty() {
+        for (i, r) in parts.results.iter().enumerate() {
+            let share = Shard::new(i, parts.job.shards)?.share(parts.job.units);
+            let held: usize = lists
+                .iter()
+                .map(|key| r[*key].as_array().map_or(0, Vec::len))
+                .sum();
+            if held != share.len() {
+                return Err(Error::InvalidInput(format!(
+                    "shard {i}/{}: its result holds {held} of its {} units ({})",
+                    parts.job.shards,
+                    share.len(),
+                    lists.join(" + ")
+                )));
+            }
+        }
+    }
     if parts.job.patchset.is_some() {
         return crate::grid::merge_grid(&parts.shared, &parts.results);
     }
@@ -613,6 +638,12 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
                     *e = float_of(v, place)?;
                 }
                 points.push((float_of(&p[0], place)?, float_of(&p[1], place)?, expected));
+            }
+            if points.len() < 2 {
+                return Err(Error::InvalidInput(format!(
+                    "the parts hold {} CLs points: a scan limit needs at least two",
+                    points.len()
+                )));
             }
             crate::report::upper_limit(&UpperLimit::from_scan(*level, points), *level)
         }

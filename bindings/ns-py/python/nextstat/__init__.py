@@ -824,6 +824,15 @@ def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fi
 def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra) -> str:
     """The report JSON of the engine's call of ``verb`` (see ``_infer``); the engine's default
     tolerance where ``tolerance`` is None."""
+    call_text = _call_text(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra)
+    if save_call is not None:
+        Path(save_call).write_text(_core.call_json(model._model, call_text) + "\n", encoding="utf-8")
+    return _core.infer(model._model, call_text, progress)
+
+
+def _call_text(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra) -> str:
+    """The engine's call of ``verb`` on ``model`` (without the model) as JSON text: the request,
+    the fit options, the device and the data (observed unless given)."""
     from .unbinned import UnbinnedModel
 
     if not isinstance(model, (Model, UnbinnedModel)):
@@ -849,12 +858,9 @@ def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tol
     if data is not None:  # an unbinned model's observed events stay in the engine
         call["data"] = dict(values=_finite_list(data, "data"))
     try:
-        call_text = json.dumps(call, allow_nan=False)
+        return json.dumps(call, allow_nan=False)
     except ValueError:
         raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
-    if save_call is not None:
-        Path(save_call).write_text(_core.call_json(model._model, call_text) + "\n", encoding="utf-8")
-    return _core.infer(model._model, call_text, progress)
 
 
 _RESULT_OF_VERB = {}
