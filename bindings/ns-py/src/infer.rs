@@ -86,6 +86,7 @@ pub(crate) fn run_cancellable<T: Send>(
     cancelled: Option<&Bound<'_, PyAny>>,
     work: impl FnOnce() -> NsResult<T> + Send,
 ) -> PyResult<T> {
+    let mut was_cancelled = false;
     let result = std::thread::scope(|scope| {
         // The worker wakes this thread when it is done: a short call returns at once instead of
         // at the next 20 ms tick (each Python call paid up to 20 ms before).
@@ -105,14 +106,20 @@ pub(crate) fn run_cancellable<T: Send>(
                 let _ = py.detach(|| worker.join());
                 return Err(signal);
             }
-            if let Some(cancelled) = cancelled
+            if !was_cancelled
+                && let Some(cancelled) = cancelled
                 && cancelled.call0().and_then(|v| v.is_truthy()).unwrap_or(false)
             {
                 // The worker returns `Interrupted` at its next check.
                 interrupt();
+                was_cancelled = true;
             }
         }
         match py.detach(|| worker.join()) {
+            // An ordinary exception: a KeyboardInterrupt would take a Dask worker down with it.
+            Ok(Err(ns_core::Error::Interrupted)) if was_cancelled => Err(ComputationError::new_err(
+                "cancelled: the engine stopped before the computation finished",
+            )),
             Ok(result) => result.map_err(to_py),
             Err(_) => Err(ComputationError::new_err(
                 "the nextstat engine panicked (a bug: please report it)",

@@ -12,8 +12,9 @@ process gives (the engine's ``--shard I/N`` and ``nextstat merge``: docs/scale-o
     result = nsd.hypotest_toys(client, 1.0, model, n_toys=1_000_000)
     table = nsd.patchset_grid(client, "bkgonly.json", "patchset.json", skip_verify=True)
 
-The model (or a grid's background and patchset) is shipped once per worker — scattered under its
-content hash and kept loaded on the worker by digest — and every shard is one task named
+The model (or a grid's background and patchset) is shipped once — a task of the job's own that
+workers fetch from each other, recomputed if the workers holding it die — and kept loaded on each
+worker by digest; and every shard is one task named
 ``nextstat-<verb>-<digest>-<i>/<n>`` on the dashboard. A task that fails, or whose worker dies, is
 run again: a shard is a pure function of the job, so the answer does not change. Ctrl-C while
 waiting cancels the shards, and a cancelled shard stops the engine on its worker. With
@@ -53,6 +54,33 @@ def _loaded(digest: str, model_ref: str) -> Any:
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return model
+
+
+#: What this client has shipped to its cluster, by (scheduler, digest): kept, so that the next job
+#: of the same model reuses it.
+_shipped: "OrderedDict[tuple, Any]" = OrderedDict()
+
+
+def _text(text: str) -> str:
+    return text
+
+
+def _ship(client: Any, text: str) -> Any:
+    """``text`` on the cluster of ``client``, once: the future of a task that returns it. A
+    task, not scattered data: workers fetch it from each other, and when the workers holding it
+    die the scheduler computes it again (scattered data would be lost, and the job with it)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    key = (client.scheduler.address, digest)
+    with _cache_lock:
+        if key in _shipped and _shipped[key].status in ("pending", "finished"):
+            _shipped.move_to_end(key)
+            return _shipped[key]
+    future = client.submit(_text, text, key=f"nextstat-input-{digest[:16]}", pure=False)
+    with _cache_lock:
+        _shipped[key] = future
+        while len(_shipped) > 2 * _CACHE_SIZE:
+            _shipped.popitem(last=False)
+    return future
 
 
 def _cancel_check() -> Optional[Callable[[], bool]]:
@@ -133,7 +161,7 @@ def _model_job(client: Any, verb: str, model: Any, call: str, shards: Optional[i
     digest = hashlib.sha256(model_ref.encode()).hexdigest()
     request = json.dumps(called)
     count = _shard_count(client, _core.shard_units(model._model, request), shards)
-    shipped = client.scatter(model_ref, broadcast=True, hash=True)
+    shipped = _ship(client, model_ref)
     name = f"nextstat-{verb}-{digest[:8]}"
     futures = [
         client.submit(_model_shard, shipped, digest, request, i, count, key=f"{name}-{i}/{count}", retries=retries, pure=False)
@@ -196,8 +224,8 @@ def patchset_grid(client: Any, background: Any, patchset: Any, *, verb: str = "u
     count = _shard_count(client, max(units, 1), shards)
     call_text = json.dumps(call, allow_nan=False)
     digest = hashlib.sha256((background_text + patchset_text).encode()).hexdigest()
-    shipped_background = client.scatter(background_text, broadcast=True, hash=True)
-    shipped_patchset = client.scatter(patchset_text, broadcast=True, hash=True)
+    shipped_background = _ship(client, background_text)
+    shipped_patchset = _ship(client, patchset_text)
     name = f"nextstat-grid-{digest[:8]}"
     futures = [
         client.submit(_grid_shard, shipped_background, shipped_patchset, call_text, i, count, bool(skip_verify), measurement, key=f"{name}-{i}/{count}", retries=retries, pure=False)
