@@ -3,6 +3,8 @@
 # Installs what it needs (a Python venv with requirements-test.txt) on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Where the time goes, on stderr (CI keeps a full run under 45 minutes).
+mark() { echo "[test.sh] $1 done at $SECONDS s" >&2; }
 
 if [ ! -d ../shared/pyhf-ref ]; then
   echo "error: ../shared/pyhf-ref is missing (the parity data lives beside the repository)" >&2
@@ -23,30 +25,41 @@ fi
 # lavapipe wants a runtime directory; without one it only complains on stderr.
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 
+mark "system packages"
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
-# The Python package (builds the abi3 extension with maturin, fetched by pip).
-.venv/bin/pip install --quiet --disable-pip-version-check ./bindings/ns-py
+mark "Python requirements"
+# The Python package (builds the abi3 extension with maturin, fetched by pip), in the workspace's
+# target folder: the release builds of the CLI and of the extension share their dependencies
+# (bindings/ns-py/Cargo.toml keeps the workspace's release profile for that).
+CARGO_TARGET_DIR="$PWD/target" .venv/bin/pip install --quiet --disable-pip-version-check ./bindings/ns-py
+mark "Python package"
 
 # Lints as CI enforces them.
 cargo clippy --quiet --workspace --all-targets -- -D warnings
-(cd bindings/ns-py && cargo clippy --quiet --all-targets -- -D warnings)
+(cd bindings/ns-py && CARGO_TARGET_DIR="$PWD/../../target" cargo clippy --quiet --all-targets -- -D warnings)
+mark "clippy"
 # The Python suite runs the CLI hundreds of times on large models: a release binary.
 cargo build --quiet --release --bin nextstat --bin nextstat-server
+mark "release build"
+nvrtc_lib=$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
+  # The CUDA kernels compiled by NVRTC (a pip package; no GPU needed) with the header generated
+  # from Rust: the struct-layout checks of ns_compute::cuda::abi (the ignored tests of the
+  # libraries, reported as ignored above). The same test binaries: nothing is rebuilt.
+  LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo nextest run --workspace --lib --run-ignored ignored-only
 else
   cargo test --workspace --no-fail-fast
+  LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --workspace --lib -- --ignored
 fi
+mark "Rust tests"
 # The Metal parts of the f32 backend type-check for Apple silicon where the target installs
 # (no Mac here: docs/gpu-f32.md says what stays unverified).
 if rustup target add aarch64-apple-darwin >/dev/null 2>&1; then
   cargo check --quiet -p ns-cli --target aarch64-apple-darwin
 fi
-# The CUDA kernels compiled by NVRTC (a pip package; no GPU needed) with the header generated from
-# Rust: the struct-layout checks of ns_compute::cuda::abi. Reported as ignored by the runs above.
-nvrtc_lib=$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
-LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --quiet -p ns-compute --lib cuda::compile -- --ignored
-LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --quiet -p ns-unbinned --lib cuda -- --ignored
+mark "macOS type-check"
 
 NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q
+mark "Python tests"

@@ -50,15 +50,6 @@ pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<(
         template: &template,
     };
     grid.check().map_err(named)?;
-    let model = template
-        .model
-        .as_ref()
-        .ok_or_else(|| Error::InvalidInput("no model".into()))?;
-    let job = grid.job(
-        model.digest(&read_json)?,
-        &patchset_value,
-        shard.map_or(1, |s| s.count),
-    )?;
     let n = patchset.patches.len();
     let stop = Arc::new(AtomicBool::new(false));
     let share = match shard {
@@ -68,12 +59,16 @@ pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<(
     let bar = progress(share.len() as u64, "signal points");
     let step = |k: usize| bar.set_position(k as u64);
     let document = match shard {
-        None => grid
-            .run(&job, &read_json, &stop, &step)
-            .inspect(warn_errors),
-        Some(s) => grid
-            .run_part(share, &read_json, &stop, &step)
-            .map(|part| job.partial(s, part)),
+        None => grid.run(&read_json, &stop, &step).inspect(warn_errors),
+        Some(s) => {
+            let model = template
+                .model
+                .as_ref()
+                .ok_or_else(|| Error::InvalidInput("no model".into()))?;
+            let job = grid.job(model.digest(&read_json)?, &patchset_value, s.count)?;
+            grid.run_part(share, &read_json, &stop, &step)
+                .map(|part| job.partial(s, part))
+        }
     };
     bar.finish_and_clear();
     let document = document.map_err(|e| match e {

@@ -195,7 +195,7 @@ pub struct ShardArg {
     /// Compute shard I of N (I from 0 to N − 1) and write a part that `nextstat merge` joins
     /// with the others into this command's result, bit for bit (an array job's task:
     /// docs/scale-out.md)
-    #[arg(long, value_name = "I/N", value_parser = shard_of)]
+    #[arg(long, value_name = "I/N", value_parser = shard_of, allow_hyphen_values = true)]
     pub shard: Option<Shard>,
 }
 
@@ -482,12 +482,7 @@ fn execute_shard(call: &Call, shard: Shard, out: &OutputArgs) -> Result<()> {
         shard.count,
         units,
     )?;
-    let share = shard.share(units).len() as u64;
-    let steps = match call.request {
-        Request::HypotestToys { .. } => 2 * share,
-        Request::Ranking => 4 * share,
-        _ => share,
-    };
+    let steps = ns_inference::shard::progress_steps(&call.request, shard.share(units).len());
     let bar = progress(steps, label(&call.request));
     let part = ns_inference::shard::run_part(call, &fitter, shard, &|k| {
         bar.set_position(k as u64)

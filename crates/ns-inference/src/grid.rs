@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::call::Call;
 use crate::request::{Outcome, Request};
-use crate::shard::{Job, Part, Shard};
+use crate::shard::{Job, Part};
 
 /// A patchset grid: the background-only workspace, the patchset (validated), and the call every
 /// point runs (its model names the background and the `-p` patches; each point's patch is applied
@@ -76,15 +76,24 @@ impl Grid<'_> {
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Part> {
         self.check()?;
+        if share.start > share.end || share.end > self.patchset.patches.len() {
+            return Err(Error::InvalidInput(format!(
+                "signal points {}..{} of a patchset of {}",
+                share.start,
+                share.end,
+                self.patchset.patches.len()
+            )));
+        }
         let model = self
             .template
             .model
             .clone()
             .ok_or_else(|| Error::InvalidInput("the grid's call names no model".into()))?;
         let done = AtomicUsize::new(0);
+        // Per point: its row, or its error's entry; an interrupt stops the whole part.
         let rows: Vec<std::result::Result<Value, Value>> = self.patchset.patches[share]
             .par_iter()
-            .map(|patch| {
+            .map(|patch| -> Result<std::result::Result<Value, Value>> {
                 let name = &patch.metadata.name;
                 let outcome = self
                     .patchset
@@ -115,17 +124,14 @@ impl Grid<'_> {
                         row
                     }
                     Ok(_) => unreachable!("a grid runs limits and hypotests"),
-                    Err(Error::Interrupted) => return Err(json!(null)),
-                    Err(e) => return Err(json!({"patch": name, "error": e.to_string()})),
+                    Err(Error::Interrupted) => return Err(Error::Interrupted),
+                    Err(e) => return Ok(Err(json!({"patch": name, "error": e.to_string()}))),
                 };
                 row["patch"] = json!(name);
                 row["values"] = json!(patch.metadata.values);
-                Ok(row)
+                Ok(Ok(row))
             })
-            .collect();
-        if stop.load(Ordering::Relaxed) {
-            return Err(Error::Interrupted);
-        }
+            .collect::<Result<_>>()?;
         let (mut points, mut errors) = (Vec::new(), Vec::new());
         for row in rows {
             match row {
@@ -148,16 +154,15 @@ impl Grid<'_> {
         })
     }
 
-    /// The whole grid in this process: its one part, merged (the table a merge of shards gives).
+    /// The whole grid in this process: the table a merge of its shards gives.
     pub fn run(
         &self,
-        job: &Job,
         read: &(dyn Fn(&Path) -> Result<Value> + Sync),
         stop: &Arc<AtomicBool>,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Value> {
         let part = self.run_part(0..self.patchset.patches.len(), read, stop, progress)?;
-        crate::shard::merge(&[("the grid".into(), job.partial(Shard::WHOLE, part))])
+        merge_grid(&part.shared, &[part.result])
     }
 }
 

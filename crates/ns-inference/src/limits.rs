@@ -335,7 +335,7 @@ pub fn upper_limit_scan(
 ) -> Result<UpperLimit> {
     check_scan(fitter, config, level, scan)?;
     let points = cls_scan_points(fitter, data, config, scan, progress)?;
-    Ok(UpperLimit::from_scan(level, points))
+    UpperLimit::from_scan(level, points)
 }
 
 /// The rules of a linear-scan limit: a CLs level in (0, 1) and at least two increasing finite μ
@@ -390,7 +390,13 @@ impl UpperLimit {
     /// np.interp(level, cls[::-1], scan[::-1]) (CLs decreasing in μ, reversed to increasing),
     /// where the crossing lies inside the grid; np.interp would return the end of the grid for a
     /// crossing outside it, which looks like a limit and is not one.
-    pub fn from_scan(level: f64, points: Vec<ClsPoint>) -> UpperLimit {
+    pub fn from_scan(level: f64, points: Vec<ClsPoint>) -> Result<UpperLimit> {
+        if points.len() < 2 {
+            return Err(Error::InvalidInput(format!(
+                "{} CLs points: a scan limit needs at least two",
+                points.len()
+            )));
+        }
         let (first, last) = (points[0].0, points[points.len() - 1].0);
         let mut limits = [f64::NAN; 6];
         let mut outside = [None; 6];
@@ -410,7 +416,12 @@ impl UpperLimit {
                 limits[which] = np_interp(level, &xs, &ys);
             }
         }
-        UpperLimit::new(limits, outside, "the scanned μ values", points)
+        Ok(UpperLimit::new(
+            limits,
+            outside,
+            "the scanned μ values",
+            points,
+        ))
     }
 }
 

@@ -73,16 +73,17 @@ pub fn ranked(model: &dyn ns_compute::Likelihood, config: &FitConfig) -> Result<
     Ok(targets(model, poi, config).len())
 }
 
-/// Sort ranking entries given in parameter order: by the larger of |Δμ̂| post-fit up/down,
-/// largest first (a failed refit's NaN first), ties in parameter order.
-pub fn impact_order<T>(entries: &mut [T], impacts: impl Fn(&T) -> (f64, f64)) {
-    let key = |e: &T| {
-        let (up, down) = impacts(e);
-        let k = up.abs().max(down.abs());
-        // One NaN for all: the order must not depend on a NaN's payload bits.
-        if k.is_nan() { f64::NAN } else { k }
-    };
-    entries.sort_by(|a, b| key(b).total_cmp(&key(a)));
+/// The sort key of a ranking entry: the larger of |Δμ̂| post-fit up/down (one NaN for all, so that
+/// the order never depends on a NaN's payload bits).
+pub fn impact_key(up: f64, down: f64) -> f64 {
+    let key = up.abs().max(down.abs());
+    if key.is_nan() { f64::NAN } else { key }
+}
+
+/// The order of (key, parameter index) pairs in a ranking: largest key first (a failed refit's
+/// NaN first), ties in parameter order.
+pub fn impact_order(a: (f64, usize), b: (f64, usize)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
 }
 
 /// A ranking whose nominal fit is done: the refits it needs.
@@ -285,7 +286,8 @@ fn conclude(
         })
         .collect();
     drop(impacts);
-    impact_order(&mut entries, |e| (e.impact_postfit_up, e.impact_postfit_down));
+    let key = |e: &RankingEntry| (impact_key(e.impact_postfit_up, e.impact_postfit_down), e.index);
+    entries.sort_by(|a, b| impact_order(key(a), key(b)));
     Ranking {
         poi: model.parameter_names()[poi].clone(),
         nominal,

@@ -11,6 +11,7 @@ use crate::gof::GoodnessOfFit;
 use crate::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestStatistic};
 use crate::intervals::ProfileInterval;
 use crate::limits::{Outside, UpperLimit};
+use crate::params::number_json;
 use crate::ranking::Ranking;
 use crate::request::{EvalPoint, Outcome};
 use crate::scan::ProfileScan;
@@ -194,30 +195,22 @@ pub fn upper_limit(ul: &UpperLimit, level: f64) -> Value {
 
 pub fn significance(r: &Significance) -> Value {
     json!({
-        "p0_obs": r.p0_obs, "Z_obs": number(r.z_obs), "p0_exp": r.p0_exp,
-        "Z_exp": r.z_exp.map(number),
+        "p0_obs": r.p0_obs, "Z_obs": number_json(r.z_obs), "p0_exp": r.p0_exp,
+        "Z_exp": r.z_exp.map(number_json),
     })
 }
 
 /// A number for JSON, which has neither infinities nor NaN: they are written as the strings
 /// "inf", "-inf" and "NaN" (a significance whose p0 underflows, a likelihood undefined at a
 /// point), which Python's `float()` reads back.
-fn number(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        json!(x.to_string())
-    }
-}
-
 /// One evaluated point (`nextstat eval`): twice_nll, nll, the gradient and the expected data.
 fn eval_point(params: &[f64], nll: f64, gradient: &[f64], main: &[f64], aux: &[f64]) -> Value {
     let mut out = json!({
         "parameters": params,
-        "twice_nll": number(2.0 * nll),
-        "nll": number(nll),
-        "gradient": gradient.iter().map(|&g| number(g)).collect::<Vec<_>>(),
-        "expected_data": {"main": main.iter().map(|&x| number(x)).collect::<Vec<_>>(), "aux": aux},
+        "twice_nll": number_json(2.0 * nll),
+        "nll": number_json(nll),
+        "gradient": gradient.iter().map(|&g| number_json(g)).collect::<Vec<_>>(),
+        "expected_data": {"main": main.iter().map(|&x| number_json(x)).collect::<Vec<_>>(), "aux": aux},
     });
     if !nll.is_finite() {
         out["warning"] = json!(

@@ -1,4 +1,5 @@
-//! Profile-likelihood scans over any parameter, warm-started from point to point.
+//! Profile-likelihood scans over any parameter: every point fitted from the configured start and
+//! from the unconditional fit.
 
 use ns_compute::PreparedData;
 use ns_core::Result;
@@ -65,7 +66,8 @@ pub fn profile_scan(
     let mut pairs = all.into_iter();
     while let (Some(cold), Some(warm)) = (pairs.next(), pairs.next()) {
         let (cold, warm) = (cold?, warm?);
-        fits.push(if cold.twice_nll < warm.twice_nll {
+        // The deeper minimum; a fit whose twice_nll is NaN is the worst.
+        fits.push(if warm.twice_nll.is_nan() || cold.twice_nll < warm.twice_nll {
             cold
         } else {
             warm

@@ -24,7 +24,8 @@ use serde_json::{Map, Value, json};
 use crate::call::{Call, DataChoice, FitOptions};
 use crate::fit::Fitter;
 use crate::limits::{ClsPoint, UpperLimit, check_scan, cls_scan_points};
-use crate::ranking::{impact_order, ranked, ranking_share};
+use crate::ranking::{impact_key, impact_order, ranked, ranking_share};
+use crate::params::{number_json, number_of};
 use crate::request::Request;
 use crate::scan::profile_scan;
 use crate::toys::{ToyEnsemble, ToyEnsembles, ToyHypotest, ToyTest, toy_ensembles_batch};
@@ -193,7 +194,8 @@ fn verb(request: &Request) -> String {
 /// almost always a mistake in the array job.
 pub fn check_share(shard: Shard, units: usize, what: &str) -> Result<Range<usize>> {
     let share = shard.share(units);
-    if share.is_empty() {
+    // A job without units (a ranking of a model without nuisance parameters) is one empty shard.
+    if share.is_empty() && !(units == 0 && shard.count == 1) {
         return Err(Error::InvalidInput(format!(
             "shard {shard}: {units} {what} split into {} shards leave this one empty; use at \
              most {units} shards",
@@ -204,7 +206,7 @@ pub fn check_share(shard: Shard, units: usize, what: &str) -> Result<Range<usize
 }
 
 /// Run `shard`'s share of `call` with `fitter` (of the call's model, on its device). `progress`
-/// receives the steps done, of [`Request::progress_steps`] of the share.
+/// receives the steps done, of [`progress_steps`] of the share.
 pub fn run_part(
     call: &Call,
     fitter: &Fitter,
@@ -238,7 +240,7 @@ pub fn run_part(
                 .pop()
                 .expect("one test")?;
             Part {
-                shared: json!({"teststat_obs": float(ensembles.observed)}),
+                shared: json!({"teststat_obs": number_json(ensembles.observed)}),
                 result: json!({
                     "signal_plus_background": ensemble_json(&ensembles.signal),
                     "background_only": ensemble_json(&ensembles.background),
@@ -271,13 +273,34 @@ pub fn run_part(
         }
         Request::Ranking => {
             let ranking = ranking_share(fitter, data, config, share, progress)?;
-            split(
+            let mut part = split(
                 crate::report::ranking(model, &ranking),
                 &["poi", "poi_bestfit", "poi_uncertainty"],
-            )
+            );
+            // The sort key of each entry, exactly (the report writes non-finite impacts as null).
+            part.result["order"] = ranking
+                .entries
+                .iter()
+                .map(|e| {
+                    let key = impact_key(e.impact_postfit_up, e.impact_postfit_down);
+                    json!([number_json(key), e.index])
+                })
+                .collect();
+            part
         }
         _ => unreachable!("units() admits the sharded requests only"),
     })
+}
+
+/// Steps the progress callback of [`run_part`] counts up to for a share of `share` units.
+pub fn progress_steps(request: &Request, share: usize) -> u64 {
+    let per_unit = match request {
+        Request::HypotestToys { .. } => 2,
+        // Four refits per ranked parameter at most (two for unconstrained ones).
+        Request::Ranking => 4,
+        _ => 1,
+    };
+    per_unit * share as u64
 }
 
 /// What a request's units are, in words.
@@ -312,35 +335,22 @@ fn split(report: Value, shared_keys: &[&str]) -> Part {
     }
 }
 
-/// A number JSON carries exactly: finite ones as numbers, NaN and ±∞ as "NaN", "inf", "-inf".
-pub fn float(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        json!(x.to_string())
-    }
-}
-
-/// The number [`float`] wrote.
-pub fn float_of(value: &Value, place: &str) -> Result<f64> {
-    match value {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) if ["NaN", "inf", "-inf"].contains(&s.as_str()) => s.parse().ok(),
-        _ => None,
-    }
-    .ok_or_else(|| Error::InvalidInput(format!("{place}: {value} is not a number")))
+/// The number [`number_json`] wrote (finite ones as numbers, NaN and ±∞ as strings).
+fn float_of(value: &Value, place: &str) -> Result<f64> {
+    number_of(value, None)
+        .ok_or_else(|| Error::InvalidInput(format!("{place}: {value} is not a number")))
 }
 
 fn ensemble_json(e: &ToyEnsemble) -> Value {
     json!({
-        "teststats": e.teststats.iter().map(|&t| float(t)).collect::<Vec<_>>(),
+        "teststats": e.teststats.iter().map(|&t| number_json(t)).collect::<Vec<_>>(),
         "n_failed": e.n_failed,
         "failures": e.failures,
     })
 }
 
 fn point_json(p: &ClsPoint) -> Value {
-    json!([float(p.0), float(p.1), p.2.map(float)])
+    json!([number_json(p.0), number_json(p.1), p.2.map(number_json)])
 }
 
 /// Parts read from their documents, checked to be of one job and to cover it exactly once, in
@@ -357,12 +367,6 @@ struct Parts {
 /// One part document, read: (job, shard, units, shared, result).
 fn read_part(name: &str, doc: &Value) -> Result<(Job, usize, [usize; 2], Value, Value)> {
     let bad = |what: String| Error::InvalidInput(format!("{name}: {what}"));
-    if doc.get("format").and_then(Value::as_str) != Some(PARTIAL_FORMAT) {
-        return Err(bad(format!(
-            "not a part of a sharded job (no \"format\": \"{PARTIAL_FORMAT}\"); parts are \
-             written by a verb run with --shard I/N"
-        )));
-    }
     let job: Job = serde_json::from_value(doc["job"].clone())
         .map_err(|e| bad(format!("its \"job\" is malformed: {e}")))?;
     let shard = doc["shard"]
@@ -418,26 +422,38 @@ fn check_parts(docs: &[(String, Value)]) -> Result<Parts> {
     if docs.is_empty() {
         return Err(Error::InvalidInput("merge needs the parts of a job".into()));
     }
+    // Format and version first: a part of another release may hold fields this one cannot read.
+    let (first_name, first_doc) = &docs[0];
+    for (name, doc) in docs {
+        if doc.get("format").and_then(Value::as_str) != Some(PARTIAL_FORMAT) {
+            return Err(Error::InvalidInput(format!(
+                "{name}: not a part of a sharded job (no \"format\": \"{PARTIAL_FORMAT}\"); \
+                 parts are written by a verb run with --shard I/N"
+            )));
+        }
+        if doc["version"] != first_doc["version"] {
+            return Err(Error::InvalidInput(format!(
+                "{name} was computed by nextstat {} and {first_name} by {}: merge parts of one \
+                 version",
+                doc["version"], first_doc["version"]
+            )));
+        }
+    }
     let mut read = Vec::with_capacity(docs.len());
     for (name, doc) in docs {
         read.push((name.as_str(), read_part(name, doc)?));
     }
-    let (first_name, (job, ..)) = &read[0];
-    let job = job.clone();
-    let version = docs[0].1["version"].clone();
+    let job = read[0].1.0.clone();
+    // The split is checked before anything is sized by it.
+    Shard::new(0, job.shards).map_err(|e| {
+        Error::InvalidInput(format!("{first_name}: its job's split is malformed ({e})"))
+    })?;
     let mut by_shard: Vec<Option<usize>> = vec![None; job.shards];
     for (k, (name, (other, shard, units, _, _))) in read.iter().enumerate() {
         if *other != job {
             return Err(Error::InvalidInput(format!(
                 "{name} is not a part of the job of {first_name}: it is of {}",
                 difference(&job, other)
-            )));
-        }
-        if docs[k].1["version"] != version {
-            return Err(Error::InvalidInput(format!(
-                "{name} was computed by nextstat {} and {first_name} by {}: merge parts of one \
-                 version",
-                docs[k].1["version"], version
             )));
         }
         let Some(slot) = by_shard.get_mut(*shard) else {
@@ -448,7 +464,7 @@ fn check_parts(docs: &[(String, Value)]) -> Result<Parts> {
         };
         if let Some(earlier) = *slot {
             return Err(Error::InvalidInput(format!(
-                "{name} and {} are both shard {shard}/{}: give each part once",
+                "{} and {name} are both shard {shard}/{}: give each part once",
                 read[earlier].0, job.shards
             )));
         }
@@ -468,12 +484,18 @@ fn check_parts(docs: &[(String, Value)]) -> Result<Parts> {
         .map(|(i, _)| format!("{i}/{}", job.shards))
         .collect();
     if !missing.is_empty() {
+        const LISTED: usize = 20;
+        let more = if missing.len() > LISTED {
+            format!(" and {} more", missing.len() - LISTED)
+        } else {
+            String::new()
+        };
         return Err(Error::InvalidInput(format!(
-            "the job has {} shards and {} {} missing: {}",
+            "the job has {} shards and {} {} missing: {}{more}",
             job.shards,
             missing.len(),
             if missing.len() == 1 { "is" } else { "are" },
-            missing.join(", ")
+            missing[..missing.len().min(LISTED)].join(", ")
         )));
     }
     let order: Vec<usize> = by_shard.into_iter().map(|s| s.expect("checked")).collect();
@@ -555,31 +577,7 @@ fn append(mut a: ToyEnsemble, b: ToyEnsemble) -> ToyEnsemble {
 /// parts whose shared values differ are refused, naming the part.
 pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
     let parts = check_parts(docs)?;
-    // Every part holds one result per unit of its share.
-    let lists: &[&str] = match &parts.job.request {
-        _ if parts.job.patchset.is_some() => &["points", "errors"],
-        Request::ProfileScan { .. } => &["values"],
-        Request::Ranking => &["entries"],
-        Request::UpperLimit { .. } => &["points"],
-        _ => &[],
-    };
-    if !lists.is_empty() {
-        for (i, r) in parts.results.iter().enumerate() {
-            let share = Shard::new(i, parts.job.shards)?.share(parts.job.units);
-            let held: usize = lists
-                .iter()
-                .map(|key| r[*key].as_array().map_or(0, Vec::len))
-                .sum();
-            if held != share.len() {
-                return Err(Error::InvalidInput(format!(
-                    "shard {i}/{}: its result holds {held} of its {} units ({})",
-                    parts.job.shards,
-                    share.len(),
-                    lists.join(" + ")
-                )));
-            }
-        }
-    }
+    check_counts(&parts)?;
     if parts.job.patchset.is_some() {
         return crate::grid::merge_grid(&parts.shared, &parts.results);
     }
@@ -612,21 +610,40 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
             )?;
             crate::report::hypotest_toys(test_stat.name(), &result, *teststats)
         }
-        Request::ProfileScan { .. } => Value::Object(joined(&parts)?),
-        Request::Ranking => {
-            let mut report = joined(&parts)?;
-            if let Some(Value::Array(entries)) = report.get_mut("entries") {
-                let impact = |e: &Value, key: &str| e[key].as_f64().unwrap_or(f64::NAN);
-                impact_order(entries, |e| {
-                    (
-                        impact(e, "impact_postfit_up"),
-                        impact(e, "impact_postfit_down"),
-                    )
-                });
+        Request::ProfileScan { values, .. } => {
+            let report = joined(&parts)?;
+            if report.get("values") != Some(&json!(values)) {
+                return Err(Error::InvalidInput(
+                    "the parts' scan values are not the request's".into(),
+                ));
             }
             Value::Object(report)
         }
-        Request::UpperLimit { level, scan: Some(_) } => {
+        Request::Ranking => {
+            let mut report = joined(&parts)?;
+            let order = report.remove("order").unwrap_or(Value::Null);
+            let entries = report.remove("entries").unwrap_or(Value::Null);
+            let (Some(order), Some(entries)) = (order.as_array(), entries.as_array()) else {
+                return Err(Error::InvalidInput("the parts hold no ranking entries".into()));
+            };
+            let mut keyed = Vec::with_capacity(entries.len());
+            for (o, entry) in order.iter().zip(entries) {
+                let index = o[1].as_u64().ok_or_else(|| {
+                    Error::InvalidInput(format!("ranking order {o} is not [key, index]"))
+                })? as usize;
+                keyed.push(((float_of(&o[0], "a ranking key")?, index), entry.clone()));
+            }
+            keyed.sort_by(|a, b| impact_order(a.0, b.0));
+            report.insert(
+                "entries".into(),
+                Value::Array(keyed.into_iter().map(|(_, e)| e).collect()),
+            );
+            Value::Object(report)
+        }
+        Request::UpperLimit {
+            level,
+            scan: Some(grid),
+        } => {
             let mut points: Vec<ClsPoint> = Vec::new();
             for p in concatenated(&parts.results, "points")? {
                 let place = "a CLs point";
@@ -639,13 +656,12 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
                 }
                 points.push((float_of(&p[0], place)?, float_of(&p[1], place)?, expected));
             }
-            if points.len() < 2 {
-                return Err(Error::InvalidInput(format!(
-                    "the parts hold {} CLs points: a scan limit needs at least two",
-                    points.len()
-                )));
+            if !points.iter().map(|p| p.0).eq(grid.iter().copied()) {
+                return Err(Error::InvalidInput(
+                    "the parts' CLs points are not at the request's μ values".into(),
+                ));
             }
-            crate::report::upper_limit(&UpperLimit::from_scan(*level, points), *level)
+            crate::report::upper_limit(&UpperLimit::from_scan(*level, points)?, *level)
         }
         other => {
             return Err(Error::InvalidInput(format!(
@@ -658,4 +674,49 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
         object.insert("flows".into(), flows.clone());
     }
     Ok(report)
+}
+
+/// Every part holds one result per unit of its share, and the job's units are its request's.
+fn check_counts(parts: &Parts) -> Result<()> {
+    let job = &parts.job;
+    let (request_units, lists): (Option<usize>, &[&str]) = match &job.request {
+        _ if job.patchset.is_some() => (None, &["points", "errors"]),
+        Request::HypotestToys { n_toys, .. } => (Some(*n_toys), &[]),
+        Request::ProfileScan { values, .. } => (
+            Some(values.len()),
+            &["values", "twice_nll", "delta_twice_nll", "converged"],
+        ),
+        Request::Ranking => (None, &["entries", "order"]),
+        Request::UpperLimit {
+            scan: Some(grid), ..
+        } => (Some(grid.len()), &["points"]),
+        _ => (None, &[]),
+    };
+    if let Some(n) = request_units
+        && n != job.units
+    {
+        return Err(Error::InvalidInput(format!(
+            "the parts' job has {} units, but its request has {n}",
+            job.units
+        )));
+    }
+    // Grids: points and errors together; the other lists each hold one entry per unit.
+    let together = job.patchset.is_some();
+    for (i, r) in parts.results.iter().enumerate() {
+        let share = Shard::new(i, job.shards)?.share(job.units).len();
+        let count = |key: &str| r[key].as_array().map_or(0, Vec::len);
+        let held: Vec<usize> = if together {
+            vec![lists.iter().map(|k| count(k)).sum()]
+        } else {
+            lists.iter().map(|k| count(k)).collect()
+        };
+        if let Some(h) = held.iter().find(|&&h| h != share) {
+            return Err(Error::InvalidInput(format!(
+                "shard {i}/{}: its result holds {h} of its {share} units ({})",
+                job.shards,
+                lists.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }

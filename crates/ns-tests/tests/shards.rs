@@ -179,6 +179,14 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     let message = error_of(&shifted);
     assert!(message.contains("part0.json") && message.contains("covers units"), "{message}");
 
+    // A split too large to be a split, in every part alike: refused before anything is sized by it.
+    let mut huge = parts3.clone();
+    for (_, doc) in &mut huge {
+        doc["job"]["shards"] = serde_json::json!(1_000_000_000_000_000u64);
+    }
+    let message = error_of(&huge);
+    assert!(message.contains("split is malformed"), "{message}");
+
     // Something that is no part.
     let message = error_of(&[("result.json".into(), serde_json::json!({"CLs_obs": 0.1}))]);
     assert!(message.contains("result.json: not a part"), "{message}");
@@ -241,8 +249,7 @@ fn a_published_patchset_grid_in_shards_is_the_whole_grid() {
     };
     let digest = template.model.as_ref().unwrap().digest(&read).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let whole_job = grid.job(digest.clone(), &patchset_value, 1).unwrap();
-    let whole = grid.run(&whole_job, &read, &stop, &|_| {}).unwrap();
+    let whole = grid.run(&read, &stop, &|_| {}).unwrap();
     assert_eq!(whole["points"].as_array().unwrap().len(), 125);
     for count in [2, 7] {
         let job = grid.job(digest.clone(), &patchset_value, count).unwrap();
@@ -272,6 +279,7 @@ mod fuzz {
             Just(Value::Null),
             any::<bool>().prop_map(Value::from),
             any::<i64>().prop_map(Value::from),
+            Just(Value::from(1_000_000_000_000_000u64)),
             any::<f64>().prop_map(|x| serde_json::json!(x)),
             "[a-z]{0,6}".prop_map(Value::from),
             Just(serde_json::json!([])),
@@ -303,15 +311,19 @@ mod fuzz {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// Whatever a part holds, merging gives a result or an error, never a panic.
         #[test]
-        fn corrupted_parts_never_panic(which in 0usize..4, path in 0usize..14, value in junk()) {
+        fn corrupted_parts_never_panic(which in 0usize..4, path in 0usize..14, value in junk(), all in any::<bool>(), part in 0usize..2) {
             let call = call_of(requests()[which].1.clone());
             let mut parts = parts(&call, 2);
-            let mut at = &mut parts[1].1;
-            let keys = &paths()[path];
-            for key in &keys[..keys.len() - 1] {
-                at = &mut at[*key];
+            // One part corrupted, or every part alike (then they still agree with each other).
+            let corrupted: Vec<usize> = if all { vec![0, 1] } else { vec![part] };
+            for k in corrupted {
+                let mut at = &mut parts[k].1;
+                let keys = &paths()[path];
+                for key in &keys[..keys.len() - 1] {
+                    at = &mut at[*key];
+                }
+                at[keys[keys.len() - 1]] = value.clone();
             }
-            at[keys[keys.len() - 1]] = value;
             let _ = merge(&parts);
         }
     }

@@ -15,7 +15,7 @@ process gives (the engine's ``--shard I/N`` and ``nextstat merge``: docs/scale-o
 The model (or a grid's background and patchset) is shipped once — a task of the job's own that
 workers fetch from each other, recomputed if the workers holding it die — and kept loaded on each
 worker by digest; and every shard is one task named
-``nextstat-<verb>-<digest>-<i>/<n>`` on the dashboard. A task that fails, or whose worker dies, is
+``nextstat-<verb>-<digest>-<job>-<i>/<n>`` on the dashboard. A task that fails, or whose worker dies, is
 run again: a shard is a pure function of the job, so the answer does not change. Ctrl-C while
 waiting cancels the shards, and a cancelled shard stops the engine on its worker. With
 ``device="cuda"`` each shard runs on its worker's GPU; ``"cuda:all"`` shares a shard among the GPUs
@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import uuid
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional
@@ -45,18 +46,15 @@ _cache_lock = threading.Lock()
 def _loaded(digest: str, model_ref: str) -> Any:
     """The model of ``model_ref``, loaded once per worker process (a few kept)."""
     with _cache_lock:
-        if digest in _cache:
-            _cache.move_to_end(digest)
-            return _cache[digest]
-    model = _core.load_model_ref(model_ref)
-    with _cache_lock:
-        _cache[digest] = model
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return model
+        if digest not in _cache:
+            _cache[digest] = _core.load_model_ref(model_ref)
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+        _cache.move_to_end(digest)
+        return _cache[digest]
 
 
-#: What this client has shipped to its cluster, by (scheduler, digest): kept, so that the next job
+#: What each client has shipped to its cluster, by (client, digest): kept, so that the next job
 #: of the same model reuses it.
 _shipped: "OrderedDict[tuple, Any]" = OrderedDict()
 
@@ -70,12 +68,12 @@ def _ship(client: Any, text: str) -> Any:
     task, not scattered data: workers fetch it from each other, and when the workers holding it
     die the scheduler computes it again (scattered data would be lost, and the job with it)."""
     digest = hashlib.sha256(text.encode()).hexdigest()
-    key = (client.scheduler.address, digest)
+    key = (client.id, digest)
     with _cache_lock:
         if key in _shipped and _shipped[key].status in ("pending", "finished"):
             _shipped.move_to_end(key)
             return _shipped[key]
-    future = client.submit(_text, text, key=f"nextstat-input-{digest[:16]}", pure=False)
+    future = client.submit(_text, text, key=f"nextstat-input-{digest[:16]}-{uuid.uuid4().hex[:8]}", pure=False)
     with _cache_lock:
         _shipped[key] = future
         while len(_shipped) > 2 * _CACHE_SIZE:
@@ -115,8 +113,8 @@ def _shard_count(client: Any, units: int, shards: Optional[int]) -> int:
     """``shards``, or two per worker thread (balance, and cheap retries), at most one per unit."""
     if shards is not None:
         shards = _integer(shards, "shards")
-        if not 1 <= shards <= units:
-            raise ValueError(f"shards = {shards}: give from 1 to {units} (the job has {units} units)")
+        if not 1 <= shards <= max(units, 1):
+            raise ValueError(f"shards = {shards}: give from 1 to {max(units, 1)} (the job has {units} units)")
         return shards
     workers = client.scheduler_info().get("workers", {})
     threads = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
@@ -159,10 +157,11 @@ def _model_job(client: Any, verb: str, model: Any, call: str, shards: Optional[i
     called = json.loads(_core.call_json(model._model, call))
     model_ref = json.dumps(called.pop("model"), sort_keys=True)
     digest = hashlib.sha256(model_ref.encode()).hexdigest()
-    request = json.dumps(called)
+    request = json.dumps(called, allow_nan=False)
     count = _shard_count(client, _core.shard_units(model._model, request), shards)
     shipped = _ship(client, model_ref)
-    name = f"nextstat-{verb}-{digest[:8]}"
+    # A key of this job alone: another job's shards (another μ, seed or split) never stand in.
+    name = f"nextstat-{verb}-{digest[:8]}-{uuid.uuid4().hex[:8]}"
     futures = [
         client.submit(_model_shard, shipped, digest, request, i, count, key=f"{name}-{i}/{count}", retries=retries, pure=False)
         for i in range(count)
@@ -226,7 +225,7 @@ def patchset_grid(client: Any, background: Any, patchset: Any, *, verb: str = "u
     digest = hashlib.sha256((background_text + patchset_text).encode()).hexdigest()
     shipped_background = _ship(client, background_text)
     shipped_patchset = _ship(client, patchset_text)
-    name = f"nextstat-grid-{digest[:8]}"
+    name = f"nextstat-grid-{digest[:8]}-{uuid.uuid4().hex[:8]}"
     futures = [
         client.submit(_grid_shard, shipped_background, shipped_patchset, call_text, i, count, bool(skip_verify), measurement, key=f"{name}-{i}/{count}", retries=retries, pure=False)
         for i in range(count)
