@@ -61,5 +61,7 @@ if rustup target add aarch64-apple-darwin >/dev/null 2>&1; then
 fi
 mark "macOS type-check"
 
-NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q
+# On every core, at most four (each worker imports torch, JAX and ROOT).
+workers=$(nproc); [ "$workers" -gt 4 ] && workers=4
+NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q -n "$workers"
 mark "Python tests"
