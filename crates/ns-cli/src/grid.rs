@@ -27,7 +27,8 @@ pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<(
     // The patchset read and validated once (pyhf's checks); every point applies its patch to the
     // background from it.
     let patchset_value = read_json(path)?;
-    let patchset = ns_translate::patch::PatchSet::from_value(patchset_value.clone()).map_err(named)?;
+    let patchset =
+        ns_translate::patch::PatchSet::from_value(patchset_value.clone()).map_err(named)?;
     let background = read_json(&args.model.ws.path()?)?;
     // The digest is checked once for the whole grid.
     if args.model.skip_verify {

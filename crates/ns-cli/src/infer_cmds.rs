@@ -7,8 +7,8 @@ use ns_core::{Error, Result};
 use ns_inference::call::{
     Call, DEFAULT_DEVICE, DEFAULT_TOLERANCE, DataChoice, FitOptions, linspace,
 };
-use ns_inference::params::number_json;
 use ns_inference::fit::Fitter;
+use ns_inference::params::number_json;
 use ns_inference::request::{DEFAULT_CLS_LEVEL, DEFAULT_TEST_STATISTIC, Outcome, Request};
 use ns_inference::shard::{Job, Shard};
 use ns_inference::{Device, TestStatistic};
@@ -484,9 +484,7 @@ fn execute_shard(call: &Call, shard: Shard, out: &OutputArgs) -> Result<()> {
     )?;
     let steps = ns_inference::shard::progress_steps(&call.request, shard.share(units).len());
     let bar = progress(steps, label(&call.request));
-    let part = ns_inference::shard::run_part(call, &fitter, shard, &|k| {
-        bar.set_position(k as u64)
-    });
+    let part = ns_inference::shard::run_part(call, &fitter, shard, &|k| bar.set_position(k as u64));
     bar.finish_and_clear();
     let mut doc = job.partial(shard, part?);
     loaded.annotate(&mut doc);

@@ -308,31 +308,36 @@ fn published_likelihoods() -> Vec<PathBuf> {
 }
 
 /// Every verb answers on every published likelihood (where pyhf answers, so must we): each exits
-/// 0 with JSON, and the toy result has no failed fit.
+/// 0 with JSON, and the toy result has no failed fit. The likelihoods run side by side.
 #[test]
 fn every_verb_works_on_every_published_likelihood() {
-    for ws in published_likelihoods() {
-        let ws = path(&ws);
-        for args in [
-            vec!["eval", ws],
-            vec!["fit", ws],
-            vec!["hypotest", ws],
-            vec!["hypotest", ws, "--test-stat", "q0", "--mu", "0"],
-            vec!["significance", ws],
-            vec!["upper-limit", ws],
-            vec!["scan", ws, "--range", "0", "2", "5"],
-            vec!["gof", ws],
-            vec!["ranking", ws],
-            vec!["hypotest-toys", ws, "--n-toys", "20"],
-        ] {
-            let (code, out, err) = run(&args);
-            assert_eq!(code, Some(0), "{args:?}: {err}");
-            let r = json_of(&out);
-            if args[0] == "hypotest-toys" {
-                assert_eq!(r["n_failed"], 0, "{args:?}: {r}");
-            }
+    let likelihoods = published_likelihoods();
+    std::thread::scope(|scope| {
+        for ws in &likelihoods {
+            scope.spawn(move || {
+                let ws = path(ws);
+                for args in [
+                    vec!["eval", ws],
+                    vec!["fit", ws],
+                    vec!["hypotest", ws],
+                    vec!["hypotest", ws, "--test-stat", "q0", "--mu", "0"],
+                    vec!["significance", ws],
+                    vec!["upper-limit", ws],
+                    vec!["scan", ws, "--range", "0", "2", "5"],
+                    vec!["gof", ws],
+                    vec!["ranking", ws],
+                    vec!["hypotest-toys", ws, "--n-toys", "20"],
+                ] {
+                    let (code, out, err) = run(&args);
+                    assert_eq!(code, Some(0), "{args:?}: {err}");
+                    let r = json_of(&out);
+                    if args[0] == "hypotest-toys" {
+                        assert_eq!(r["n_failed"], 0, "{args:?}: {r}");
+                    }
+                }
+            });
         }
-    }
+    });
 }
 
 #[test]

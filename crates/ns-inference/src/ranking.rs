@@ -286,7 +286,12 @@ fn conclude(
         })
         .collect();
     drop(impacts);
-    let key = |e: &RankingEntry| (impact_key(e.impact_postfit_up, e.impact_postfit_down), e.index);
+    let key = |e: &RankingEntry| {
+        (
+            impact_key(e.impact_postfit_up, e.impact_postfit_down),
+            e.index,
+        )
+    };
     entries.sort_by(|a, b| impact_order(key(a), key(b)));
     Ranking {
         poi: model.parameter_names()[poi].clone(),

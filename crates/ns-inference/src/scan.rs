@@ -67,11 +67,13 @@ pub fn profile_scan(
     while let (Some(cold), Some(warm)) = (pairs.next(), pairs.next()) {
         let (cold, warm) = (cold?, warm?);
         // The deeper minimum; a fit whose twice_nll is NaN is the worst.
-        fits.push(if warm.twice_nll.is_nan() || cold.twice_nll < warm.twice_nll {
-            cold
-        } else {
-            warm
-        });
+        fits.push(
+            if warm.twice_nll.is_nan() || cold.twice_nll < warm.twice_nll {
+                cold
+            } else {
+                warm
+            },
+        );
     }
     let twice_nll: Vec<f64> = fits.iter().map(|f| f.twice_nll).collect();
     Ok(ProfileScan {

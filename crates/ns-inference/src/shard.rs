@@ -24,8 +24,8 @@ use serde_json::{Map, Value, json};
 use crate::call::{Call, DataChoice, FitOptions};
 use crate::fit::Fitter;
 use crate::limits::{ClsPoint, UpperLimit, check_scan, cls_scan_points};
-use crate::ranking::{impact_key, impact_order, ranked, ranking_share};
 use crate::params::{number_json, number_of};
+use crate::ranking::{impact_key, impact_order, ranked, ranking_share};
 use crate::request::Request;
 use crate::scan::profile_scan;
 use crate::toys::{ToyEnsemble, ToyEnsembles, ToyHypotest, ToyTest, toy_ensembles_batch};
@@ -61,7 +61,7 @@ impl Shard {
     pub fn parse(text: &str) -> Result<Shard> {
         let bad = || {
             Error::InvalidInput(format!(
-                "--shard '{text}' must look like I/N (shard I of N, I from 0 to N − 1), e.g. 0/4"
+                "shard '{text}' must look like I/N (shard I of N, I from 0 to N − 1), e.g. 0/4"
             ))
         };
         let (i, n) = text.split_once('/').ok_or_else(bad)?;
@@ -174,8 +174,8 @@ pub fn units(call: &Call, model: &dyn Likelihood) -> Result<usize> {
         Request::Ranking => ranked(model, &call.fit_config(model)?)?,
         other => {
             return Err(Error::InvalidInput(format!(
-                "'{}' is one computation and does not split into shards; hypotest-toys, scan, \
-                 ranking, upper-limit --scan and patchset grids do",
+                "'{}' is one computation and does not split into shards; toy hypotests, profile scans, \
+                 rankings, upper limits over a scan and patchset grids do",
                 verb(other)
             )));
         }
@@ -257,7 +257,10 @@ pub fn run_part(
                 crate::checks::value_in_bounds(fitter, config, index, v, "the scan value")?;
             }
             let scan = profile_scan(fitter, index, &values[share], data, config, progress)?;
-            split(crate::report::scan(&scan), &["parameter", "bestfit_twice_nll"])
+            split(
+                crate::report::scan(&scan),
+                &["parameter", "bestfit_twice_nll"],
+            )
         }
         Request::UpperLimit {
             level,
@@ -318,10 +321,12 @@ fn unit_name(request: &Request) -> &'static str {
 fn split(report: Value, shared_keys: &[&str]) -> Part {
     let mut result = match report {
         Value::Object(map) => map,
-        other => return Part {
-            shared: json!({}),
-            result: other,
-        },
+        other => {
+            return Part {
+                shared: json!({}),
+                result: other,
+            };
+        }
     };
     let mut shared = Map::new();
     for key in shared_keys {
@@ -411,10 +416,7 @@ fn difference(a: &Job, b: &Job) -> String {
             b.device, a.device
         )
     } else {
-        format!(
-            "another split ({} shards against {})",
-            b.shards, a.shards
-        )
+        format!("another split ({} shards against {})", b.shards, a.shards)
     }
 }
 
@@ -428,7 +430,7 @@ fn check_parts(docs: &[(String, Value)]) -> Result<Parts> {
         if doc.get("format").and_then(Value::as_str) != Some(PARTIAL_FORMAT) {
             return Err(Error::InvalidInput(format!(
                 "{name}: not a part of a sharded job (no \"format\": \"{PARTIAL_FORMAT}\"); \
-                 parts are written by a verb run with --shard I/N"
+                 parts are written by the shards of a sharded run"
             )));
         }
         if doc["version"] != first_doc["version"] {
@@ -542,7 +544,10 @@ fn joined(parts: &Parts) -> Result<Map<String, Value>> {
         _ => Vec::new(),
     };
     for key in keys {
-        report.insert(key.clone(), Value::Array(concatenated(&parts.results, &key)?));
+        report.insert(
+            key.clone(),
+            Value::Array(concatenated(&parts.results, &key)?),
+        );
     }
     Ok(report)
 }
@@ -624,7 +629,9 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
             let order = report.remove("order").unwrap_or(Value::Null);
             let entries = report.remove("entries").unwrap_or(Value::Null);
             let (Some(order), Some(entries)) = (order.as_array(), entries.as_array()) else {
-                return Err(Error::InvalidInput("the parts hold no ranking entries".into()));
+                return Err(Error::InvalidInput(
+                    "the parts hold no ranking entries".into(),
+                ));
             };
             let mut keyed = Vec::with_capacity(entries.len());
             for (o, entry) in order.iter().zip(entries) {

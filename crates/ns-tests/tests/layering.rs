@@ -89,6 +89,9 @@ fn engine_messages_name_no_cli_flag() {
         "--modifier",
         "--init",
         "--threads",
+        "--shard",
+        "--all",
+        "--skip-verify",
         "-p ",
     ];
     for krate in ENGINE {

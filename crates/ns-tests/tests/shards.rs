@@ -32,7 +32,11 @@ fn loaded(call: &Call) -> LoadedModel {
 fn whole(call: &Call) -> String {
     let model = loaded(call);
     let outcome = call
-        .run(model.likelihood(), Arc::new(AtomicBool::new(false)), &|_| {})
+        .run(
+            model.likelihood(),
+            Arc::new(AtomicBool::new(false)),
+            &|_| {},
+        )
         .unwrap();
     serde_json::to_string_pretty(&outcome.report(model.likelihood(), false)).unwrap()
 }
@@ -57,7 +61,10 @@ fn parts(call: &Call, count: usize) -> Vec<(String, Value)> {
             let part = run_part(call, &fitter, shard, &|_| {}).unwrap();
             // Through text, as parts travel between machines.
             let text = serde_json::to_string(&job.partial(shard, part)).unwrap();
-            (format!("part{i}.json"), serde_json::from_str(&text).unwrap())
+            (
+                format!("part{i}.json"),
+                serde_json::from_str(&text).unwrap(),
+            )
         })
         .collect()
 }
@@ -159,11 +166,17 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     let mut mixed = parts(&toys, 2);
     mixed.push(("third.json".into(), parts3[2].1.clone()));
     let message = error_of(&mixed);
-    assert!(message.contains("third.json") && message.contains("split"), "{message}");
+    assert!(
+        message.contains("third.json") && message.contains("split"),
+        "{message}"
+    );
 
     // Another verb.
     let mut verbs = parts3.clone();
-    verbs[0] = ("scan.json".into(), parts(&call_of(requests()[1].1.clone()), 3).remove(0).1);
+    verbs[0] = (
+        "scan.json".into(),
+        parts(&call_of(requests()[1].1.clone()), 3).remove(0).1,
+    );
     let message = error_of(&verbs);
     assert!(message.contains("another verb"), "{message}");
 
@@ -171,13 +184,19 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     let mut tampered = parts3.clone();
     tampered[1].1["shared"]["teststat_obs"] = serde_json::json!(0.5);
     let message = error_of(&tampered);
-    assert!(message.contains("part1.json") && message.contains("different shared values"), "{message}");
+    assert!(
+        message.contains("part1.json") && message.contains("different shared values"),
+        "{message}"
+    );
 
     // A part whose units do not match its shard.
     let mut shifted = parts3.clone();
     shifted[0].1["units"] = serde_json::json!([0, 10]);
     let message = error_of(&shifted);
-    assert!(message.contains("part0.json") && message.contains("covers units"), "{message}");
+    assert!(
+        message.contains("part0.json") && message.contains("covers units"),
+        "{message}"
+    );
 
     // A split too large to be a split, in every part alike: refused before anything is sized by it.
     let mut huge = parts3.clone();
@@ -198,7 +217,10 @@ fn shard_specs_and_empty_shards_are_refused() {
     for bad in ["3/3", "1/0", "-1/2", "a/b", "2", "1/2/3", ""] {
         assert!(Shard::parse(bad).is_err(), "{bad} parsed");
     }
-    assert_eq!(Shard::parse(" 2 / 5 ").unwrap(), Shard { index: 2, count: 5 });
+    assert_eq!(
+        Shard::parse(" 2 / 5 ").unwrap(),
+        Shard { index: 2, count: 5 }
+    );
     // 7 shards of a 5-value scan leave shards empty: each is refused, naming its shard.
     let call = call_of(Request::ProfileScan {
         parameter: None,
