@@ -108,7 +108,10 @@ pub(crate) fn run_cancellable<T: Send>(
             }
             if !was_cancelled
                 && let Some(cancelled) = cancelled
-                && cancelled.call0().and_then(|v| v.is_truthy()).unwrap_or(false)
+                && cancelled
+                    .call0()
+                    .and_then(|v| v.is_truthy())
+                    .unwrap_or(false)
             {
                 // The worker returns `Interrupted` at its next check.
                 interrupt();
@@ -117,9 +120,11 @@ pub(crate) fn run_cancellable<T: Send>(
         }
         match py.detach(|| worker.join()) {
             // An ordinary exception: a KeyboardInterrupt would take a Dask worker down with it.
-            Ok(Err(ns_core::Error::Interrupted)) if was_cancelled => Err(ComputationError::new_err(
-                "cancelled: the engine stopped before the computation finished",
-            )),
+            Ok(Err(ns_core::Error::Interrupted)) if was_cancelled => {
+                Err(ComputationError::new_err(
+                    "cancelled: the engine stopped before the computation finished",
+                ))
+            }
             Ok(result) => result.map_err(to_py),
             Err(_) => Err(ComputationError::new_err(
                 "the nextstat engine panicked (a bug: please report it)",

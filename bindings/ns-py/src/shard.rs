@@ -20,6 +20,23 @@ fn parsed(text: &str, what: &str) -> PyResult<Value> {
     serde_json::from_str(text).map_err(|e| InvalidInputError::new_err(format!("{what}: {e}")))
 }
 
+/// Run `work` with a stop flag that Ctrl-C or `cancelled()` sets (`run_cancellable`).
+fn stoppable(
+    py: Python<'_>,
+    cancelled: Option<&Bound<'_, PyAny>>,
+    work: impl FnOnce(Arc<AtomicBool>) -> crate::NsResult<String> + Send,
+) -> PyResult<String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    run_cancellable(
+        py,
+        None,
+        &|| stop.store(true, Ordering::Relaxed),
+        cancelled,
+        move || work(flag),
+    )
+}
+
 /// The likelihood and the model reference (for the job's digest) of a Python model.
 fn model_of<'a>(
     model: &'a Bound<'_, PyAny>,
@@ -57,29 +74,21 @@ pub(crate) fn run_part(
     let call = call_of(call)?;
     let shard = Shard::new(index, count).map_err(to_py)?;
     let (likelihood, model_ref) = model_of(model)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    run_cancellable(
-        py,
-        None,
-        &|| stop.store(true, Ordering::Relaxed),
-        cancelled.as_ref(),
-        || {
-            let device = call.validate()?;
-            let units = ns_inference::shard::units(&call, likelihood)?;
-            let fitter =
-                Fitter::on_device(likelihood, device, call.request.workload(likelihood))?
-                    .with_interrupt(stop.clone());
-            let job = Job::of_call(
-                &call,
-                model_ref.digest(&ns_translate::load::read_json)?,
-                fitter.device(),
-                count,
-                units,
-            )?;
-            let part = ns_inference::shard::run_part(&call, &fitter, shard, &|_| {})?;
-            Ok(job.partial(shard, part).to_string())
-        },
-    )
+    stoppable(py, cancelled.as_ref(), |stop| {
+        let device = call.validate()?;
+        let units = ns_inference::shard::units(&call, likelihood)?;
+        let fitter = Fitter::on_device(likelihood, device, call.request.workload(likelihood))?
+            .with_interrupt(stop);
+        let job = Job::of_call(
+            &call,
+            model_ref.digest(&ns_translate::load::read_json)?,
+            fitter.device(),
+            count,
+            units,
+        )?;
+        let part = ns_inference::shard::run_part(&call, &fitter, shard, &|_| {})?;
+        Ok(job.partial(shard, part).to_string())
+    })
 }
 
 /// Shard `index` of `count` of a patchset grid: every patch of the share applied to the
@@ -113,36 +122,27 @@ pub(crate) fn run_grid_part(
         })?;
     }
     template.model = Some(ModelRef {
+        workspace: Source::Inline(background.clone()),
         measurement,
         ..ModelRef::file("")
     });
-    if let Some(m) = template.model.as_mut() {
-        m.workspace = Source::Inline(background.clone());
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    run_cancellable(
-        py,
-        None,
-        &|| stop.store(true, Ordering::Relaxed),
-        cancelled.as_ref(),
-        || {
-            let grid = Grid {
-                background: &background,
-                patchset: &patchset,
-                template: &template,
-            };
-            grid.check()?;
-            let digest = template
-                .model
-                .as_ref()
-                .expect("set above")
-                .digest(&ns_translate::load::read_json)?;
-            let job = grid.job(digest, &patchset_value, count)?;
-            let share = check_share(shard, patchset.patches.len(), "signal points")?;
-            let part = grid.run_part(share, &ns_translate::load::read_json, &stop, &|_| {})?;
-            Ok(job.partial(shard, part).to_string())
-        },
-    )
+    stoppable(py, cancelled.as_ref(), |stop| {
+        let grid = Grid {
+            background: &background,
+            patchset: &patchset,
+            template: &template,
+        };
+        grid.check()?;
+        let digest = template
+            .model
+            .as_ref()
+            .expect("set above")
+            .digest(&ns_translate::load::read_json)?;
+        let job = grid.job(digest, &patchset_value, count)?;
+        let share = check_share(shard, patchset.patches.len(), "signal points")?;
+        let part = grid.run_part(share, &ns_translate::load::read_json, &stop, &|_| {})?;
+        Ok(job.partial(shard, part).to_string())
+    })
 }
 
 /// The result of a sharded job from its parts (`(name, JSON text)` pairs, any order), as JSON.
