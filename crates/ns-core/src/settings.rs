@@ -41,6 +41,40 @@ pub struct Settings {
     /// TensorRT's optimisation profile over the event batch: min, opt, max events
     /// (`NEXTSTAT_TRT_PROFILE=1,65536,1048576`).
     pub trt_profile: [u64; 3],
+    /// The widest SIMD instruction set the CPU evaluator may use (`NEXTSTAT_CPU_SIMD=baseline`,
+    /// `avx2` or `avx512`), for benchmarks: every choice gives the same bits. `None`: the widest
+    /// the CPU offers.
+    pub cpu_simd: Option<CpuSimd>,
+}
+
+/// Instruction sets the CPU evaluator is compiled for, narrowest first. `Baseline` is what the
+/// target guarantees (SSE2 on x86-64, NEON on aarch64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CpuSimd {
+    Baseline,
+    Avx2,
+    Avx512,
+}
+
+impl CpuSimd {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuSimd::Baseline => "baseline",
+            CpuSimd::Avx2 => "avx2",
+            CpuSimd::Avx512 => "avx512",
+        }
+    }
+
+    pub fn from_name(name: &str) -> crate::Result<CpuSimd> {
+        [CpuSimd::Baseline, CpuSimd::Avx2, CpuSimd::Avx512]
+            .into_iter()
+            .find(|s| s.name() == name.trim().to_ascii_lowercase())
+            .ok_or_else(|| {
+                crate::Error::InvalidInput(format!(
+                    "CPU instruction set '{name}' is not one of baseline, avx2, avx512"
+                ))
+            })
+    }
 }
 
 /// TensorRT's default optimisation profile (events per batch: min, opt, max).
@@ -59,6 +93,7 @@ impl Default for Settings {
             trt_cache: None,
             trt_fp16: false,
             trt_profile: DEFAULT_TRT_PROFILE,
+            cpu_simd: None,
         }
     }
 }
@@ -133,6 +168,7 @@ impl Settings {
                 })
                 .filter(|[lo, opt, hi]| 0 < *lo && lo <= opt && opt <= hi)
                 .unwrap_or(DEFAULT_TRT_PROFILE),
+            cpu_simd: var("NEXTSTAT_CPU_SIMD").and_then(|v| CpuSimd::from_name(&v).ok()),
         }
     }
 }

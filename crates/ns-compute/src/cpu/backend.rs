@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
 
-use super::{CpuEvaluator, Scratch};
+use super::{CpuEvaluator, Plan, Scratch};
 use crate::backend::{
     Backend, Batching, Datasets, Resident, SignalBatch, Values, ValuesMut, check_batch, not_finite,
 };
@@ -20,7 +20,7 @@ use crate::signal::ExternalSignal;
 pub struct CpuBackend<M> {
     model: M,
     /// What the evaluator derives from the model, once.
-    histosys_params: Vec<usize>,
+    plan: Plan,
     /// Working memory of single evaluations, reused (a fit evaluates point after point): one
     /// slot per thread of the pool, so that parallel fits never wait on each other, and one for
     /// any other thread.
@@ -30,7 +30,7 @@ pub struct CpuBackend<M> {
 impl<M: Borrow<CompiledModel>> CpuBackend<M> {
     pub fn new(model: M) -> Self {
         CpuBackend {
-            histosys_params: CpuEvaluator::histosys_params_of(model.borrow()),
+            plan: Plan::new(model.borrow()),
             model,
             scratch: (0..=rayon::current_num_threads())
                 .map(|_| Mutex::new(None))
@@ -39,7 +39,7 @@ impl<M: Borrow<CompiledModel>> CpuBackend<M> {
     }
 
     fn evaluator(&self) -> CpuEvaluator<'_> {
-        CpuEvaluator::with_histosys_params(self.model.borrow(), &self.histosys_params)
+        CpuEvaluator::with_plan(self.model.borrow(), &self.plan)
     }
 
     /// One evaluation on the calling thread (a fit's step: no hop to the thread pool), with

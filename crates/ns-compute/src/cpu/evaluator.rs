@@ -1,11 +1,17 @@
 //! The CPU f64 evaluator: NLL (pyhf's `−logpdf`), analytic reverse-mode gradient and expected data.
+//!
+//! One evaluation is a fixed sequence of passes over the [`Plan`]: normsys factors by parameter
+//! (structure-of-arrays runs), sample blocks (scale, histosys deltas as bin-major dot products,
+//! per-bin factors), the Poisson and constraint terms, then the same in reverse for the
+//! gradient. The passes are compiled once per instruction set ([`Simd`]) and chosen at run
+//! time; no pass relies on floating-point reassociation or fused multiply-add, so every
+//! instruction set gives the same bits, as does every thread count.
 
-use std::borrow::Cow;
-
-use ns_core::interp::HistosysWeights;
-use ns_core::layout::ScalarFactor;
+use ns_core::interp::{HistosysWeights, NormsysCode};
 use ns_core::{CompiledModel, Error, Result};
 
+use super::plan::{LANES, Plan};
+use super::simd::{self, Simd};
 use crate::data::PreparedData;
 use crate::poisson::poisson_deviance;
 
@@ -13,8 +19,7 @@ use crate::poisson::poisson_deviance;
 #[derive(Clone, Debug)]
 pub struct CpuEvaluator<'m> {
     model: &'m CompiledModel,
-    /// Parameters that drive a histosys: their weights are computed once per evaluation.
-    histosys_params: Cow<'m, [usize]>,
+    plan: std::borrow::Cow<'m, Plan>,
 }
 
 /// Working memory of one evaluation; reuse it across calls to avoid allocation.
@@ -32,14 +37,22 @@ pub struct Scratch {
     /// Per entry of the current block: d NLL / d ν times the entry-factor product.
     entry_weight: Vec<f64>,
     /// The current block's histosys weights `[w_up, w_down]` per term, and the backward pass's
-    /// per-term accumulators, laid out like one bin-major row of `histosys_delta`.
+    /// per-term accumulators, laid out like one padded row of `Plan::histosys_rows`.
     block_histosys_weight: Vec<f64>,
     block_histosys_sum: Vec<f64>,
-    /// Per scalar factor: value and derivative.
-    scalar_value: Vec<f64>,
-    scalar_slope: Vec<f64>,
-    /// Per sample block: product of its scalar factors.
+    /// The current block's bins, padded to whole vectors.
+    block_bins: Vec<f64>,
+    /// Per normsys term of the plan: factor, its derivative, and derivative / factor.
+    normsys_value: Vec<f64>,
+    normsys_slope: Vec<f64>,
+    normsys_log_slope: Vec<f64>,
+    /// Per sample block: product of its normsys factors, of its linear factors, of both.
+    block_normsys: Vec<f64>,
+    block_linear: Vec<f64>,
     block_scale: Vec<f64>,
+    /// Per sample block: d NLL / d ln(normsys factor), shared by its normsys factors (0 where
+    /// the block's factors were differentiated one by one instead).
+    block_log_weight: Vec<f64>,
     /// Products of the factors after index k, for the product rule without division.
     suffix: Vec<f64>,
 }
@@ -58,10 +71,22 @@ impl Scratch {
             )
             .max()
             .unwrap_or(0);
-        let max_histosys = model
+        let max_histosys_row = model
             .samples
             .iter()
-            .map(|b| (b.histosys_end - b.histosys_start) as usize)
+            .map(|b| (2 * (b.histosys_end - b.histosys_start) as usize).next_multiple_of(LANES))
+            .max()
+            .unwrap_or(0);
+        let n_terms = model
+            .scalar_factors
+            .iter()
+            .filter(|f| f.normsys != ns_core::layout::ScalarFactor::LINEAR)
+            .count();
+        let blocks = model.samples.len();
+        let max_bins = model
+            .samples
+            .iter()
+            .map(|b| b.n_bins as usize)
             .max()
             .unwrap_or(0);
         Scratch {
@@ -70,20 +95,17 @@ impl Scratch {
             base: vec![0.0; model.n_entries()],
             entry_product: vec![0.0; model.n_entries()],
             histosys_weights: vec![HistosysWeights::new(model.codes.histosys, 0.0); model.n_params],
-            entry_weight: vec![
-                0.0;
-                model
-                    .samples
-                    .iter()
-                    .map(|b| b.n_bins as usize)
-                    .max()
-                    .unwrap_or(0)
-            ],
-            block_histosys_weight: vec![0.0; 2 * max_histosys],
-            block_histosys_sum: vec![0.0; 2 * max_histosys],
-            scalar_value: vec![0.0; model.scalar_factors.len()],
-            scalar_slope: vec![0.0; model.scalar_factors.len()],
-            block_scale: vec![0.0; model.samples.len()],
+            entry_weight: vec![0.0; max_bins],
+            block_bins: vec![0.0; max_bins.next_multiple_of(LANES)],
+            block_histosys_weight: vec![0.0; max_histosys_row],
+            block_histosys_sum: vec![0.0; max_histosys_row],
+            normsys_value: vec![0.0; n_terms],
+            normsys_slope: vec![0.0; n_terms],
+            normsys_log_slope: vec![0.0; n_terms],
+            block_normsys: vec![0.0; blocks],
+            block_linear: vec![0.0; blocks],
+            block_scale: vec![0.0; blocks],
+            block_log_weight: vec![0.0; blocks],
             suffix: vec![0.0; max_factors + 1],
         }
     }
@@ -94,49 +116,125 @@ impl Scratch {
     }
 }
 
-/// A dot product with four interleaved accumulators: fast for short rows, and the same
-/// summation order every time (deterministic).
-#[inline]
+/// Σ a·b with four interleaved accumulators: vector-width friendly, and the same summation
+/// order whatever the instruction set (deterministic).
+#[inline(always)]
 fn dot(a: &[f64], b: &[f64]) -> f64 {
-    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let tail: f64 = ca
         .remainder()
         .iter()
         .zip(cb.remainder())
         .map(|(x, y)| x * y)
         .sum();
-    let mut acc = [0.0; 4];
+    let mut acc = [0.0; LANES];
     for (x, y) in ca.zip(cb) {
-        for k in 0..4 {
+        for k in 0..LANES {
             acc[k] += x[k] * y[k];
         }
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
+/// Σ_t weight[index[t]]·x[t], in the order of [`dot`].
+#[inline(always)]
+fn gather_dot(weight: &[f64], index: &[u32], x: &[f64]) -> f64 {
+    let (ci, cx) = (index.chunks_exact(LANES), x.chunks_exact(LANES));
+    let tail: f64 = ci
+        .remainder()
+        .iter()
+        .zip(cx.remainder())
+        .map(|(&i, v)| weight[i as usize] * v)
+        .sum();
+    let mut acc = [0.0; LANES];
+    for (i, v) in ci.zip(cx) {
+        for k in 0..LANES {
+            acc[k] += weight[i[k] as usize] * v[k];
+        }
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
+/// `out[i] += Σ_k weight[k]·columns[k][i]` over the columns (each `out.len()` long, a multiple
+/// of [`LANES`]), in ascending k for every bin: a vector of bins at a time, its running sums in
+/// registers.
+#[inline(always)]
+fn add_columns(out: &mut [f64], weight: &[f64], columns: &[f64]) {
+    let n = out.len();
+    for (c, chunk) in out.chunks_exact_mut(LANES).enumerate() {
+        let mut acc = [0.0; LANES];
+        acc.copy_from_slice(chunk);
+        for (&w, column) in weight.iter().zip(columns.chunks_exact(n)) {
+            let column = &column[c * LANES..(c + 1) * LANES];
+            for k in 0..LANES {
+                acc[k] += w * column[k];
+            }
+        }
+        chunk.copy_from_slice(&acc);
+    }
+}
+
+/// `sums[k] = Σ_i weight[i]·rows[i][k]` over rows as long as `sums` (a multiple of [`LANES`]),
+/// in ascending i for every k: a vector of accumulators at a time, kept in registers.
+#[inline(always)]
+fn sum_rows(sums: &mut [f64], weight: &[f64], rows: &[f64]) {
+    let len = sums.len();
+    for (c, chunk) in sums.chunks_exact_mut(LANES).enumerate() {
+        let mut acc = [0.0; LANES];
+        for (&w, row) in weight.iter().zip(rows.chunks_exact(len)) {
+            let row = &row[c * LANES..(c + 1) * LANES];
+            for k in 0..LANES {
+                acc[k] += w * row[k];
+            }
+        }
+        chunk.copy_from_slice(&acc);
+    }
+}
+
+/// Π_t value[index[t]] with four interleaved partial products (short dependency chains).
+#[inline(always)]
+fn gather_product(value: &[f64], index: &[u32]) -> f64 {
+    let chunks = index.chunks_exact(LANES);
+    let tail: f64 = chunks.remainder().iter().map(|&i| value[i as usize]).product();
+    let mut acc = [1.0; LANES];
+    for i in chunks {
+        for k in 0..LANES {
+            acc[k] *= value[i[k] as usize];
+        }
+    }
+    (acc[0] * acc[1]) * (acc[2] * acc[3]) * tail
+}
+
+/// `out[j] = Π_{i≠j} values[i]` without division (a zero among the values is fine), using
+/// `suffix` (length ≥ n + 1) as working memory.
+#[inline(always)]
+fn products_of_others(values: impl Fn(usize) -> f64, n: usize, suffix: &mut [f64]) {
+    suffix[n] = 1.0;
+    for j in (0..n).rev() {
+        suffix[j] = suffix[j + 1] * values(j);
+    }
+    let mut prefix = 1.0;
+    for j in 0..n {
+        let v = values(j);
+        suffix[j] = prefix * suffix[j + 1];
+        prefix *= v;
+    }
+}
+
 impl<'m> CpuEvaluator<'m> {
     pub fn new(model: &'m CompiledModel) -> Self {
         CpuEvaluator {
             model,
-            histosys_params: Cow::Owned(Self::histosys_params_of(model)),
+            plan: std::borrow::Cow::Owned(Plan::new(model)),
         }
     }
 
-    /// An evaluator from the parameters `histosys_params_of(model)` gave (kept by a caller that
-    /// evaluates point after point, so that none is sorted again).
-    pub fn with_histosys_params(model: &'m CompiledModel, histosys_params: &'m [usize]) -> Self {
+    /// An evaluator over a plan built once, by a caller that evaluates point after point.
+    pub(crate) fn with_plan(model: &'m CompiledModel, plan: &'m Plan) -> Self {
         CpuEvaluator {
             model,
-            histosys_params: Cow::Borrowed(histosys_params),
+            plan: std::borrow::Cow::Borrowed(plan),
         }
-    }
-
-    /// The parameters that drive a histosys, each once, ascending.
-    pub fn histosys_params_of(model: &CompiledModel) -> Vec<usize> {
-        let mut params: Vec<usize> = model.histosys_param.iter().map(|&p| p as usize).collect();
-        params.sort_unstable();
-        params.dedup();
-        params
     }
 
     pub fn model(&self) -> &'m CompiledModel {
@@ -154,49 +252,102 @@ impl<'m> CpuEvaluator<'m> {
         Ok(())
     }
 
+    /// Every normsys factor, its derivative and their ratio, parameter by parameter.
+    #[inline(always)]
+    fn normsys_pass(&self, params: &[f64], s: &mut Scratch) {
+        let plan = &*self.plan;
+        for g in &plan.groups {
+            let alpha = params[g.param as usize];
+            let r = g.start as usize..g.end as usize;
+            let value = &mut s.normsys_value[r.clone()];
+            let slope = &mut s.normsys_slope[r.clone()];
+            let log_slope = &mut s.normsys_log_slope[r.clone()];
+            if plan.normsys_code == NormsysCode::Code4 && alpha.abs() < 1.0 {
+                // Inside ±1 code 4 is 1 + Σ_k c_k α^k: the powers are the parameter's, the
+                // coefficients the term's, so each term is two independent dot products.
+                let a2 = alpha * alpha;
+                let a3 = a2 * alpha;
+                let a = [alpha, a2, a3, a2 * a2, a2 * a3, a3 * a3];
+                let d = [1.0, 2.0 * alpha, 3.0 * a2, 4.0 * a3, 5.0 * a[3], 6.0 * a[4]];
+                // Every column sliced to the run's length: no bounds checks, so the loop vectorises.
+                let n = value.len();
+                let [c0, c1, c2, c3, c4, c5] = &plan.poly;
+                let (c0, c1, c2) = (&c0[r.clone()][..n], &c1[r.clone()][..n], &c2[r.clone()][..n]);
+                let (c3, c4, c5) = (&c3[r.clone()][..n], &c4[r.clone()][..n], &c5[r][..n]);
+                let (slope, log_slope) = (&mut slope[..n], &mut log_slope[..n]);
+                for i in 0..n {
+                    let v = 1.0
+                        + ((c0[i] * a[0] + c1[i] * a[1])
+                            + (c2[i] * a[2] + c3[i] * a[3])
+                            + (c4[i] * a[4] + c5[i] * a[5]));
+                    let sl = (c0[i] * d[0] + c1[i] * d[1])
+                        + (c2[i] * d[2] + c3[i] * d[3])
+                        + (c4[i] * d[4] + c5[i] * d[5]);
+                    value[i] = v;
+                    slope[i] = sl;
+                    log_slope[i] = if v != 0.0 { sl / v } else { 0.0 };
+                }
+            } else {
+                // Code 1, and code 4 outside ±1: hi^α above 0, lo^−α below.
+                let (ln, sign) = if alpha > 0.0 {
+                    (&plan.ln_hi[r], 1.0)
+                } else {
+                    (&plan.ln_lo[r], -1.0)
+                };
+                let n = value.len();
+                let (ln, slope, log_slope) = (&ln[..n], &mut slope[..n], &mut log_slope[..n]);
+                for i in 0..n {
+                    let l = sign * ln[i];
+                    let v = (alpha * l).exp();
+                    value[i] = v;
+                    slope[i] = v * l;
+                    log_slope[i] = l;
+                }
+            }
+        }
+    }
+
     /// Forward pass: expected main data into `scratch.expected`, keeping what the backward pass needs.
+    #[inline(always)]
     fn forward(&self, params: &[f64], s: &mut Scratch) {
         let m = self.model;
-        let codes = m.codes;
-        for &p in self.histosys_params.iter() {
-            s.histosys_weights[p] = HistosysWeights::new(codes.histosys, params[p]);
+        let plan = &*self.plan;
+        for &p in &plan.histosys_params {
+            s.histosys_weights[p] = HistosysWeights::new(m.codes.histosys, params[p]);
         }
+        self.normsys_pass(params, s);
         s.expected.fill(0.0);
-        for (block_index, block) in m.samples.iter().enumerate() {
-            let mut scale = 1.0;
-            for k in block.scalar_start as usize..block.scalar_end as usize {
-                let factor = m.scalar_factors[k];
-                let theta = params[factor.param as usize];
-                let (value, slope) = if factor.normsys == ScalarFactor::LINEAR {
-                    (theta, 1.0)
-                } else {
-                    m.normsys[factor.normsys as usize].factor_and_derivative(codes.normsys, theta)
-                };
-                s.scalar_value[k] = value;
-                s.scalar_slope[k] = slope;
-                scale *= value;
+        for (b, block) in m.samples.iter().enumerate() {
+            let normsys = gather_product(&s.normsys_value, plan.block_terms(b));
+            let mut linear = 1.0;
+            for &p in plan.block_linear(b) {
+                linear *= params[p as usize];
             }
-            s.block_scale[block_index] = scale;
+            let scale = normsys * linear;
+            s.block_normsys[b] = normsys;
+            s.block_linear[b] = linear;
+            s.block_scale[b] = scale;
 
             let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
             let base = &mut s.base[e0..e0 + n];
             base.copy_from_slice(&m.nominal[e0..e0 + n]);
             let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
             if h1 > h0 {
-                let row_len = 2 * (h1 - h0);
-                let weights = &mut s.block_histosys_weight[..row_len];
+                let weights = &mut s.block_histosys_weight[..2 * (h1 - h0)];
                 for (pair, &p) in weights.chunks_exact_mut(2).zip(&m.histosys_param[h0..h1]) {
                     let w = s.histosys_weights[p as usize];
                     pair[0] = w.w_up;
                     pair[1] = w.w_down;
                 }
-                let d0 = block.histosys_delta_start as usize;
-                for (i, row) in m.histosys_delta[d0..d0 + n * row_len]
-                    .chunks_exact(row_len)
-                    .enumerate()
-                {
-                    base[i] += dot(weights, row);
-                }
+                // The block's bins padded to whole vectors, as its columns are.
+                let padded = n.next_multiple_of(LANES);
+                let sums = &mut s.block_bins[..padded];
+                sums[..n].copy_from_slice(base);
+                sums[n..].fill(0.0);
+                let start = plan.histosys_column_start[b];
+                let columns = &plan.histosys_columns[start..start + padded * 2 * (h1 - h0)];
+                add_columns(sums, weights, columns);
+                base.copy_from_slice(&sums[..n]);
             }
             let bin0 = block.bin_start as usize;
             for i in 0..n {
@@ -236,6 +387,19 @@ impl<'m> CpuEvaluator<'m> {
         s: &mut Scratch,
         grad: Option<&mut [f64]>,
     ) -> Result<f64> {
+        self.nll_minus_constant_on(simd::best(), params, data, s, grad)
+    }
+
+    /// [`nll_minus_constant`](Self::nll_minus_constant) compiled for `simd`, which this CPU must
+    /// offer ([`simd::available`]): every choice gives the same bits.
+    pub fn nll_minus_constant_on(
+        &self,
+        simd: Simd,
+        params: &[f64],
+        data: &PreparedData,
+        s: &mut Scratch,
+        grad: Option<&mut [f64]>,
+    ) -> Result<f64> {
         self.check_params(params)?;
         let m = self.model;
         if data.main.len() != m.n_main || data.aux.len() != m.n_aux {
@@ -243,8 +407,69 @@ impl<'m> CpuEvaluator<'m> {
                 "dataset does not match the model's bin and auxdata counts".into(),
             ));
         }
-        self.forward(params, s);
+        if let Some(g) = &grad
+            && g.len() != m.n_params
+        {
+            return Err(Error::InvalidInput(format!(
+                "gradient buffer has length {} but the model has {} parameters",
+                g.len(),
+                m.n_params
+            )));
+        }
+        if !simd::available().contains(&simd) {
+            return Err(Error::InvalidInput(format!(
+                "this CPU does not offer {}",
+                simd.name()
+            )));
+        }
+        Ok(match simd {
+            Simd::Baseline => self.evaluate(params, data, s, grad),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the instruction set was checked above (`simd::available` detects it).
+            Simd::Avx2 => unsafe { self.evaluate_avx2(params, data, s, grad) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Simd::Avx512 => unsafe { self.evaluate_avx512(params, data, s, grad) },
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => unreachable!("only the baseline is available off x86_64"),
+        })
+    }
 
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn evaluate_avx2(
+        &self,
+        params: &[f64],
+        data: &PreparedData,
+        s: &mut Scratch,
+        grad: Option<&mut [f64]>,
+    ) -> f64 {
+        self.evaluate(params, data, s, grad)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2")]
+    fn evaluate_avx512(
+        &self,
+        params: &[f64],
+        data: &PreparedData,
+        s: &mut Scratch,
+        grad: Option<&mut [f64]>,
+    ) -> f64 {
+        self.evaluate(params, data, s, grad)
+    }
+
+    /// The NLL without its constant, and the gradient where asked; inputs already checked.
+    #[inline(always)]
+    fn evaluate(
+        &self,
+        params: &[f64],
+        data: &PreparedData,
+        s: &mut Scratch,
+        grad: Option<&mut [f64]>,
+    ) -> f64 {
+        let m = self.model;
+        self.forward(params, s);
         let mut nll = 0.0;
         for ((&lambda, &n), weight) in s.expected.iter().zip(&data.main).zip(&mut s.bin_weight) {
             nll += poisson_deviance(n, lambda);
@@ -259,19 +484,11 @@ impl<'m> CpuEvaluator<'m> {
             let rate = params[c.param as usize] * c.tau;
             nll += poisson_deviance(data.aux[c.aux_index as usize], rate);
         }
-
         if let Some(grad) = grad {
-            if grad.len() != m.n_params {
-                return Err(Error::InvalidInput(format!(
-                    "gradient buffer has length {} but the model has {} parameters",
-                    grad.len(),
-                    m.n_params
-                )));
-            }
             grad.fill(0.0);
             self.backward(params, data, s, grad);
         }
-        Ok(nll)
+        nll
     }
 
     /// d ν / d ν₀ for each bin of sample block `block` at the point of the last forward pass on
@@ -318,10 +535,12 @@ impl<'m> CpuEvaluator<'m> {
         Ok(())
     }
 
+    #[inline(always)]
     fn backward(&self, params: &[f64], data: &PreparedData, s: &mut Scratch, grad: &mut [f64]) {
         let m = self.model;
-        for (block_index, block) in m.samples.iter().enumerate() {
-            let scale = s.block_scale[block_index];
+        let plan = &*self.plan;
+        for (b, block) in m.samples.iter().enumerate() {
+            let scale = s.block_scale[b];
             let (e0, n, bin0) = (
                 block.entry_start as usize,
                 block.n_bins as usize,
@@ -332,40 +551,45 @@ impl<'m> CpuEvaluator<'m> {
             for (i, w) in entry_weight.iter_mut().enumerate() {
                 *w = s.bin_weight[bin0 + i] * s.entry_product[e0 + i];
             }
+            // d NLL / d scale.
+            let unscaled = dot(entry_weight, base);
 
-            // Scalar factors: dNLL/df_k = Σ_e w_e base_e g_e · Π_{j≠k} f_j.
-            let (k0, k1) = (block.scalar_start as usize, block.scalar_end as usize);
-            if k1 > k0 {
-                let unscaled: f64 = entry_weight.iter().zip(base).map(|(w, b)| w * b).sum();
-                let count = k1 - k0;
-                s.suffix[count] = 1.0;
-                for j in (0..count).rev() {
-                    s.suffix[j] = s.suffix[j + 1] * s.scalar_value[k0 + j];
+            // Linear factors: d scale / d θ_j = normsys product · Π_{i≠j} θ_i.
+            let linear = plan.block_linear(b);
+            if !linear.is_empty() {
+                let outer = unscaled * s.block_normsys[b];
+                products_of_others(|j| params[linear[j] as usize], linear.len(), &mut s.suffix);
+                for (j, &p) in linear.iter().enumerate() {
+                    grad[p as usize] += outer * s.suffix[j];
                 }
-                let mut prefix = 1.0;
-                for j in 0..count {
-                    let k = k0 + j;
-                    grad[m.scalar_factors[k].param as usize] +=
-                        unscaled * prefix * s.suffix[j + 1] * s.scalar_slope[k];
-                    prefix *= s.scalar_value[k];
+            }
+            // Normsys factors: d scale / d α = scale · (slope / factor). Where the product is
+            // not a normal number (a zero or overflowing factor), the product rule instead.
+            let normsys = s.block_normsys[b];
+            if normsys.is_normal() {
+                s.block_log_weight[b] = unscaled * scale;
+            } else {
+                s.block_log_weight[b] = 0.0;
+                let terms = plan.block_terms(b);
+                let values = &s.normsys_value;
+                products_of_others(|j| values[terms[j] as usize], terms.len(), &mut s.suffix);
+                let outer = unscaled * s.block_linear[b];
+                for (j, &t) in terms.iter().enumerate() {
+                    let t = t as usize;
+                    let param = plan.groups[plan
+                        .groups
+                        .partition_point(|g| (g.end as usize) <= t)]
+                    .param;
+                    grad[param as usize] += outer * s.suffix[j] * s.normsys_slope[t];
                 }
             }
 
             // Histosys: dν_e/dα = scale · g_e · (s_up·up_e + s_down·down_e), summed over the bins.
             let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
             if h1 > h0 {
-                let row_len = 2 * (h1 - h0);
+                let (start, row_len) = (plan.histosys_row_start[b], plan.histosys_row_len[b]);
                 let sums = &mut s.block_histosys_sum[..row_len];
-                sums.fill(0.0);
-                let d0 = block.histosys_delta_start as usize;
-                for (row, &w) in m.histosys_delta[d0..d0 + n * row_len]
-                    .chunks_exact(row_len)
-                    .zip(entry_weight.iter())
-                {
-                    for (sum, delta) in sums.iter_mut().zip(row) {
-                        *sum += w * delta;
-                    }
-                }
+                sum_rows(sums, entry_weight, &plan.histosys_rows[start..start + n * row_len]);
                 for (pair, &p) in sums.chunks_exact(2).zip(&m.histosys_param[h0..h1]) {
                     let w = s.histosys_weights[p as usize];
                     grad[p as usize] += scale * (w.s_up * pair[0] + w.s_down * pair[1]);
@@ -382,19 +606,25 @@ impl<'m> CpuEvaluator<'m> {
                     [] => {}
                     [p] => grad[*p as usize] += outer,
                     _ => {
-                        let count = factor_params.len();
-                        s.suffix[count] = 1.0;
-                        for j in (0..count).rev() {
-                            s.suffix[j] = s.suffix[j + 1] * params[factor_params[j] as usize];
-                        }
-                        let mut prefix = 1.0;
+                        products_of_others(
+                            |j| params[factor_params[j] as usize],
+                            factor_params.len(),
+                            &mut s.suffix,
+                        );
                         for (j, &p) in factor_params.iter().enumerate() {
-                            grad[p as usize] += outer * prefix * s.suffix[j + 1];
-                            prefix *= params[p as usize];
+                            grad[p as usize] += outer * s.suffix[j];
                         }
                     }
                 }
             }
+        }
+        for g in &plan.groups {
+            let r = g.start as usize..g.end as usize;
+            grad[g.param as usize] += gather_dot(
+                &s.block_log_weight,
+                &plan.term_block[r.clone()],
+                &s.normsys_log_slope[r],
+            );
         }
         for c in &m.gaussian {
             let theta = params[c.param as usize];

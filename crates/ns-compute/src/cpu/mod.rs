@@ -4,6 +4,9 @@
 
 mod backend;
 mod evaluator;
+mod plan;
+pub mod simd;
 
 pub use backend::CpuBackend;
 pub use evaluator::{CpuEvaluator, Scratch};
+pub(crate) use plan::Plan;
