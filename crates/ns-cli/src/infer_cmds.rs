@@ -471,13 +471,13 @@ fn execute_shard(call: &Call, shard: Shard, out: &OutputArgs) -> Result<()> {
         Error::InvalidInput("the call names no model (\"model\": {\"workspace\": ...})".into())
     })?;
     let device = call.validate()?;
-    let loaded = model_ref.load_model(&crate::input::read_json)?;
+    let loaded = model_ref.load_model(&crate::input::Inputs)?;
     let model = loaded.likelihood();
     let units = ns_inference::shard::units(call, model)?;
     let fitter = Fitter::on_device(model, device, call.request.workload(model))?;
     let job = Job::of_call(
         call,
-        model_ref.digest(&crate::input::read_json)?,
+        model_ref.digest(&crate::input::Inputs)?,
         fitter.device(),
         shard.count,
         units,
@@ -552,7 +552,7 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
     })?;
     model_ref.resolve_paths(base);
     let device = call.validate()?;
-    let loaded = model_ref.load_model(&crate::input::read_json)?;
+    let loaded = model_ref.load_model(&crate::input::Inputs)?;
     let model = loaded.likelihood();
     if device == Device::Auto
         && let Some(problem) = ns_compute::cuda::cuda_driver_problem()

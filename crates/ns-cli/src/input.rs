@@ -16,6 +16,19 @@ pub fn read_json(path: &Path) -> Result<Value> {
     ns_translate::load::read_json(path)
 }
 
+/// The files of a model, read as [`read_json`] does: the reader every verb loads models with.
+pub struct Inputs;
+
+impl ns_translate::load::Reader for Inputs {
+    fn json(&self, path: &Path) -> Result<Value> {
+        read_json(path)
+    }
+    fn text(&self, path: &Path) -> Option<Result<String>> {
+        remember(path);
+        Some(ns_translate::load::read_text(path))
+    }
+}
+
 /// Remember `path` as an input of this command.
 pub fn remember(path: &Path) {
     if path.as_os_str() != "-"

@@ -63,7 +63,7 @@ pub fn run(report: ReportArgs) -> Result<()> {
         .model
         .clone()
         .ok_or_else(|| Error::InvalidInput("the report needs a workspace".into()))?;
-    let loaded = model_ref.load_model(&crate::input::read_json)?;
+    let loaded = model_ref.load_model(&crate::input::Inputs)?;
     let model = loaded.likelihood();
     let poi = model.poi()?;
     // Per-sample yields exist for binned models only: an unbinned report has no yields figures.

@@ -1,4 +1,5 @@
-//! Single-thread NLL and NLL + gradient on the standard large models.
+//! Single-thread NLL and NLL + gradient on the standard large models, the latter once per
+//! instruction set this CPU offers (the same bits on each: the ratio is what SIMD buys).
 //! `cargo bench -p ns-compute --bench nll` (reads ../shared/pyhf-ref beside the repository).
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -35,6 +36,20 @@ fn bench(c: &mut Criterion) {
                     .unwrap()
             })
         });
+        for &simd in ns_compute::cpu::simd::available() {
+            c.bench_function(&format!("{label}/nll_grad/{}", simd.name()), |b| {
+                b.iter(|| {
+                    eval.nll_minus_constant_on(
+                        simd,
+                        black_box(&params),
+                        &data,
+                        &mut scratch,
+                        Some(&mut grad),
+                    )
+                    .unwrap()
+                })
+            });
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! the units of a sharded grid (`shard.rs`): a part computes its share of the patches.
 
 use std::ops::Range;
-use std::path::Path;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -71,7 +71,7 @@ impl Grid<'_> {
     pub fn run_part(
         &self,
         share: Range<usize>,
-        read: &(dyn Fn(&Path) -> Result<Value> + Sync),
+        read: &(dyn ns_translate::load::Reader + Sync),
         stop: &Arc<AtomicBool>,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Part> {
@@ -157,7 +157,7 @@ impl Grid<'_> {
     /// The whole grid in this process: the table a merge of its shards gives.
     pub fn run(
         &self,
-        read: &(dyn Fn(&Path) -> Result<Value> + Sync),
+        read: &(dyn ns_translate::load::Reader + Sync),
         stop: &Arc<AtomicBool>,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Value> {

@@ -69,13 +69,23 @@ fn integer_beyond_64_bits(text: &str) -> Option<(usize, usize, String)> {
         if b == b'-' || b.is_ascii_digit() {
             let start = i;
             i += 1;
-            while i < bytes.len() && (bytes[i].is_ascii_digit() || b".eE+-".contains(&bytes[i])) {
+            let mut integral = true;
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'0'..=b'9' | b'+' | b'-' => {}
+                    b'.' | b'e' | b'E' => integral = false,
+                    _ => break,
+                }
                 i += 1;
             }
             let token = &text[start..i];
-            let integral =
-                !token.contains(['.', 'e', 'E']) && token.bytes().any(|b| b.is_ascii_digit());
-            if integral && token.parse::<i64>().is_err() && token.parse::<u64>().is_err() {
+            // Only 19 or more digits can leave 64 bits: shorter tokens are not parsed.
+            if integral
+                && token.len() >= 19
+                && token.bytes().any(|b| b.is_ascii_digit())
+                && token.parse::<i64>().is_err()
+                && token.parse::<u64>().is_err()
+            {
                 let line = text[..start].matches('\n').count() + 1;
                 let column = start - text[..start].rfind('\n').map_or(0, |p| p + 1) + 1;
                 return Some((line, column, token.to_string()));
@@ -93,11 +103,21 @@ fn integer_beyond_64_bits(text: &str) -> Option<(usize, usize, String)> {
 /// [`max_input_bytes`] (or endless, like `/dev/zero`) stops with an error instead of exhausting
 /// memory.
 pub fn read_json(path: &Path) -> Result<Value> {
-    let origin = if path.as_os_str() == "-" {
+    parse_json(&read_text(path)?, &origin_of(path))
+}
+
+pub(crate) fn origin_of(path: &Path) -> String {
+    if path.as_os_str() == "-" {
         "standard input".to_string()
     } else {
         path.display().to_string()
-    };
+    }
+}
+
+/// The text of a JSON file, with the checks of [`read_json`] that come before parsing (size,
+/// encoding).
+pub fn read_text(path: &Path) -> Result<String> {
+    let origin = origin_of(path);
     let io = |e| Error::io(&origin, e);
     let limit = max_input_bytes();
     let mut bytes = Vec::new();
@@ -126,14 +146,43 @@ pub fn read_json(path: &Path) -> Result<Value> {
                 .into(),
         });
     }
-    let body = bytes
-        .strip_prefix(b"\xEF\xBB\xBF".as_slice())
-        .unwrap_or(&bytes);
-    let text = std::str::from_utf8(body).map_err(|e| Error::Json {
-        path: origin.clone(),
-        message: format!("not UTF-8 text (byte {})", e.valid_up_to()),
-    })?;
-    parse_json(text, &origin)
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        bytes.drain(..3);
+    }
+    String::from_utf8(bytes).map_err(|e| Error::Json {
+        path: origin,
+        message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+    })
+}
+
+/// How a front door reads the JSON files a model names: as parsed documents, and — where it
+/// can — as text, which lets a plain workspace be parsed straight into its typed form (no JSON
+/// tree in between: the larger part of loading a published likelihood). Any `Fn(&Path) ->
+/// Result<Value>` is a reader without text.
+pub trait Reader {
+    fn json(&self, path: &Path) -> Result<Value>;
+    /// The file's text; `None` where this reader gives documents only.
+    fn text(&self, _path: &Path) -> Option<Result<String>> {
+        None
+    }
+}
+
+impl<F: Fn(&Path) -> Result<Value>> Reader for F {
+    fn json(&self, path: &Path) -> Result<Value> {
+        self(path)
+    }
+}
+
+/// Files as they are: [`read_json`] and [`read_text`].
+pub struct Files;
+
+impl Reader for Files {
+    fn json(&self, path: &Path) -> Result<Value> {
+        read_json(path)
+    }
+    fn text(&self, path: &Path) -> Option<Result<String>> {
+        Some(read_text(path))
+    }
 }
 
 /// UTF-16 text: a UTF-16 byte-order mark, or (without one) a NUL byte beside each of the first
@@ -188,6 +237,19 @@ impl Workspace {
     /// Typed, validated workspace from JSON text.
     pub fn from_json_str(text: &str) -> Result<Workspace> {
         Self::from_value(parse_json(text, "workspace")?)
+    }
+
+    /// Typed, validated workspace parsed straight from JSON text, without a JSON tree; `None`
+    /// where that does not give one (not a workspace, or a problem to report): the caller then
+    /// takes the way through [`parse_json`] and [`Workspace::from_value`], which names it.
+    pub fn from_json_text_direct(text: &str) -> Option<Workspace> {
+        // The same refusal of integers beyond 64 bits as `parse_json`.
+        if integer_beyond_64_bits(text).is_some() {
+            return None;
+        }
+        let ws: Workspace = serde_json::from_str(text).ok()?;
+        ws.validate().ok()?;
+        Some(ws)
     }
 
     /// Typed, validated workspace from a file.

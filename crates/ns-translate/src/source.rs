@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::load::Reader;
 use crate::model::{FromWorkspace, ModelOptions};
 use crate::patch::{PatchSet, apply_patch};
 use crate::spec::Workspace;
@@ -23,9 +24,9 @@ pub enum Source {
 
 impl Source {
     /// The document, reading a file through `read` (which may enforce the front door's rules).
-    pub fn value(&self, read: &dyn Fn(&Path) -> Result<Value>) -> Result<Value> {
+    pub fn value(&self, read: &dyn Reader) -> Result<Value> {
         match self {
-            Source::Path(path) => read(path),
+            Source::Path(path) => read.json(path),
             Source::Inline(value) => Ok(value.clone()),
         }
     }
@@ -186,7 +187,7 @@ impl ModelRef {
     }
 
     /// The workspace JSON after the patchset patch and the patches.
-    pub fn workspace_value(&self, read: &dyn Fn(&Path) -> Result<Value>) -> Result<Value> {
+    pub fn workspace_value(&self, read: &dyn Reader) -> Result<Value> {
         let mut doc = self.workspace.value(read)?;
         if let Some(p) = &self.patchset {
             let patchset = PatchSet::from_value(p.patchset.value(read)?)?;
@@ -204,7 +205,7 @@ impl ModelRef {
     /// SHA-256 of the model this names (pyhf's digest of `{"workspace", "measurement",
     /// "interpolation"}`, the workspace after its patches): equal digests, one model, wherever
     /// its files lie. Event files an HS3 model reads are named, not hashed.
-    pub fn digest(&self, read: &dyn Fn(&Path) -> Result<Value>) -> Result<String> {
+    pub fn digest(&self, read: &dyn Reader) -> Result<String> {
         let identity = serde_json::json!({
             "workspace": self.workspace_value(read)?,
             "measurement": self.measurement,
@@ -216,7 +217,7 @@ impl ModelRef {
     /// The patched workspace and its model.
     pub fn load(
         &self,
-        read: &dyn Fn(&Path) -> Result<Value>,
+        read: &dyn Reader,
     ) -> Result<(Workspace, HistFactoryModel)> {
         let doc = self.workspace_value(read)?;
         if ns_unbinned::hs3::is_hs3(&doc) {
@@ -230,25 +231,42 @@ impl ModelRef {
 
     fn binned(&self, doc: Value) -> Result<(Workspace, HistFactoryModel)> {
         let workspace = Workspace::from_value(doc)?;
+        let model = self.model_of(&workspace)?;
+        Ok((workspace, model))
+    }
+
+    fn model_of(&self, workspace: &Workspace) -> Result<HistFactoryModel> {
         let options = ModelOptions {
             measurement: self.measurement.clone(),
             codes: self.interpolation.codes()?,
         };
-        let model = HistFactoryModel::from_workspace(&workspace, &options)?;
-        Ok((workspace, model))
+        HistFactoryModel::from_workspace(workspace, &options)
     }
 
     /// The model, of whichever kind the document is: a pyhf workspace or an HS3 file (told
     /// apart by content). For HS3, `measurement` names the analysis, patches apply to the
     /// document, and data paths are relative to the file.
-    pub fn load_model(&self, read: &dyn Fn(&Path) -> Result<Value>) -> Result<LoadedModel> {
-        let doc = self.workspace_value(read)?;
-        if !ns_unbinned::hs3::is_hs3(&doc) {
-            let (workspace, model) = self.binned(doc)?;
-            return Ok(LoadedModel::Binned {
+    pub fn load_model(&self, read: &dyn Reader) -> Result<LoadedModel> {
+        let binned = |workspace: Workspace| -> Result<LoadedModel> {
+            let model = self.model_of(&workspace)?;
+            Ok(LoadedModel::Binned {
                 workspace: Box::new(workspace),
                 model: Box::new(model),
-            });
+            })
+        };
+        let doc = match (&self.workspace, &self.patchset, self.patches.is_empty()) {
+            // A file with nothing to apply: straight into the typed workspace where it is one.
+            (Source::Path(path), None, true) if let Some(text) = read.text(path) => {
+                let text = text?;
+                if let Some(workspace) = Workspace::from_json_text_direct(&text) {
+                    return binned(workspace);
+                }
+                crate::load::parse_json(&text, &crate::load::origin_of(path))?
+            }
+            _ => self.workspace_value(read)?,
+        };
+        if !ns_unbinned::hs3::is_hs3(&doc) {
+            return binned(Workspace::from_value(doc)?);
         }
         if self.patchset.is_some() {
             return Err(Error::InvalidInput(format!(

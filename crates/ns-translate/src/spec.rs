@@ -131,19 +131,22 @@ struct RawModifier {
     data: Value,
 }
 
-fn numbers(value: Value, what: &str) -> Result<Vec<Number>, String> {
+/// The numbers of a modifier's data list; `what` names it in an error (built only then: a
+/// published workspace has thousands of lists).
+fn numbers(value: Value, what: impl Fn() -> String) -> Result<Vec<Number>, String> {
     match value {
         Value::Array(items) if !items.is_empty() => items
             .into_iter()
             .enumerate()
             .map(|(i, v)| match v {
                 Value::Number(n) => Ok(n),
-                other => Err(format!("{what}[{i}] must be a number, found {other}")),
+                other => Err(format!("{}[{i}] must be a number, found {other}", what())),
             })
             .collect(),
-        Value::Array(_) => Err(format!("{what} must be a non-empty list of numbers")),
+        Value::Array(_) => Err(format!("{} must be a non-empty list of numbers", what())),
         other => Err(format!(
-            "{what} must be a list of numbers, found {}",
+            "{} must be a list of numbers, found {}",
+            what(),
             short(&other)
         )),
     }
@@ -218,7 +221,7 @@ impl TryFrom<RawModifier> for Modifier {
                     ));
                 };
                 let mut take = |key: &str| match map.remove(key) {
-                    Some(v) => numbers(v, &format!("histosys modifier '{name}': data.{key}")),
+                    Some(v) => numbers(v, || format!("histosys modifier '{name}': data.{key}")),
                     None => Err(format!("histosys modifier '{name}': data.{key} is missing")),
                 };
                 let (hi_data, lo_data) = (take("hi_data")?, take("lo_data")?);
@@ -229,14 +232,12 @@ impl TryFrom<RawModifier> for Modifier {
                 }
                 ModifierKind::HistoSys { hi_data, lo_data }
             }
-            "shapesys" => ModifierKind::ShapeSys(numbers(
-                raw.data,
-                &format!("shapesys modifier '{name}': data"),
-            )?),
-            "staterror" => ModifierKind::StatError(numbers(
-                raw.data,
-                &format!("staterror modifier '{name}': data"),
-            )?),
+            "shapesys" => ModifierKind::ShapeSys(numbers(raw.data, || {
+                format!("shapesys modifier '{name}': data")
+            })?),
+            "staterror" => ModifierKind::StatError(numbers(raw.data, || {
+                format!("staterror modifier '{name}': data")
+            })?),
             other => {
                 return Err(format!(
                     "modifier '{name}' has unknown type '{other}' (expected one of {})",

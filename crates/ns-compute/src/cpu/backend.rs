@@ -137,6 +137,18 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
             Datasets::Resident(r) => r.storage::<Vec<PreparedData>>()?,
         };
         check_batch(points, which, nll, grad, n, host.len())?;
+        if rayon::current_num_threads() == 1 {
+            // One thread (`--threads 1`): the rows on the calling thread, no hop to the pool.
+            for (((value, g), p), &d) in nll
+                .iter_mut()
+                .zip(grad.chunks_mut(n.max(1)))
+                .zip(points.chunks(n.max(1)))
+                .zip(which)
+            {
+                *value = self.nll_grad_one(p, &host[d as usize], g, stop)?;
+            }
+            return Ok(());
+        }
         if let [d] = *which {
             nll[0] = self.nll_grad_one(points, &host[d as usize], grad, stop)?;
             return Ok(());

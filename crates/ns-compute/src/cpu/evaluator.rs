@@ -576,11 +576,7 @@ impl<'m> CpuEvaluator<'m> {
                 let outer = unscaled * s.block_linear[b];
                 for (j, &t) in terms.iter().enumerate() {
                     let t = t as usize;
-                    let param = plan.groups[plan
-                        .groups
-                        .partition_point(|g| (g.end as usize) <= t)]
-                    .param;
-                    grad[param as usize] += outer * s.suffix[j] * s.normsys_slope[t];
+                    grad[plan.term_param[t] as usize] += outer * s.suffix[j] * s.normsys_slope[t];
                 }
             }
 

@@ -30,8 +30,9 @@ pub(crate) struct Plan {
     pub poly: [Vec<f64>; 6],
     pub ln_hi: Vec<f64>,
     pub ln_lo: Vec<f64>,
-    /// Per term: its sample block.
+    /// Per term: its sample block and its parameter.
     pub term_block: Vec<u32>,
+    pub term_param: Vec<u32>,
     /// Per sample block: its normsys terms (CSR into the term arrays).
     pub block_terms_start: Vec<u32>,
     pub block_terms: Vec<u32>,
@@ -86,6 +87,7 @@ impl Plan {
             ln_hi: Vec::with_capacity(terms.len()),
             ln_lo: Vec::with_capacity(terms.len()),
             term_block: Vec::with_capacity(terms.len()),
+            term_param: Vec::with_capacity(terms.len()),
             block_terms_start: Vec::new(),
             block_terms: Vec::new(),
             block_linear_start,
@@ -124,6 +126,7 @@ impl Plan {
             plan.ln_hi.push(term.ln_hi);
             plan.ln_lo.push(term.ln_lo);
             plan.term_block.push(block);
+            plan.term_param.push(param);
             of_block[block as usize].push(t as u32);
             match plan.groups.last_mut() {
                 Some(g) if g.param == param => g.end += 1,

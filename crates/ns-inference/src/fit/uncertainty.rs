@@ -26,13 +26,10 @@ impl Fitter<'_> {
         let (mut g0, mut g1) = (vec![0.0; n], vec![0.0; n]);
         // On the host in f64 whatever the backend: the scale is part of the fit's definition.
         self.objective_on(self.host(), x, data, &mut g0)?;
-        // One probe per parameter; on large models the per-bin parameters of different bins share
-        // probes (their gradients do not see each other), so the cost stays a few evaluations.
-        let columns: Vec<Vec<usize>> = if free.len() <= DENSE_PARAMETER_LIMIT {
-            free.iter().map(|&j| vec![j]).collect()
-        } else {
-            Structure::of(self.model, free).columns()
-        };
+        // One probe per global parameter; the per-bin parameters of different bins share probes
+        // (their gradients do not see each other, so each curvature is the one a probe of its
+        // own would measure).
+        let columns = Structure::of(self.model, free).columns();
         let step = |j: usize| {
             let (lo, hi) = bounds[j];
             let h = 1e-4 * x[j].abs().max(1.0);
