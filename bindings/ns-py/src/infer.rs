@@ -216,7 +216,7 @@ pub(crate) fn run_call(
         model_ref.resolve_paths(&base);
     }
     let loaded = model_ref
-        .load_model(&ns_translate::load::read_json)
+        .load_model(&ns_translate::load::Files)
         .map_err(to_py)?;
     let verb = serde_json::to_value(&call.request)
         .ok()

@@ -81,7 +81,7 @@ pub(crate) fn run_part(
             .with_interrupt(stop);
         let job = Job::of_call(
             &call,
-            model_ref.digest(&ns_translate::load::read_json)?,
+            model_ref.digest(&ns_translate::load::Files)?,
             fitter.device(),
             count,
             units,
@@ -137,10 +137,10 @@ pub(crate) fn run_grid_part(
             .model
             .as_ref()
             .expect("set above")
-            .digest(&ns_translate::load::read_json)?;
+            .digest(&ns_translate::load::Files)?;
         let job = grid.job(digest, &patchset_value, count)?;
         let share = check_share(shard, patchset.patches.len(), "signal points")?;
-        let part = grid.run_part(share, &ns_translate::load::read_json, &stop, &|_| {})?;
+        let part = grid.run_part(share, &ns_translate::load::Files, &stop, &|_| {})?;
         Ok(job.partial(shard, part).to_string())
     })
 }
@@ -164,7 +164,7 @@ pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> 
     let model_ref: ModelRef = serde_json::from_str(text)
         .map_err(|e| InvalidInputError::new_err(format!("model reference: {e}")))?;
     match model_ref
-        .load_model(&ns_translate::load::read_json)
+        .load_model(&ns_translate::load::Files)
         .map_err(to_py)?
     {
         ns_translate::LoadedModel::Binned { workspace, model } => {

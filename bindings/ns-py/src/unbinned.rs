@@ -61,7 +61,7 @@ pub(crate) fn load_unbinned(
         interpolation: Default::default(),
     };
     match source
-        .load_model(&ns_translate::load::read_json)
+        .load_model(&ns_translate::load::Files)
         .map_err(to_py)?
     {
         ns_translate::LoadedModel::Unbinned(model) => Ok(PyUnbinnedModel {
