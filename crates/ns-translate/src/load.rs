@@ -48,6 +48,17 @@ pub fn parse_json(text: &str, origin: &str) -> Result<Value> {
 /// column, literal).
 fn integer_beyond_64_bits(text: &str) -> Option<(usize, usize, String)> {
     let bytes = text.as_bytes();
+    // Such an integer has 19 digits or more in a row; most documents have no such run, and a
+    // count of the longest run is a fraction of the cost of the token scan below.
+    let mut run = 0u32;
+    let mut longest = 0u32;
+    for &b in bytes {
+        run = if b.is_ascii_digit() { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    if longest < 19 {
+        return None;
+    }
     let (mut i, mut in_string, mut escaped) = (0, false, false);
     while i < bytes.len() {
         let b = bytes[i];
