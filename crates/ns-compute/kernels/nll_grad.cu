@@ -43,7 +43,7 @@ __device__ void ns_normsys(const double* t, int code, double alpha, double* valu
         const double* p = t + 2;
         *value = 1.0 + alpha * (p[0] + alpha * (p[1] + alpha * (p[2] + alpha * (p[3] + alpha * (p[4] + alpha * p[5])))));
         *slope = p[0] + alpha * (2.0 * p[1] + alpha * (3.0 * p[2] + alpha * (4.0 * p[3] + alpha * (5.0 * p[4] + alpha * 6.0 * p[5]))));
-    } else if (alpha > 0.0) {
+    } else if (alpha >= 0.0) {
         double f = exp(alpha * t[0]);
         *value = f;
         *slope = f * t[0];
@@ -57,7 +57,7 @@ __device__ void ns_normsys(const double* t, int code, double alpha, double* valu
 // Histosys weights w_up, w_down, s_up, s_down (ns_core::HistosysWeights::new).
 __device__ void ns_histosys_weights(int code, double a, double* w) {
     if (code == 0) {
-        if (a > 0.0) { w[0] = a; w[1] = 0.0; w[2] = 1.0; w[3] = 0.0; }
+        if (a >= 0.0) { w[0] = a; w[1] = 0.0; w[2] = 1.0; w[3] = 0.0; }
         else { w[0] = 0.0; w[1] = a; w[2] = 0.0; w[3] = 1.0; }
     } else if (code == 2) {
         if (a > 1.0) { w[0] = 1.5 * (a - 1.0); w[1] = -0.5 * (a - 1.0); w[2] = 1.5; w[3] = -0.5; }

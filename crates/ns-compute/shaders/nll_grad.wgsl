@@ -74,7 +74,7 @@ fn normsys(t: u32, alpha: f32) -> vec2<f32> {
         let slope = p0 + alpha * (2.0 * p1 + alpha * (3.0 * p2 + alpha * (4.0 * p3 + alpha * (5.0 * p4 + alpha * 6.0 * p5))));
         return vec2<f32>(value, slope);
     }
-    if (alpha > 0.0) {
+    if (alpha >= 0.0) {
         let f = exp(alpha * reals[base]);
         return vec2<f32>(f, f * reals[base]);
     }
@@ -85,7 +85,7 @@ fn normsys(t: u32, alpha: f32) -> vec2<f32> {
 // Histosys weights (w_up, w_down, s_up, s_down) at a (ns_core::HistosysWeights::new).
 fn histosys_weights(a: f32) -> vec4<f32> {
     if (m.histosys_code == 0u) {
-        if (a > 0.0) {
+        if (a >= 0.0) {
             return vec4<f32>(a, 0.0, 1.0, 0.0);
         }
         return vec4<f32>(0.0, a, 0.0, 1.0);

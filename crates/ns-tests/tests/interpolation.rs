@@ -53,14 +53,14 @@ proptest! {
     }
 
     #[test]
-    fn code0_and_code1_are_continuous_at_zero_and_take_the_lower_branch(hi in 0.5f64..2.0, lo in 0.5f64..2.0, up in -5.0f64..5.0, down in -5.0f64..5.0) {
+    fn code0_and_code1_are_continuous_at_zero_and_take_the_upper_branch(hi in 0.5f64..2.0, lo in 0.5f64..2.0, up in -5.0f64..5.0, down in -5.0f64..5.0) {
         let term = NormsysTerm::new(NormsysCode::Code1, hi, lo);
         let (v0, d0) = term.factor_and_derivative(NormsysCode::Code1, 0.0);
         prop_assert_eq!(v0, 1.0);
-        prop_assert!((d0 + lo.ln()).abs() < 1e-15, "the kink takes the α ≤ 0 branch");
+        prop_assert!((d0 - hi.ln()).abs() < 1e-15, "the kink takes the α ≥ 0 branch");
         let (h0, s0) = histosys_delta_and_derivative(HistosysCode::Code0, 0.0, up, down);
         prop_assert_eq!(h0, 0.0);
-        prop_assert_eq!(s0, down);
+        prop_assert_eq!(s0, up);
         let (hp, _) = histosys_delta_and_derivative(HistosysCode::Code0, 1e-12, up, down);
         prop_assert!(hp.abs() < 1e-11);
     }

@@ -288,8 +288,9 @@ impl<'m> CpuEvaluator<'m> {
                     log_slope[i] = if v != 0.0 { sl / v } else { 0.0 };
                 }
             } else {
-                // Code 1, and code 4 outside ±1: hi^α above 0, lo^−α below.
-                let (ln, sign) = if alpha > 0.0 {
+                // Code 1, and code 4 outside ±1: hi^α from 0 up, lo^−α below (the kink of
+                // code 1 at 0 takes the upper branch, see `ns_core::interp`).
+                let (ln, sign) = if alpha >= 0.0 {
                     (&plan.ln_hi[r], 1.0)
                 } else {
                     (&plan.ln_lo[r], -1.0)
