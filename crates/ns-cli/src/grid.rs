@@ -60,13 +60,19 @@ pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<(
     let bar = progress(share.len() as u64, "signal points");
     let step = |k: usize| bar.set_position(k as u64);
     let document = match shard {
-        None => grid.run(&crate::input::Inputs, &stop, &step).inspect(warn_errors),
+        None => grid
+            .run(&crate::input::Inputs, &stop, &step)
+            .inspect(warn_errors),
         Some(s) => {
             let model = template
                 .model
                 .as_ref()
                 .ok_or_else(|| Error::InvalidInput("no model".into()))?;
-            let job = grid.job(model.digest(&crate::input::Inputs)?, &patchset_value, s.count)?;
+            let job = grid.job(
+                model.digest(&crate::input::Inputs)?,
+                &patchset_value,
+                s.count,
+            )?;
             grid.run_part(share, &crate::input::Inputs, &stop, &step)
                 .map(|part| job.partial(s, part))
         }

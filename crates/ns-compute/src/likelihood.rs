@@ -155,7 +155,6 @@ pub trait Likelihood: Send + Sync {
         None
     }
 
-
     /// The saturated model on `data` with the parameters `fixed` fixed; an error where the
     /// likelihood has none.
     fn saturated(&self, data: &PreparedData, fixed: &[bool]) -> Result<Saturated> {

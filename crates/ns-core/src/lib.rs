@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod interp;
+pub mod lanes;
 pub mod layout;
 pub mod model;
 pub mod optim;

@@ -9,11 +9,20 @@ use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 use std::path::PathBuf;
 
 const MODELS: [(&str, &str); 5] = [
-    ("staus_120", "likelihoods/atlas_staus_2018-04_comb_DS_100_1/workspace.json"),
+    (
+        "staus_120",
+        "likelihoods/atlas_staus_2018-04_comb_DS_100_1/workspace.json",
+    ),
     ("tHq_184", "pyhf-ref/workspaces/nextstat_tHu.json"),
-    ("EWKinos_219", "likelihoods/atlas_compressed_EWKinos_2018-16_smodels/workspace.json"),
+    (
+        "EWKinos_219",
+        "likelihoods/atlas_compressed_EWKinos_2018-16_smodels/workspace.json",
+    ),
     ("tttt_249", "pyhf-ref/workspaces/nextstat_tttt_prod.json"),
-    ("synthetic_2000bins", "pyhf-ref/workspaces/synthetic_large_2000bins.json"),
+    (
+        "synthetic_2000bins",
+        "pyhf-ref/workspaces/synthetic_large_2000bins.json",
+    ),
 ];
 
 fn bench(c: &mut Criterion) {

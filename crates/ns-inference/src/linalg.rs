@@ -101,7 +101,8 @@ pub fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
     let mut l = vec![0.0; n * n];
     for i in 0..n {
         for j in 0..=i {
-            let sum = a[i * n + j] - lanes_dot(&l[i * n..i * n + j], &l[j * n..j * n + j]);
+            let sum =
+                a[i * n + j] - ns_core::lanes::dot(&l[i * n..i * n + j], &l[j * n..j * n + j]);
             if i == j {
                 if !(sum > 0.0) {
                     return Err(i);
@@ -144,7 +145,7 @@ pub fn cholesky_inverse(l: &[f64], n: usize) -> Vec<f64> {
     for j in 0..n {
         u[j * n + j] = 1.0 / l[j * n + j];
         for i in j + 1..n {
-            let sum = lanes_dot(&l[i * n + j..i * n + i], &u[j * n + j..j * n + i]);
+            let sum = ns_core::lanes::dot(&l[i * n + j..i * n + i], &u[j * n + j..j * n + i]);
             u[j * n + i] = -sum / l[i * n + i];
         }
     }
@@ -152,7 +153,7 @@ pub fn cholesky_inverse(l: &[f64], n: usize) -> Vec<f64> {
     for a in 0..n {
         for b in 0..=a {
             // U[a][k] = 0 for k < a, and a ≥ b.
-            let value = lanes_dot(&u[a * n + a..a * n + n], &u[b * n + a..b * n + n]);
+            let value = ns_core::lanes::dot(&u[a * n + a..a * n + n], &u[b * n + a..b * n + n]);
             inv[a * n + b] = value;
             inv[b * n + a] = value;
         }
@@ -162,25 +163,6 @@ pub fn cholesky_inverse(l: &[f64], n: usize) -> Vec<f64> {
 
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-/// Σ a·b in four interleaved partial sums: the O(n³) loops of the factorisations run a vector
-/// wide, in the same order on every machine.
-fn lanes_dot(a: &[f64], b: &[f64]) -> f64 {
-    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
-    let tail: f64 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    let mut acc = [0.0; 4];
-    for (x, y) in ca.zip(cb) {
-        for k in 0..4 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 #[cfg(test)]

@@ -153,12 +153,14 @@ async fn model_of(
     let loading = source.clone();
     let model = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        loading.load_model(&|p: &std::path::Path| -> ns_core::Result<serde_json::Value> {
-            Err(ns_core::Error::InvalidInput(format!(
-                "{}: the server reads no files",
-                p.display()
-            )))
-        })
+        loading.load_model(
+            &|p: &std::path::Path| -> ns_core::Result<serde_json::Value> {
+                Err(ns_core::Error::InvalidInput(format!(
+                    "{}: the server reads no files",
+                    p.display()
+                )))
+            },
+        )
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;

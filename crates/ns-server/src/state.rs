@@ -412,9 +412,11 @@ mod tests {
                 workspace: ns_translate::Source::Inline(ws),
                 ..ModelRef::file("unused")
             }
-            .load_model(&|_: &std::path::Path| -> ns_core::Result<serde_json::Value> {
-                unreachable!("inline")
-            })
+            .load_model(
+                &|_: &std::path::Path| -> ns_core::Result<serde_json::Value> {
+                    unreachable!("inline")
+                },
+            )
             .unwrap(),
         );
         let mut cache = ModelCache::default();

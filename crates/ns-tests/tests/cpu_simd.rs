@@ -6,8 +6,7 @@
 use ns_compute::cpu::simd;
 use ns_compute::{CpuEvaluator, Scratch};
 use ns_tests::{
-    TestRng, all_code_pairs, model_and_data, published_likelihoods, random_point,
-    shared_workspaces,
+    TestRng, all_code_pairs, model_and_data, published_likelihoods, random_point, shared_workspaces,
 };
 
 #[test]

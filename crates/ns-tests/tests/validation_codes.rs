@@ -25,10 +25,8 @@ fn asymptotic_cls_with_the_validation_codes_matches_pyhf() {
         let codes = InterpCodes {
             normsys: NormsysCode::from_name(settings["normsys"]["interpcode"].as_str().unwrap())
                 .unwrap(),
-            histosys: HistosysCode::from_name(
-                settings["histosys"]["interpcode"].as_str().unwrap(),
-            )
-            .unwrap(),
+            histosys: HistosysCode::from_name(settings["histosys"]["interpcode"].as_str().unwrap())
+                .unwrap(),
         };
         let expectation = &validation["expectations_from_pyhf_tests"][0];
         let stat = TestStatistic::from_name(expectation["test_stat"].as_str().unwrap()).unwrap();

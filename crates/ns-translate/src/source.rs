@@ -215,10 +215,7 @@ impl ModelRef {
     }
 
     /// The patched workspace and its model.
-    pub fn load(
-        &self,
-        read: &dyn Reader,
-    ) -> Result<(Workspace, HistFactoryModel)> {
+    pub fn load(&self, read: &dyn Reader) -> Result<(Workspace, HistFactoryModel)> {
         let doc = self.workspace_value(read)?;
         if ns_unbinned::hs3::is_hs3(&doc) {
             return Err(Error::InvalidInput(format!(

@@ -10,10 +10,11 @@
 use ns_core::interp::{HistosysWeights, NormsysCode};
 use ns_core::{CompiledModel, Error, Result};
 
-use super::plan::{LANES, Plan};
+use super::plan::Plan;
 use super::simd::{self, Simd};
 use crate::data::PreparedData;
 use crate::poisson::poisson_deviance;
+use ns_core::lanes::{LANES, dot};
 
 /// Evaluates one compiled model on the CPU.
 #[derive(Clone, Debug)]
@@ -116,27 +117,7 @@ impl Scratch {
     }
 }
 
-/// Σ a·b with four interleaved accumulators: vector-width friendly, and the same summation
-/// order whatever the instruction set (deterministic).
-#[inline(always)]
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let tail: f64 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    let mut acc = [0.0; LANES];
-    for (x, y) in ca.zip(cb) {
-        for k in 0..LANES {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
-}
-
-/// Σ_t weight[index[t]]·x[t], in the order of [`dot`].
+/// Σ_t weight[index[t]]·x[t], in the order of [`ns_core::lanes::dot`].
 #[inline(always)]
 fn gather_dot(weight: &[f64], index: &[u32], x: &[f64]) -> f64 {
     let (ci, cx) = (index.chunks_exact(LANES), x.chunks_exact(LANES));
@@ -195,7 +176,11 @@ fn sum_rows(sums: &mut [f64], weight: &[f64], rows: &[f64]) {
 #[inline(always)]
 fn gather_product(value: &[f64], index: &[u32]) -> f64 {
     let chunks = index.chunks_exact(LANES);
-    let tail: f64 = chunks.remainder().iter().map(|&i| value[i as usize]).product();
+    let tail: f64 = chunks
+        .remainder()
+        .iter()
+        .map(|&i| value[i as usize])
+        .product();
     let mut acc = [1.0; LANES];
     for i in chunks {
         for k in 0..LANES {
@@ -272,7 +257,11 @@ impl<'m> CpuEvaluator<'m> {
                 // Every column sliced to the run's length: no bounds checks, so the loop vectorises.
                 let n = value.len();
                 let [c0, c1, c2, c3, c4, c5] = &plan.poly;
-                let (c0, c1, c2) = (&c0[r.clone()][..n], &c1[r.clone()][..n], &c2[r.clone()][..n]);
+                let (c0, c1, c2) = (
+                    &c0[r.clone()][..n],
+                    &c1[r.clone()][..n],
+                    &c2[r.clone()][..n],
+                );
                 let (c3, c4, c5) = (&c3[r.clone()][..n], &c4[r.clone()][..n], &c5[r][..n]);
                 let (slope, log_slope) = (&mut slope[..n], &mut log_slope[..n]);
                 for i in 0..n {
@@ -586,7 +575,11 @@ impl<'m> CpuEvaluator<'m> {
             if h1 > h0 {
                 let (start, row_len) = (plan.histosys_row_start[b], plan.histosys_row_len[b]);
                 let sums = &mut s.block_histosys_sum[..row_len];
-                sum_rows(sums, entry_weight, &plan.histosys_rows[start..start + n * row_len]);
+                sum_rows(
+                    sums,
+                    entry_weight,
+                    &plan.histosys_rows[start..start + n * row_len],
+                );
                 for (pair, &p) in sums.chunks_exact(2).zip(&m.histosys_param[h0..h1]) {
                     let w = s.histosys_weights[p as usize];
                     grad[p as usize] += scale * (w.s_up * pair[0] + w.s_down * pair[1]);

@@ -9,6 +9,7 @@
 
 use ns_core::CompiledModel;
 use ns_core::interp::NormsysCode;
+use ns_core::lanes::LANES;
 use ns_core::layout::ScalarFactor;
 
 /// The normsys factors of one parameter: `start..end` in the plan's term arrays.
@@ -52,9 +53,6 @@ pub(crate) struct Plan {
     pub histosys_row_len: Vec<usize>,
     pub histosys_column_start: Vec<usize>,
 }
-
-/// Values per SIMD-friendly chunk of a padded histosys row.
-pub(crate) const LANES: usize = 4;
 
 impl Plan {
     pub fn new(m: &CompiledModel) -> Plan {
@@ -107,7 +105,8 @@ impl Plan {
             let block_deltas = &m.histosys_delta[d0..d0 + n * row_len];
             for row in block_deltas.chunks_exact(row_len.max(1)) {
                 plan.histosys_rows.extend_from_slice(row);
-                plan.histosys_rows.extend(std::iter::repeat_n(0.0, padded - row_len));
+                plan.histosys_rows
+                    .extend(std::iter::repeat_n(0.0, padded - row_len));
             }
             plan.histosys_column_start.push(plan.histosys_columns.len());
             for k in 0..row_len {

@@ -26,7 +26,9 @@ pub fn available() -> &'static [Simd] {
 
 /// The widest available instruction set within the configured cap.
 pub fn best() -> Simd {
-    let cap = ns_core::settings::settings().cpu_simd.unwrap_or(Simd::Avx512);
+    let cap = ns_core::settings::settings()
+        .cpu_simd
+        .unwrap_or(Simd::Avx512);
     available()
         .iter()
         .copied()
