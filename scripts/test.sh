@@ -29,11 +29,17 @@ mark "system packages"
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
 mark "Python requirements"
-# The Python package (builds the abi3 extension with maturin, fetched by pip), in the workspace's
-# target folder: the release builds of the CLI and of the extension share their dependencies
-# (bindings/ns-py/Cargo.toml keeps the workspace's release profile for that).
-CARGO_TARGET_DIR="$PWD/target" .venv/bin/pip install --quiet --disable-pip-version-check ./bindings/ns-py
+# Every build here embeds the CUDA kernels compiled ahead of time (NVRTC from pip, no GPU), as a
+# release does: the tests see the released binaries.
+eval "$(PYTHON=.venv/bin/python bash scripts/prebuild_kernels.sh)"
+# The Python package as released: the manylinux2014 abi3 wheel (scripts/build_wheel.sh), installed
+# by pip, then installed and run in an old userland (glibc 2.23) by scripts/check_wheel.sh.
+WHEEL_DIR=target/wheels bash scripts/build_wheel.sh >/dev/null
+wheel=$(ls target/wheels/nextstat-*manylinux*x86_64*.whl)
+.venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 mark "Python package"
+bash scripts/check_wheel.sh "$wheel"
+mark "old-glibc install"
 
 # Lints as CI enforces them.
 cargo clippy --quiet --workspace --all-targets -- -D warnings

@@ -60,6 +60,12 @@ fn has_cuda() -> bool {
     ns_compute::cuda::has_cuda()
 }
 
+/// What this build is (version, git commit, backends, embedded CUDA architectures), as JSON.
+#[pyfunction]
+fn build_info() -> String {
+    serde_json::json!(ns_build_info::BuildInfo::current(env!("CARGO_PKG_VERSION"))).to_string()
+}
+
 /// Whether a Metal adapter is present (never raises).
 #[pyfunction]
 fn has_metal() -> bool {
@@ -129,6 +135,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(infer::call_json, m)?,
         wrap_pyfunction!(infer::run_call, m)?,
         wrap_pyfunction!(has_cuda, m)?,
+        wrap_pyfunction!(build_info, m)?,
         wrap_pyfunction!(has_metal, m)?,
         wrap_pyfunction!(devices, m)?,
         wrap_pyfunction!(plot_figure, m)?,

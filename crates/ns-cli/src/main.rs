@@ -9,7 +9,7 @@ mod report_cmds;
 mod text;
 mod workspace_cmds;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use input::ModelArgs;
 use ns_core::Result;
 use ns_inference::call::Call;
@@ -48,6 +48,12 @@ enum Command {
     /// Run a call saved with --save-call (or written by hand: docs/call.schema.json) and print
     /// what its verb prints
     Run(infer_cmds::RunArgs),
+    /// Print what this build is: version, git commit, backends, embedded CUDA architectures
+    Version {
+        /// JSON for scripts instead of text
+        #[arg(long)]
+        json: bool,
+    },
     /// List the compute devices of this machine: CPU threads, CUDA GPUs, Vulkan/Metal adapters
     Devices {
         /// JSON for scripts instead of the text list
@@ -109,6 +115,15 @@ fn run(cli: Cli) -> Result<()> {
             save_call,
         } => eval(&model, pars.as_ref(), output.as_ref(), save_call.as_ref()),
         Command::Run(args) => infer_cmds::run_saved(args),
+        Command::Version { json } => {
+            let info = ns_build_info::BuildInfo::current(env!("CARGO_PKG_VERSION"));
+            if json {
+                emit(&to_json(&serde_json::json!(info)), None)
+            } else {
+                println!("nextstat {}", info.long());
+                Ok(())
+            }
+        }
         Command::Devices { json } => devices(json),
         Command::Infer(cmd) => infer_cmds::run(cmd),
         Command::Merge { parts, output } => infer_cmds::merge(&parts, output.as_ref()),
@@ -176,7 +191,15 @@ fn main() -> ExitCode {
     }
     // The engine's environment settings, read once here.
     ns_core::settings::install(ns_core::settings::Settings::from_environment());
-    let cli = Cli::parse();
+    // `--version` tells which build ran: commit, backends, embedded CUDA architectures.
+    let info = ns_build_info::BuildInfo::current(env!("CARGO_PKG_VERSION"));
+    let command = Cli::command()
+        .version(&*Box::leak(info.short().into_boxed_str()))
+        .long_version(&*Box::leak(info.long().into_boxed_str()));
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -206,3 +206,46 @@ fn a_fit_option_naming_no_parameter_is_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("'nope'"));
 }
+
+#[test]
+fn version_names_the_build() {
+    let short = bin().arg("-V").output().unwrap();
+    assert!(short.status.success());
+    let short = String::from_utf8(short.stdout).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        short.starts_with(&format!("nextstat {version} (")) && short.lines().count() == 1,
+        "{short}"
+    );
+    let long = bin().arg("--version").output().unwrap();
+    let long = String::from_utf8(long.stdout).unwrap();
+    for line in [
+        "commit: ",
+        "features: cuda",
+        "cuda kernels: ",
+        "cpu simd: ",
+        "target: ",
+    ] {
+        assert!(long.contains(line), "{line:?} missing from\n{long}");
+    }
+    let info = json_of(&["version", "--json"]);
+    assert_eq!(info["version"], version);
+    assert!(
+        info["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "cuda")
+    );
+    // The commit printed is the one `-V` names.
+    let commit = info["git_commit"].as_str().unwrap();
+    assert!(
+        short.contains(&format!("({commit})")),
+        "{short} vs {commit}"
+    );
+    // Where a build embeds kernels (release builds: scripts/prebuild_kernels.sh), it says which.
+    let archs = info["cuda_archs"].as_array().unwrap();
+    if std::env::var_os("NEXTSTAT_PREBUILT_KERNELS").is_some() {
+        assert_eq!(archs.len(), 4, "{archs:?}");
+    }
+}

@@ -33,3 +33,13 @@ pub use device::{AdapterSummary, CudaGpus, Device, Inventory, Workload};
 pub use likelihood::{ChannelYields, Likelihood, Reach, Saturated};
 pub use signal::ExternalSignal;
 pub use toys::ToyEnsembleRates;
+
+/// The backends compiled into this build: "cuda" always (the driver and NVRTC are loaded at run
+/// time, so a build without a GPU still has it) and "wgpu" with the f32 backend's feature.
+pub fn compiled_features() -> Vec<&'static str> {
+    let mut features = vec!["cuda"];
+    if cfg!(feature = "wgpu") {
+        features.push("wgpu");
+    }
+    features
+}

@@ -70,7 +70,7 @@ __all__ = [
     "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "Patch", "fit", "fixed_poi_fit", "hypotest",
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
-    "has_metal", "devices", "infer", "run_call", "exceptions", "utils", "tensor", "set_backend", "get_backend",
+    "build_info", "has_metal", "devices", "infer", "run_call", "exceptions", "utils", "tensor", "set_backend", "get_backend",
 ]
 
 Spec = Union[dict, str, os.PathLike]
@@ -993,6 +993,14 @@ _RESULT_OF_VERB.update(
 def has_cuda() -> bool:
     """Whether an NVIDIA driver and GPU are present (never raises)."""
     return _core.has_cuda()
+
+
+def build_info() -> dict:
+    """What this build is, as ``nextstat version --json`` prints it: ``version``, ``git_commit``,
+    ``features`` (``"cuda"``, ``"wgpu"``), ``cuda_archs`` (the GPU architectures whose kernels are
+    embedded, e.g. ``[80, 90, 100, 120]``; others compile them at first use), ``cpu_simd`` (the
+    instruction set the CPU evaluator uses here), ``target``, ``profile`` and ``rustc``."""
+    return json.loads(_core.build_info())
 
 
 def has_metal() -> bool:
