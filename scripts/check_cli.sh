@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 glibc_bin=$(realpath "$1")
 musl_bin=$(realpath "$2")
 sudo_cmd=$([ "$(id -u)" = 0 ] && echo "" || echo "sudo")
-expected=$("$glibc_bin" upper-limit examples/analysis.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["obs_limit"])')
+expected=$("$glibc_bin" upper-limit examples/analysis.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["obs"])')
 
 newest=$(objdump -T "$glibc_bin" | grep -o "GLIBC_[0-9.]*" | sort -u -t. -k2,2n -k3,3n | tail -1)
 echo "glibc build: newest glibc symbol $newest"
@@ -23,7 +23,7 @@ old=$($sudo_cmd chroot "$root" /bin/sh -ec 'cd /tmp/nextstat-cli && ./nextstat v
 empty=$(mktemp -d)
 cp "$musl_bin" "$empty/nextstat"
 cp examples/analysis.json "$empty/"
-file "$musl_bin" | grep -q "statically linked" || { echo "error: $musl_bin is not static" >&2; exit 1; }
+file "$musl_bin" | grep -q -E "statically linked|static-pie linked" || { echo "error: $musl_bin is not static" >&2; exit 1; }
 bare=$($sudo_cmd chroot "$empty" /nextstat upper-limit /analysis.json)
 $sudo_cmd chroot "$empty" /nextstat version >&2
 rm -rf "$empty"
@@ -32,7 +32,7 @@ python3 - "$expected" "$old" "$bare" <<'PY'
 import json, sys
 expected = float(sys.argv[1])
 for name, text in [("glibc build on glibc 2.23", sys.argv[2]), ("static build in an empty root", sys.argv[3])]:
-    limit = json.loads(text)["obs_limit"]
+    limit = json.loads(text)["obs"]
     assert abs(limit - expected) <= 1e-9 * expected, (name, limit, expected)
     print(f"{name}: observed limit {limit:.10f} (here {expected:.10f})")
 PY

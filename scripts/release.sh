@@ -30,9 +30,12 @@ PATH="$bin_dir:$PATH" "$bin_dir/cargo-zigbuild" zigbuild --quiet --release -p ns
 cp target/x86_64-unknown-linux-gnu/release/nextstat "dist/nextstat-$version-x86_64-linux-gnu"
 # The static build: no loader, so no GPU backends (CUDA and Vulkan are loaded at run time).
 rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
-cargo build --quiet --release -p ns-cli --no-default-features --target x86_64-unknown-linux-musl
+cargo build --quiet --release -p ns-cli --no-default-features \
+  --target x86_64-unknown-linux-musl
 cp target/x86_64-unknown-linux-musl/release/nextstat "dist/nextstat-$version-x86_64-linux-musl"
 
+# The line tables of the release profile stay in target/; the downloads are stripped.
+strip dist/nextstat-*-linux-*
 (cd dist && sha256sum -- * > SHA256SUMS)
 ls -l dist
 bash scripts/check_wheel.sh dist/nextstat-*manylinux*_x86_64*.whl

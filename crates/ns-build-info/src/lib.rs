@@ -45,7 +45,9 @@ impl BuildInfo {
 
     /// The `--version` text: one fact per line.
     pub fn long(&self) -> String {
-        let archs = if self.cuda_archs.is_empty() {
+        let archs = if !self.features.contains(&"cuda") {
+            "none (no CUDA in this build)".to_string()
+        } else if self.cuda_archs.is_empty() {
             "none embedded (compiled by NVRTC at first use)".to_string()
         } else {
             self.cuda_archs
@@ -54,11 +56,16 @@ impl BuildInfo {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let features = if self.features.is_empty() {
+            "none (statically linked: the CPU engine only)".to_string()
+        } else {
+            self.features.join(", ")
+        };
         format!(
             "{}\ncommit: {}\nfeatures: {}\ncuda kernels: {}\ncpu simd: {}\ntarget: {} ({})\nrustc: {}",
             self.version,
             self.git_commit,
-            self.features.join(", "),
+            features,
             archs,
             self.cpu_simd,
             self.target,

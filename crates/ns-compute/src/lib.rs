@@ -34,12 +34,16 @@ pub use likelihood::{ChannelYields, Likelihood, Reach, Saturated};
 pub use signal::ExternalSignal;
 pub use toys::ToyEnsembleRates;
 
-/// The backends compiled into this build: "cuda" always (the driver and NVRTC are loaded at run
-/// time, so a build without a GPU still has it) and "wgpu" with the f32 backend's feature.
+/// The backends compiled into this build: "cuda" (the driver and NVRTC are loaded at run time,
+/// so a build without a GPU still has it) and "wgpu" with the f32 backend's feature — neither in a
+/// statically linked build, which cannot load the drivers.
 pub fn compiled_features() -> Vec<&'static str> {
-    let mut features = vec!["cuda"];
-    if cfg!(feature = "wgpu") {
-        features.push("wgpu");
+    let mut features = Vec::new();
+    if !cuda::STATIC_BUILD {
+        features.push("cuda");
+        if cfg!(feature = "wgpu") {
+            features.push("wgpu");
+        }
     }
     features
 }

@@ -90,12 +90,21 @@ pub fn cuda_unavailable() -> Error {
         Error::Device(
             "no CUDA device is visible (the driver is installed but reports no GPU)".into(),
         )
+    } else if STATIC_BUILD {
+        Error::Device(
+            "CUDA is not available: this nextstat is statically linked and cannot load the \
+             NVIDIA driver; use the glibc build or the Python wheel for GPUs"
+                .into(),
+        )
     } else {
         Error::Device(
             "CUDA is not available: the NVIDIA driver library (libcuda.so) was not found".into(),
         )
     }
 }
+
+/// A statically linked build (the musl CLI) cannot load shared libraries: no driver, no GPU.
+pub const STATIC_BUILD: bool = cfg!(target_feature = "crt-static");
 
 /// What a session runs on.
 #[derive(Clone, Debug)]
