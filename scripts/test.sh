@@ -29,12 +29,15 @@ mark "system packages"
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
 mark "Python requirements"
-# Every build here embeds the CUDA kernels compiled ahead of time (NVRTC from pip, no GPU), as a
-# release does: the tests see the released binaries.
-eval "$(PYTHON=.venv/bin/python bash scripts/prebuild_kernels.sh)"
+# The release builds (wheel, CLI) embed the CUDA kernels compiled ahead of time (NVRTC from pip,
+# no GPU), as a release does: the Python suite tests the released binaries. The debug test
+# builds do not (they compile kernels at first use, as a development build does).
+kernels=$(PYTHON=.venv/bin/python bash scripts/prebuild_kernels.sh | sed 's/^export NEXTSTAT_PREBUILT_KERNELS=//')
+# The commit the builds record (nextstat.build_info(), nextstat --version; checked by the tests).
+export NEXTSTAT_BUILT_FROM=$(git rev-parse --short=12 HEAD)
 # The Python package as released: the manylinux2014 abi3 wheel (scripts/build_wheel.sh), installed
 # by pip, then installed and run in an old userland (glibc 2.23) by scripts/check_wheel.sh.
-WHEEL_DIR=target/wheels bash scripts/build_wheel.sh >/dev/null
+NEXTSTAT_PREBUILT_KERNELS=$kernels WHEEL_DIR=target/wheels bash scripts/build_wheel.sh >/dev/null
 wheel=$(ls target/wheels/nextstat-*manylinux*x86_64*.whl)
 .venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 mark "Python package"
@@ -46,7 +49,7 @@ cargo clippy --quiet --workspace --all-targets -- -D warnings
 (cd bindings/ns-py && CARGO_TARGET_DIR="$PWD/../../target" cargo clippy --quiet --all-targets -- -D warnings)
 mark "clippy"
 # The Python suite runs the CLI hundreds of times on large models: a release binary.
-cargo build --quiet --release --bin nextstat --bin nextstat-server
+NEXTSTAT_PREBUILT_KERNELS=$kernels cargo build --quiet --release --bin nextstat --bin nextstat-server
 mark "release build"
 nvrtc_lib=$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
 if cargo nextest --version >/dev/null 2>&1; then
@@ -69,5 +72,5 @@ mark "macOS type-check"
 
 # On every core, at most four (each worker imports torch, JAX and ROOT).
 workers=$(nproc); [ "$workers" -gt 4 ] && workers=4
-NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q -n "$workers"
+NEXTSTAT_PREBUILT_KERNELS=$kernels NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q -n "$workers"
 mark "Python tests"
