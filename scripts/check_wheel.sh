@@ -46,7 +46,7 @@ PY
 # A fresh virtual environment each time; /proc as a real machine has it, in a private mount.
 $sudo_cmd unshare --mount --fork sh -ec "
   mount -t proc proc '$root/proc'
-  env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 chroot '$root' /bin/sh -ec '
+  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 chroot '$root' /bin/sh -ec '
     cd /tmp/nextstat-check
     /opt/python3.9/bin/python3.9 -m venv venv
     venv/bin/python -m pip install --quiet --disable-pip-version-check --no-index --find-links wheels nextstat
