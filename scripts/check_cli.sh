@@ -17,6 +17,7 @@ root=$(bash scripts/old_userland.sh)
 $sudo_cmd mkdir -p "$root/tmp/nextstat-cli"
 $sudo_cmd cp "$glibc_bin" "$root/tmp/nextstat-cli/nextstat"
 $sudo_cmd cp examples/analysis.json "$root/tmp/nextstat-cli/"
+old_glibc=$($sudo_cmd chroot "$root" /usr/bin/getconf GNU_LIBC_VERSION)
 old=$($sudo_cmd chroot "$root" /bin/sh -ec 'cd /tmp/nextstat-cli && ./nextstat version --json >&2 &&
   ./nextstat fit analysis.json >/dev/null && ./nextstat upper-limit analysis.json')
 
@@ -28,10 +29,10 @@ bare=$($sudo_cmd chroot "$empty" /nextstat upper-limit /analysis.json)
 $sudo_cmd chroot "$empty" /nextstat version >&2
 rm -rf "$empty"
 
-python3 - "$expected" "$old" "$bare" <<'PY'
+python3 - "$expected" "$old" "$bare" "$old_glibc" <<'PY'
 import json, sys
 expected = float(sys.argv[1])
-for name, text in [("glibc build on glibc 2.23", sys.argv[2]), ("static build in an empty root", sys.argv[3])]:
+for name, text in [(f"glibc build on {sys.argv[4]}", sys.argv[2]), ("static build in an empty root", sys.argv[3])]:
     limit = json.loads(text)["obs"]
     assert abs(limit - expected) <= 1e-9 * expected, (name, limit, expected)
     print(f"{name}: observed limit {limit:.10f} (here {expected:.10f})")
