@@ -67,6 +67,8 @@ mark "Rust tests"
 # (no Mac here: docs/gpu-f32.md says what stays unverified).
 if rustup target add aarch64-apple-darwin >/dev/null 2>&1; then
   cargo check --quiet -p ns-cli --target aarch64-apple-darwin
+  # The Python extension too (abi3: no macOS interpreter needed to check it).
+  (cd bindings/ns-py && CARGO_TARGET_DIR="$PWD/../../target" cargo check --quiet --target aarch64-apple-darwin)
 fi
 mark "macOS type-check"
 
