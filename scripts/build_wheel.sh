@@ -10,7 +10,8 @@ python=${PYTHON:-.venv/bin/python}
 [ -x "$python" ] || python=python3
 # Absolute, not resolved: a venv's interpreter is a link that must keep its name.
 case $python in */*) python=$(realpath -s "$python") ;; esac
-out=$PWD/${WHEEL_DIR:-dist}
+out=${WHEEL_DIR:-dist}
+case $out in /*) ;; *) out=$PWD/$out ;; esac
 targets=${*:-x86_64-unknown-linux-gnu}
 "$python" -c 'import maturin, ziglang' 2>/dev/null ||
   "$python" -m pip install --quiet --disable-pip-version-check -r requirements-build.txt
