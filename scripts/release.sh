@@ -17,10 +17,11 @@ case $python in */*) python=$(realpath -s "$python") ;; esac
 rm -rf dist && mkdir -p dist
 export NEXTSTAT_GIT_COMMIT=${NEXTSTAT_GIT_COMMIT:-$(git rev-parse --short=12 HEAD)}
 
+# The kernels once, for the wheels and the glibc CLI.
+[ -n "${NEXTSTAT_PREBUILT_KERNELS:-}" ] || eval "$(PYTHON=$python bash scripts/prebuild_kernels.sh)"
 bash scripts/build_wheel.sh x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu >/dev/null
 (cd bindings/ns-py && "$python" -m maturin sdist --out ../../dist) >&2
 
-[ -n "${NEXTSTAT_PREBUILT_KERNELS:-}" ] || eval "$(PYTHON=$python bash scripts/prebuild_kernels.sh)"
 version=$(cargo pkgid -p ns-cli | sed 's/.*[#@]//')
 bin_dir=$(dirname "$python")
 # The glibc build: linked by zig against glibc 2.17's symbols.
