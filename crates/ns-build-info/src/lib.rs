@@ -50,11 +50,7 @@ impl BuildInfo {
         } else if self.cuda_archs.is_empty() {
             "none embedded (compiled by NVRTC at first use)".to_string()
         } else {
-            self.cuda_archs
-                .iter()
-                .map(|a| format!("sm_{a}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            sm_names(&self.cuda_archs)
         };
         let features = if self.features.is_empty() {
             "none (statically linked: the CPU engine only)".to_string()
@@ -73,6 +69,15 @@ impl BuildInfo {
             self.rustc
         )
     }
+}
+
+/// Architectures as NVIDIA names them: `[80, 90]` → "sm_80, sm_90".
+pub fn sm_names(archs: &[u32]) -> String {
+    archs
+        .iter()
+        .map(|a| format!("sm_{a}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

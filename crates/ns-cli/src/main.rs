@@ -159,8 +159,10 @@ fn devices(as_json: bool) -> Result<()> {
                 "        kernels compiled by NVRTC at first use (this build embeds none)\n"
                     .to_string()
             } else {
-                let archs: Vec<String> = archs.iter().map(|a| format!("sm_{a}")).collect();
-                format!("        kernels built in for {}\n", archs.join(", "))
+                format!(
+                    "        kernels built in for {}\n",
+                    ns_build_info::sm_names(&archs)
+                )
             };
         }
         Err(why) => text += &format!("cuda    none: {why}\n"),
