@@ -14,6 +14,7 @@ use ns_core::optim::LbfgsbOptions;
 use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
 
+use crate::cpu::HessianPart;
 use crate::data::PreparedData;
 use crate::device::Device;
 use crate::signal::ExternalSignal;
@@ -395,6 +396,25 @@ pub trait Backend: Send + Sync {
         grad: &mut [f64],
         stop: &AtomicBool,
     ) -> Result<()>;
+
+    /// Whether [`nll_hessian`](Self::nll_hessian) answers (analytically, at about the cost of
+    /// a few gradients) rather than always `None`.
+    fn has_analytic_hessian(&self) -> bool {
+        false
+    }
+
+    /// The Hessian of the NLL at `point` against `data` (`part`: n×n row-major, or its diagonal),
+    /// where this backend computes it analytically in f64; `None` where it does not (callers
+    /// then difference the gradient).
+    fn nll_hessian(
+        &self,
+        point: &[f64],
+        data: &PreparedData,
+        part: HessianPart,
+    ) -> Result<Option<Vec<f64>>> {
+        let _ = (point, data, part);
+        Ok(None)
+    }
 
     /// Prepare `external` for [`nll_grad_signal`](Self::nll_grad_signal) (on a device: upload
     /// its layout once).

@@ -297,6 +297,22 @@ impl HistosysWeights {
         }
     }
 
+    /// d²w_up/dα² and d²w_down/dα² at `alpha` (0 on the linear pieces; at the kinks of code 0
+    /// and the steps of code 2, the side [`new`](Self::new) takes).
+    #[inline]
+    pub fn curvature(code: HistosysCode, alpha: f64) -> (f64, f64) {
+        match code {
+            HistosysCode::Code0 => (0.0, 0.0),
+            HistosysCode::Code2 if (-1.0..=1.0).contains(&alpha) => (1.0, -1.0),
+            HistosysCode::Code4p if alpha.abs() <= 1.0 => {
+                let a2 = alpha * alpha;
+                let c = (a2 * (90.0 * a2 - 120.0) + 30.0) * 0.0625;
+                (c, -c)
+            }
+            HistosysCode::Code2 | HistosysCode::Code4p => (0.0, 0.0),
+        }
+    }
+
     /// The delta and its derivative for one bin.
     #[inline]
     pub fn apply(&self, up: f64, down: f64) -> (f64, f64) {

@@ -48,15 +48,32 @@ pub fn parse_json(text: &str, origin: &str) -> Result<Value> {
 /// column, literal).
 fn integer_beyond_64_bits(text: &str) -> Option<(usize, usize, String)> {
     let bytes = text.as_bytes();
-    // Such an integer has 19 digits or more in a row; most documents have no such run, and a
-    // count of the longest run is a fraction of the cost of the token scan below.
-    let mut run = 0u32;
-    let mut longest = 0u32;
-    for &b in bytes {
-        run = if b.is_ascii_digit() { run + 1 } else { 0 };
-        longest = longest.max(run);
+    // Such an integer is a run of 19 digits or more that is not a fraction (after '.'), an
+    // exponent or the integral part of a decimal number (before '.', 'e'): most documents have
+    // none (full-precision decimals have long fractions), and finding runs is a fraction of
+    // the cost of the string-aware token scan below.
+    let decimal = |b: Option<&u8>| matches!(b, Some(b'.' | b'e' | b'E' | b'+'));
+    let mut candidate = false;
+    let mut start = 0;
+    while start < bytes.len() {
+        if !bytes[start].is_ascii_digit() {
+            start += 1;
+            continue;
+        }
+        let end = bytes[start..]
+            .iter()
+            .position(|b| !b.is_ascii_digit())
+            .map_or(bytes.len(), |k| start + k);
+        if end - start >= 19
+            && !decimal(start.checked_sub(1).and_then(|k| bytes.get(k)))
+            && !decimal(bytes.get(end))
+        {
+            candidate = true;
+            break;
+        }
+        start = end;
     }
-    if longest < 19 {
+    if !candidate {
         return None;
     }
     let (mut i, mut in_string, mut escaped) = (0, false, false);
@@ -460,5 +477,30 @@ impl Workspace {
                     ))
                 }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::integer_beyond_64_bits;
+
+    #[test]
+    fn only_integers_beyond_64_bits_outside_strings_are_found() {
+        let found = integer_beyond_64_bits;
+        assert_eq!(
+            found("{\"a\": [1,\n  123456789012345678901]}"),
+            Some((2, 3, "123456789012345678901".into()))
+        );
+        assert_eq!(
+            found("[-98765432109876543210]"),
+            Some((1, 2, "-98765432109876543210".into()))
+        );
+        // Fractions, integral parts of decimals, exponents, strings, and integers that fit.
+        assert_eq!(found("[0.12345678901234567890123]"), None);
+        assert_eq!(found("[12345678901234567890123.5]"), None);
+        assert_eq!(found("[12345678901234567890123e2]"), None);
+        assert_eq!(found("[1e+1234567890123456789]"), None);
+        assert_eq!(found("{\"name\": \"run_1234567890123456789012\"}"), None);
+        assert_eq!(found("[18446744073709551615, -9223372036854775808]"), None);
     }
 }

@@ -19,22 +19,22 @@ use ns_core::lanes::{LANES, dot};
 /// Evaluates one compiled model on the CPU.
 #[derive(Clone, Debug)]
 pub struct CpuEvaluator<'m> {
-    model: &'m CompiledModel,
-    plan: std::borrow::Cow<'m, Plan>,
+    pub(super) model: &'m CompiledModel,
+    pub(super) plan: std::borrow::Cow<'m, Plan>,
 }
 
 /// Working memory of one evaluation; reuse it across calls to avoid allocation.
 #[derive(Clone, Debug)]
 pub struct Scratch {
-    expected: Vec<f64>,
+    pub(super) expected: Vec<f64>,
     /// Per main bin: d NLL / d expected.
     bin_weight: Vec<f64>,
     /// Per entry: nominal plus histosys deltas.
-    base: Vec<f64>,
+    pub(super) base: Vec<f64>,
     /// Per entry: product of the entry factors.
-    entry_product: Vec<f64>,
+    pub(super) entry_product: Vec<f64>,
     /// Per parameter: histosys weights at its current value (only histosys parameters are set).
-    histosys_weights: Vec<HistosysWeights>,
+    pub(super) histosys_weights: Vec<HistosysWeights>,
     /// Per entry of the current block: d NLL / d ν times the entry-factor product.
     entry_weight: Vec<f64>,
     /// The current block's histosys weights `[w_up, w_down]` per term, and the backward pass's
@@ -44,13 +44,13 @@ pub struct Scratch {
     /// The current block's bins, padded to whole vectors.
     block_bins: Vec<f64>,
     /// Per normsys term of the plan: factor, its derivative, and derivative / factor.
-    normsys_value: Vec<f64>,
+    pub(super) normsys_value: Vec<f64>,
     normsys_slope: Vec<f64>,
-    normsys_log_slope: Vec<f64>,
+    pub(super) normsys_log_slope: Vec<f64>,
     /// Per sample block: product of its normsys factors, of its linear factors, of both.
-    block_normsys: Vec<f64>,
+    pub(super) block_normsys: Vec<f64>,
     block_linear: Vec<f64>,
-    block_scale: Vec<f64>,
+    pub(super) block_scale: Vec<f64>,
     /// Per sample block: d NLL / d ln(normsys factor), shared by its normsys factors (0 where
     /// the block's factors were differentiated one by one instead).
     block_log_weight: Vec<f64>,
@@ -114,6 +114,17 @@ impl Scratch {
     /// Expected main data of the last evaluation.
     pub fn expected_main(&self) -> &[f64] {
         &self.expected
+    }
+}
+
+/// d NLL / d ν of a bin that observed `observed` and expects `expected` (1 where nothing was
+/// observed, whatever is expected).
+#[inline(always)]
+pub(super) fn bin_weight(observed: f64, expected: f64) -> f64 {
+    if observed == 0.0 {
+        1.0
+    } else {
+        1.0 - observed / expected
     }
 }
 
@@ -226,13 +237,22 @@ impl<'m> CpuEvaluator<'m> {
         self.model
     }
 
-    fn check_params(&self, params: &[f64]) -> Result<()> {
+    pub(super) fn check_params(&self, params: &[f64]) -> Result<()> {
         if params.len() != self.model.n_params {
             return Err(Error::InvalidInput(format!(
                 "parameter vector has length {} but the model has {} parameters",
                 params.len(),
                 self.model.n_params
             )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_data(&self, data: &PreparedData) -> Result<()> {
+        if data.main.len() != self.model.n_main || data.aux.len() != self.model.n_aux {
+            return Err(Error::InvalidInput(
+                "dataset does not match the model's bin and auxdata counts".into(),
+            ));
         }
         Ok(())
     }
@@ -299,7 +319,7 @@ impl<'m> CpuEvaluator<'m> {
 
     /// Forward pass: expected main data into `scratch.expected`, keeping what the backward pass needs.
     #[inline(always)]
-    fn forward(&self, params: &[f64], s: &mut Scratch) {
+    pub(super) fn forward(&self, params: &[f64], s: &mut Scratch) {
         let m = self.model;
         let plan = &*self.plan;
         for &p in &plan.histosys_params {
@@ -391,12 +411,8 @@ impl<'m> CpuEvaluator<'m> {
         grad: Option<&mut [f64]>,
     ) -> Result<f64> {
         self.check_params(params)?;
+        self.check_data(data)?;
         let m = self.model;
-        if data.main.len() != m.n_main || data.aux.len() != m.n_aux {
-            return Err(Error::InvalidInput(
-                "dataset does not match the model's bin and auxdata counts".into(),
-            ));
-        }
         if let Some(g) = &grad
             && g.len() != m.n_params
         {
@@ -463,7 +479,7 @@ impl<'m> CpuEvaluator<'m> {
         let mut nll = 0.0;
         for ((&lambda, &n), weight) in s.expected.iter().zip(&data.main).zip(&mut s.bin_weight) {
             nll += poisson_deviance(n, lambda);
-            *weight = if n == 0.0 { 1.0 } else { 1.0 - n / lambda };
+            *weight = bin_weight(n, lambda);
         }
         for c in &m.gaussian {
             let theta = params[c.param as usize];

@@ -4,9 +4,11 @@
 
 mod backend;
 mod evaluator;
+mod hessian;
 mod plan;
 pub mod simd;
 
 pub use backend::CpuBackend;
 pub use evaluator::{CpuEvaluator, Scratch};
+pub use hessian::HessianPart;
 pub(crate) use plan::Plan;

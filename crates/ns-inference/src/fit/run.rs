@@ -20,6 +20,9 @@ pub struct FitRun {
     pub(crate) bounds: Vec<(f64, f64)>,
     pub(crate) free_grad: Vec<f64>,
     pub(crate) state: Lbfgsb,
+    /// Whether L-BFGS-B stops early to hand over to the Newton polish
+    /// ([`newton::HANDOVER_ITERATIONS`](super::newton::HANDOVER_ITERATIONS)).
+    pub(crate) handover: bool,
 }
 
 impl FitRun {
@@ -40,6 +43,15 @@ impl FitRun {
             self.free_grad[k] = grad[i] / self.scale[k];
         }
         self.state.tell(f, &self.free_grad);
+    }
+
+    /// The variable scaling over all `n_params` parameters (1 for the fixed ones).
+    pub(crate) fn full_scale(&self, n_params: usize) -> Vec<f64> {
+        let mut scale = vec![1.0; n_params];
+        for (&i, &s) in self.free.iter().zip(&self.scale) {
+            scale[i] = s;
+        }
+        scale
     }
 
     /// The result without uncertainties. The projected gradient comes from the optimizer's

@@ -2,7 +2,7 @@
 //! gradient, and the uncertainties and covariance from it (dense, or from the arrow structure of
 //! large models).
 
-use ns_compute::{Datasets, PreparedData};
+use ns_compute::{Datasets, HessianPart, Precision, PreparedData};
 use ns_core::Result;
 
 use super::hessian::{Structure, arrow_variances};
@@ -13,9 +13,43 @@ use crate::linalg::{cholesky, cholesky_inverse, inverse};
 const MAX_HESSIAN_BYTES: usize = 4 << 30;
 
 impl Fitter<'_> {
-    /// √(∂²twice_nll/∂x_j²) at `x` for each free parameter, by a one-sided difference of the
-    /// analytic gradient (stepping away from the nearer bound); 1 where it is not positive.
+    /// √(∂²twice_nll/∂x_j²) at `x` for each free parameter: analytic where the likelihood's
+    /// CPU backend offers it and the fitter's backend is f64, else by a one-sided difference of
+    /// the analytic gradient (stepping away from the nearer bound); 1 where it is not positive.
     pub(crate) fn curvature_scale(
+        &self,
+        x: &[f64],
+        free: &[usize],
+        bounds: &[(f64, f64)],
+        data: &PreparedData,
+    ) -> Result<Vec<f64>> {
+        // The f32 backends keep the differences: their fits' behaviour against the f64 ones
+        // (docs/gpu-f32.md) was measured with that scale, and f32 paths are chaotic enough that
+        // a scale moved by 1e-4 sends a few toys of a flat likelihood to other stopping points.
+        let analytic = match self.backend.precision() {
+            Precision::F64 => self.host().nll_hessian(x, data, HessianPart::Diagonal)?,
+            Precision::F32 => None,
+        };
+        let curvature = match analytic {
+            Some(diagonal) => diagonal.iter().map(|h| 2.0 * h).collect(),
+            None => self.curvature_by_differences(x, free, bounds, data)?,
+        };
+        Ok(free
+            .iter()
+            .map(|&j| {
+                let c = curvature[j];
+                if c.is_finite() && c > 0.0 {
+                    c.sqrt().clamp(1e-3, 1e6)
+                } else {
+                    1.0
+                }
+            })
+            .collect())
+    }
+
+    /// ∂²twice_nll/∂x_j² of the free parameters (NaN for the others and where a probe is not
+    /// finite) by one-sided differences of the gradient.
+    fn curvature_by_differences(
         &self,
         x: &[f64],
         free: &[usize],
@@ -56,17 +90,7 @@ impl Fitter<'_> {
                 probe[j] = x[j];
             }
         }
-        Ok(free
-            .iter()
-            .map(|&j| {
-                let c = curvature[j];
-                if c.is_finite() && c > 0.0 {
-                    c.sqrt().clamp(1e-3, 1e6)
-                } else {
-                    1.0
-                }
-            })
-            .collect())
+        Ok(curvature)
     }
 
     /// Uncertainties of a large model from the arrow structure of its Hessian
@@ -114,17 +138,27 @@ impl Fitter<'_> {
         })
     }
 
-    /// Hessian of twice_nll over the `free` parameters at `point` (k×k, row-major, symmetrised)
-    /// by central differences of the analytic gradient, all 2k probes in one batch: one launch
-    /// on CUDA, parallel on the CPU.
+    /// Hessian of twice_nll over the `free` parameters at `point` (k×k, row-major, symmetric)
+    /// and what it cost in evaluations: analytic where the likelihood's CPU backend offers it
+    /// (counted as one), else by central differences of the analytic gradient, all 2k probes in
+    /// one batch (one launch on CUDA, parallel on the CPU).
     pub(crate) fn hessian(
         &self,
         point: &[f64],
         data: &PreparedData,
         free: &[usize],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<(Vec<f64>, usize)> {
         let n = self.model.n_params();
         let k = free.len();
+        if let Some(full) = self.host().nll_hessian(point, data, HessianPart::Full)? {
+            let mut hessian = vec![0.0; k * k];
+            for (row, &i) in free.iter().enumerate() {
+                for (col, &j) in free.iter().enumerate() {
+                    hessian[row * k + col] = 2.0 * full[i * n + j];
+                }
+            }
+            return Ok((hessian, 1));
+        }
         let steps: Vec<f64> = free
             .iter()
             .map(|&j| 1e-5 * point[j].abs().max(1.0))
@@ -159,7 +193,7 @@ impl Fitter<'_> {
                 hessian[c * k + r] = avg;
             }
         }
-        Ok(hessian)
+        Ok((hessian, 2 * k))
     }
 
     /// Uncertainties from the Hessian of twice_nll at the minimum: C = 2·H⁻¹ (the inverse
@@ -175,7 +209,7 @@ impl Fitter<'_> {
         if k > DENSE_PARAMETER_LIMIT {
             return self.add_structured_uncertainties(result, data, free);
         }
-        let hessian = self.hessian(&result.parameters, data, free)?;
+        let (hessian, _) = self.hessian(&result.parameters, data, free)?;
         let inverse_hessian = match cholesky(&hessian, k) {
             Ok(l) => Some(cholesky_inverse(&l, k)),
             Err(pivot) => {
