@@ -397,12 +397,6 @@ pub trait Backend: Send + Sync {
         stop: &AtomicBool,
     ) -> Result<()>;
 
-    /// Whether [`nll_hessian`](Self::nll_hessian) answers (analytically, at about the cost of
-    /// a few gradients) rather than always `None`.
-    fn has_analytic_hessian(&self) -> bool {
-        false
-    }
-
     /// The Hessian of the NLL at `point` against `data` (`part`: n×n row-major, or its diagonal),
     /// where this backend computes it analytically in f64; `None` where it does not (callers
     /// then difference the gradient).

@@ -171,10 +171,6 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
             )
     }
 
-    fn has_analytic_hessian(&self) -> bool {
-        true
-    }
-
     fn nll_hessian(
         &self,
         point: &[f64],

@@ -302,14 +302,8 @@ impl<'m> Fitter<'m> {
         let lower = scaled(&|i| config.bounds[i].0);
         let upper = scaled(&|i| config.bounds[i].1);
         let y0 = scaled(&|i| config.init[i]);
-        let mut options = self.optimizer_options(config);
-        let handover = self.hands_over_to_newton(free.len())
-            && options.max_iterations > newton::HANDOVER_ITERATIONS;
-        if handover {
-            options.max_iterations = newton::HANDOVER_ITERATIONS;
-        }
-        let mut state =
-            Lbfgsb::new(&y0, &lower, &upper, options).with_gradient_scale(scale.clone());
+        let mut state = Lbfgsb::new(&y0, &lower, &upper, self.optimizer_options(config))
+            .with_gradient_scale(scale.clone());
         if let Some(noise) = self.backend.precision().objective_noise() {
             state = state.with_objective_noise(noise);
         }
@@ -322,18 +316,7 @@ impl<'m> Fitter<'m> {
             lower,
             upper,
             state,
-            handover,
         })
-    }
-
-    /// Whether L-BFGS-B hands a fit of `n_free` parameters that it has not finished within
-    /// [`newton::HANDOVER_ITERATIONS`] to the Newton polish: on the CPU, where the Hessian is
-    /// analytic (a Newton step then costs a few gradients and a k³/3 factorisation, and finishes
-    /// in a handful of steps what L-BFGS-B crawls through on badly conditioned likelihoods).
-    fn hands_over_to_newton(&self, n_free: usize) -> bool {
-        self.backend.device() == Device::Cpu
-            && self.backend.has_analytic_hessian()
-            && (1..=DENSE_PARAMETER_LIMIT).contains(&n_free)
     }
 
     /// Minimize twice_nll over the free parameters.
@@ -384,12 +367,7 @@ impl<'m> Fitter<'m> {
             if self.backend.precision() != Precision::F64 && result.twice_nll.is_finite() {
                 self.settle_f32(result, data, config, run)?
             } else if newton::applies(&result, free.len()) {
-                let polished = newton::polish(self, result, data, config, free)?;
-                if run.handover && !polished.converged {
-                    self.resume(polished, data, config, run)?
-                } else {
-                    polished
-                }
+                newton::polish(self, result, data, config, free)?
             } else {
                 result
             };
@@ -495,38 +473,6 @@ impl<'m> Fitter<'m> {
             result.termination = Termination::ConvergedScaled;
         }
         Ok(result)
-    }
-
-    /// L-BFGS-B again, with the iterations the fit has left, from where the Newton polish of a
-    /// handed-over fit stopped short (it may hand over again).
-    fn resume(
-        &self,
-        polished: FitResult,
-        data: &PreparedData,
-        config: &FitConfig,
-        run: &FitRun,
-    ) -> Result<FitResult> {
-        let o = config.optimizer;
-        let iterations = o.max_iterations.saturating_sub(polished.iterations);
-        let evaluations = o.max_evaluations.saturating_sub(polished.evaluations);
-        if iterations == 0 || evaluations == 0 {
-            return Ok(polished);
-        }
-        let from_there = FitConfig {
-            init: polished.parameters.clone(),
-            scale: Some(run.full_scale(self.model.n_params())),
-            uncertainties: false,
-            optimizer: LbfgsbOptions {
-                max_iterations: iterations,
-                max_evaluations: evaluations,
-                ..o
-            },
-            ..config.clone()
-        };
-        let mut resumed = self.fit(data, &from_there)?;
-        resumed.iterations += polished.iterations;
-        resumed.evaluations += polished.evaluations;
-        Ok(resumed)
     }
 
     /// An f32 fit finished by L-BFGS-B in f64 on the CPU from `from` (where it stopped), in the

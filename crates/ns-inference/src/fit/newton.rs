@@ -22,11 +22,6 @@ use ns_compute::Datasets;
 /// tt̄ ℓ+jets toys took 4× longer on a GPU and the CPU and GPU ends still differed on that toy,
 /// so a fit that 20 steps leave short is restarted (toys) or reported instead.
 const MAX_NEWTON_STEPS: usize = 20;
-
-/// L-BFGS-B iterations after which a CPU fit that has not converged is handed to the polish:
-/// most fits of published likelihoods converge in 40–70; the badly conditioned ones (the
-/// EWKinos toys, the 2000-bin model) take hundreds to thousands.
-pub(crate) const HANDOVER_ITERATIONS: usize = 100;
 const ARMIJO: f64 = 1e-4;
 const MAX_BACKTRACKS: usize = 40;
 

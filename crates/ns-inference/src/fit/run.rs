@@ -20,9 +20,6 @@ pub struct FitRun {
     pub(crate) bounds: Vec<(f64, f64)>,
     pub(crate) free_grad: Vec<f64>,
     pub(crate) state: Lbfgsb,
-    /// Whether L-BFGS-B stops early to hand over to the Newton polish
-    /// ([`newton::HANDOVER_ITERATIONS`](super::newton::HANDOVER_ITERATIONS)).
-    pub(crate) handover: bool,
 }
 
 impl FitRun {
