@@ -10,5 +10,4 @@ pub mod simd;
 
 pub use backend::CpuBackend;
 pub use evaluator::{CpuEvaluator, Scratch};
-pub use hessian::HessianPart;
 pub(crate) use plan::Plan;
