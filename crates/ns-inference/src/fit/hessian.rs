@@ -249,7 +249,7 @@ mod tests {
         assert_eq!(structure.columns().len(), 5);
         let arrow = arrow_variances(&fitter, &fit.parameters, &data, &free, &structure).unwrap();
         let k = free.len();
-        let (dense, _) = fitter.hessian(&fit.parameters, &data, &free).unwrap();
+        let dense = fitter.hessian(&fit.parameters, &data, &free).unwrap();
         let inverse = cholesky_inverse(&cholesky(&dense, k).unwrap(), k);
         for (i, &p) in free.iter().enumerate() {
             let exact = 2.0 * inverse[i * k + i];

@@ -80,11 +80,10 @@ pub(crate) fn polish(
                 !((x[i] - lo <= eps && grad[i] > 0.0) || (hi - x[i] <= eps && grad[i] < 0.0))
             })
             .collect();
-        let (direction, cost) = newton_direction(fitter, &x, data, &moving, &grad)?;
-        evaluations += cost;
-        let Some(direction) = direction else {
+        let Some(direction) = newton_direction(fitter, &x, data, &moving, &grad)? else {
             break;
         };
+        evaluations += 2 * moving.len();
         let mut alpha = 1.0;
         let mut accepted = None;
         for _ in 0..MAX_BACKTRACKS {
@@ -140,20 +139,19 @@ pub(crate) fn polish(
 }
 
 /// The Newton step −H⁻¹g over the `moving` variables, with Levenberg damping where H is not
-/// positive definite there (`None` if no damped system is solvable or the step is not
-/// downhill), and the evaluations its Hessian cost.
+/// positive definite there; `None` if no damped system is solvable or the step is not downhill.
 fn newton_direction(
     fitter: &Fitter,
     x: &[f64],
     data: &PreparedData,
     moving: &[usize],
     grad: &[f64],
-) -> Result<(Option<Vec<f64>>, usize)> {
+) -> Result<Option<Vec<f64>>> {
     let k = moving.len();
     if k == 0 {
-        return Ok((None, 0));
+        return Ok(None);
     }
-    let (hessian, cost) = fitter.hessian(x, data, moving)?;
+    let hessian = fitter.hessian_by_differences(x, data, moving)?;
     let g: Vec<f64> = moving.iter().map(|&i| grad[i]).collect();
     let diagonal_scale = (0..k)
         .map(|i| hessian[i * k + i].abs())
@@ -168,7 +166,7 @@ fn newton_direction(
         if let Ok(l) = cholesky(&damped, k) {
             let step: Vec<f64> = cholesky_solve(&l, k, &g).into_iter().map(|v| -v).collect();
             if step.iter().all(|v| v.is_finite()) && dot(&step, &g) < 0.0 {
-                return Ok((Some(step), cost));
+                return Ok(Some(step));
             }
         }
         damping = if damping == 0.0 {
@@ -177,5 +175,5 @@ fn newton_direction(
             damping * 10.0
         };
     }
-    Ok((None, cost))
+    Ok(None)
 }

@@ -115,26 +115,43 @@ impl Fitter<'_> {
     }
 
     /// Hessian of twice_nll over the `free` parameters at `point` (k×k, row-major, symmetric)
-    /// and what it cost in evaluations: analytic where the likelihood's CPU backend offers it
-    /// (counted as one), else by central differences of the analytic gradient, all 2k probes in
-    /// one batch (one launch on CUDA, parallel on the CPU).
+    /// for the uncertainties: analytic where the likelihood's CPU backend offers it, else
+    /// [`hessian_by_differences`](Self::hessian_by_differences).
     pub(crate) fn hessian(
         &self,
         point: &[f64],
         data: &PreparedData,
         free: &[usize],
-    ) -> Result<(Vec<f64>, usize)> {
+    ) -> Result<Vec<f64>> {
         let n = self.model.n_params();
         let k = free.len();
-        if let Some(full) = self.host().nll_hessian(point, data)? {
-            let mut hessian = vec![0.0; k * k];
-            for (row, &i) in free.iter().enumerate() {
-                for (col, &j) in free.iter().enumerate() {
-                    hessian[row * k + col] = 2.0 * full[i * n + j];
+        match self.host().nll_hessian(point, data)? {
+            Some(full) => {
+                let mut hessian = vec![0.0; k * k];
+                for (row, &i) in free.iter().enumerate() {
+                    for (col, &j) in free.iter().enumerate() {
+                        hessian[row * k + col] = 2.0 * full[i * n + j];
+                    }
                 }
+                Ok(hessian)
             }
-            return Ok((hessian, 1));
+            None => self.hessian_by_differences(point, data, free),
         }
+    }
+
+    /// Hessian of twice_nll over the `free` parameters at `point` (k×k, row-major, symmetrised)
+    /// by central differences of the analytic gradient, all 2k probes in one batch: one launch
+    /// on CUDA, parallel on the CPU. The Newton polish steps with it: the analytic Hessian moved
+    /// where stalled fits of the tt̄ ℓ+jets toys end by 1e-3 in twice_nll against their f32 twins
+    /// (docs/benchmarks.md).
+    pub(crate) fn hessian_by_differences(
+        &self,
+        point: &[f64],
+        data: &PreparedData,
+        free: &[usize],
+    ) -> Result<Vec<f64>> {
+        let n = self.model.n_params();
+        let k = free.len();
         let steps: Vec<f64> = free
             .iter()
             .map(|&j| 1e-5 * point[j].abs().max(1.0))
@@ -169,7 +186,7 @@ impl Fitter<'_> {
                 hessian[c * k + r] = avg;
             }
         }
-        Ok((hessian, 2 * k))
+        Ok(hessian)
     }
 
     /// Uncertainties from the Hessian of twice_nll at the minimum: C = 2·H⁻¹ (the inverse
@@ -185,7 +202,7 @@ impl Fitter<'_> {
         if k > DENSE_PARAMETER_LIMIT {
             return self.add_structured_uncertainties(result, data, free);
         }
-        let (hessian, _) = self.hessian(&result.parameters, data, free)?;
+        let hessian = self.hessian(&result.parameters, data, free)?;
         let inverse_hessian = match cholesky(&hessian, k) {
             Ok(l) => Some(cholesky_inverse(&l, k)),
             Err(pivot) => {
