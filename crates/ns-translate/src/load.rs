@@ -44,6 +44,14 @@ pub fn parse_json(text: &str, origin: &str) -> Result<Value> {
     })
 }
 
+/// Whether all eight bytes of `word` are ASCII digits (0x30–0x39): every high nibble is 3, and
+/// adding 6 to the low nibbles carries out of none (the high nibbles cap the sum below 0x46).
+fn eight_digits(word: u64) -> bool {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    word & HIGH == THREES && word.wrapping_add(0x0606_0606_0606_0606) & HIGH == THREES
+}
+
 /// The first integer literal outside strings whose value does not fit in i64/u64, as (line,
 /// column, literal).
 fn integer_beyond_64_bits(text: &str) -> Option<(usize, usize, String)> {
@@ -51,19 +59,25 @@ fn integer_beyond_64_bits(text: &str) -> Option<(usize, usize, String)> {
     // Such an integer is a run of 19 digits or more that is not a fraction (after '.'), an
     // exponent or the integral part of a decimal number (before '.', 'e'): most documents have
     // none (full-precision decimals have long fractions), and finding runs is a fraction of
-    // the cost of the string-aware token scan below.
+    // the cost of the string-aware token scan below. A run of 15 digits or more covers a whole
+    // 8-byte block at an offset divisible by 8, so only blocks of eight digits are looked at.
     let decimal = |b: Option<&u8>| matches!(b, Some(b'.' | b'e' | b'E' | b'+'));
+    let digit_at = |k: usize| bytes.get(k).is_some_and(u8::is_ascii_digit);
     let mut candidate = false;
-    let mut start = 0;
-    while start < bytes.len() {
-        if !bytes[start].is_ascii_digit() {
-            start += 1;
+    let mut block = 0;
+    while block + 8 <= bytes.len() {
+        let word = u64::from_le_bytes(bytes[block..block + 8].try_into().unwrap_or([0; 8]));
+        if !eight_digits(word) {
+            block += 8;
             continue;
         }
-        let end = bytes[start..]
-            .iter()
-            .position(|b| !b.is_ascii_digit())
-            .map_or(bytes.len(), |k| start + k);
+        let start = (0..block)
+            .rev()
+            .find(|&k| !digit_at(k))
+            .map_or(0, |k| k + 1);
+        let end = (block + 8..bytes.len())
+            .find(|&k| !digit_at(k))
+            .unwrap_or(bytes.len());
         if end - start >= 19
             && !decimal(start.checked_sub(1).and_then(|k| bytes.get(k)))
             && !decimal(bytes.get(end))
@@ -71,7 +85,7 @@ fn integer_beyond_64_bits(text: &str) -> Option<(usize, usize, String)> {
             candidate = true;
             break;
         }
-        start = end;
+        block = end.next_multiple_of(8);
     }
     if !candidate {
         return None;
@@ -325,55 +339,55 @@ impl Workspace {
         let bad = |m: String| Err(Error::InvalidWorkspace(m));
         let mut channel_bins = HashMap::new();
         for (ci, channel) in self.channels.iter().enumerate() {
-            let at = format!("channels[{ci}] '{}'", channel.name);
+            // Locations are formatted only for an error: a published workspace has thousands.
+            let at = || format!("channels[{ci}] '{}'", channel.name);
             if channel_bins.contains_key(channel.name.as_str()) {
-                return bad(format!("{at}: duplicate channel name"));
+                return bad(format!("{}: duplicate channel name", at()));
             }
             let Some(first) = channel.samples.first() else {
-                return bad(format!("{at}: a channel needs at least one sample"));
+                return bad(format!("{}: a channel needs at least one sample", at()));
             };
             let n_bins = first.data.len();
             channel_bins.insert(channel.name.as_str(), n_bins);
             let mut sample_names = HashSet::new();
             for (si, sample) in channel.samples.iter().enumerate() {
-                let at = format!("{at}, samples[{si}] '{}'", sample.name);
+                let at = || format!("{}, samples[{si}] '{}'", at(), sample.name);
                 if !sample_names.insert(sample.name.as_str()) {
-                    return bad(format!("{at}: duplicate sample name in the channel"));
+                    return bad(format!("{}: duplicate sample name in the channel", at()));
                 }
                 if sample.data.is_empty() {
                     return bad(format!(
-                        "{at}: data is empty; a sample needs at least one bin"
+                        "{}: data is empty; a sample needs at least one bin",
+                        at()
                     ));
                 }
                 if sample.data.len() != n_bins {
                     // Name both samples: either may be the wrong one.
                     return bad(format!(
-                        "{at}: data has {} bins but sample '{}' of the same channel has {n_bins}",
+                        "{}: data has {} bins but sample '{}' of the same channel has {n_bins}",
+                        at(),
                         sample.data.len(),
                         first.name
                     ));
                 }
                 for (mi, modifier) in sample.modifiers.iter().enumerate() {
-                    let kind = modifier.kind.type_name();
-                    let at = format!("{at}, modifiers[{mi}] {kind} '{}'", modifier.name);
-                    let lengths: Vec<(&str, usize)> = match &modifier.kind {
-                        ModifierKind::HistoSys { hi_data, lo_data } => {
-                            vec![
-                                ("data.hi_data", hi_data.len()),
-                                ("data.lo_data", lo_data.len()),
-                            ]
-                        }
+                    let lengths: &[(&str, usize)] = match &modifier.kind {
+                        ModifierKind::HistoSys { hi_data, lo_data } => &[
+                            ("data.hi_data", hi_data.len()),
+                            ("data.lo_data", lo_data.len()),
+                        ],
                         ModifierKind::ShapeSys(v) | ModifierKind::StatError(v) => {
-                            vec![("data", v.len())]
+                            &[("data", v.len())]
                         }
-                        _ => vec![],
+                        _ => &[],
                     };
-                    for (key, len) in lengths {
-                        if len != n_bins {
-                            return bad(format!(
-                                "{at}: {key} has {len} entries but the sample has {n_bins} bins"
-                            ));
-                        }
+                    if let Some((key, len)) = lengths.iter().find(|(_, len)| *len != n_bins) {
+                        return bad(format!(
+                            "{}, modifiers[{mi}] {} '{}': {key} has {len} entries but the sample has {n_bins} bins",
+                            at(),
+                            modifier.kind.type_name(),
+                            modifier.name
+                        ));
                     }
                 }
             }
@@ -386,16 +400,17 @@ impl Workspace {
         let bad = |m: String| Err(Error::InvalidWorkspace(m));
         let mut observed = HashSet::new();
         for (oi, obs) in self.observations.iter().enumerate() {
-            let at = format!("observations[{oi}] '{}'", obs.name);
+            let at = || format!("observations[{oi}] '{}'", obs.name);
             if !observed.insert(obs.name.as_str()) {
-                return bad(format!("{at}: duplicate observation name"));
+                return bad(format!("{}: duplicate observation name", at()));
             }
             // An observation of a channel the workspace lacks is ignored, as pyhf does: HEPData
             // signal patches often remove a channel and leave its observation behind.
             match channel_bins.get(obs.name.as_str()) {
                 Some(&n) if n != obs.data.len() => {
                     return bad(format!(
-                        "{at}: data has {} bins but the channel has {n}",
+                        "{}: data has {} bins but the channel has {n}",
+                        at(),
                         obs.data.len()
                     ));
                 }
@@ -425,22 +440,25 @@ impl Workspace {
             }
             let mut configured = HashSet::new();
             for (pi, p) in m.config.parameters.iter().enumerate() {
-                let at = format!(
-                    "measurements[{mi}] '{}', config.parameters[{pi}] '{}'",
-                    m.name, p.name
-                );
+                let at = || {
+                    format!(
+                        "measurements[{mi}] '{}', config.parameters[{pi}] '{}'",
+                        m.name, p.name
+                    )
+                };
                 if !configured.insert(p.name.as_str()) {
                     return bad(format!(
-                        "{at}: multiple parameter configurations for '{}'",
+                        "{}: multiple parameter configurations for '{}'",
+                        at(),
                         p.name
                     ));
                 }
                 if let Some(bounds) = &p.bounds {
                     if let Some(i) = bounds.iter().position(|b| b.len() != 2) {
-                        return bad(format!("{at}: bounds[{i}] must be a [low, high] pair"));
+                        return bad(format!("{}: bounds[{i}] must be a [low, high] pair", at()));
                     }
                     if let Some(i) = bounds.iter().position(|b| f64_of(&b[0]) > f64_of(&b[1])) {
-                        return bad(format!("{at}: bounds[{i}] has low > high"));
+                        return bad(format!("{}: bounds[{i}] has low > high", at()));
                     }
                 }
             }
@@ -502,5 +520,34 @@ mod tests {
         assert_eq!(found("[1e+1234567890123456789]"), None);
         assert_eq!(found("{\"name\": \"run_1234567890123456789012\"}"), None);
         assert_eq!(found("[18446744073709551615, -9223372036854775808]"), None);
+    }
+
+    #[test]
+    fn runs_are_found_at_every_alignment_and_at_both_ends() {
+        let found = integer_beyond_64_bits;
+        let big = "123456789012345678901";
+        for pad in 0..17 {
+            let spaces = " ".repeat(pad);
+            assert_eq!(
+                found(&format!("{spaces}[{big}]")),
+                Some((1, pad + 2, big.into())),
+                "pad {pad}"
+            );
+            // The document ends with the run, or starts with it.
+            assert_eq!(
+                found(&format!("{spaces}{big}")),
+                Some((1, pad + 1, big.into()))
+            );
+            assert_eq!(found(&format!("{big}{spaces}")), Some((1, 1, big.into())));
+            assert_eq!(found(&format!("{spaces}[0.{big}]")), None, "pad {pad}");
+            assert_eq!(found(&format!("{spaces}[{big}.5]")), None, "pad {pad}");
+            // 18 and 19 digits that fit, beside text of eight digits.
+            assert_eq!(
+                found(&format!(
+                    "{spaces}[123456789012345678, 12345678, 1234567890123456789]"
+                )),
+                None
+            );
+        }
     }
 }

@@ -128,26 +128,148 @@ struct RawModifier {
     name: String,
     #[serde(rename = "type")]
     kind: String,
-    data: Value,
+    data: RawData,
+}
+
+/// A modifier's `data` as parsed. The shapes pyhf's schema allows stay typed (a published
+/// workspace has tens of thousands of such numbers, and a `Value` per number is most of the
+/// cost of reading it); anything else is kept as a `Value`, for the error message.
+enum RawData {
+    Null,
+    Number(Number),
+    Numbers(Vec<Number>),
+    /// The keys in document order; a repeated key keeps its last value, as `Value` does.
+    Object(Vec<(String, RawData)>),
+    Other(Value),
+}
+
+impl RawData {
+    fn into_value(self) -> Value {
+        match self {
+            RawData::Null => Value::Null,
+            RawData::Number(n) => Value::Number(n),
+            RawData::Numbers(v) => Value::Array(v.into_iter().map(Value::Number).collect()),
+            RawData::Object(fields) => Value::Object(
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_value()))
+                    .collect(),
+            ),
+            RawData::Other(v) => v,
+        }
+    }
+
+    /// Remove `key` from an object's fields.
+    fn take(fields: &mut Vec<(String, RawData)>, key: &str) -> Option<RawData> {
+        let at = fields.iter().position(|(k, _)| k == key)?;
+        Some(fields.remove(at).1)
+    }
+}
+
+impl Serialize for RawData {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            RawData::Null => serializer.serialize_unit(),
+            RawData::Number(n) => n.serialize(serializer),
+            RawData::Numbers(v) => v.serialize(serializer),
+            RawData::Object(fields) => {
+                let mut map = serializer.serialize_map(Some(fields.len()))?;
+                for (k, v) in fields {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+            RawData::Other(v) => v.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawData {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(RawDataVisitor)
+    }
+}
+
+struct RawDataVisitor;
+
+impl<'de> serde::de::Visitor<'de> for RawDataVisitor {
+    type Value = RawData;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<RawData, E> {
+        Ok(RawData::Null)
+    }
+    fn visit_none<E>(self) -> Result<RawData, E> {
+        Ok(RawData::Null)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<RawData, E> {
+        Ok(RawData::Other(Value::Bool(v)))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<RawData, E> {
+        Ok(RawData::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<RawData, E> {
+        Ok(RawData::Number(v.into()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<RawData, E> {
+        Number::from_f64(v)
+            .map(RawData::Number)
+            .ok_or_else(|| E::custom(format!("{v} is not a JSON number")))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<RawData, E> {
+        Ok(RawData::Other(Value::String(v.to_string())))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawData, A::Error> {
+        let mut numbers = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element::<RawData>()? {
+            match item {
+                RawData::Number(n) => numbers.push(n),
+                other => {
+                    // Not a list of numbers: keep the whole list as a `Value`.
+                    let mut items: Vec<Value> = numbers.into_iter().map(Value::Number).collect();
+                    items.push(other.into_value());
+                    while let Some(item) = seq.next_element::<Value>()? {
+                        items.push(item);
+                    }
+                    return Ok(RawData::Other(Value::Array(items)));
+                }
+            }
+        }
+        Ok(RawData::Numbers(numbers))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawData, A::Error> {
+        let mut fields: Vec<(String, RawData)> = Vec::new();
+        while let Some((key, value)) = map.next_entry::<String, RawData>()? {
+            match fields.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, old)) => *old = value,
+                None => fields.push((key, value)),
+            }
+        }
+        Ok(RawData::Object(fields))
+    }
 }
 
 /// The numbers of a modifier's data list; `what` names it in an error (built only then: a
 /// published workspace has thousands of lists).
-fn numbers(value: Value, what: impl Fn() -> String) -> Result<Vec<Number>, String> {
-    match value {
-        Value::Array(items) if !items.is_empty() => items
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| match v {
-                Value::Number(n) => Ok(n),
-                other => Err(format!("{}[{i}] must be a number, found {other}", what())),
-            })
-            .collect(),
-        Value::Array(_) => Err(format!("{} must be a non-empty list of numbers", what())),
+fn numbers(data: RawData, what: impl Fn() -> String) -> Result<Vec<Number>, String> {
+    match data {
+        RawData::Numbers(v) if !v.is_empty() => Ok(v),
+        RawData::Numbers(_) => Err(format!("{} must be a non-empty list of numbers", what())),
+        RawData::Other(Value::Array(items)) => {
+            let (i, other) = items
+                .iter()
+                .enumerate()
+                .find(|(_, v)| !v.is_number())
+                .map_or((0, Value::Null), |(i, v)| (i, v.clone()));
+            Err(format!("{}[{i}] must be a number, found {other}", what()))
+        }
         other => Err(format!(
             "{} must be a list of numbers, found {}",
             what(),
-            short(&other)
+            short(&other.into_value())
         )),
     }
 }
@@ -166,25 +288,30 @@ impl TryFrom<RawModifier> for Modifier {
 
     fn try_from(raw: RawModifier) -> Result<Self, String> {
         let name = raw.name;
-        let expect_null = |data: &Value, kind: &str| {
-            if data.is_null() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{kind} modifier '{name}': data must be null, found {}",
-                    short(data)
-                ))
-            }
+        let expect_null = |data: RawData, kind: &str| match data {
+            RawData::Null => Ok(()),
+            other => Err(format!(
+                "{kind} modifier '{name}': data must be null, found {}",
+                short(&other.into_value())
+            )),
         };
+        // The fields of an object's data, taken by key; what is left over is an error.
+        let unknown_key =
+            |fields: &[(String, RawData)], kind: &str| match fields.iter().map(|(k, _)| k).min() {
+                Some(extra) => Err(format!(
+                    "{kind} modifier '{name}': unknown key data.{extra}"
+                )),
+                None => Ok(()),
+            };
         let kind = match raw.kind.as_str() {
             "normfactor" => {
-                expect_null(&raw.data, "normfactor").map(|_| ModifierKind::NormFactor)?
+                expect_null(raw.data, "normfactor").map(|_| ModifierKind::NormFactor)?
             }
             "shapefactor" => {
-                expect_null(&raw.data, "shapefactor").map(|_| ModifierKind::ShapeFactor)?
+                expect_null(raw.data, "shapefactor").map(|_| ModifierKind::ShapeFactor)?
             }
             "lumi" => {
-                expect_null(&raw.data, "lumi")?;
+                expect_null(raw.data, "lumi")?;
                 if name != "lumi" {
                     return Err(format!(
                         "lumi modifier must be named 'lumi' (pyhf schema), found '{name}'"
@@ -193,43 +320,35 @@ impl TryFrom<RawModifier> for Modifier {
                 ModifierKind::Lumi
             }
             "normsys" => {
-                let Value::Object(mut map) = raw.data else {
+                let RawData::Object(mut fields) = raw.data else {
                     return Err(format!(
                         "normsys modifier '{name}': data must be an object {{\"hi\": number, \"lo\": number}}"
                     ));
                 };
-                let mut take = |key: &str| match map.remove(key) {
-                    Some(Value::Number(n)) => Ok(n),
+                let mut take = |key: &str| match RawData::take(&mut fields, key) {
+                    Some(RawData::Number(n)) => Ok(n),
                     Some(other) => Err(format!(
                         "normsys modifier '{name}': data.{key} must be a number, found {}",
-                        short(&other)
+                        short(&other.into_value())
                     )),
                     None => Err(format!("normsys modifier '{name}': data.{key} is missing")),
                 };
                 let (hi, lo) = (take("hi")?, take("lo")?);
-                if let Some(extra) = map.keys().next() {
-                    return Err(format!(
-                        "normsys modifier '{name}': unknown key data.{extra}"
-                    ));
-                }
+                unknown_key(&fields, "normsys")?;
                 ModifierKind::NormSys { hi, lo }
             }
             "histosys" => {
-                let Value::Object(mut map) = raw.data else {
+                let RawData::Object(mut fields) = raw.data else {
                     return Err(format!(
                         "histosys modifier '{name}': data must be an object {{\"hi_data\": [...], \"lo_data\": [...]}}"
                     ));
                 };
-                let mut take = |key: &str| match map.remove(key) {
+                let mut take = |key: &str| match RawData::take(&mut fields, key) {
                     Some(v) => numbers(v, || format!("histosys modifier '{name}': data.{key}")),
                     None => Err(format!("histosys modifier '{name}': data.{key} is missing")),
                 };
                 let (hi_data, lo_data) = (take("hi_data")?, take("lo_data")?);
-                if let Some(extra) = map.keys().next() {
-                    return Err(format!(
-                        "histosys modifier '{name}': unknown key data.{extra}"
-                    ));
-                }
+                unknown_key(&fields, "histosys")?;
                 ModifierKind::HistoSys { hi_data, lo_data }
             }
             "shapesys" => ModifierKind::ShapeSys(numbers(raw.data, || {
@@ -252,16 +371,19 @@ impl TryFrom<RawModifier> for Modifier {
 impl From<Modifier> for RawModifier {
     fn from(m: Modifier) -> Self {
         let kind = m.kind.type_name().to_string();
-        let array = |v: Vec<Number>| Value::Array(v.into_iter().map(Value::Number).collect());
         let data = match m.kind {
             ModifierKind::NormFactor | ModifierKind::ShapeFactor | ModifierKind::Lumi => {
-                Value::Null
+                RawData::Null
             }
-            ModifierKind::NormSys { hi, lo } => serde_json::json!({"hi": hi, "lo": lo}),
-            ModifierKind::HistoSys { hi_data, lo_data } => {
-                serde_json::json!({"hi_data": array(hi_data), "lo_data": array(lo_data)})
-            }
-            ModifierKind::ShapeSys(v) | ModifierKind::StatError(v) => array(v),
+            ModifierKind::NormSys { hi, lo } => RawData::Object(vec![
+                ("hi".into(), RawData::Number(hi)),
+                ("lo".into(), RawData::Number(lo)),
+            ]),
+            ModifierKind::HistoSys { hi_data, lo_data } => RawData::Object(vec![
+                ("hi_data".into(), RawData::Numbers(hi_data)),
+                ("lo_data".into(), RawData::Numbers(lo_data)),
+            ]),
+            ModifierKind::ShapeSys(v) | ModifierKind::StatError(v) => RawData::Numbers(v),
         };
         RawModifier {
             name: m.name,
@@ -279,4 +401,109 @@ pub fn f64_of(n: &Number) -> f64 {
 /// A list of JSON numbers as f64.
 pub fn f64s(v: &[Number]) -> Vec<f64> {
     v.iter().map(f64_of).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Modifier, String> {
+        serde_json::from_str::<Modifier>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_modifier_type_reads_the_same_from_text_and_from_a_value_and_writes_back() {
+        let list = r#"[
+            {"name": "mu", "type": "normfactor", "data": null},
+            {"name": "lumi", "type": "lumi", "data": null},
+            {"name": "sf", "type": "shapefactor", "data": null},
+            {"name": "n", "type": "normsys", "data": {"lo": 0.9, "hi": 1}},
+            {"name": "h", "type": "histosys", "data": {"lo_data": [1, 2.5], "hi_data": [3, 4e-1]}},
+            {"name": "s", "type": "shapesys", "data": [0.5, 7]},
+            {"name": "st", "type": "staterror", "data": [1e300, -0.0]}
+        ]"#;
+        let from_text: Vec<Modifier> = serde_json::from_str(list).unwrap();
+        let value: Value = serde_json::from_str(list).unwrap();
+        let from_value: Vec<Modifier> = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(from_text, from_value);
+        assert_eq!(
+            from_text[3].kind,
+            ModifierKind::NormSys {
+                hi: 1.into(),
+                lo: Number::from_f64(0.9).unwrap()
+            }
+        );
+        // Written back, the same document (as values: key order is not part of JSON).
+        assert_eq!(serde_json::to_value(&from_text).unwrap(), value);
+        // A repeated key keeps its last value, as a `Value` does.
+        let repeated =
+            parse(r#"{"name": "n", "type": "normsys", "data": {"hi": 2, "lo": 0.5, "hi": 3}}"#);
+        assert_eq!(
+            repeated.unwrap().kind,
+            ModifierKind::NormSys {
+                hi: 3.into(),
+                lo: Number::from_f64(0.5).unwrap()
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_modifier_data_is_named_with_what_was_found() {
+        let cases = [
+            (
+                r#"{"name": "mu", "type": "normfactor", "data": [1]}"#,
+                "normfactor modifier 'mu': data must be null, found [1]",
+            ),
+            (
+                r#"{"name": "n", "type": "normsys", "data": [1, 2]}"#,
+                "normsys modifier 'n': data must be an object",
+            ),
+            (
+                r#"{"name": "n", "type": "normsys", "data": {"hi": 1}}"#,
+                "normsys modifier 'n': data.lo is missing",
+            ),
+            (
+                r#"{"name": "n", "type": "normsys", "data": {"hi": "1", "lo": 1}}"#,
+                "normsys modifier 'n': data.hi must be a number, found \"1\"",
+            ),
+            (
+                r#"{"name": "n", "type": "normsys", "data": {"hi": 1, "lo": 1, "z": 0, "mid": 0}}"#,
+                "normsys modifier 'n': unknown key data.mid",
+            ),
+            (
+                r#"{"name": "h", "type": "histosys", "data": {"hi_data": [1, 2, "x"], "lo_data": [1]}}"#,
+                "histosys modifier 'h': data.hi_data[2] must be a number, found \"x\"",
+            ),
+            (
+                r#"{"name": "h", "type": "histosys", "data": {"hi_data": [1], "lo_data": []}}"#,
+                "histosys modifier 'h': data.lo_data must be a non-empty list of numbers",
+            ),
+            (
+                r#"{"name": "h", "type": "histosys", "data": {"hi_data": [[1]], "lo_data": [1]}}"#,
+                "histosys modifier 'h': data.hi_data[0] must be a number, found [1]",
+            ),
+            (
+                r#"{"name": "st", "type": "staterror", "data": null}"#,
+                "staterror modifier 'st': data must be a list of numbers, found null",
+            ),
+            (
+                r#"{"name": "s", "type": "shapesys", "data": {"a": true}}"#,
+                "shapesys modifier 's': data must be a list of numbers, found {\"a\":true}",
+            ),
+            (
+                r#"{"name": "x", "type": "other", "data": null}"#,
+                "modifier 'x' has unknown type 'other'",
+            ),
+        ];
+        for (text, message) in cases {
+            let error = parse(text).expect_err(text);
+            assert!(error.contains(message), "{text}: {error}");
+            // The same message from a `Value` (the path that names the file and position).
+            let value: Value = serde_json::from_str(text).unwrap();
+            let error = serde_json::from_value::<Modifier>(value)
+                .expect_err(text)
+                .to_string();
+            assert!(error.contains(message), "{text}: {error}");
+        }
+    }
 }
