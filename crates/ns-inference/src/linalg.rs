@@ -73,26 +73,34 @@ pub fn inverse(a: &[f64], n: usize) -> Option<Vec<f64>> {
             m[col * n + k] *= d;
             inv[col * n + k] *= d;
         }
-        let pivot_m = m[col * n..(col + 1) * n].to_vec();
-        let pivot_inv = inv[col * n..(col + 1) * n].to_vec();
-        for (row, (m_row, inv_row)) in m
-            .chunks_exact_mut(n)
-            .zip(inv.chunks_exact_mut(n))
-            .enumerate()
-        {
-            let factor = m_row[col];
-            if row != col && factor != 0.0 {
+        // The pivot row is borrowed beside the others, row by row (no copy of it).
+        for row in (0..n).filter(|&row| row != col) {
+            let (m_target, m_pivot) = two_rows(&mut m, n, row, col);
+            let factor = m_target[col];
+            if factor != 0.0 {
                 // Element by element (no reassociation): vectorisable, the same bits.
-                for (t, &p) in m_row.iter_mut().zip(&pivot_m) {
+                for (t, &p) in m_target.iter_mut().zip(m_pivot) {
                     *t -= factor * p;
                 }
-                for (t, &p) in inv_row.iter_mut().zip(&pivot_inv) {
+                let (inv_target, inv_pivot) = two_rows(&mut inv, n, row, col);
+                for (t, &p) in inv_target.iter_mut().zip(inv_pivot) {
                     *t -= factor * p;
                 }
             }
         }
     }
     Some(inv)
+}
+
+/// Rows `target` (mutable) and `pivot` (≠ target) of a row-major matrix with `n` columns.
+fn two_rows(m: &mut [f64], n: usize, target: usize, pivot: usize) -> (&mut [f64], &[f64]) {
+    if target < pivot {
+        let (head, tail) = m.split_at_mut(pivot * n);
+        (&mut head[target * n..(target + 1) * n], &tail[..n])
+    } else {
+        let (head, tail) = m.split_at_mut(target * n);
+        (&mut tail[..n], &head[pivot * n..(pivot + 1) * n])
+    }
 }
 
 /// Cholesky factor `L` (lower, row-major) of a symmetric positive-definite matrix; on failure,

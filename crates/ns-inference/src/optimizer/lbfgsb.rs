@@ -457,14 +457,23 @@ impl Lbfgsb {
         self.next_iteration()
     }
 
-    /// `W = [Y, θS]` row `i` (length 2k).
-    fn w_row(&self, i: usize, out: &mut [f64]) {
-        let (k, start) = (self.s_history.len(), i * self.options.memory);
-        let (y_part, s_part) = out.split_at_mut(k);
-        y_part.copy_from_slice(&self.y_by_variable[start..start + k]);
-        for (o, &sj) in s_part.iter_mut().zip(&self.s_by_variable[start..start + k]) {
-            *o = self.theta * sj;
+    /// `W = [Y, θS]` (n × 2k, by rows), built once per direction: the Cauchy point and the
+    /// subspace minimization read each row up to three times.
+    fn w_matrix(&self) -> Vec<f64> {
+        let (k, memory) = (self.s_history.len(), self.options.memory);
+        let mut w = vec![0.0; self.x.len() * 2 * k];
+        if k == 0 {
+            return w;
         }
+        for (i, row) in w.chunks_exact_mut(2 * k).enumerate() {
+            let start = i * memory;
+            let (y_part, s_part) = row.split_at_mut(k);
+            y_part.copy_from_slice(&self.y_by_variable[start..start + k]);
+            for (o, &sj) in s_part.iter_mut().zip(&self.s_by_variable[start..start + k]) {
+                *o = self.theta * sj;
+            }
+        }
+        w
     }
 
     /// The middle matrix `M = [[−D, Lᵀ], [L, θ SᵀS]]⁻¹` of the compact L-BFGS form.
@@ -503,8 +512,9 @@ impl Lbfgsb {
                 }
             }
         };
-        let (xcp, c) = self.cauchy_point(&m);
-        let xbar = self.subspace_minimum(&m, xcp, &c);
+        let w = self.w_matrix();
+        let (xcp, c) = self.cauchy_point(&m, &w);
+        let xbar = self.subspace_minimum(&m, &w, xcp, &c);
         xbar.iter().zip(&self.x).map(|(a, b)| a - b).collect()
     }
 
@@ -515,7 +525,7 @@ impl Lbfgsb {
     }
 
     /// The generalized Cauchy point and c = Wᵀ(xcp − x), walking the breakpoints in order.
-    fn cauchy_point(&self, m: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    fn cauchy_point(&self, m: &[f64], w: &[f64]) -> (Vec<f64>, Vec<f64>) {
         let n = self.x.len();
         let n2 = 2 * self.s_history.len();
         let theta = self.theta;
@@ -537,13 +547,11 @@ impl Lbfgsb {
             }
         }
         let mut order: Vec<usize> = (0..n).filter(|&i| t[i] > 0.0 && t[i].is_finite()).collect();
-        order.sort_by(|&a, &b| t[a].total_cmp(&t[b]));
-        let mut w_b = vec![0.0; n2];
+        let row = |i: usize| &w[i * n2..(i + 1) * n2];
         let mut p = vec![0.0; n2];
         for i in 0..n {
             if d[i] != 0.0 {
-                self.w_row(i, &mut w_b);
-                for (p_r, &w) in p.iter_mut().zip(&w_b) {
+                for (p_r, &w) in p.iter_mut().zip(row(i)) {
                     *p_r += w * d[i];
                 }
             }
@@ -553,6 +561,12 @@ impl Lbfgsb {
         let mut fp = -dot(&d, &d);
         let mut fpp = -theta * fp - dot(&p, &mv(&p));
         let mut dt_min = if fpp > 0.0 { -fp / fpp } else { f64::INFINITY };
+        // Most iterations stop before the first breakpoint: sort them only when the walk passes
+        // it (the first minimum, as the stable sort would put first).
+        let first = order.iter().copied().min_by(|&a, &b| t[a].total_cmp(&t[b]));
+        if first.is_some_and(|b| !(dt_min < t[b])) {
+            order.sort_by(|&a, &b| t[a].total_cmp(&t[b]));
+        }
         let mut t_old = 0.0;
         let mut next = 0;
         while next < order.len() {
@@ -571,11 +585,11 @@ impl Lbfgsb {
             for r in 0..n2 {
                 c[r] += dt * p[r];
             }
-            self.w_row(b, &mut w_b);
-            let mw = mv(&w_b);
+            let w_b = row(b);
+            let mw = mv(w_b);
             let gb = g[b];
             fp += dt * fpp + gb * gb + theta * gb * z_b - gb * dot(&mw, &c);
-            fpp += -theta * gb * gb - 2.0 * gb * dot(&mw, &p) - gb * gb * dot(&mw, &w_b);
+            fpp += -theta * gb * gb - 2.0 * gb * dot(&mw, &p) - gb * gb * dot(&mw, w_b);
             for r in 0..n2 {
                 p[r] += gb * w_b[r];
             }
@@ -604,7 +618,7 @@ impl Lbfgsb {
 
     /// The minimum of the quadratic model over the variables free at the Cauchy point `xcp`,
     /// kept in the box by the largest step ≤ 1 along the Newton direction.
-    fn subspace_minimum(&self, m: &[f64], xcp: Vec<f64>, c: &[f64]) -> Vec<f64> {
+    fn subspace_minimum(&self, m: &[f64], w: &[f64], xcp: Vec<f64>, c: &[f64]) -> Vec<f64> {
         let n = self.x.len();
         let k = self.s_history.len();
         let n2 = 2 * k;
@@ -618,19 +632,16 @@ impl Lbfgsb {
         let mut xbar = xcp.clone();
         if !free.is_empty() {
             let mc = mv(c);
-            let mut r_hat = vec![0.0; free.len()];
-            // The rows of W of the free variables, one after the other.
-            let mut wz = vec![0.0; free.len() * n2];
-            for (j, &i) in free.iter().enumerate() {
-                let row = &mut wz[j * n2..(j + 1) * n2];
-                self.w_row(i, row);
-                r_hat[j] = g[i] + theta * (xcp[i] - x[i]) - dot(row, &mc);
-            }
+            let row = |i: usize| &w[i * n2..(i + 1) * n2];
+            let r_hat: Vec<f64> = free
+                .iter()
+                .map(|&i| g[i] + theta * (xcp[i] - x[i]) - dot(row(i), &mc))
+                .collect();
             let mut du: Vec<f64> = r_hat.iter().map(|r| -r / theta).collect();
             if n2 > 0 {
                 let mut v = vec![0.0; n2];
-                for (row, r) in wz.chunks_exact(n2).zip(&r_hat) {
-                    for (v_q, &w) in v.iter_mut().zip(row) {
+                for (&i, r) in free.iter().zip(&r_hat) {
+                    for (v_q, &w) in v.iter_mut().zip(row(i)) {
                         *v_q += w * r;
                     }
                 }
@@ -648,9 +659,8 @@ impl Lbfgsb {
                 }
                 // WᵀW and every correction are symmetric (row[a]·row[b] = row[b]·row[a]
                 // exactly): the upper triangle is updated, then mirrored.
-                let mut row = vec![0.0; n2];
                 for i in (0..n).filter(|&i| !(xcp[i] > self.lower[i] && xcp[i] < self.upper[i])) {
-                    self.w_row(i, &mut row);
+                    let row = row(i);
                     for a in 0..n2 {
                         let r_a = row[a];
                         for (w, &r_b) in wtw[a * n2 + a..(a + 1) * n2].iter_mut().zip(&row[a..]) {
@@ -679,8 +689,8 @@ impl Lbfgsb {
                     }
                 }
                 if let Some(v) = solve(nmat, v) {
-                    for (j, row) in wz.chunks_exact(n2).enumerate() {
-                        du[j] -= dot(row, &v) / (theta * theta);
+                    for (du_j, &i) in du.iter_mut().zip(&free) {
+                        *du_j -= dot(row(i), &v) / (theta * theta);
                     }
                 }
             }
