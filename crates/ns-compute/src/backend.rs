@@ -14,6 +14,7 @@ use ns_core::optim::LbfgsbOptions;
 use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
 
+use crate::cpu::HessianPart;
 use crate::data::PreparedData;
 use crate::device::Device;
 use crate::signal::ExternalSignal;
@@ -396,11 +397,16 @@ pub trait Backend: Send + Sync {
         stop: &AtomicBool,
     ) -> Result<()>;
 
-    /// The Hessian of the NLL at `point` against `data` (n×n, row-major),
+    /// The Hessian of the NLL at `point` against `data` (`part`: n×n row-major, or its diagonal),
     /// where this backend computes it analytically in f64; `None` where it does not (callers
     /// then difference the gradient).
-    fn nll_hessian(&self, point: &[f64], data: &PreparedData) -> Result<Option<Vec<f64>>> {
-        let _ = (point, data);
+    fn nll_hessian(
+        &self,
+        point: &[f64],
+        data: &PreparedData,
+        part: HessianPart,
+    ) -> Result<Option<Vec<f64>>> {
+        let _ = (point, data, part);
         Ok(None)
     }
 

@@ -27,7 +27,7 @@ pub use backend::{
     Backend, Batching, Datasets, DeviceSlice, FitSignal, Precision, Resident, SampledToys,
     SignalBatch, Values, ValuesMut,
 };
-pub use cpu::{CpuBackend, CpuEvaluator, Scratch};
+pub use cpu::{CpuBackend, CpuEvaluator, HessianPart, Scratch};
 pub use data::{MAX_COUNT, PreparedData};
 pub use device::{AdapterSummary, CudaGpus, Device, Inventory, Workload};
 pub use likelihood::{ChannelYields, Likelihood, Reach, Saturated};

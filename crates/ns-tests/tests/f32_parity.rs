@@ -84,6 +84,13 @@ fn cls_match_cpu() {
 /// free and with the POI fixed at 1. Each fit's twice_nll (the f64 value at the point the f32 fit
 /// settled on) within `toy_twice_nll_atol` of the CPU fit's, and each toy's q = Δtwice_nll within
 /// `toy_teststat_atol`: the per-toy guarantee behind the toy-CLs tier.
+///
+/// Some toys of a flat likelihood have two minima (EWKinos: twice_nll 542.640 and 542.785 in
+/// one toy, both where L-BFGS-B stops in f64 with no iteration left), and which one a fit
+/// reaches depends on its path, which f32 rounding moves. Such a toy is judged by where the f32
+/// fit ended: a new f64 fit from there must stay (within the tolerance), so the f32 fit stopped
+/// at an f64 minimum and not short of one; and at most one fit in eight (free or fixed) may end
+/// at another minimum than the CPU's.
 #[test]
 fn toy_fits_match_cpu_per_toy() {
     use ns_inference::{FitConfig, FitResult, Fitter, fit_toys};
@@ -95,7 +102,7 @@ fn toy_fits_match_cpu_per_toy() {
             Workspace::from_path(&dir.join("workspace.json")).unwrap(),
         ));
     }
-    let n_toys = 8;
+    let (n_toys, seed) = (8, 11);
     let mut failures = Vec::new();
     for (name, ws) in models {
         let started = std::time::Instant::now();
@@ -112,7 +119,7 @@ fn toy_fits_match_cpu_per_toy() {
         let best = cpu.fit(&data, &config).unwrap().parameters;
         let fixed = config.with_fixed(poi, 1.0);
         let fits = |f: &Fitter, c: &FitConfig| -> Vec<FitResult> {
-            fit_toys(f, &best, n_toys, 11, c, &|_| {})
+            fit_toys(f, &best, n_toys, seed, c, &|_| {})
                 .unwrap()
                 .1
                 .into_iter()
@@ -121,7 +128,17 @@ fn toy_fits_match_cpu_per_toy() {
         };
         let (free64, fixed64) = (fits(&cpu, &config), fits(&cpu, &fixed));
         let (free32, fixed32) = (fits(&f32_fitter, &config), fits(&f32_fitter, &fixed));
-        let (mut worst_nll, mut worst_q, mut compared) = (0.0f64, 0.0f64, 0);
+        let atol = tol("toy_twice_nll_atol");
+        // Where an f32 fit and the CPU's end apart: the CPU fit of the same toy started where the
+        // f32 fit stopped, and how far it moved.
+        let refit_moves = |t: usize, f32_end: &FitResult, c: &FitConfig| {
+            let from = FitConfig {
+                init: f32_end.parameters.clone(),
+                ..c.clone()
+            };
+            (fits(&cpu, &from)[t].twice_nll - f32_end.twice_nll).abs()
+        };
+        let (mut worst_nll, mut worst_q, mut compared, mut other_minima) = (0.0f64, 0.0f64, 0, 0);
         let mut endings = std::collections::BTreeMap::new();
         for t in 0..n_toys {
             for f in [&free32[t], &fixed32[t]] {
@@ -132,20 +149,50 @@ fn toy_fits_match_cpu_per_toy() {
                 continue;
             }
             compared += 1;
-            worst_nll = worst_nll
-                .max((free32[t].twice_nll - free64[t].twice_nll).abs())
-                .max((fixed32[t].twice_nll - fixed64[t].twice_nll).abs());
-            let q = |fixed: &FitResult, free: &FitResult| fixed.twice_nll - free.twice_nll;
-            worst_q = worst_q.max((q(&fixed32[t], &free32[t]) - q(&fixed64[t], &free64[t])).abs());
+            let mut same_minima = true;
+            for (f64_fit, f32_fit, c) in [
+                (&free64[t], &free32[t], &config),
+                (&fixed64[t], &fixed32[t], &fixed),
+            ] {
+                let apart = (f32_fit.twice_nll - f64_fit.twice_nll).abs();
+                if apart <= atol {
+                    worst_nll = worst_nll.max(apart);
+                    continue;
+                }
+                same_minima = false;
+                let moved = refit_moves(t, f32_fit, c);
+                eprintln!(
+                    "{name} toy {t}: f32 {:.6} against CPU {:.6}; the CPU fit from the f32 end \
+                     moves {moved:.1e}",
+                    f32_fit.twice_nll, f64_fit.twice_nll
+                );
+                if moved > atol {
+                    worst_nll = worst_nll.max(apart);
+                } else {
+                    other_minima += 1;
+                }
+            }
+            if same_minima {
+                let q = |fixed: &FitResult, free: &FitResult| fixed.twice_nll - free.twice_nll;
+                worst_q =
+                    worst_q.max((q(&fixed32[t], &free32[t]) - q(&fixed64[t], &free64[t])).abs());
+            }
         }
         eprintln!(
             "{name}: {compared}/{n_toys} toys compared, worst |Δtwice_nll| {worst_nll:.2e}, \
-             worst |Δq| {worst_q:.2e}, f32 endings {endings:?} ({:.1} s)",
+             worst |Δq| {worst_q:.2e}, fits at another f64 minimum {other_minima}, \
+             f32 endings {endings:?} ({:.1} s)",
             started.elapsed().as_secs_f64()
         );
-        if worst_nll > tol("toy_twice_nll_atol") || worst_q > tol("toy_teststat_atol") {
+        if worst_nll > atol || worst_q > tol("toy_teststat_atol") {
             failures.push(format!(
                 "{name}: |Δtwice_nll| {worst_nll:.2e}, |Δq| {worst_q:.2e}"
+            ));
+        }
+        if other_minima > n_toys / 4 {
+            failures.push(format!(
+                "{name}: {other_minima} of {} fits ended at another minimum than the CPU's",
+                2 * n_toys
             ));
         }
         if compared < n_toys / 2 {

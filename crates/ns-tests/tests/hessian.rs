@@ -2,7 +2,7 @@
 //! every shared workspace, for every interpolation pair, at the suggested start, with the POI at
 //! 0 (a normfactor at 0: the limit of the logarithmic form) and at random points.
 
-use ns_compute::{CpuEvaluator, Scratch};
+use ns_compute::{CpuEvaluator, HessianPart, Scratch};
 use ns_tests::{
     all_code_pairs, model_and_data, points_for, reference, reference_names, reference_workspace,
     tolerance,
@@ -21,12 +21,16 @@ fn hessian_matches_differences_of_the_gradient_everywhere() {
             let mut s = Scratch::new(&model.compiled);
             for p in points_for(&model, name.len() as u64 * 7 + checked, 2) {
                 let full = eval
-                    .nll_hessian(&p, &data, &mut s)
+                    .nll_hessian(&p, &data, &mut s, HessianPart::Full)
                     .unwrap()
                     .unwrap_or_else(|| panic!("{name} {codes}: no Hessian at {p:?}"));
                 if model.poi().is_ok_and(|poi| p[poi] == 0.0) {
                     at_zero += 1;
                 }
+                let diagonal = eval
+                    .nll_hessian(&p, &data, &mut s, HessianPart::Diagonal)
+                    .unwrap()
+                    .expect("the diagonal exists where the matrix does");
                 let mut gradient_at = |q: &[f64]| {
                     let mut g = vec![0.0; n];
                     eval.nll_with_gradient(q, &data, &mut s, Some(&mut g))
@@ -35,6 +39,14 @@ fn hessian_matches_differences_of_the_gradient_everywhere() {
                 };
                 if !gradient_at(&p).iter().all(|g| g.is_finite()) {
                     continue;
+                }
+                for j in 0..n {
+                    assert_eq!(
+                        diagonal[j].to_bits(),
+                        full[j * n + j].to_bits(),
+                        "{name} {codes}: diagonal of {}",
+                        model.par_names[j]
+                    );
                 }
                 // Every column of the small models, fifty spread over the large ones.
                 let stride = if n <= 300 { 1 } else { n.div_ceil(50) };

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
 
-use super::{CpuEvaluator, Plan, Scratch};
+use super::{CpuEvaluator, HessianPart, Plan, Scratch};
 use crate::backend::{
     Backend, Batching, Datasets, Resident, SignalBatch, Values, ValuesMut, check_batch, not_finite,
 };
@@ -171,10 +171,15 @@ impl<M: Borrow<CompiledModel> + Send + Sync> Backend for CpuBackend<M> {
             )
     }
 
-    fn nll_hessian(&self, point: &[f64], data: &PreparedData) -> Result<Option<Vec<f64>>> {
+    fn nll_hessian(
+        &self,
+        point: &[f64],
+        data: &PreparedData,
+        part: HessianPart,
+    ) -> Result<Option<Vec<f64>>> {
         let model = self.model.borrow();
         self.evaluator()
-            .nll_hessian(point, data, &mut Scratch::new(model))
+            .nll_hessian(point, data, &mut Scratch::new(model), part)
     }
 
     fn attach_signal(&self, external: &ExternalSignal) -> Result<Resident> {

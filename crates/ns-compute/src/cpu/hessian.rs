@@ -1,5 +1,5 @@
-//! The analytic Hessian of the NLL on the CPU: the curvature behind uncertainties and the Newton
-//! polish, in one pass instead of 2·n gradient probes.
+//! The analytic Hessian of the NLL on the CPU: the curvature behind uncertainties, the Newton
+//! polish and the optimizer's variable scaling, in one pass instead of 2·n gradient probes.
 //!
 //! Every expected yield is ν = B·T: B the nominal plus its histosys deltas (each term a function
 //! of one parameter), T the product of its multiplicative factors (normsys, normfactor, lumi,
@@ -19,6 +19,15 @@ use ns_core::interp::{HistosysWeights, NormsysCode};
 
 use super::evaluator::{CpuEvaluator, Scratch, bin_weight};
 use crate::data::PreparedData;
+
+/// Which part of the Hessian to compute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HessianPart {
+    /// The whole n×n matrix, row-major.
+    Full,
+    /// Its diagonal only (n values): cheaper, for the optimizer's variable scaling.
+    Diagonal,
+}
 
 /// One parameter's share in the multiplicative factors of a sample: ∂ln T/∂p and ∂²ln T/∂p².
 #[derive(Clone, Copy, Debug)]
@@ -70,6 +79,7 @@ impl Shares {
 
 /// Where the Hessian accumulates.
 struct Sink<'a> {
+    part: HessianPart,
     n: usize,
     values: &'a mut [f64],
 }
@@ -87,22 +97,31 @@ impl Sink<'_> {
     #[inline]
     fn add(&mut self, p: u32, q: u32, v: f64) {
         let (p, q) = (p.min(q) as usize, p.max(q) as usize);
-        self.values[p * self.n + q] += v;
+        match self.part {
+            HessianPart::Full => self.values[p * self.n + q] += v,
+            HessianPart::Diagonal => {
+                if p == q {
+                    self.values[p] += v;
+                }
+            }
+        }
     }
 
     /// The lower triangle from the upper one.
     fn finish(self) {
-        for r in 0..self.n {
-            for c in r + 1..self.n {
-                self.values[c * self.n + r] = self.values[r * self.n + c];
+        if self.part == HessianPart::Full {
+            for r in 0..self.n {
+                for c in r + 1..self.n {
+                    self.values[c * self.n + r] = self.values[r * self.n + c];
+                }
             }
         }
     }
 }
 
 impl CpuEvaluator<'_> {
-    /// The Hessian of the NLL at `params` with respect to every parameter (n×n, row-major),
-    /// analytic. `None` where the module's form does not
+    /// The Hessian of the NLL at `params` (with respect to every parameter), analytic: `part`
+    /// says whether the whole matrix or its diagonal. `None` where the module's form does not
     /// hold: a γ at 0, two linear factors of one sample at 0, a normsys product that is not a
     /// normal number.
     pub fn nll_hessian(
@@ -110,6 +129,7 @@ impl CpuEvaluator<'_> {
         params: &[f64],
         data: &PreparedData,
         s: &mut Scratch,
+        part: HessianPart,
     ) -> Result<Option<Vec<f64>>> {
         self.check_params(params)?;
         self.check_data(data)?;
@@ -140,8 +160,15 @@ impl CpuEvaluator<'_> {
             }
         }
 
-        let mut values = vec![0.0; n * n];
+        let mut values = vec![
+            0.0;
+            match part {
+                HessianPart::Full => n * n,
+                HessianPart::Diagonal => n,
+            }
+        ];
         let mut sink = Sink {
+            part,
             n,
             values: &mut values,
         };
@@ -305,8 +332,10 @@ impl CpuEvaluator<'_> {
             for (j, &p) in touched.iter().enumerate() {
                 let dp = gradient[p as usize];
                 sink.add(p, p, weight * dp * dp);
-                for &q in &touched[j + 1..] {
-                    sink.add(p, q, weight * dp * gradient[q as usize]);
+                if part == HessianPart::Full {
+                    for &q in &touched[j + 1..] {
+                        sink.add(p, q, weight * dp * gradient[q as usize]);
+                    }
                 }
             }
             for &p in &touched {

@@ -10,4 +10,5 @@ pub mod simd;
 
 pub use backend::CpuBackend;
 pub use evaluator::{CpuEvaluator, Scratch};
+pub use hessian::HessianPart;
 pub(crate) use plan::Plan;

@@ -2,7 +2,7 @@
 //! gradient, and the uncertainties and covariance from it (dense, or from the arrow structure of
 //! large models).
 
-use ns_compute::{Datasets, PreparedData};
+use ns_compute::{Datasets, HessianPart, Precision, PreparedData};
 use ns_core::Result;
 
 use super::hessian::{Structure, arrow_variances};
@@ -13,9 +13,43 @@ use crate::linalg::{cholesky, cholesky_inverse, inverse};
 const MAX_HESSIAN_BYTES: usize = 4 << 30;
 
 impl Fitter<'_> {
-    /// √(∂²twice_nll/∂x_j²) at `x` for each free parameter, by a one-sided difference of the
-    /// analytic gradient (stepping away from the nearer bound); 1 where it is not positive.
+    /// √(∂²twice_nll/∂x_j²) at `x` for each free parameter: analytic where the likelihood's
+    /// CPU backend offers it and the fitter's backend is f64, else by a one-sided difference of
+    /// the analytic gradient (stepping away from the nearer bound); 1 where it is not positive.
     pub(crate) fn curvature_scale(
+        &self,
+        x: &[f64],
+        free: &[usize],
+        bounds: &[(f64, f64)],
+        data: &PreparedData,
+    ) -> Result<Vec<f64>> {
+        // The f32 backends keep the differences: their fits' behaviour against the f64 ones
+        // (docs/gpu-f32.md) was measured with that scale, and f32 paths are chaotic enough that
+        // a scale moved by 1e-4 sends a few toys of a flat likelihood to other stopping points.
+        let analytic = match self.backend.precision() {
+            Precision::F64 => self.host().nll_hessian(x, data, HessianPart::Diagonal)?,
+            Precision::F32 => None,
+        };
+        let curvature = match analytic {
+            Some(diagonal) => diagonal.iter().map(|h| 2.0 * h).collect(),
+            None => self.curvature_by_differences(x, free, bounds, data)?,
+        };
+        Ok(free
+            .iter()
+            .map(|&j| {
+                let c = curvature[j];
+                if c.is_finite() && c > 0.0 {
+                    c.sqrt().clamp(1e-3, 1e6)
+                } else {
+                    1.0
+                }
+            })
+            .collect())
+    }
+
+    /// ∂²twice_nll/∂x_j² of the free parameters (NaN for the others and where a probe is not
+    /// finite) by one-sided differences of the gradient.
+    fn curvature_by_differences(
         &self,
         x: &[f64],
         free: &[usize],
@@ -56,17 +90,7 @@ impl Fitter<'_> {
                 probe[j] = x[j];
             }
         }
-        Ok(free
-            .iter()
-            .map(|&j| {
-                let c = curvature[j];
-                if c.is_finite() && c > 0.0 {
-                    c.sqrt().clamp(1e-3, 1e6)
-                } else {
-                    1.0
-                }
-            })
-            .collect())
+        Ok(curvature)
     }
 
     /// Uncertainties of a large model from the arrow structure of its Hessian
@@ -125,7 +149,7 @@ impl Fitter<'_> {
     ) -> Result<Vec<f64>> {
         let n = self.model.n_params();
         let k = free.len();
-        match self.host().nll_hessian(point, data)? {
+        match self.host().nll_hessian(point, data, HessianPart::Full)? {
             Some(full) => {
                 let mut hessian = vec![0.0; k * k];
                 for (row, &i) in free.iter().enumerate() {
