@@ -3,6 +3,7 @@
 
 /// Solve `A x = b` in place by Gaussian elimination with partial pivoting (`a` is n×n, consumed).
 /// Returns `None` when `A` is singular to working precision.
+#[inline(always)]
 pub fn solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Option<Vec<f64>> {
     let n = b.len();
     debug_assert_eq!(a.len(), n * n);
@@ -46,6 +47,7 @@ pub fn solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 }
 
 /// Inverse of an n×n matrix by Gauss–Jordan elimination with partial pivoting, `None` if singular.
+#[inline(always)]
 pub fn inverse(a: &[f64], n: usize) -> Option<Vec<f64>> {
     let mut m = a.to_vec();
     let mut inv = vec![0.0; n * n];
@@ -93,6 +95,7 @@ pub fn inverse(a: &[f64], n: usize) -> Option<Vec<f64>> {
 }
 
 /// Rows `target` (mutable) and `pivot` (≠ target) of a row-major matrix with `n` columns.
+#[inline(always)]
 fn two_rows(m: &mut [f64], n: usize, target: usize, pivot: usize) -> (&mut [f64], &[f64]) {
     if target < pivot {
         let (head, tail) = m.split_at_mut(pivot * n);
@@ -103,9 +106,33 @@ fn two_rows(m: &mut [f64], n: usize, target: usize, pivot: usize) -> (&mut [f64]
     }
 }
 
+/// Whether the dense kernels below run their AVX2 build: where the CPU has it, within
+/// `NEXTSTAT_CPU_SIMD`. Their four-lane sums (`ns_core::lanes`) then take one instruction each,
+/// in the same order, with nothing fused: the bits are the baseline build's.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn avx2() -> bool {
+    ns_compute::cpu::simd::best() >= ns_compute::cpu::simd::Simd::Avx2
+}
+
 /// Cholesky factor `L` (lower, row-major) of a symmetric positive-definite matrix; on failure,
 /// the index of the first pivot that is not positive.
 pub fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: `avx2()` holds only where the CPU offers AVX2.
+        return unsafe { cholesky_avx2(a, n) };
+    }
+    cholesky_body(a, n)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn cholesky_avx2(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
+    cholesky_body(a, n)
+}
+
+#[inline(always)]
+fn cholesky_body(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
     let mut l = vec![0.0; n * n];
     for i in 0..n {
         for j in 0..=i {
@@ -148,6 +175,22 @@ pub fn cholesky_solve(l: &[f64], n: usize, b: &[f64]) -> Vec<f64> {
 /// stored by rows), then A⁻¹ = U Uᵀ from dot products of contiguous rows — n³/3 flops in all,
 /// a third of n triangular solves (2000 parameters: ~1 s instead of ~10 s).
 pub fn cholesky_inverse(l: &[f64], n: usize) -> Vec<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: `avx2()` holds only where the CPU offers AVX2.
+        return unsafe { cholesky_inverse_avx2(l, n) };
+    }
+    cholesky_inverse_body(l, n)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn cholesky_inverse_avx2(l: &[f64], n: usize) -> Vec<f64> {
+    cholesky_inverse_body(l, n)
+}
+
+#[inline(always)]
+fn cholesky_inverse_body(l: &[f64], n: usize) -> Vec<f64> {
     // Row j of U is column j of L⁻¹: U[j][i] for i ≥ j, by forward substitution down column j.
     let mut u = vec![0.0; n * n];
     for j in 0..n {
@@ -169,6 +212,7 @@ pub fn cholesky_inverse(l: &[f64], n: usize) -> Vec<f64> {
     inv
 }
 
+#[inline(always)]
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }

@@ -273,14 +273,17 @@ fn requirements_in_order(
     let mut requirements: HashMap<String, Requirement> = HashMap::new();
     let mut shapesys_owner: HashMap<&str, (usize, &str)> = HashMap::new();
     for modifier_type in MODIFIER_TYPES {
-        let mut add = |name: &str, req: Requirement| -> Result<()> {
+        // `make` builds the requirement only where it is compared or kept: most modifiers
+        // repeat a name already required by the same type.
+        let mut add = |name: &str, make: &dyn Fn() -> Requirement| -> Result<()> {
             match requirements.get(name) {
                 None => {
                     order.push(name.to_string());
-                    requirements.insert(name.to_string(), req);
+                    requirements.insert(name.to_string(), make());
                 }
-                Some(existing) if existing.modifier_type == req.modifier_type => {}
+                Some(existing) if existing.modifier_type == modifier_type => {}
                 Some(existing) => {
+                    let req = make();
                     if let Some(key) = existing.agrees_with(&req) {
                         return Err(invalid(format!(
                             "modifier name '{name}' is used by a {} and a {} modifier whose '{key}' differ \
@@ -294,7 +297,7 @@ fn requirements_in_order(
         };
         if modifier_type == "staterror" {
             for (name, set) in &staterror.sets {
-                add(name, set.requirement.clone())?;
+                add(name, &|| set.requirement.clone())?;
             }
             continue;
         }
@@ -305,7 +308,7 @@ fn requirements_in_order(
                 .filter(|m| m.kind.type_name() == modifier_type)
             {
                 let n_bins = p.sample.data.len();
-                let req = match &m.kind {
+                match &m.kind {
                     ModifierKind::ShapeSys(unc) => {
                         if let Some((channel, sample)) =
                             shapesys_owner.insert(&m.name, (p.channel, &p.sample.name))
@@ -319,11 +322,12 @@ fn requirements_in_order(
                                 channels[p.channel].name
                             )));
                         }
-                        shapesys_requirement(&f64s(&p.sample.data), &f64s(unc))
+                        add(&m.name, &|| {
+                            shapesys_requirement(&f64s(&p.sample.data), &f64s(unc))
+                        })?;
                     }
-                    _ => Requirement::new(modifier_type, n_bins),
-                };
-                add(&m.name, req)?;
+                    _ => add(&m.name, &|| Requirement::new(modifier_type, n_bins))?,
+                }
             }
         }
     }
