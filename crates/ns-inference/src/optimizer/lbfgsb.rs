@@ -462,17 +462,15 @@ impl Lbfgsb {
     #[inline(always)]
     fn w_matrix(&self) -> Vec<f64> {
         let (k, memory) = (self.s_history.len(), self.options.memory);
-        let mut w = vec![0.0; self.x.len() * 2 * k];
-        if k == 0 {
-            return w;
-        }
-        for (i, row) in w.chunks_exact_mut(2 * k).enumerate() {
+        let mut w = Vec::with_capacity(self.x.len() * 2 * k);
+        for i in 0..self.x.len() {
             let start = i * memory;
-            let (y_part, s_part) = row.split_at_mut(k);
-            y_part.copy_from_slice(&self.y_by_variable[start..start + k]);
-            for (o, &sj) in s_part.iter_mut().zip(&self.s_by_variable[start..start + k]) {
-                *o = self.theta * sj;
-            }
+            w.extend_from_slice(&self.y_by_variable[start..start + k]);
+            w.extend(
+                self.s_by_variable[start..start + k]
+                    .iter()
+                    .map(|&sj| self.theta * sj),
+            );
         }
         w
     }
