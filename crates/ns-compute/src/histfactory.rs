@@ -186,9 +186,7 @@ impl Likelihood for HistFactoryModel {
             }
             for i in 0..n {
                 let e = e0 + i;
-                for &p in &model.entry_factor_param
-                    [model.entry_factor_start[e] as usize..model.entry_factor_start[e + 1] as usize]
-                {
+                for &p in model.entry_factor_params(e) {
                     touch(p as usize, b0 + i);
                 }
             }

@@ -275,8 +275,7 @@ fn refuse_shapesys(
     let b = &c.samples[block];
     let (e0, n) = (b.entry_start as usize, b.n_bins as usize);
     for e in e0..e0 + n {
-        let factors = c.entry_factor_start[e] as usize..c.entry_factor_start[e + 1] as usize;
-        for &p in &c.entry_factor_param[factors] {
+        for &p in c.entry_factor_params(e) {
             let set = model
                 .parameter_sets
                 .iter()
@@ -311,10 +310,6 @@ fn staterror_links(
                 && !s.fixed[p - s.offset]
         })
     };
-    let factors = |e: usize| {
-        &c.entry_factor_param
-            [c.entry_factor_start[e] as usize..c.entry_factor_start[e + 1] as usize]
-    };
     // Signal index of each external entry.
     let mut signal_index = HashMap::new();
     for x in external {
@@ -325,7 +320,7 @@ fn staterror_links(
     }
     let mut links: Vec<(usize, StatErrorLink)> = Vec::new();
     for (&e, &i) in &signal_index {
-        for &p in factors(e) {
+        for &p in c.entry_factor_params(e) {
             let p = p as usize;
             if !is_varying_staterror(p)
                 || links.iter().any(|(q, l)| *q == p && l.members.contains(&i))
@@ -347,7 +342,10 @@ fn staterror_links(
                 })?;
             let (mut total, mut fixed_nominal) = (0.0, 0.0);
             for entry in 0..c.n_entries() {
-                if factors(entry).iter().any(|&q| q as usize == p) {
+                if c.entry_factor_params(entry)
+                    .iter()
+                    .any(|&q| q as usize == p)
+                {
                     total += c.nominal[entry];
                     if !signal_index.contains_key(&entry) {
                         fixed_nominal += c.nominal[entry];

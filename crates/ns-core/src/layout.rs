@@ -96,4 +96,10 @@ impl CompiledModel {
     pub fn n_entries(&self) -> usize {
         self.nominal.len()
     }
+
+    /// The parameters of entry `entry`'s per-bin factors (staterror, shapesys, shapefactor).
+    pub fn entry_factor_params(&self, entry: usize) -> &[u32] {
+        &self.entry_factor_param
+            [self.entry_factor_start[entry] as usize..self.entry_factor_start[entry + 1] as usize]
+    }
 }

@@ -10,7 +10,7 @@
 use ns_core::interp::{HistosysWeights, NormsysCode};
 use ns_core::{CompiledModel, Error, Result};
 
-use super::plan::Plan;
+use super::plan::{EntryFactors, Plan, histosys_sums_len, row_span};
 use super::simd::{self, Simd};
 use crate::data::PreparedData;
 use crate::poisson::poisson_deviance;
@@ -37,10 +37,11 @@ pub struct Scratch {
     pub(super) histosys_weights: Vec<HistosysWeights>,
     /// Per entry of the current block: d NLL / d ν times the entry-factor product.
     entry_weight: Vec<f64>,
-    /// The current block's histosys weights `[w_up, w_down]` per term, and the backward pass's
-    /// per-term accumulators, laid out like one padded row of `Plan::histosys_rows`.
-    block_histosys_weight: Vec<f64>,
-    block_histosys_sum: Vec<f64>,
+    /// Per histosys term (model order): its weights `[w_up, w_down]` at the current point.
+    histosys_term_weight: Vec<f64>,
+    /// Per histosys term: d NLL / d (scale · w) as `[Σ up, Σ down]` over its block's bins, the
+    /// blocks laid out as `Plan::histosys_sum_start` says.
+    histosys_sums: Vec<f64>,
     /// The current block's bins, padded to whole vectors.
     block_bins: Vec<f64>,
     /// Per normsys term of the plan: factor, its derivative, and derivative / factor.
@@ -72,12 +73,6 @@ impl Scratch {
             )
             .max()
             .unwrap_or(0);
-        let max_histosys_row = model
-            .samples
-            .iter()
-            .map(|b| (2 * (b.histosys_end - b.histosys_start) as usize).next_multiple_of(LANES))
-            .max()
-            .unwrap_or(0);
         let n_terms = model
             .scalar_factors
             .iter()
@@ -98,8 +93,8 @@ impl Scratch {
             histosys_weights: vec![HistosysWeights::new(model.codes.histosys, 0.0); model.n_params],
             entry_weight: vec![0.0; max_bins],
             block_bins: vec![0.0; max_bins.next_multiple_of(LANES)],
-            block_histosys_weight: vec![0.0; max_histosys_row],
-            block_histosys_sum: vec![0.0; max_histosys_row],
+            histosys_term_weight: vec![0.0; 2 * model.histosys_param.len()],
+            histosys_sums: vec![0.0; histosys_sums_len(model)],
             normsys_value: vec![0.0; n_terms],
             normsys_slope: vec![0.0; n_terms],
             normsys_log_slope: vec![0.0; n_terms],
@@ -147,17 +142,19 @@ fn gather_dot(weight: &[f64], index: &[u32], x: &[f64]) -> f64 {
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
-/// `out[i] += Σ_k weight[k]·columns[k][i]` over the columns (each `out.len()` long, a multiple
-/// of [`LANES`]), in ascending k for every bin: a vector of bins at a time, its running sums in
-/// registers.
+/// `out[i] += Σ_k weight[k]·column_k[i]` in ascending k for every bin, over the columns of a
+/// block laid out as `Plan::histosys_columns` (per vector of bins, each column's vector): a
+/// vector of bins at a time, its running sums in registers.
 #[inline(always)]
 fn add_columns(out: &mut [f64], weight: &[f64], columns: &[f64]) {
-    let n = out.len();
-    for (c, chunk) in out.chunks_exact_mut(LANES).enumerate() {
+    let (vectors, _) = columns.as_chunks::<LANES>();
+    for (chunk, chunk_columns) in out
+        .chunks_exact_mut(LANES)
+        .zip(vectors.chunks_exact(weight.len()))
+    {
         let mut acc = [0.0; LANES];
         acc.copy_from_slice(chunk);
-        for (&w, column) in weight.iter().zip(columns.chunks_exact(n)) {
-            let column = &column[c * LANES..(c + 1) * LANES];
+        for (&w, column) in weight.iter().zip(chunk_columns) {
             for k in 0..LANES {
                 acc[k] += w * column[k];
             }
@@ -166,21 +163,38 @@ fn add_columns(out: &mut [f64], weight: &[f64], columns: &[f64]) {
     }
 }
 
-/// `sums[k] = Σ_i weight[i]·rows[i][k]` over rows as long as `sums` (a multiple of [`LANES`]),
-/// in ascending i for every k: a vector of accumulators at a time, kept in registers.
+/// `sums[k] = Σ_i weight[i]·row_i[k]` in ascending i for every k, over the rows of a block laid
+/// out as `Plan::histosys_rows` (span by span, bin by bin): a span of accumulators at a time,
+/// kept in registers.
 #[inline(always)]
 fn sum_rows(sums: &mut [f64], weight: &[f64], rows: &[f64]) {
-    let len = sums.len();
-    for (c, chunk) in sums.chunks_exact_mut(LANES).enumerate() {
-        let mut acc = [0.0; LANES];
-        for (&w, row) in weight.iter().zip(rows.chunks_exact(len)) {
-            let row = &row[c * LANES..(c + 1) * LANES];
-            for k in 0..LANES {
-                acc[k] += w * row[k];
-            }
+    let mut rows = rows;
+    let mut at = 0;
+    while at < sums.len() {
+        let width = row_span(sums.len() - at);
+        let (span, rest) = rows.split_at(weight.len() * width);
+        let sums = &mut sums[at..at + width];
+        match width {
+            16 => sum_span::<16>(sums, weight, span),
+            8 => sum_span::<8>(sums, weight, span),
+            _ => sum_span::<LANES>(sums, weight, span),
         }
-        chunk.copy_from_slice(&acc);
+        rows = rest;
+        at += width;
     }
+}
+
+/// [`sum_rows`] over one span of `W` accumulators.
+#[inline(always)]
+fn sum_span<const W: usize>(sums: &mut [f64], weight: &[f64], span: &[f64]) {
+    let (rows, _) = span.as_chunks::<W>();
+    let mut acc = [0.0; W];
+    for (&w, row) in weight.iter().zip(rows) {
+        for k in 0..W {
+            acc[k] += w * row[k];
+        }
+    }
+    sums.copy_from_slice(&acc);
 }
 
 /// Π_t value[index[t]] with four interleaved partial products (short dependency chains).
@@ -325,6 +339,15 @@ impl<'m> CpuEvaluator<'m> {
         for &p in &plan.histosys_params {
             s.histosys_weights[p] = HistosysWeights::new(m.codes.histosys, params[p]);
         }
+        for (pair, &p) in s
+            .histosys_term_weight
+            .chunks_exact_mut(2)
+            .zip(&m.histosys_param)
+        {
+            let w = s.histosys_weights[p as usize];
+            pair[0] = w.w_up;
+            pair[1] = w.w_down;
+        }
         self.normsys_pass(params, s);
         s.expected.fill(0.0);
         for (b, block) in m.samples.iter().enumerate() {
@@ -343,12 +366,7 @@ impl<'m> CpuEvaluator<'m> {
             base.copy_from_slice(&m.nominal[e0..e0 + n]);
             let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
             if h1 > h0 {
-                let weights = &mut s.block_histosys_weight[..2 * (h1 - h0)];
-                for (pair, &p) in weights.chunks_exact_mut(2).zip(&m.histosys_param[h0..h1]) {
-                    let w = s.histosys_weights[p as usize];
-                    pair[0] = w.w_up;
-                    pair[1] = w.w_down;
-                }
+                let weights = &s.histosys_term_weight[2 * h0..2 * h1];
                 // The block's bins padded to whole vectors, as its columns are.
                 let padded = n.next_multiple_of(LANES);
                 let sums = &mut s.block_bins[..padded];
@@ -360,16 +378,29 @@ impl<'m> CpuEvaluator<'m> {
                 base.copy_from_slice(&sums[..n]);
             }
             let bin0 = block.bin_start as usize;
-            for i in 0..n {
-                let e = e0 + i;
-                let mut product = 1.0;
-                for &p in &m.entry_factor_param
-                    [m.entry_factor_start[e] as usize..m.entry_factor_start[e + 1] as usize]
-                {
-                    product *= params[p as usize];
+            let expected = &mut s.expected[bin0..bin0 + n];
+            let entry_product = &mut s.entry_product[e0..e0 + n];
+            // The product of an entry's factors starts at 1, so one factor is that factor and
+            // none is 1, bit for bit.
+            match plan.entry_factors[b] {
+                EntryFactors::None => entry_product.fill(1.0),
+                EntryFactors::One { start } => {
+                    let factor_params = &m.entry_factor_param[start as usize..start as usize + n];
+                    for (product, &p) in entry_product.iter_mut().zip(factor_params) {
+                        *product = params[p as usize];
+                    }
                 }
-                s.entry_product[e] = product;
-                s.expected[bin0 + i] += base[i] * scale * product;
+                EntryFactors::Several => {
+                    for (i, product) in entry_product.iter_mut().enumerate() {
+                        *product = 1.0;
+                        for &p in m.entry_factor_params(e0 + i) {
+                            *product *= params[p as usize];
+                        }
+                    }
+                }
+            }
+            for ((nu, &base), &product) in expected.iter_mut().zip(&*base).zip(&*entry_product) {
+                *nu += base * scale * product;
             }
         }
     }
@@ -553,9 +584,14 @@ impl<'m> CpuEvaluator<'m> {
                 block.bin_start as usize,
             );
             let base = &s.base[e0..e0 + n];
+            let bin_weight = &s.bin_weight[bin0..bin0 + n];
             let entry_weight = &mut s.entry_weight[..n];
-            for (i, w) in entry_weight.iter_mut().enumerate() {
-                *w = s.bin_weight[bin0 + i] * s.entry_product[e0 + i];
+            for ((w, &bw), &product) in entry_weight
+                .iter_mut()
+                .zip(bin_weight)
+                .zip(&s.entry_product[e0..e0 + n])
+            {
+                *w = bw * product;
             }
             // d NLL / d scale.
             let unscaled = dot(entry_weight, base);
@@ -586,46 +622,67 @@ impl<'m> CpuEvaluator<'m> {
                 }
             }
 
-            // Histosys: dν_e/dα = scale · g_e · (s_up·up_e + s_down·down_e), summed over the bins.
-            let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
-            if h1 > h0 {
-                let (start, row_len) = (plan.histosys_row_start[b], plan.histosys_row_len[b]);
-                let sums = &mut s.block_histosys_sum[..row_len];
+            // Histosys: dν_e/dα = scale · g_e · (s_up·up_e + s_down·down_e): here the sums over
+            // the bins, parameter by parameter below.
+            let row_len = plan.histosys_row_len[b];
+            if row_len > 0 {
+                let (rows, sums) = (plan.histosys_row_start[b], plan.histosys_sum_start[b]);
                 sum_rows(
-                    sums,
+                    &mut s.histosys_sums[sums..sums + row_len],
                     entry_weight,
-                    &plan.histosys_rows[start..start + n * row_len],
+                    &plan.histosys_rows[rows..rows + n * row_len],
                 );
-                for (pair, &p) in sums.chunks_exact(2).zip(&m.histosys_param[h0..h1]) {
-                    let w = s.histosys_weights[p as usize];
-                    grad[p as usize] += scale * (w.s_up * pair[0] + w.s_down * pair[1]);
-                }
             }
 
             // Entry factors: dν_e/dθ_j = base_e · scale · Π_{i≠j} θ_i.
-            for i in 0..n {
-                let e = e0 + i;
-                let factor_params = &m.entry_factor_param
-                    [m.entry_factor_start[e] as usize..m.entry_factor_start[e + 1] as usize];
-                let outer = s.bin_weight[bin0 + i] * base[i] * scale;
-                match factor_params {
-                    [] => {}
-                    [p] => grad[*p as usize] += outer,
-                    _ => {
-                        products_of_others(
-                            |j| params[factor_params[j] as usize],
-                            factor_params.len(),
-                            &mut s.suffix,
-                        );
-                        for (j, &p) in factor_params.iter().enumerate() {
-                            grad[p as usize] += outer * s.suffix[j];
+            match plan.entry_factors[b] {
+                EntryFactors::None => {}
+                EntryFactors::One { start } => {
+                    let factor_params = &m.entry_factor_param[start as usize..start as usize + n];
+                    for ((&p, &bw), &base) in factor_params.iter().zip(bin_weight).zip(base) {
+                        grad[p as usize] += bw * base * scale;
+                    }
+                }
+                EntryFactors::Several => {
+                    for (i, (&bw, &base)) in bin_weight.iter().zip(base).enumerate() {
+                        let factor_params = m.entry_factor_params(e0 + i);
+                        let outer = bw * base * scale;
+                        match factor_params {
+                            [] => {}
+                            [p] => grad[*p as usize] += outer,
+                            _ => {
+                                products_of_others(
+                                    |j| params[factor_params[j] as usize],
+                                    factor_params.len(),
+                                    &mut s.suffix,
+                                );
+                                for (j, &p) in factor_params.iter().enumerate() {
+                                    grad[p as usize] += outer * s.suffix[j];
+                                }
+                            }
                         }
                     }
                 }
             }
         }
+        // Each histosys parameter's terms in block order: one running sum, added where the
+        // blocks' contributions used to be added one by one (the same sum, bit for bit).
+        for g in &plan.histosys_groups {
+            let w = s.histosys_weights[g.param as usize];
+            let r = g.range();
+            let mut sum = 0.0;
+            for (&block, &at) in plan.histosys_term_block[r.clone()]
+                .iter()
+                .zip(&plan.histosys_term_sum[r])
+            {
+                let at = at as usize;
+                let pair = &s.histosys_sums[at..at + 2];
+                sum += s.block_scale[block as usize] * (w.s_up * pair[0] + w.s_down * pair[1]);
+            }
+            grad[g.param as usize] += sum;
+        }
         for g in &plan.groups {
-            let r = g.start as usize..g.end as usize;
+            let r = g.range();
             grad[g.param as usize] += gather_dot(
                 &s.block_log_weight,
                 &plan.term_block[r.clone()],

@@ -212,7 +212,7 @@ impl CpuEvaluator<'_> {
             {
                 return Ok(None);
             }
-            let (row_start, row_len) = (plan.histosys_row_start[b], plan.histosys_row_len[b]);
+            let (deltas, row_len) = (block.histosys_delta_start as usize, 2 * histosys.len());
             let (e0, bin0) = (block.entry_start as usize, block.bin_start as usize);
             // Σ over the block's bins of w·T·B and of w·T·∂B/∂p per histosys term (T → U where a
             // linear factor is 0): the block-level terms are one outer product per block.
@@ -227,7 +227,7 @@ impl CpuEvaluator<'_> {
                 } * s.entry_product[e];
                 let t = bin_weight(data.main[bin], s.expected[bin]) * factor;
                 histosys_now.clear();
-                let row = &plan.histosys_rows[row_start + i * row_len..];
+                let row = &m.histosys_delta[deltas + i * row_len..];
                 for (k, &p) in histosys.iter().enumerate() {
                     let w = s.histosys_weights[p as usize];
                     let (c_up, c_down) =
@@ -238,9 +238,7 @@ impl CpuEvaluator<'_> {
                     histosys_sums[k] += t * slope;
                 }
                 entry_now.clear();
-                for &p in &m.entry_factor_param
-                    [m.entry_factor_start[e] as usize..m.entry_factor_start[e + 1] as usize]
-                {
+                for &p in m.entry_factor_params(e) {
                     let theta = params[p as usize];
                     if theta == 0.0 || zero == Some(p) {
                         return Ok(None);

@@ -10,14 +10,84 @@
 use ns_core::CompiledModel;
 use ns_core::interp::NormsysCode;
 use ns_core::lanes::LANES;
-use ns_core::layout::ScalarFactor;
+use ns_core::layout::{SampleBlock, ScalarFactor};
 
-/// The normsys factors of one parameter: `start..end` in the plan's term arrays.
+/// Length of a block's histosys row `[up, down]` per term, padded to whole vectors.
+pub(crate) fn padded_histosys_row(block: &SampleBlock) -> usize {
+    (2 * (block.histosys_end - block.histosys_start) as usize).next_multiple_of(LANES)
+}
+
+/// Width of the next span of a padded histosys row with `rest` values left: as many of its
+/// values as the gradient's sums keep in registers at once (16, 8 or a vector).
+pub(crate) fn row_span(rest: usize) -> usize {
+    match rest {
+        16.. => 16,
+        8.. => 8,
+        _ => LANES,
+    }
+}
+
+/// Length of the backward pass's array of per-term histosys sums: every block's padded row.
+pub(crate) fn histosys_sums_len(m: &CompiledModel) -> usize {
+    m.samples.iter().map(padded_histosys_row).sum()
+}
+
+fn entry_factors(m: &CompiledModel, block: &SampleBlock) -> EntryFactors {
+    let (e0, e1) = (
+        block.entry_start as usize,
+        (block.entry_start + block.n_bins) as usize,
+    );
+    let starts = &m.entry_factor_start[e0..=e1];
+    if starts[0] == starts[e1 - e0] {
+        EntryFactors::None
+    } else if starts.windows(2).all(|w| w[1] == w[0] + 1) {
+        EntryFactors::One { start: starts[0] }
+    } else {
+        EntryFactors::Several
+    }
+}
+
+/// The terms of one parameter: `start..end` in the plan's normsys or histosys term arrays.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct NormsysGroup {
+pub(crate) struct ParamGroup {
     pub param: u32,
     pub start: u32,
     pub end: u32,
+}
+
+impl ParamGroup {
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+/// Runs of parameters sorted by (parameter, block): a group per parameter.
+fn param_groups(sorted_params: impl Iterator<Item = u32>) -> Vec<ParamGroup> {
+    let mut groups: Vec<ParamGroup> = Vec::new();
+    for (t, param) in sorted_params.enumerate() {
+        match groups.last_mut() {
+            Some(g) if g.param == param => g.end += 1,
+            _ => groups.push(ParamGroup {
+                param,
+                start: t as u32,
+                end: t as u32 + 1,
+            }),
+        }
+    }
+    groups
+}
+
+/// How the entries of one sample block are scaled per bin (staterror, shapesys, shapefactor),
+/// so that the common cases run as plain element-wise loops.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum EntryFactors {
+    /// No entry of the block has a factor.
+    None,
+    /// Every entry has exactly one, and their parameters are the contiguous run
+    /// `CompiledModel::entry_factor_param[start..start + n_bins]`.
+    One { start: u32 },
+    /// Anything else: entry by entry, through `CompiledModel::entry_factor_start`.
+    Several,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -26,7 +96,7 @@ pub(crate) struct Plan {
     pub histosys_params: Vec<usize>,
     pub normsys_code: NormsysCode,
     /// Normsys terms grouped by parameter (ascending), in model order within a parameter.
-    pub groups: Vec<NormsysGroup>,
+    pub groups: Vec<ParamGroup>,
     /// Per term: the code-4 polynomial coefficient of α^(k+1) in `poly[k]`.
     pub poly: [Vec<f64>; 6],
     pub ln_hi: Vec<f64>,
@@ -40,11 +110,13 @@ pub(crate) struct Plan {
     /// Per sample block: the parameters of its linear factors (normfactor, lumi; CSR).
     pub block_linear_start: Vec<u32>,
     pub block_linear: Vec<u32>,
-    /// The histosys differences of `CompiledModel::histosys_delta` twice, so that both passes
-    /// are long element-wise loops with accumulators in registers: bin-major rows padded with
-    /// zeros to whole vectors (the gradient sums a row per bin into per-term accumulators), and
-    /// term-major columns padded with zeros to whole vectors (the forward pass adds a column per
-    /// term into the bins).
+    /// The histosys differences of `CompiledModel::histosys_delta` twice, each laid out so that
+    /// its pass reads one contiguous run of whole vectors per block, accumulators in registers:
+    /// - `histosys_rows` (the gradient's sums over bins): a block's rows `[up_0, down_0, …]`,
+    ///   padded with zeros to whole vectors and cut into spans ([`row_span`]), span by span, and
+    ///   within a span bin by bin;
+    /// - `histosys_columns` (the forward pass's sums over terms): a block's bins padded with
+    ///   zeros to whole vectors, vector by vector, and within a vector term by term.
     pub histosys_rows: Vec<f64>,
     pub histosys_columns: Vec<f64>,
     /// Per sample block: where its rows start in `histosys_rows` and their padded length, and
@@ -52,6 +124,17 @@ pub(crate) struct Plan {
     pub histosys_row_start: Vec<usize>,
     pub histosys_row_len: Vec<usize>,
     pub histosys_column_start: Vec<usize>,
+    /// Per sample block: where its per-term sums `[Σ up, Σ down]` start in the backward pass's
+    /// array of them (blocks one after another, each padded like its rows).
+    pub histosys_sum_start: Vec<usize>,
+    /// Histosys terms grouped by parameter (ascending), in block order within a parameter, so
+    /// that each parameter's gradient is one sum in the order the blocks come: per term, its
+    /// sample block and where its sums are.
+    pub histosys_groups: Vec<ParamGroup>,
+    pub histosys_term_block: Vec<u32>,
+    pub histosys_term_sum: Vec<u32>,
+    /// Per sample block: how its entries are scaled per bin.
+    pub entry_factors: Vec<EntryFactors>,
 }
 
 impl Plan {
@@ -95,25 +178,57 @@ impl Plan {
             histosys_row_start: Vec::with_capacity(m.samples.len()),
             histosys_row_len: Vec::with_capacity(m.samples.len()),
             histosys_column_start: Vec::with_capacity(m.samples.len()),
+            histosys_sum_start: Vec::with_capacity(m.samples.len()),
+            histosys_groups: Vec::new(),
+            histosys_term_block: Vec::new(),
+            histosys_term_sum: Vec::new(),
+            entry_factors: m.samples.iter().map(|b| entry_factors(m, b)).collect(),
         };
+        // (param, block, where its sums are) of every histosys term, in parameter order.
+        let mut histosys_terms = Vec::with_capacity(m.histosys_param.len());
+        let mut sums = 0;
+        for (b, block) in m.samples.iter().enumerate() {
+            plan.histosys_sum_start.push(sums);
+            for h in block.histosys_start..block.histosys_end {
+                let at = sums + 2 * (h - block.histosys_start) as usize;
+                histosys_terms.push((m.histosys_param[h as usize], b as u32, at as u32));
+            }
+            sums += padded_histosys_row(block);
+        }
+        histosys_terms.sort_by_key(|&(param, block, _)| (param, block));
+        plan.histosys_groups = param_groups(histosys_terms.iter().map(|t| t.0));
+        plan.histosys_term_block = histosys_terms.iter().map(|t| t.1).collect();
+        plan.histosys_term_sum = histosys_terms.iter().map(|t| t.2).collect();
         for block in &m.samples {
             let row_len = 2 * (block.histosys_end - block.histosys_start) as usize;
-            let padded = row_len.next_multiple_of(LANES);
-            plan.histosys_row_start.push(plan.histosys_rows.len());
-            plan.histosys_row_len.push(padded);
+            let padded = padded_histosys_row(block);
             let (d0, n) = (block.histosys_delta_start as usize, block.n_bins as usize);
             let block_deltas = &m.histosys_delta[d0..d0 + n * row_len];
-            for row in block_deltas.chunks_exact(row_len.max(1)) {
-                plan.histosys_rows.extend_from_slice(row);
-                plan.histosys_rows
-                    .extend(std::iter::repeat_n(0.0, padded - row_len));
+            // Zero beyond the row's or the block's end.
+            let delta = |bin: usize, k: usize| {
+                if bin < n && k < row_len {
+                    block_deltas[bin * row_len + k]
+                } else {
+                    0.0
+                }
+            };
+            plan.histosys_row_start.push(plan.histosys_rows.len());
+            plan.histosys_row_len.push(padded);
+            let mut at = 0;
+            while at < padded {
+                let width = row_span(padded - at);
+                for bin in 0..n {
+                    plan.histosys_rows
+                        .extend((at..at + width).map(|k| delta(bin, k)));
+                }
+                at += width;
             }
             plan.histosys_column_start.push(plan.histosys_columns.len());
-            for k in 0..row_len {
-                plan.histosys_columns
-                    .extend((0..n).map(|i| block_deltas[i * row_len + k]));
-                plan.histosys_columns
-                    .extend(std::iter::repeat_n(0.0, n.next_multiple_of(LANES) - n));
+            for first_bin in (0..n).step_by(LANES) {
+                for k in 0..row_len {
+                    plan.histosys_columns
+                        .extend((first_bin..first_bin + LANES).map(|bin| delta(bin, k)));
+                }
             }
         }
         let mut of_block: Vec<Vec<u32>> = vec![Vec::new(); m.samples.len()];
@@ -127,15 +242,8 @@ impl Plan {
             plan.term_block.push(block);
             plan.term_param.push(param);
             of_block[block as usize].push(t as u32);
-            match plan.groups.last_mut() {
-                Some(g) if g.param == param => g.end += 1,
-                _ => plan.groups.push(NormsysGroup {
-                    param,
-                    start: t as u32,
-                    end: t as u32 + 1,
-                }),
-            }
         }
+        plan.groups = param_groups(terms.iter().map(|t| t.0));
         plan.block_terms_start.push(0);
         for list in of_block {
             plan.block_terms.extend(list);
