@@ -37,8 +37,6 @@ pub struct Scratch {
     pub(super) histosys_weights: Vec<HistosysWeights>,
     /// Per entry of the current block: d NLL / d ν times the entry-factor product.
     entry_weight: Vec<f64>,
-    /// Per histosys term (model order): its weights `[w_up, w_down]` at the current point.
-    histosys_term_weight: Vec<f64>,
     /// Per histosys term: d NLL / d (scale · w) as `[Σ up, Σ down]` over its block's bins, the
     /// blocks laid out as `Plan::histosys_sum_start` says.
     histosys_sums: Vec<f64>,
@@ -93,7 +91,6 @@ impl Scratch {
             histosys_weights: vec![HistosysWeights::new(model.codes.histosys, 0.0); model.n_params],
             entry_weight: vec![0.0; max_bins],
             block_bins: vec![0.0; max_bins.next_multiple_of(LANES)],
-            histosys_term_weight: vec![0.0; 2 * model.histosys_param.len()],
             histosys_sums: vec![0.0; histosys_sums_len(model)],
             normsys_value: vec![0.0; n_terms],
             normsys_slope: vec![0.0; n_terms],
@@ -142,21 +139,32 @@ fn gather_dot(weight: &[f64], index: &[u32], x: &[f64]) -> f64 {
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
-/// `out[i] += Σ_k weight[k]·column_k[i]` in ascending k for every bin, over the columns of a
-/// block laid out as `Plan::histosys_columns` (per vector of bins, each column's vector): a
-/// vector of bins at a time, its running sums in registers.
+/// `out[i] += Σ_h (w_up(α_h)·up_h[i] + w_down(α_h)·down_h[i])` in ascending term h for every
+/// bin, over the columns of a block laid out as `Plan::histosys_columns` (per vector of bins,
+/// each column's vector) and the weights of each term's parameter: a vector of bins at a time,
+/// its running sums in registers.
 #[inline(always)]
-fn add_columns(out: &mut [f64], weight: &[f64], columns: &[f64]) {
+fn add_histosys_columns(
+    out: &mut [f64],
+    term_params: &[u32],
+    weights: &[HistosysWeights],
+    columns: &[f64],
+) {
     let (vectors, _) = columns.as_chunks::<LANES>();
+    let (pairs, _) = vectors.as_chunks::<2>();
     for (chunk, chunk_columns) in out
         .chunks_exact_mut(LANES)
-        .zip(vectors.chunks_exact(weight.len()))
+        .zip(pairs.chunks_exact(term_params.len()))
     {
         let mut acc = [0.0; LANES];
         acc.copy_from_slice(chunk);
-        for (&w, column) in weight.iter().zip(chunk_columns) {
+        for (&p, [up, down]) in term_params.iter().zip(chunk_columns) {
+            let w = &weights[p as usize];
             for k in 0..LANES {
-                acc[k] += w * column[k];
+                acc[k] += w.w_up * up[k];
+            }
+            for k in 0..LANES {
+                acc[k] += w.w_down * down[k];
             }
         }
         chunk.copy_from_slice(&acc);
@@ -339,15 +347,6 @@ impl<'m> CpuEvaluator<'m> {
         for &p in &plan.histosys_params {
             s.histosys_weights[p] = HistosysWeights::new(m.codes.histosys, params[p]);
         }
-        for (pair, &p) in s
-            .histosys_term_weight
-            .chunks_exact_mut(2)
-            .zip(&m.histosys_param)
-        {
-            let w = s.histosys_weights[p as usize];
-            pair[0] = w.w_up;
-            pair[1] = w.w_down;
-        }
         self.normsys_pass(params, s);
         s.expected.fill(0.0);
         for (b, block) in m.samples.iter().enumerate() {
@@ -366,7 +365,6 @@ impl<'m> CpuEvaluator<'m> {
             base.copy_from_slice(&m.nominal[e0..e0 + n]);
             let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
             if h1 > h0 {
-                let weights = &s.histosys_term_weight[2 * h0..2 * h1];
                 // The block's bins padded to whole vectors, as its columns are.
                 let padded = n.next_multiple_of(LANES);
                 let sums = &mut s.block_bins[..padded];
@@ -374,7 +372,12 @@ impl<'m> CpuEvaluator<'m> {
                 sums[n..].fill(0.0);
                 let start = plan.histosys_column_start[b];
                 let columns = &plan.histosys_columns[start..start + padded * 2 * (h1 - h0)];
-                add_columns(sums, weights, columns);
+                add_histosys_columns(
+                    sums,
+                    &m.histosys_param[h0..h1],
+                    &s.histosys_weights,
+                    columns,
+                );
                 base.copy_from_slice(&sums[..n]);
             }
             let bin0 = block.bin_start as usize;
@@ -667,17 +670,17 @@ impl<'m> CpuEvaluator<'m> {
         }
         // Each histosys parameter's terms in block order: one running sum, added where the
         // blocks' contributions used to be added one by one (the same sum, bit for bit).
+        let (pairs, _) = s.histosys_sums.as_chunks::<2>();
         for g in &plan.histosys_groups {
             let w = s.histosys_weights[g.param as usize];
             let r = g.range();
             let mut sum = 0.0;
-            for (&block, &at) in plan.histosys_term_block[r.clone()]
+            for (&block, &pair) in plan.histosys_term_block[r.clone()]
                 .iter()
-                .zip(&plan.histosys_term_sum[r])
+                .zip(&plan.histosys_term_pair[r])
             {
-                let at = at as usize;
-                let pair = &s.histosys_sums[at..at + 2];
-                sum += s.block_scale[block as usize] * (w.s_up * pair[0] + w.s_down * pair[1]);
+                let [up, down] = pairs[pair as usize];
+                sum += s.block_scale[block as usize] * (w.s_up * up + w.s_down * down);
             }
             grad[g.param as usize] += sum;
         }

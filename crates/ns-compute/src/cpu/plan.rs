@@ -129,10 +129,10 @@ pub(crate) struct Plan {
     pub histosys_sum_start: Vec<usize>,
     /// Histosys terms grouped by parameter (ascending), in block order within a parameter, so
     /// that each parameter's gradient is one sum in the order the blocks come: per term, its
-    /// sample block and where its sums are.
+    /// sample block and which pair `[Σ up, Σ down]` of the sums is its.
     pub histosys_groups: Vec<ParamGroup>,
     pub histosys_term_block: Vec<u32>,
-    pub histosys_term_sum: Vec<u32>,
+    pub histosys_term_pair: Vec<u32>,
     /// Per sample block: how its entries are scaled per bin.
     pub entry_factors: Vec<EntryFactors>,
 }
@@ -181,24 +181,25 @@ impl Plan {
             histosys_sum_start: Vec::with_capacity(m.samples.len()),
             histosys_groups: Vec::new(),
             histosys_term_block: Vec::new(),
-            histosys_term_sum: Vec::new(),
+            histosys_term_pair: Vec::new(),
             entry_factors: m.samples.iter().map(|b| entry_factors(m, b)).collect(),
         };
-        // (param, block, where its sums are) of every histosys term, in parameter order.
+        // (param, block, its pair of sums) of every histosys term, in parameter order. Rows are
+        // padded to whole vectors, so every block's sums start at a pair.
         let mut histosys_terms = Vec::with_capacity(m.histosys_param.len());
         let mut sums = 0;
         for (b, block) in m.samples.iter().enumerate() {
             plan.histosys_sum_start.push(sums);
             for h in block.histosys_start..block.histosys_end {
-                let at = sums + 2 * (h - block.histosys_start) as usize;
-                histosys_terms.push((m.histosys_param[h as usize], b as u32, at as u32));
+                let pair = sums / 2 + (h - block.histosys_start) as usize;
+                histosys_terms.push((m.histosys_param[h as usize], b as u32, pair as u32));
             }
             sums += padded_histosys_row(block);
         }
         histosys_terms.sort_by_key(|&(param, block, _)| (param, block));
         plan.histosys_groups = param_groups(histosys_terms.iter().map(|t| t.0));
         plan.histosys_term_block = histosys_terms.iter().map(|t| t.1).collect();
-        plan.histosys_term_sum = histosys_terms.iter().map(|t| t.2).collect();
+        plan.histosys_term_pair = histosys_terms.iter().map(|t| t.2).collect();
         for block in &m.samples {
             let row_len = 2 * (block.histosys_end - block.histosys_start) as usize;
             let padded = padded_histosys_row(block);
