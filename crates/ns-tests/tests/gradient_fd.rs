@@ -9,53 +9,138 @@ use ns_tests::{
 
 #[test]
 fn gradient_matches_finite_differences_everywhere() {
-    let rel = tolerance("gradient_fd_rel");
     let mut checked = 0;
     for name in reference_names() {
         let ws = reference_workspace(&reference(&name));
         for codes in all_code_pairs() {
-            let (model, data) = model_and_data(&ws, codes);
-            let eval = CpuEvaluator::new(&model.compiled);
-            let mut s = Scratch::new(&model.compiled);
             let mut rng = TestRng::new(name.len() as u64 * 31 + checked);
-            for _ in 0..2 {
-                let p = random_point(&model, &mut rng);
-                let mut g = vec![0.0; model.n_params()];
-                let f0 = eval
-                    .nll_with_gradient(&p, &data, &mut s, Some(&mut g))
-                    .unwrap();
-                if !f0.is_finite() {
-                    continue;
-                }
-                let mut nll_at = |q: &[f64]| eval.nll(q, &data, &mut s).unwrap();
-                for i in 0..p.len() {
-                    let mut diff = |h: f64| {
-                        let (mut a, mut b) = (p.clone(), p.clone());
-                        a[i] += h;
-                        b[i] -= h;
-                        (nll_at(&a) - nll_at(&b)) / (2.0 * h)
-                    };
-                    // Richardson-extrapolated central differences at three steps: the NLL carries
-                    // Σ lgamma(n+1) (~1e5 on the large models), so the smallest step is limited by
-                    // rounding and the largest by truncation; the closest of the three is the reference.
-                    let scale = p[i].abs().max(1.0);
-                    let fd = [1e-2, 1e-3, 1e-4]
-                        .into_iter()
-                        .map(|h| (4.0 * diff(h * scale / 2.0) - diff(h * scale)) / 3.0)
-                        .filter(|d| d.is_finite())
-                        .min_by(|a, b| (a - g[i]).abs().total_cmp(&(b - g[i]).abs()));
-                    // A step that crosses a non-positive expectation has no finite difference.
-                    let Some(fd) = fd else { continue };
-                    assert!(
-                        (g[i] - fd).abs() <= rel * g[i].abs().max(1.0),
-                        "{name} {codes}: d/d{} analytic {} vs FD {fd}",
-                        model.par_names[i],
-                        g[i]
-                    );
-                }
-                checked += 1;
-            }
+            checked += check_gradient(&name, &ws, codes, &mut rng);
         }
     }
     assert!(checked > 200, "only {checked} points were checked");
+}
+
+/// Every layout the CPU evaluator's plan distinguishes, in one model: blocks whose bins have
+/// several per-bin factors (staterror and shapesys), one (shapefactor), none; histosys rows
+/// that fill one, two and three spans (1, 5 and 9 terms) over bin counts that are and are not
+/// whole vectors; parameters shared by histosys and normsys across samples and channels.
+#[test]
+fn gradient_matches_finite_differences_on_every_block_layout() {
+    let mut rng = TestRng::new(7);
+    let mut values = |n: usize, around: f64| -> Vec<f64> {
+        (0..n)
+            .map(|_| around * (0.8 + 0.4 * rng.uniform()))
+            .collect()
+    };
+    let mut channels = Vec::new();
+    let mut observations = Vec::new();
+    for (c, n_bins) in [5usize, 9].into_iter().enumerate() {
+        let histosys =
+            |terms: usize, nominal: &[f64], values: &mut dyn FnMut(usize, f64) -> Vec<f64>| {
+                (0..terms)
+                    .map(|k| {
+                        let (hi, lo): (Vec<f64>, Vec<f64>) = nominal
+                            .iter()
+                            .zip(values(nominal.len(), 0.1))
+                            .map(|(v, d)| (v * (1.0 + d), v * (1.0 - 0.7 * d)))
+                            .unzip();
+                        serde_json::json!({"name": format!("shape_{k}"), "type": "histosys",
+                        "data": {"hi_data": hi, "lo_data": lo}})
+                    })
+                    .collect::<Vec<_>>()
+            };
+        let signal = values(n_bins, 5.0);
+        let mut signal_modifiers = vec![
+            serde_json::json!({"name": "mu", "type": "normfactor", "data": null}),
+            serde_json::json!({"name": "shape_0", "type": "normsys", "data": {"hi": 1.1, "lo": 0.9}}),
+        ];
+        signal_modifiers.extend(histosys(1, &signal, &mut values));
+        let background = values(n_bins, 50.0);
+        let mut background_modifiers = vec![
+            serde_json::json!({"name": format!("stat_{c}"), "type": "staterror", "data": values(n_bins, 2.0)}),
+            serde_json::json!({"name": format!("uncorr_{c}"), "type": "shapesys", "data": values(n_bins, 4.0)}),
+            serde_json::json!({"name": "norm_b", "type": "normsys", "data": {"hi": 1.05, "lo": 0.97}}),
+        ];
+        background_modifiers.extend(histosys(5, &background, &mut values));
+        let other = values(n_bins, 20.0);
+        let mut other_modifiers = vec![
+            serde_json::json!({"name": format!("free_{c}"), "type": "shapefactor", "data": null}),
+            serde_json::json!({"name": "shape_3", "type": "normsys", "data": {"hi": 1.2, "lo": 0.85}}),
+        ];
+        other_modifiers.extend(histosys(9, &other, &mut values));
+        channels.push(serde_json::json!({"name": format!("ch{c}"), "samples": [
+            {"name": "signal", "data": signal, "modifiers": signal_modifiers},
+            {"name": "background", "data": background, "modifiers": background_modifiers},
+            {"name": "other", "data": other, "modifiers": other_modifiers},
+        ]}));
+        observations
+            .push(serde_json::json!({"name": format!("ch{c}"), "data": values(n_bins, 75.0)}));
+    }
+    let text = serde_json::json!({
+        "channels": channels,
+        "observations": observations,
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": []}}],
+        "version": "1.0.0",
+    })
+    .to_string();
+    let ws = ns_translate::Workspace::from_json_str(&text).expect("the generated workspace loads");
+    let mut checked = 0;
+    for codes in all_code_pairs() {
+        let mut rng = TestRng::new(11 + checked);
+        checked += check_gradient("every block layout", &ws, codes, &mut rng);
+    }
+    assert!(checked >= 12, "only {checked} points were checked");
+}
+
+/// Two random points of `ws` with `codes`: the analytic gradient against Richardson-extrapolated
+/// central differences, parameter by parameter. Returns the number of points checked.
+fn check_gradient(
+    name: &str,
+    ws: &ns_translate::Workspace,
+    codes: ns_core::InterpCodes,
+    rng: &mut TestRng,
+) -> u64 {
+    let rel = tolerance("gradient_fd_rel");
+    let (model, data) = model_and_data(ws, codes);
+    let eval = CpuEvaluator::new(&model.compiled);
+    let mut s = Scratch::new(&model.compiled);
+    let mut checked = 0;
+    for _ in 0..2 {
+        let p = random_point(&model, rng);
+        let mut g = vec![0.0; model.n_params()];
+        let f0 = eval
+            .nll_with_gradient(&p, &data, &mut s, Some(&mut g))
+            .unwrap();
+        if !f0.is_finite() {
+            continue;
+        }
+        let mut nll_at = |q: &[f64]| eval.nll(q, &data, &mut s).unwrap();
+        for i in 0..p.len() {
+            let mut diff = |h: f64| {
+                let (mut a, mut b) = (p.clone(), p.clone());
+                a[i] += h;
+                b[i] -= h;
+                (nll_at(&a) - nll_at(&b)) / (2.0 * h)
+            };
+            // Richardson-extrapolated central differences at three steps: the NLL carries
+            // Σ lgamma(n+1) (~1e5 on the large models), so the smallest step is limited by
+            // rounding and the largest by truncation; the closest of the three is the reference.
+            let scale = p[i].abs().max(1.0);
+            let fd = [1e-2, 1e-3, 1e-4]
+                .into_iter()
+                .map(|h| (4.0 * diff(h * scale / 2.0) - diff(h * scale)) / 3.0)
+                .filter(|d| d.is_finite())
+                .min_by(|a, b| (a - g[i]).abs().total_cmp(&(b - g[i]).abs()));
+            // A step that crosses a non-positive expectation has no finite difference.
+            let Some(fd) = fd else { continue };
+            assert!(
+                (g[i] - fd).abs() <= rel * g[i].abs().max(1.0),
+                "{name} {codes}: d/d{} analytic {} vs FD {fd}",
+                model.par_names[i],
+                g[i]
+            );
+        }
+        checked += 1;
+    }
+    checked
 }
