@@ -20,6 +20,11 @@ pub struct FitConfig {
     /// the start of each fit when `None`. Set it once (`Fitter::with_scale`) for many similar
     /// fits — toys, scans, refits — to save one gradient evaluation per parameter each.
     pub scale: Option<Vec<f64>>,
+    /// Let a CPU fit that L-BFGS-B has not finished in 100 iterations end with Newton steps
+    /// once it is inside the quadratic basin of its minimum (`fit/newton.rs`): the same minimum
+    /// in a fraction of the iterations on badly conditioned models. `false` runs L-BFGS-B alone
+    /// (with the polish where it stalls), as device fits do: for side-by-side comparisons.
+    pub newton_handover: bool,
 }
 
 impl FitConfig {
@@ -32,6 +37,7 @@ impl FitConfig {
             optimizer: LbfgsbOptions::default(),
             uncertainties: false,
             scale: None,
+            newton_handover: true,
         }
     }
 

@@ -322,15 +322,22 @@ impl<'m> Fitter<'m> {
     /// Minimize twice_nll over the free parameters.
     pub fn fit(&self, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
         let mut run = self.start(data, config)?;
-        match self.backend.batching() {
+        let result = match self.backend.batching() {
             Batching::Parallel => {
                 let mut grad = vec![0.0; self.model.n_params()];
+                let mut handover = newton::Handover::new(config, run.free.len());
                 while let Some(x) = run.ask() {
                     self.check_interrupt()?;
                     let x = x.to_vec();
                     let f = self.objective_on(&*self.backend, &x, data, &mut grad)?;
                     run.tell(f, &grad);
+                    if let Some(finished) = handover.try_finish(self, &run, data, config)? {
+                        return self.complete(finished, data, config, &run);
+                    }
                 }
+                let mut result = run.result(config, data.constant);
+                result.evaluations += handover.spent_evaluations;
+                result
             }
             Batching::Lockstep => {
                 // One batched evaluation per iteration, the dataset uploaded once.
@@ -342,9 +349,10 @@ impl<'m> Fitter<'m> {
                     std::slice::from_ref(data),
                     &|_| {},
                 )?;
+                run.result(config, data.constant)
             }
-        }
-        self.finish(&run, data, config)
+        };
+        self.complete(result, data, config, &run)
     }
 
     fn finish(&self, run: &FitRun, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
