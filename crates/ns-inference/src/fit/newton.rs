@@ -60,8 +60,9 @@ const CHORD_DECREMENT_RATIO: f64 = 0.25;
 enum Curvature {
     /// Central differences of the gradient, fresh at every step (the polish).
     Differences,
-    /// The likelihood's Hessian ([`Fitter::hessian`]: analytic on the CPU), reused across
-    /// steps while they converge fast (the handover).
+    /// The likelihood's analytic Hessian (differences where it has none, if the fit has already
+    /// spent as many iterations as they cost gradients), reused across steps while they
+    /// converge fast (the handover).
     Reused,
 }
 
@@ -211,7 +212,17 @@ fn newton_steps(
                         evaluations += 2 * moving.len();
                         fitter.hessian_by_differences(&x, data, &moving)?
                     }
-                    Curvature::Reused => fitter.hessian(&x, data, &moving)?,
+                    Curvature::Reused => match fitter.analytic_hessian(&x, data, &moving)? {
+                        Some(hessian) => hessian,
+                        // Differences cost 2k gradients: a handover pays them only once the
+                        // fit has spent as many iterations.
+                        None if 2 * moving.len() <= result.iterations => {
+                            evaluations += 2 * moving.len();
+                            fitter.hessian_by_differences(&x, data, &moving)?
+                        }
+                        None if step == 0 => return Ok(None),
+                        None => break,
+                    },
                 };
                 let entry = curvature == Curvature::Reused && step == 0;
                 let fresh = if entry {

@@ -147,20 +147,34 @@ impl Fitter<'_> {
         data: &PreparedData,
         free: &[usize],
     ) -> Result<Vec<f64>> {
+        match self.analytic_hessian(point, data, free)? {
+            Some(hessian) => Ok(hessian),
+            None => self.hessian_by_differences(point, data, free),
+        }
+    }
+
+    /// The analytic Hessian of twice_nll over `free` at `point`, where the likelihood's CPU
+    /// backend offers one (HistFactory models; not at every point: a γ at 0).
+    pub(crate) fn analytic_hessian(
+        &self,
+        point: &[f64],
+        data: &PreparedData,
+        free: &[usize],
+    ) -> Result<Option<Vec<f64>>> {
         let n = self.model.n_params();
         let k = free.len();
-        match self.host().nll_hessian(point, data, HessianPart::Full)? {
-            Some(full) => {
+        Ok(self
+            .host()
+            .nll_hessian(point, data, HessianPart::Full)?
+            .map(|full| {
                 let mut hessian = vec![0.0; k * k];
                 for (row, &i) in free.iter().enumerate() {
                     for (col, &j) in free.iter().enumerate() {
                         hessian[row * k + col] = 2.0 * full[i * n + j];
                     }
                 }
-                Ok(hessian)
-            }
-            None => self.hessian_by_differences(point, data, free),
-        }
+                hessian
+            }))
     }
 
     /// Hessian of twice_nll over the `free` parameters at `point` (k×k, row-major, symmetrised)
