@@ -12,6 +12,7 @@ pub mod layout;
 pub mod model;
 pub mod optim;
 pub mod settings;
+pub mod simd;
 
 pub use error::{Error, Result};
 pub use interp::{HistosysCode, InterpCodes, NormsysCode};

@@ -106,49 +106,29 @@ fn two_rows(m: &mut [f64], n: usize, target: usize, pivot: usize) -> (&mut [f64]
     }
 }
 
-/// Whether the dense kernels below run their AVX2 build: where the CPU has it, within
-/// `NEXTSTAT_CPU_SIMD`. Their four-lane sums (`ns_core::lanes`) then take one instruction each,
-/// in the same order, with nothing fused: the bits are the baseline build's.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn avx2() -> bool {
-    ns_compute::cpu::simd::best() >= ns_compute::cpu::simd::Simd::Avx2
-}
-
-/// Cholesky factor `L` (lower, row-major) of a symmetric positive-definite matrix; on failure,
-/// the index of the first pivot that is not positive.
-pub fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        // SAFETY: `avx2()` holds only where the CPU offers AVX2.
-        return unsafe { cholesky_avx2(a, n) };
-    }
-    cholesky_body(a, n)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn cholesky_avx2(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
-    cholesky_body(a, n)
-}
-
-#[inline(always)]
-fn cholesky_body(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
-    let mut l = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..=i {
-            let sum =
-                a[i * n + j] - ns_core::lanes::dot(&l[i * n..i * n + j], &l[j * n..j * n + j]);
-            if i == j {
-                if !(sum > 0.0) {
-                    return Err(i);
+ns_core::simd_dispatched! {
+    /// Cholesky factor `L` (lower, row-major) of a symmetric positive-definite matrix; on
+    /// failure, the index of the first pivot that is not positive. Its four-lane sums
+    /// (`ns_core::lanes`) take one AVX2 instruction each where the CPU has it, in the same
+    /// order: the bits are the baseline build's.
+    pub fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
+        let mut l = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..=i {
+                let sum =
+                    a[i * n + j] - ns_core::lanes::dot(&l[i * n..i * n + j], &l[j * n..j * n + j]);
+                if i == j {
+                    if !(sum > 0.0) {
+                        return Err(i);
+                    }
+                    l[i * n + i] = sum.sqrt();
+                } else {
+                    l[i * n + j] = sum / l[j * n + j];
                 }
-                l[i * n + i] = sum.sqrt();
-            } else {
-                l[i * n + j] = sum / l[j * n + j];
             }
         }
+        Ok(l)
     }
-    Ok(l)
 }
 
 /// Solve `L Lᵀ x = b` with the Cholesky factor `L`.
@@ -171,45 +151,31 @@ pub fn cholesky_solve(l: &[f64], n: usize, b: &[f64]) -> Vec<f64> {
     y
 }
 
-/// Inverse of a symmetric positive-definite matrix from its Cholesky factor: U = L⁻ᵀ (upper,
-/// stored by rows), then A⁻¹ = U Uᵀ from dot products of contiguous rows — n³/3 flops in all,
-/// a third of n triangular solves (2000 parameters: ~1 s instead of ~10 s).
-pub fn cholesky_inverse(l: &[f64], n: usize) -> Vec<f64> {
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        // SAFETY: `avx2()` holds only where the CPU offers AVX2.
-        return unsafe { cholesky_inverse_avx2(l, n) };
-    }
-    cholesky_inverse_body(l, n)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn cholesky_inverse_avx2(l: &[f64], n: usize) -> Vec<f64> {
-    cholesky_inverse_body(l, n)
-}
-
-#[inline(always)]
-fn cholesky_inverse_body(l: &[f64], n: usize) -> Vec<f64> {
-    // Row j of U is column j of L⁻¹: U[j][i] for i ≥ j, by forward substitution down column j.
-    let mut u = vec![0.0; n * n];
-    for j in 0..n {
-        u[j * n + j] = 1.0 / l[j * n + j];
-        for i in j + 1..n {
-            let sum = ns_core::lanes::dot(&l[i * n + j..i * n + i], &u[j * n + j..j * n + i]);
-            u[j * n + i] = -sum / l[i * n + i];
+ns_core::simd_dispatched! {
+    /// Inverse of a symmetric positive-definite matrix from its Cholesky factor: U = L⁻ᵀ (upper,
+    /// stored by rows), then A⁻¹ = U Uᵀ from dot products of contiguous rows — n³/3 flops in all,
+    /// a third of n triangular solves (2000 parameters: ~1 s instead of ~10 s).
+    pub fn cholesky_inverse(l: &[f64], n: usize) -> Vec<f64> {
+        // Row j of U is column j of L⁻¹: U[j][i] for i ≥ j, by forward substitution down column j.
+        let mut u = vec![0.0; n * n];
+        for j in 0..n {
+            u[j * n + j] = 1.0 / l[j * n + j];
+            for i in j + 1..n {
+                let sum = ns_core::lanes::dot(&l[i * n + j..i * n + i], &u[j * n + j..j * n + i]);
+                u[j * n + i] = -sum / l[i * n + i];
+            }
         }
-    }
-    let mut inv = vec![0.0; n * n];
-    for a in 0..n {
-        for b in 0..=a {
-            // U[a][k] = 0 for k < a, and a ≥ b.
-            let value = ns_core::lanes::dot(&u[a * n + a..a * n + n], &u[b * n + a..b * n + n]);
-            inv[a * n + b] = value;
-            inv[b * n + a] = value;
+        let mut inv = vec![0.0; n * n];
+        for a in 0..n {
+            for b in 0..=a {
+                // U[a][k] = 0 for k < a, and a ≥ b.
+                let value = ns_core::lanes::dot(&u[a * n + a..a * n + n], &u[b * n + a..b * n + n]);
+                inv[a * n + b] = value;
+                inv[b * n + a] = value;
+            }
         }
+        inv
     }
-    inv
 }
 
 #[inline(always)]

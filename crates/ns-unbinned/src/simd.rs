@@ -1,8 +1,9 @@
 //! The transcendental loops over events: `exp` and `ln` written branch-free in plain f64
 //! arithmetic (no fused multiply-add, so every instruction set rounds the same), in loops the
 //! compiler vectorises; compiled twice, for the baseline x86-64 and for AVX2, and chosen at run
-//! time. Results are the same on every machine and thread count; against the C library they
-//! differ by at most a few ulp (tested).
+//! time (`ns_core::simd_dispatched!`, within `NEXTSTAT_CPU_SIMD`). Results are the same on
+//! every machine and thread count; against the C library they differ by at most a few ulp
+//! (tested).
 
 /// ln 2 split so that k·LN2_HI is exact for the k exp and ln meet (fdlibm's constants).
 const LN2_HI: f64 = 6.931_471_803_691_238e-1;
@@ -77,40 +78,18 @@ fn ln1(x: f64) -> f64 {
     if x < 0.0 || x.is_nan() { f64::NAN } else { y }
 }
 
-macro_rules! dispatched {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
-        $(#[$doc])*
-        pub fn $name($($arg: $ty),*) -> $ret {
-            #[inline(always)]
-            fn body($($arg: $ty),*) -> $ret $body
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2")]
-                unsafe fn avx2($($arg: $ty),*) -> $ret {
-                    body($($arg),*)
-                }
-                if std::arch::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU was just checked for AVX2.
-                    return unsafe { avx2($($arg),*) };
-                }
-            }
-            body($($arg),*)
-        }
-    };
-}
-
-dispatched! {
+ns_core::simd_dispatched! {
     /// `v[i] = exp(v[i])`.
-    fn exp_in_place(v: &mut [f64]) -> () {
+    pub fn exp_in_place(v: &mut [f64]) -> () {
         for x in v.iter_mut() {
             *x = exp1(*x);
         }
     }
 }
 
-dispatched! {
+ns_core::simd_dispatched! {
     /// Σ wᵢ·ln vᵢ (wᵢ = 1 without weights), in a fixed order: eight partial sums, then those.
-    fn weighted_ln_sum(v: &[f64], w: Option<&[f64]>) -> f64 {
+    pub fn weighted_ln_sum(v: &[f64], w: Option<&[f64]>) -> f64 {
         let mut acc = [0.0; 8];
         let head = v.len() / 8 * 8;
         match w {

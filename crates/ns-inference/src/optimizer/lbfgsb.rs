@@ -499,23 +499,8 @@ impl Lbfgsb {
     /// The search direction of one iteration: the generalized Cauchy point of the
     /// limited-memory quadratic model along the projected steepest-descent path, then the
     /// model's minimum over the variables free there (direct primal method), minus x.
-    ///
-    /// Compiled for AVX2 as well, and run so where the CPU has it (`linalg::avx2`): its
-    /// element-wise loops then run four wide instead of two. Sums keep their order and no
-    /// multiply-add is fused, so the bits are the baseline build's.
     fn direction(&mut self) -> Vec<f64> {
-        #[cfg(target_arch = "x86_64")]
-        if crate::linalg::avx2() {
-            // SAFETY: `avx2()` holds only where the CPU offers AVX2.
-            return unsafe { self.direction_avx2() };
-        }
-        self.direction_body()
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn direction_avx2(&mut self) -> Vec<f64> {
-        self.direction_body()
+        search_direction(self)
     }
 
     #[inline(always)]
@@ -753,5 +738,14 @@ fn interpolate(lo: LinePoint, hi: LinePoint) -> f64 {
         alpha
     } else {
         mid
+    }
+}
+
+ns_core::simd_dispatched! {
+    /// [`Lbfgsb::direction`], compiled for AVX2 as well and run so where the CPU has it: its
+    /// element-wise loops then run four wide instead of two. Sums keep their order and no
+    /// multiply-add is fused, so the bits are the baseline build's.
+    fn search_direction(state: &mut Lbfgsb) -> Vec<f64> {
+        state.direction_body()
     }
 }
