@@ -51,6 +51,9 @@ const HANDOVER_EDM: f64 = 1.0;
 /// Most free parameters for a handover: its dense Cholesky (k³/3) must stay cheaper than the
 /// iterations it saves.
 const HANDOVER_MAX_FREE: usize = 500;
+/// Tries whose Newton steps start inside the basin but do not reach the tolerance, before a
+/// fit stops trying.
+const MAX_SHORT_TRIES: usize = 2;
 /// A reused factorisation serves the next step while the Newton decrement falls at least this
 /// much per step; otherwise the Hessian is taken afresh.
 const CHORD_DECREMENT_RATIO: f64 = 0.25;
@@ -79,6 +82,8 @@ pub(crate) struct Handover {
     next_try: usize,
     /// Gradient evaluations of tries that did not finish the fit.
     pub(crate) spent_evaluations: usize,
+    /// Tries that passed the test at their start but whose Newton steps did not converge.
+    short_tries: usize,
 }
 
 impl Handover {
@@ -88,6 +93,7 @@ impl Handover {
         Handover {
             next_try: if applies { HANDOVER_AFTER } else { usize::MAX },
             spent_evaluations: 0,
+            short_tries: 0,
         }
     }
 
@@ -114,7 +120,15 @@ impl Handover {
                 ..finished
             })),
             Some(short) => {
+                // Newton steps from inside the basin that cannot reach the tolerance either
+                // met a bound or a curvature that changes (a later try may succeed), or stall
+                // at the rounding of the objective (a tolerance finer than it resolves, where
+                // every try would): after a few such tries L-BFGS-B finishes alone.
                 self.spent_evaluations += short.evaluations - before;
+                self.short_tries += 1;
+                if self.short_tries == MAX_SHORT_TRIES {
+                    self.next_try = usize::MAX;
+                }
                 Ok(None)
             }
             // Refused at its starting point, after one evaluation there.
