@@ -11,16 +11,18 @@
 //! projected arc) finish the job — what MINUIT's MIGRAD + HESSE achieve with a full covariance.
 //!
 //! - The *polish* runs on every backend after the optimizer stalled; its Hessians are central
-//!   differences of the gradient through `probe_batch` (f64), fresh at every step.
+//!   differences of the gradient through `probe_batch` (f64).
 //! - The *handover* runs inside a CPU fit that has not converged in [`HANDOVER_AFTER`]
 //!   iterations, and only where the likelihood's own Hessian at the current point is positive
 //!   definite and predicts a decrease (½ gᵀH⁻¹g of twice_nll, MINUIT's EDM) of at most
 //!   [`HANDOVER_EDM`]: inside the quadratic basin of the minimum L-BFGS-B is converging to, not
 //!   merely somewhere with a small gradient (handing over by iteration count alone sent free
 //!   toy fits of the tt̄ ℓ+jets likelihood to stationary points ~1,500 higher, `495d1e5`). The
-//!   Newton steps then reuse that factorised Hessian while each step at least quarters the
-//!   Newton decrement (chord steps, one gradient each), and the handover stands only if they
-//!   reach the tolerance; otherwise L-BFGS-B goes on from where it was.
+//!   handover stands only if its steps reach the tolerance; otherwise L-BFGS-B goes on from
+//!   where it was.
+//!
+//! Both reuse a factorised Hessian while each step at least quarters the Newton decrement (chord
+//! steps, one gradient each), and take a fresh one otherwise.
 
 use ns_compute::PreparedData;
 use ns_core::Result;
@@ -61,12 +63,11 @@ const CHORD_DECREMENT_RATIO: f64 = 0.25;
 /// Where Newton steps take their Hessians.
 #[derive(Clone, Copy, PartialEq)]
 enum Curvature {
-    /// Central differences of the gradient, fresh at every step (the polish).
+    /// Central differences of the gradient (the polish).
     Differences,
-    /// The likelihood's analytic Hessian (differences where it has none, if the fit has already
-    /// spent as many iterations as they cost gradients), reused across steps while they
-    /// converge fast (the handover).
-    Reused,
+    /// The likelihood's analytic Hessian, or differences where it has none if the fit has
+    /// already spent as many iterations as they cost gradients (the handover).
+    Analytic,
 }
 
 /// A factorised (possibly damped) Hessian over the `moving` variables.
@@ -114,7 +115,14 @@ impl Handover {
         self.next_try = iterations + iterations / 2;
         let current = run.result(config, data.constant);
         let before = current.evaluations;
-        match newton_steps(fitter, current, data, config, &run.free, Curvature::Reused)? {
+        match newton_steps(
+            fitter,
+            current,
+            data,
+            config,
+            &run.free,
+            Curvature::Analytic,
+        )? {
             Some(finished) if finished.converged => Ok(Some(FitResult {
                 evaluations: finished.evaluations + self.spent_evaluations,
                 ..finished
@@ -173,7 +181,7 @@ pub(crate) fn polish(
 }
 
 /// Projected-Newton steps from `result` (see the module). `None` only with
-/// [`Curvature::Reused`], where the starting point fails the handover's test.
+/// [`Curvature::Analytic`], where the starting point fails the handover's test.
 fn newton_steps(
     fitter: &Fitter,
     result: FitResult,
@@ -226,7 +234,7 @@ fn newton_steps(
                         evaluations += 2 * moving.len();
                         fitter.hessian_by_differences(&x, data, &moving)?
                     }
-                    Curvature::Reused => match fitter.analytic_hessian(&x, data, &moving)? {
+                    Curvature::Analytic => match fitter.analytic_hessian(&x, data, &moving)? {
                         Some(hessian) => hessian,
                         // Differences cost 2k gradients: a handover pays them only once the
                         // fit has spent as many iterations.
@@ -238,7 +246,7 @@ fn newton_steps(
                         None => break,
                     },
                 };
-                let entry = curvature == Curvature::Reused && step == 0;
+                let entry = curvature == Curvature::Analytic && step == 0;
                 let fresh = if entry {
                     // The handover's test, first part: positive definite as it stands.
                     match cholesky(&hessian, moving.len()) {
