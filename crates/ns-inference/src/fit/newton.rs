@@ -250,16 +250,19 @@ fn newton_steps(
                 let fresh = if entry {
                     // The handover's test, first part: positive definite as it stands.
                     match cholesky(&hessian, moving.len()) {
-                        Ok(l) => Some(Factor::new(moving, l)),
+                        Ok(l) => {
+                            let fresh = Factor::new(moving, l);
+                            let direction = fresh.solve(&g);
+                            Some((fresh, direction))
+                        }
                         Err(_) => return Ok(None),
                     }
                 } else {
                     Factor::damped(&hessian, moving, &g)
                 };
-                let Some(fresh) = fresh else {
+                let Some((fresh, direction)) = fresh else {
                     break;
                 };
-                let direction = fresh.solve(&g);
                 // Second part: close to the bottom of that basin.
                 if entry && !(0.5 * -dot(&direction, &g) <= HANDOVER_EDM) {
                     return Ok(None);
@@ -365,8 +368,9 @@ impl Factor {
     }
 
     /// The factor of `hessian` with the least Levenberg damping (none where it is positive
-    /// definite) that gives a finite downhill step; `None` if no damped system is solvable.
-    fn damped(hessian: &[f64], moving: Vec<usize>, g: &[f64]) -> Option<Self> {
+    /// definite) that gives a finite downhill step, with that step; `None` if no damped system
+    /// is solvable.
+    fn damped(hessian: &[f64], moving: Vec<usize>, g: &[f64]) -> Option<(Self, Vec<f64>)> {
         let k = moving.len();
         let diagonal_scale = (0..k)
             .map(|i| hessian[i * k + i].abs())
@@ -382,7 +386,7 @@ impl Factor {
                 let factor = Factor::new(moving.clone(), l);
                 let step = factor.solve(g);
                 if step.iter().all(|v| v.is_finite()) && dot(&step, g) < 0.0 {
-                    return Some(factor);
+                    return Some((factor, step));
                 }
             }
             damping = if damping == 0.0 {
