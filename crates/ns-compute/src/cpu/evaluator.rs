@@ -10,7 +10,7 @@
 use ns_core::interp::{HistosysWeights, NormsysCode};
 use ns_core::{CompiledModel, Error, Result};
 
-use super::plan::{EntryFactors, Plan, histosys_sums_len, row_span};
+use super::plan::{EntryFactors, Plan, histosys_sums_len, padded_entries_len, row_span};
 use super::simd::{self, Simd};
 use crate::data::PreparedData;
 use crate::poisson::poisson_deviance;
@@ -29,7 +29,8 @@ pub struct Scratch {
     pub(super) expected: Vec<f64>,
     /// Per main bin: d NLL / d expected.
     bin_weight: Vec<f64>,
-    /// Per entry: nominal plus histosys deltas.
+    /// Per entry of the blocks with histosys terms: nominal plus histosys deltas, laid out as
+    /// `Plan::nominal` (read through `Plan::block_base`).
     pub(super) base: Vec<f64>,
     /// Per entry: product of the entry factors.
     pub(super) entry_product: Vec<f64>,
@@ -37,11 +38,9 @@ pub struct Scratch {
     pub(super) histosys_weights: Vec<HistosysWeights>,
     /// Per entry of the current block: d NLL / d ν times the entry-factor product.
     entry_weight: Vec<f64>,
-    /// Per histosys term: d NLL / d (scale · w) as `[Σ up, Σ down]` over its block's bins, the
-    /// blocks laid out as `Plan::histosys_sum_start` says.
+    /// Per histosys term: d NLL / d w as `[Σ up, Σ down]` over its block's bins (the block's
+    /// scale included), the blocks laid out as `Plan::histosys_sum_start` says.
     histosys_sums: Vec<f64>,
-    /// The current block's bins, padded to whole vectors.
-    block_bins: Vec<f64>,
     /// Per normsys term of the plan: factor, its derivative, and derivative / factor.
     pub(super) normsys_value: Vec<f64>,
     normsys_slope: Vec<f64>,
@@ -86,11 +85,10 @@ impl Scratch {
         Scratch {
             expected: vec![0.0; model.n_main],
             bin_weight: vec![0.0; model.n_main],
-            base: vec![0.0; model.n_entries()],
+            base: vec![0.0; padded_entries_len(model)],
             entry_product: vec![0.0; model.n_entries()],
             histosys_weights: vec![HistosysWeights::new(model.codes.histosys, 0.0); model.n_params],
             entry_weight: vec![0.0; max_bins],
-            block_bins: vec![0.0; max_bins.next_multiple_of(LANES)],
             histosys_sums: vec![0.0; histosys_sums_len(model)],
             normsys_value: vec![0.0; n_terms],
             normsys_slope: vec![0.0; n_terms],
@@ -139,36 +137,57 @@ fn gather_dot(weight: &[f64], index: &[u32], x: &[f64]) -> f64 {
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
-/// `out[i] += Σ_h (w_up(α_h)·up_h[i] + w_down(α_h)·down_h[i])` in ascending term h for every
-/// bin, over the columns of a block laid out as `Plan::histosys_columns` (per vector of bins,
-/// each column's vector) and the weights of each term's parameter: a vector of bins at a time,
-/// its running sums in registers.
+/// `base[i] = nominal[i] + Σ_h (w_up(α_h)·up_h[i] + w_down(α_h)·down_h[i])` in ascending term h
+/// for every bin of a block padded to whole vectors, over its columns laid out as
+/// `Plan::histosys_columns` (span by span, each term's ups then downs) and the weights of each
+/// term's parameter: a span of bins at a time, its running sums in registers.
 #[inline(always)]
-fn add_histosys_columns(
-    out: &mut [f64],
+fn histosys_base(
+    base: &mut [f64],
+    nominal: &[f64],
     term_params: &[u32],
     weights: &[HistosysWeights],
     columns: &[f64],
 ) {
-    let (vectors, _) = columns.as_chunks::<LANES>();
-    let (pairs, _) = vectors.as_chunks::<2>();
-    for (chunk, chunk_columns) in out
-        .chunks_exact_mut(LANES)
-        .zip(pairs.chunks_exact(term_params.len()))
-    {
-        let mut acc = [0.0; LANES];
-        acc.copy_from_slice(chunk);
-        for (&p, [up, down]) in term_params.iter().zip(chunk_columns) {
-            let w = &weights[p as usize];
-            for k in 0..LANES {
-                acc[k] += w.w_up * up[k];
-            }
-            for k in 0..LANES {
-                acc[k] += w.w_down * down[k];
-            }
+    let mut columns = columns;
+    let mut at = 0;
+    while at < base.len() {
+        let width = row_span(base.len() - at);
+        let (span, rest) = columns.split_at(2 * term_params.len() * width);
+        let (base, nominal) = (&mut base[at..at + width], &nominal[at..at + width]);
+        match width {
+            16 => histosys_span::<16>(base, nominal, term_params, weights, span),
+            8 => histosys_span::<8>(base, nominal, term_params, weights, span),
+            _ => histosys_span::<LANES>(base, nominal, term_params, weights, span),
         }
-        chunk.copy_from_slice(&acc);
+        columns = rest;
+        at += width;
     }
+}
+
+/// [`histosys_base`] over one span of `W` bins.
+#[inline(always)]
+fn histosys_span<const W: usize>(
+    base: &mut [f64],
+    nominal: &[f64],
+    term_params: &[u32],
+    weights: &[HistosysWeights],
+    span: &[f64],
+) {
+    let (columns, _) = span.as_chunks::<W>();
+    let (pairs, _) = columns.as_chunks::<2>();
+    let mut acc = [0.0; W];
+    acc.copy_from_slice(nominal);
+    for (&p, [up, down]) in term_params.iter().zip(pairs) {
+        let w = &weights[p as usize];
+        for k in 0..W {
+            acc[k] += w.w_up * up[k];
+        }
+        for k in 0..W {
+            acc[k] += w.w_down * down[k];
+        }
+    }
+    base.copy_from_slice(&acc);
 }
 
 /// `sums[k] = Σ_i weight[i]·row_i[k]` in ascending i for every k, over the rows of a block laid
@@ -361,25 +380,19 @@ impl<'m> CpuEvaluator<'m> {
             s.block_scale[b] = scale;
 
             let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
-            let base = &mut s.base[e0..e0 + n];
-            base.copy_from_slice(&m.nominal[e0..e0 + n]);
             let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
             if h1 > h0 {
-                // The block's bins padded to whole vectors, as its columns are.
-                let padded = n.next_multiple_of(LANES);
-                let sums = &mut s.block_bins[..padded];
-                sums[..n].copy_from_slice(base);
-                sums[n..].fill(0.0);
-                let start = plan.histosys_column_start[b];
-                let columns = &plan.histosys_columns[start..start + padded * 2 * (h1 - h0)];
-                add_histosys_columns(
-                    sums,
+                let (start, padded) = (plan.base_start[b], n.next_multiple_of(LANES));
+                let columns = plan.histosys_column_start[b];
+                histosys_base(
+                    &mut s.base[start..start + padded],
+                    &plan.nominal[start..start + padded],
                     &m.histosys_param[h0..h1],
                     &s.histosys_weights,
-                    columns,
+                    &plan.histosys_columns[columns..columns + padded * 2 * (h1 - h0)],
                 );
-                base.copy_from_slice(&sums[..n]);
             }
+            let base = plan.block_base(&s.base, b, n);
             let bin0 = block.bin_start as usize;
             let expected = &mut s.expected[bin0..bin0 + n];
             let entry_product = &mut s.entry_product[e0..e0 + n];
@@ -402,7 +415,7 @@ impl<'m> CpuEvaluator<'m> {
                     }
                 }
             }
-            for ((nu, &base), &product) in expected.iter_mut().zip(&*base).zip(&*entry_product) {
+            for ((nu, &base), &product) in expected.iter_mut().zip(base).zip(&*entry_product) {
                 *nu += base * scale * product;
             }
         }
@@ -586,7 +599,7 @@ impl<'m> CpuEvaluator<'m> {
                 block.n_bins as usize,
                 block.bin_start as usize,
             );
-            let base = &s.base[e0..e0 + n];
+            let base = plan.block_base(&s.base, b, n);
             let bin_weight = &s.bin_weight[bin0..bin0 + n];
             let entry_weight = &mut s.entry_weight[..n];
             for ((w, &bw), &product) in entry_weight
@@ -626,9 +639,12 @@ impl<'m> CpuEvaluator<'m> {
             }
 
             // Histosys: dν_e/dα = scale · g_e · (s_up·up_e + s_down·down_e): here the sums over
-            // the bins, parameter by parameter below.
+            // the bins of scale · g_e times each term's differences, parameter by parameter below.
             let row_len = plan.histosys_row_len[b];
             if row_len > 0 {
+                for w in entry_weight.iter_mut() {
+                    *w *= scale;
+                }
                 let (rows, sums) = (plan.histosys_row_start[b], plan.histosys_sum_start[b]);
                 sum_rows(
                     &mut s.histosys_sums[sums..sums + row_len],
@@ -668,21 +684,18 @@ impl<'m> CpuEvaluator<'m> {
                 }
             }
         }
-        // Each histosys parameter's terms in block order: one running sum, added where the
-        // blocks' contributions used to be added one by one (the same sum, bit for bit).
+        // Each histosys parameter's terms in block order: its sums over them of Σ up and Σ down,
+        // weighted once by the parameter's slopes.
         let (pairs, _) = s.histosys_sums.as_chunks::<2>();
         for g in &plan.histosys_groups {
-            let w = s.histosys_weights[g.param as usize];
-            let r = g.range();
-            let mut sum = 0.0;
-            for (&block, &pair) in plan.histosys_term_block[r.clone()]
-                .iter()
-                .zip(&plan.histosys_term_pair[r])
-            {
+            let mut sum = [0.0; 2];
+            for &pair in &plan.histosys_term_pair[g.range()] {
                 let [up, down] = pairs[pair as usize];
-                sum += s.block_scale[block as usize] * (w.s_up * up + w.s_down * down);
+                sum[0] += up;
+                sum[1] += down;
             }
-            grad[g.param as usize] += sum;
+            let w = s.histosys_weights[g.param as usize];
+            grad[g.param as usize] += w.s_up * sum[0] + w.s_down * sum[1];
         }
         for g in &plan.groups {
             let r = g.range();
@@ -722,8 +735,9 @@ impl<'m> CpuEvaluator<'m> {
         let mut yields = vec![0.0; m.n_entries()];
         for (b, block) in m.samples.iter().enumerate() {
             let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
-            for e in e0..e0 + n {
-                yields[e] = s.base[e] * s.block_scale[b] * s.entry_product[e];
+            let base = self.plan.block_base(&s.base, b, n);
+            for (i, &base) in base.iter().enumerate() {
+                yields[e0 + i] = base * s.block_scale[b] * s.entry_product[e0 + i];
             }
         }
         Ok(yields)

@@ -218,9 +218,9 @@ impl CpuEvaluator<'_> {
             // linear factor is 0): the block-level terms are one outer product per block.
             let mut yield_sum = 0.0;
             let mut histosys_sums = vec![0.0; histosys.len()];
-            for i in 0..block.n_bins as usize {
+            let bases = plan.block_base(&s.base, b, block.n_bins as usize);
+            for (i, &base) in bases.iter().enumerate() {
                 let (e, bin) = (e0 + i, bin0 + i);
-                let base = s.base[e];
                 let factor = match zero {
                     None => s.block_scale[b],
                     Some(_) => others,

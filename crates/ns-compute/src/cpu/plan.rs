@@ -17,8 +17,8 @@ pub(crate) fn padded_histosys_row(block: &SampleBlock) -> usize {
     (2 * (block.histosys_end - block.histosys_start) as usize).next_multiple_of(LANES)
 }
 
-/// Width of the next span of a padded histosys row with `rest` values left: as many of its
-/// values as the gradient's sums keep in registers at once (16, 8 or a vector).
+/// Width of the next span of a padded histosys row (or of a block's padded bins) with `rest`
+/// values left: as many of its values as a pass keeps in registers at once (16, 8 or a vector).
 pub(crate) fn row_span(rest: usize) -> usize {
     match rest {
         16.. => 16,
@@ -30,6 +30,15 @@ pub(crate) fn row_span(rest: usize) -> usize {
 /// Length of the backward pass's array of per-term histosys sums: every block's padded row.
 pub(crate) fn histosys_sums_len(m: &CompiledModel) -> usize {
     m.samples.iter().map(padded_histosys_row).sum()
+}
+
+/// Length of the per-entry arrays laid out block by block, each block's bins padded to whole
+/// vectors (`Plan::nominal`, the evaluator's base yields).
+pub(crate) fn padded_entries_len(m: &CompiledModel) -> usize {
+    m.samples
+        .iter()
+        .map(|b| (b.n_bins as usize).next_multiple_of(LANES))
+        .sum()
 }
 
 fn entry_factors(m: &CompiledModel, block: &SampleBlock) -> EntryFactors {
@@ -116,7 +125,8 @@ pub(crate) struct Plan {
     ///   padded with zeros to whole vectors and cut into spans ([`row_span`]), span by span, and
     ///   within a span bin by bin;
     /// - `histosys_columns` (the forward pass's sums over terms): a block's bins padded with
-    ///   zeros to whole vectors, vector by vector, and within a vector term by term.
+    ///   zeros to whole vectors and cut into spans the same way, span by span, and within a span
+    ///   term by term (the span's ups, then its downs).
     pub histosys_rows: Vec<f64>,
     pub histosys_columns: Vec<f64>,
     /// Per sample block: where its rows start in `histosys_rows` and their padded length, and
@@ -128,13 +138,17 @@ pub(crate) struct Plan {
     /// array of them (blocks one after another, each padded like its rows).
     pub histosys_sum_start: Vec<usize>,
     /// Histosys terms grouped by parameter (ascending), in block order within a parameter, so
-    /// that each parameter's gradient is one sum in the order the blocks come: per term, its
-    /// sample block and which pair `[Σ up, Σ down]` of the sums is its.
+    /// that each parameter's gradient is one sum in the order the blocks come: per term, which
+    /// pair `[Σ up, Σ down]` of the sums is its.
     pub histosys_groups: Vec<ParamGroup>,
-    pub histosys_term_block: Vec<u32>,
     pub histosys_term_pair: Vec<u32>,
     /// Per sample block: how its entries are scaled per bin.
     pub entry_factors: Vec<EntryFactors>,
+    /// The nominal yields block by block, each block padded with zeros to whole vectors, and
+    /// where each block starts: the layout of the evaluator's base yields, so that its passes
+    /// read and write whole vectors.
+    pub nominal: Vec<f64>,
+    pub base_start: Vec<usize>,
 }
 
 impl Plan {
@@ -180,10 +194,17 @@ impl Plan {
             histosys_column_start: Vec::with_capacity(m.samples.len()),
             histosys_sum_start: Vec::with_capacity(m.samples.len()),
             histosys_groups: Vec::new(),
-            histosys_term_block: Vec::new(),
             histosys_term_pair: Vec::new(),
             entry_factors: m.samples.iter().map(|b| entry_factors(m, b)).collect(),
+            nominal: Vec::with_capacity(padded_entries_len(m)),
+            base_start: Vec::with_capacity(m.samples.len()),
         };
+        for block in &m.samples {
+            let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
+            plan.base_start.push(plan.nominal.len());
+            plan.nominal.extend_from_slice(&m.nominal[e0..e0 + n]);
+            plan.nominal.resize(plan.nominal.len() + n.next_multiple_of(LANES) - n, 0.0);
+        }
         // (param, block, its pair of sums) of every histosys term, in parameter order. Rows are
         // padded to whole vectors, so every block's sums start at a pair.
         let mut histosys_terms = Vec::with_capacity(m.histosys_param.len());
@@ -198,7 +219,6 @@ impl Plan {
         }
         histosys_terms.sort_by_key(|&(param, block, _)| (param, block));
         plan.histosys_groups = param_groups(histosys_terms.iter().map(|t| t.0));
-        plan.histosys_term_block = histosys_terms.iter().map(|t| t.1).collect();
         plan.histosys_term_pair = histosys_terms.iter().map(|t| t.2).collect();
         for block in &m.samples {
             let row_len = 2 * (block.histosys_end - block.histosys_start) as usize;
@@ -225,10 +245,18 @@ impl Plan {
                 at += width;
             }
             plan.histosys_column_start.push(plan.histosys_columns.len());
-            for first_bin in (0..n).step_by(LANES) {
-                for k in 0..row_len {
-                    plan.histosys_columns
-                        .extend((first_bin..first_bin + LANES).map(|bin| delta(bin, k)));
+            if row_len > 0 {
+                let padded_bins = n.next_multiple_of(LANES);
+                let mut first_bin = 0;
+                while first_bin < padded_bins {
+                    let width = row_span(padded_bins - first_bin);
+                    for term in 0..row_len / 2 {
+                        for k in [2 * term, 2 * term + 1] {
+                            plan.histosys_columns
+                                .extend((first_bin..first_bin + width).map(|bin| delta(bin, k)));
+                        }
+                    }
+                    first_bin += width;
                 }
             }
         }
@@ -256,6 +284,18 @@ impl Plan {
     pub fn block_terms(&self, block: usize) -> &[u32] {
         &self.block_terms
             [self.block_terms_start[block] as usize..self.block_terms_start[block + 1] as usize]
+    }
+
+    /// The base yields (nominal plus histosys deltas) of block `block`'s `n` bins, from the
+    /// evaluator's array of them (laid out as [`Plan::nominal`]): only blocks with histosys
+    /// terms have their own there; the others' are their nominal yields.
+    pub fn block_base<'a>(&'a self, base: &'a [f64], block: usize, n: usize) -> &'a [f64] {
+        let start = self.base_start[block];
+        if self.histosys_row_len[block] > 0 {
+            &base[start..start + n]
+        } else {
+            &self.nominal[start..start + n]
+        }
     }
 
     pub fn block_linear(&self, block: usize) -> &[u32] {
