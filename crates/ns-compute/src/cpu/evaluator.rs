@@ -39,7 +39,7 @@ pub struct Scratch {
     /// Per entry of the current block: d NLL / d ν times the entry-factor product.
     entry_weight: Vec<f64>,
     /// Per histosys term: d NLL / d w as `[Σ up, Σ down]` over its block's bins (the block's
-    /// scale included), the blocks laid out as `Plan::histosys_sum_start` says.
+    /// scale included), the blocks laid out as `BlockPlan::sums_start` says.
     histosys_sums: Vec<f64>,
     /// Per normsys term of the plan: factor, its derivative, and derivative / factor.
     pub(super) normsys_value: Vec<f64>,
@@ -302,12 +302,20 @@ impl<'m> CpuEvaluator<'m> {
     #[inline(always)]
     fn normsys_pass(&self, params: &[f64], s: &mut Scratch) {
         let plan = &*self.plan;
+        let (values, slopes, log_slopes) = (
+            &mut s.normsys_value[..],
+            &mut s.normsys_slope[..],
+            &mut s.normsys_log_slope[..],
+        );
+        let (ln_hi, ln_lo) = (&plan.ln_hi[..], &plan.ln_lo[..]);
+        let [c0, c1, c2, c3, c4, c5] = &plan.poly;
+        let (c0, c1, c2, c3, c4, c5) = (&c0[..], &c1[..], &c2[..], &c3[..], &c4[..], &c5[..]);
         for g in &plan.groups {
             let alpha = params[g.param as usize];
             let r = g.start as usize..g.end as usize;
-            let value = &mut s.normsys_value[r.clone()];
-            let slope = &mut s.normsys_slope[r.clone()];
-            let log_slope = &mut s.normsys_log_slope[r.clone()];
+            let value = &mut values[r.clone()];
+            let slope = &mut slopes[r.clone()];
+            let log_slope = &mut log_slopes[r.clone()];
             if plan.normsys_code == NormsysCode::Code4 && alpha.abs() < 1.0 {
                 // Inside ±1 code 4 is 1 + Σ_k c_k α^k: the powers are the parameter's, the
                 // coefficients the term's, so each term is two independent dot products.
@@ -317,7 +325,6 @@ impl<'m> CpuEvaluator<'m> {
                 let d = [1.0, 2.0 * alpha, 3.0 * a2, 4.0 * a3, 5.0 * a[3], 6.0 * a[4]];
                 // Every column sliced to the run's length: no bounds checks, so the loop vectorises.
                 let n = value.len();
-                let [c0, c1, c2, c3, c4, c5] = &plan.poly;
                 let (c0, c1, c2) = (
                     &c0[r.clone()][..n],
                     &c1[r.clone()][..n],
@@ -341,9 +348,9 @@ impl<'m> CpuEvaluator<'m> {
                 // Code 1, and code 4 outside ±1: hi^α from 0 up, lo^−α below (the kink of
                 // code 1 at 0 takes the upper branch, see `ns_core::interp`).
                 let (ln, sign) = if alpha >= 0.0 {
-                    (&plan.ln_hi[r], 1.0)
+                    (&ln_hi[r], 1.0)
                 } else {
-                    (&plan.ln_lo[r], -1.0)
+                    (&ln_lo[r], -1.0)
                 };
                 let n = value.len();
                 let (ln, slope, log_slope) = (&ln[..n], &mut slope[..n], &mut log_slope[..n]);
@@ -368,37 +375,60 @@ impl<'m> CpuEvaluator<'m> {
         }
         self.normsys_pass(params, s);
         s.expected.fill(0.0);
-        for (b, block) in m.samples.iter().enumerate() {
-            let normsys = gather_product(&s.normsys_value, plan.block_terms(b));
+        // Every array is a slice held here, so that the block loop does not reload it through
+        // `plan` or `s` after each store.
+        let (block_terms, block_linear) = (&plan.block_terms[..], &plan.block_linear[..]);
+        let (nominal, columns) = (&plan.nominal[..], &plan.histosys_columns[..]);
+        let histosys_param = &m.histosys_param[..];
+        let Scratch {
+            expected,
+            base,
+            entry_product,
+            histosys_weights,
+            normsys_value,
+            block_normsys,
+            block_linear: linear_products,
+            block_scale,
+            ..
+        } = s;
+        let (expected, base, entry_product) =
+            (&mut expected[..], &mut base[..], &mut entry_product[..]);
+        let (histosys_weights, normsys_value) = (&histosys_weights[..], &normsys_value[..]);
+        let (block_normsys, linear_products, block_scale) = (
+            &mut block_normsys[..],
+            &mut linear_products[..],
+            &mut block_scale[..],
+        );
+        for (b, block) in plan.blocks.iter().enumerate() {
+            let normsys = gather_product(normsys_value, &block_terms[block.terms.0..block.terms.1]);
             let mut linear = 1.0;
-            for &p in plan.block_linear(b) {
+            for &p in &block_linear[block.linear.0..block.linear.1] {
                 linear *= params[p as usize];
             }
             let scale = normsys * linear;
-            s.block_normsys[b] = normsys;
-            s.block_linear[b] = linear;
-            s.block_scale[b] = scale;
+            block_normsys[b] = normsys;
+            linear_products[b] = linear;
+            block_scale[b] = scale;
 
-            let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
-            let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
+            let (e0, n, padded) = (block.entry_start, block.n_bins, block.padded_bins());
+            let (h0, h1) = block.histosys;
             if h1 > h0 {
-                let (start, padded) = (plan.base_start[b], n.next_multiple_of(LANES));
-                let columns = plan.histosys_column_start[b];
+                let bins = block.base_start..block.base_start + padded;
+                let start = block.columns_start;
                 histosys_base(
-                    &mut s.base[start..start + padded],
-                    &plan.nominal[start..start + padded],
-                    &m.histosys_param[h0..h1],
-                    &s.histosys_weights,
-                    &plan.histosys_columns[columns..columns + padded * 2 * (h1 - h0)],
+                    &mut base[bins.clone()],
+                    &nominal[bins],
+                    &histosys_param[h0..h1],
+                    histosys_weights,
+                    &columns[start..start + padded * 2 * (h1 - h0)],
                 );
             }
-            let base = plan.block_base(&s.base, b, n);
-            let bin0 = block.bin_start as usize;
-            let expected = &mut s.expected[bin0..bin0 + n];
-            let entry_product = &mut s.entry_product[e0..e0 + n];
+            let base = plan.block_base(base, block);
+            let expected = &mut expected[block.bin_start..block.bin_start + n];
+            let entry_product = &mut entry_product[e0..e0 + n];
             // The product of an entry's factors starts at 1, so one factor is that factor and
             // none is 1, bit for bit.
-            match plan.entry_factors[b] {
+            match block.entry_factors {
                 EntryFactors::None => entry_product.fill(1.0),
                 EntryFactors::One { start } => {
                     let factor_params = &m.entry_factor_param[start as usize..start as usize + n];
@@ -592,20 +622,47 @@ impl<'m> CpuEvaluator<'m> {
     fn backward(&self, params: &[f64], data: &PreparedData, s: &mut Scratch, grad: &mut [f64]) {
         let m = self.model;
         let plan = &*self.plan;
-        for (b, block) in m.samples.iter().enumerate() {
-            let scale = s.block_scale[b];
-            let (e0, n, bin0) = (
-                block.entry_start as usize,
-                block.n_bins as usize,
-                block.bin_start as usize,
-            );
-            let base = plan.block_base(&s.base, b, n);
-            let bin_weight = &s.bin_weight[bin0..bin0 + n];
-            let entry_weight = &mut s.entry_weight[..n];
+        // As in the forward pass, every array is a slice held here.
+        let (block_terms, block_linear, rows) = (
+            &plan.block_terms[..],
+            &plan.block_linear[..],
+            &plan.histosys_rows[..],
+        );
+        let Scratch {
+            bin_weight,
+            base,
+            entry_product,
+            entry_weight,
+            histosys_sums,
+            normsys_value,
+            normsys_slope,
+            block_normsys,
+            block_linear: linear_products,
+            block_scale,
+            block_log_weight,
+            suffix,
+            ..
+        } = s;
+        let (bin_weight, base, entry_product) = (&bin_weight[..], &base[..], &entry_product[..]);
+        let (normsys_value, normsys_slope) = (&normsys_value[..], &normsys_slope[..]);
+        let (block_normsys, linear_products, block_scale) =
+            (&block_normsys[..], &linear_products[..], &block_scale[..]);
+        let (entry_weight, histosys_sums, block_log_weight, suffix) = (
+            &mut entry_weight[..],
+            &mut histosys_sums[..],
+            &mut block_log_weight[..],
+            &mut suffix[..],
+        );
+        for (b, block) in plan.blocks.iter().enumerate() {
+            let scale = block_scale[b];
+            let (e0, n, bin0) = (block.entry_start, block.n_bins, block.bin_start);
+            let base = plan.block_base(base, block);
+            let bin_weight = &bin_weight[bin0..bin0 + n];
+            let entry_weight = &mut entry_weight[..n];
             for ((w, &bw), &product) in entry_weight
                 .iter_mut()
                 .zip(bin_weight)
-                .zip(&s.entry_product[e0..e0 + n])
+                .zip(&entry_product[e0..e0 + n])
             {
                 *w = bw * product;
             }
@@ -613,48 +670,47 @@ impl<'m> CpuEvaluator<'m> {
             let unscaled = dot(entry_weight, base);
 
             // Linear factors: d scale / d θ_j = normsys product · Π_{i≠j} θ_i.
-            let linear = plan.block_linear(b);
+            let linear = &block_linear[block.linear.0..block.linear.1];
             if !linear.is_empty() {
-                let outer = unscaled * s.block_normsys[b];
-                products_of_others(|j| params[linear[j] as usize], linear.len(), &mut s.suffix);
+                let outer = unscaled * block_normsys[b];
+                products_of_others(|j| params[linear[j] as usize], linear.len(), suffix);
                 for (j, &p) in linear.iter().enumerate() {
-                    grad[p as usize] += outer * s.suffix[j];
+                    grad[p as usize] += outer * suffix[j];
                 }
             }
             // Normsys factors: d scale / d α = scale · (slope / factor). Where the product is
             // not a normal number (a zero or overflowing factor), the product rule instead.
-            let normsys = s.block_normsys[b];
+            let normsys = block_normsys[b];
             if normsys.is_normal() {
-                s.block_log_weight[b] = unscaled * scale;
+                block_log_weight[b] = unscaled * scale;
             } else {
-                s.block_log_weight[b] = 0.0;
-                let terms = plan.block_terms(b);
-                let values = &s.normsys_value;
-                products_of_others(|j| values[terms[j] as usize], terms.len(), &mut s.suffix);
-                let outer = unscaled * s.block_linear[b];
+                block_log_weight[b] = 0.0;
+                let terms = &block_terms[block.terms.0..block.terms.1];
+                products_of_others(|j| normsys_value[terms[j] as usize], terms.len(), suffix);
+                let outer = unscaled * linear_products[b];
                 for (j, &t) in terms.iter().enumerate() {
                     let t = t as usize;
-                    grad[plan.term_param[t] as usize] += outer * s.suffix[j] * s.normsys_slope[t];
+                    grad[plan.term_param[t] as usize] += outer * suffix[j] * normsys_slope[t];
                 }
             }
 
             // Histosys: dν_e/dα = scale · g_e · (s_up·up_e + s_down·down_e): here the sums over
             // the bins of scale · g_e times each term's differences, parameter by parameter below.
-            let row_len = plan.histosys_row_len[b];
+            let row_len = block.row_len;
             if row_len > 0 {
                 for w in entry_weight.iter_mut() {
                     *w *= scale;
                 }
-                let (rows, sums) = (plan.histosys_row_start[b], plan.histosys_sum_start[b]);
+                let (start, sums) = (block.rows_start, block.sums_start);
                 sum_rows(
-                    &mut s.histosys_sums[sums..sums + row_len],
+                    &mut histosys_sums[sums..sums + row_len],
                     entry_weight,
-                    &plan.histosys_rows[rows..rows + n * row_len],
+                    &rows[start..start + n * row_len],
                 );
             }
 
             // Entry factors: dν_e/dθ_j = base_e · scale · Π_{i≠j} θ_i.
-            match plan.entry_factors[b] {
+            match block.entry_factors {
                 EntryFactors::None => {}
                 EntryFactors::One { start } => {
                     let factor_params = &m.entry_factor_param[start as usize..start as usize + n];
@@ -673,10 +729,10 @@ impl<'m> CpuEvaluator<'m> {
                                 products_of_others(
                                     |j| params[factor_params[j] as usize],
                                     factor_params.len(),
-                                    &mut s.suffix,
+                                    suffix,
                                 );
                                 for (j, &p) in factor_params.iter().enumerate() {
-                                    grad[p as usize] += outer * s.suffix[j];
+                                    grad[p as usize] += outer * suffix[j];
                                 }
                             }
                         }
@@ -686,24 +742,30 @@ impl<'m> CpuEvaluator<'m> {
         }
         // Each histosys parameter's terms in block order: its sums over them of Σ up and Σ down,
         // weighted once by the parameter's slopes.
-        let (pairs, _) = s.histosys_sums.as_chunks::<2>();
+        let (pairs, _) = histosys_sums.as_chunks::<2>();
+        let (term_pair, histosys_weights) = (&plan.histosys_term_pair[..], &s.histosys_weights[..]);
         for g in &plan.histosys_groups {
-            let mut sum = [0.0; 2];
-            for &pair in &plan.histosys_term_pair[g.range()] {
-                let [up, down] = pairs[pair as usize];
-                sum[0] += up;
-                sum[1] += down;
+            // Two running sums of alternate terms: two short chains of additions, not one long.
+            let (twos, last) = term_pair[g.range()].as_chunks::<2>();
+            let mut even = [0.0; 2];
+            let mut odd = [0.0; 2];
+            for &[a, b] in twos {
+                let (a, b) = (pairs[a as usize], pairs[b as usize]);
+                even = [even[0] + a[0], even[1] + a[1]];
+                odd = [odd[0] + b[0], odd[1] + b[1]];
             }
-            let w = s.histosys_weights[g.param as usize];
-            grad[g.param as usize] += w.s_up * sum[0] + w.s_down * sum[1];
+            for &a in last {
+                let a = pairs[a as usize];
+                even = [even[0] + a[0], even[1] + a[1]];
+            }
+            let w = histosys_weights[g.param as usize];
+            grad[g.param as usize] += w.s_up * (even[0] + odd[0]) + w.s_down * (even[1] + odd[1]);
         }
+        let (term_block, log_slopes) = (&plan.term_block[..], &s.normsys_log_slope[..]);
         for g in &plan.groups {
             let r = g.range();
-            grad[g.param as usize] += gather_dot(
-                &s.block_log_weight,
-                &plan.term_block[r.clone()],
-                &s.normsys_log_slope[r],
-            );
+            grad[g.param as usize] +=
+                gather_dot(block_log_weight, &term_block[r.clone()], &log_slopes[r]);
         }
         for c in &m.gaussian {
             let theta = params[c.param as usize];
@@ -733,9 +795,9 @@ impl<'m> CpuEvaluator<'m> {
         self.forward(params, s);
         let m = self.model;
         let mut yields = vec![0.0; m.n_entries()];
-        for (b, block) in m.samples.iter().enumerate() {
-            let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
-            let base = self.plan.block_base(&s.base, b, n);
+        for (b, block) in self.plan.blocks.iter().enumerate() {
+            let e0 = block.entry_start;
+            let base = self.plan.block_base(&s.base, block);
             for (i, &base) in base.iter().enumerate() {
                 yields[e0 + i] = base * s.block_scale[b] * s.entry_product[e0 + i];
             }

@@ -218,7 +218,7 @@ impl CpuEvaluator<'_> {
             // linear factor is 0): the block-level terms are one outer product per block.
             let mut yield_sum = 0.0;
             let mut histosys_sums = vec![0.0; histosys.len()];
-            let bases = plan.block_base(&s.base, b, block.n_bins as usize);
+            let bases = plan.block_base(&s.base, &plan.blocks[b]);
             for (i, &base) in bases.iter().enumerate() {
                 let (e, bin) = (e0 + i, bin0 + i);
                 let factor = match zero {

@@ -86,6 +86,38 @@ fn param_groups(sorted_params: impl Iterator<Item = u32>) -> Vec<ParamGroup> {
     groups
 }
 
+/// Everything the evaluator's passes need of one sample block, in one record (one lookup per
+/// block, rather than one per array).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BlockPlan {
+    pub bin_start: usize,
+    pub entry_start: usize,
+    pub n_bins: usize,
+    /// Where its bins start in the arrays laid out as [`Plan::nominal`] (padded per block).
+    pub base_start: usize,
+    /// Its normsys terms (`Plan::block_terms`) and linear factors (`Plan::block_linear`).
+    pub terms: (usize, usize),
+    pub linear: (usize, usize),
+    /// Its histosys terms (`CompiledModel::histosys_param`).
+    pub histosys: (usize, usize),
+    /// Where its histosys columns start in `Plan::histosys_columns`, where its rows start in
+    /// `Plan::histosys_rows` and their padded length, and where its per-term sums
+    /// `[Σ up, Σ down]` start in the backward pass's array of them (blocks one after another,
+    /// each padded like its rows).
+    pub columns_start: usize,
+    pub rows_start: usize,
+    pub row_len: usize,
+    pub sums_start: usize,
+    pub entry_factors: EntryFactors,
+}
+
+impl BlockPlan {
+    /// Its bins padded to whole vectors.
+    pub fn padded_bins(&self) -> usize {
+        self.n_bins.next_multiple_of(LANES)
+    }
+}
+
 /// How the entries of one sample block are scaled per bin (staterror, shapesys, shapefactor),
 /// so that the common cases run as plain element-wise loops.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -113,11 +145,11 @@ pub(crate) struct Plan {
     /// Per term: its sample block and its parameter.
     pub term_block: Vec<u32>,
     pub term_param: Vec<u32>,
-    /// Per sample block: its normsys terms (CSR into the term arrays).
-    pub block_terms_start: Vec<u32>,
+    /// Per sample block, what the passes need of it.
+    pub blocks: Vec<BlockPlan>,
+    /// The blocks' normsys terms (indices into the term arrays), block after block.
     pub block_terms: Vec<u32>,
-    /// Per sample block: the parameters of its linear factors (normfactor, lumi; CSR).
-    pub block_linear_start: Vec<u32>,
+    /// The parameters of the blocks' linear factors (normfactor, lumi), block after block.
     pub block_linear: Vec<u32>,
     /// The histosys differences of `CompiledModel::histosys_delta` twice, each laid out so that
     /// its pass reads one contiguous run of whole vectors per block, accumulators in registers:
@@ -129,26 +161,14 @@ pub(crate) struct Plan {
     ///   term by term (the span's ups, then its downs).
     pub histosys_rows: Vec<f64>,
     pub histosys_columns: Vec<f64>,
-    /// Per sample block: where its rows start in `histosys_rows` and their padded length, and
-    /// where its columns start in `histosys_columns`.
-    pub histosys_row_start: Vec<usize>,
-    pub histosys_row_len: Vec<usize>,
-    pub histosys_column_start: Vec<usize>,
-    /// Per sample block: where its per-term sums `[Σ up, Σ down]` start in the backward pass's
-    /// array of them (blocks one after another, each padded like its rows).
-    pub histosys_sum_start: Vec<usize>,
     /// Histosys terms grouped by parameter (ascending), in block order within a parameter, so
     /// that each parameter's gradient is one sum in the order the blocks come: per term, which
     /// pair `[Σ up, Σ down]` of the sums is its.
     pub histosys_groups: Vec<ParamGroup>,
     pub histosys_term_pair: Vec<u32>,
-    /// Per sample block: how its entries are scaled per bin.
-    pub entry_factors: Vec<EntryFactors>,
-    /// The nominal yields block by block, each block padded with zeros to whole vectors, and
-    /// where each block starts: the layout of the evaluator's base yields, so that its passes
-    /// read and write whole vectors.
+    /// The nominal yields block by block, each block padded with zeros to whole vectors: the
+    /// layout of the evaluator's base yields, so that its passes read and write whole vectors.
     pub nominal: Vec<f64>,
-    pub base_start: Vec<usize>,
 }
 
 impl Plan {
@@ -160,107 +180,37 @@ impl Plan {
 
         // (param, block, normsys index) of every normsys factor, in parameter order.
         let mut terms = Vec::new();
-        let mut block_linear_start = vec![0];
-        let mut block_linear = Vec::new();
+        let mut linear_of_block = vec![Vec::new(); m.samples.len()];
         for (b, block) in m.samples.iter().enumerate() {
             for f in &m.scalar_factors[block.scalar_start as usize..block.scalar_end as usize] {
                 if f.normsys == ScalarFactor::LINEAR {
-                    block_linear.push(f.param);
+                    linear_of_block[b].push(f.param);
                 } else {
                     terms.push((f.param, b as u32, f.normsys));
                 }
             }
-            block_linear_start.push(block_linear.len() as u32);
         }
         terms.sort_by_key(|&(param, block, _)| (param, block));
 
         let mut plan = Plan {
             histosys_params,
             normsys_code: m.codes.normsys,
-            groups: Vec::new(),
+            groups: param_groups(terms.iter().map(|t| t.0)),
             poly: Default::default(),
             ln_hi: Vec::with_capacity(terms.len()),
             ln_lo: Vec::with_capacity(terms.len()),
             term_block: Vec::with_capacity(terms.len()),
             term_param: Vec::with_capacity(terms.len()),
-            block_terms_start: Vec::new(),
-            block_terms: Vec::new(),
-            block_linear_start,
-            block_linear,
+            blocks: Vec::with_capacity(m.samples.len()),
+            block_terms: Vec::with_capacity(terms.len()),
+            block_linear: Vec::new(),
             histosys_rows: Vec::new(),
             histosys_columns: Vec::with_capacity(m.histosys_delta.len()),
-            histosys_row_start: Vec::with_capacity(m.samples.len()),
-            histosys_row_len: Vec::with_capacity(m.samples.len()),
-            histosys_column_start: Vec::with_capacity(m.samples.len()),
-            histosys_sum_start: Vec::with_capacity(m.samples.len()),
             histosys_groups: Vec::new(),
             histosys_term_pair: Vec::new(),
-            entry_factors: m.samples.iter().map(|b| entry_factors(m, b)).collect(),
             nominal: Vec::with_capacity(padded_entries_len(m)),
-            base_start: Vec::with_capacity(m.samples.len()),
         };
-        for block in &m.samples {
-            let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
-            plan.base_start.push(plan.nominal.len());
-            plan.nominal.extend_from_slice(&m.nominal[e0..e0 + n]);
-            plan.nominal.resize(plan.nominal.len() + n.next_multiple_of(LANES) - n, 0.0);
-        }
-        // (param, block, its pair of sums) of every histosys term, in parameter order. Rows are
-        // padded to whole vectors, so every block's sums start at a pair.
-        let mut histosys_terms = Vec::with_capacity(m.histosys_param.len());
-        let mut sums = 0;
-        for (b, block) in m.samples.iter().enumerate() {
-            plan.histosys_sum_start.push(sums);
-            for h in block.histosys_start..block.histosys_end {
-                let pair = sums / 2 + (h - block.histosys_start) as usize;
-                histosys_terms.push((m.histosys_param[h as usize], b as u32, pair as u32));
-            }
-            sums += padded_histosys_row(block);
-        }
-        histosys_terms.sort_by_key(|&(param, block, _)| (param, block));
-        plan.histosys_groups = param_groups(histosys_terms.iter().map(|t| t.0));
-        plan.histosys_term_pair = histosys_terms.iter().map(|t| t.2).collect();
-        for block in &m.samples {
-            let row_len = 2 * (block.histosys_end - block.histosys_start) as usize;
-            let padded = padded_histosys_row(block);
-            let (d0, n) = (block.histosys_delta_start as usize, block.n_bins as usize);
-            let block_deltas = &m.histosys_delta[d0..d0 + n * row_len];
-            // Zero beyond the row's or the block's end.
-            let delta = |bin: usize, k: usize| {
-                if bin < n && k < row_len {
-                    block_deltas[bin * row_len + k]
-                } else {
-                    0.0
-                }
-            };
-            plan.histosys_row_start.push(plan.histosys_rows.len());
-            plan.histosys_row_len.push(padded);
-            let mut at = 0;
-            while at < padded {
-                let width = row_span(padded - at);
-                for bin in 0..n {
-                    plan.histosys_rows
-                        .extend((at..at + width).map(|k| delta(bin, k)));
-                }
-                at += width;
-            }
-            plan.histosys_column_start.push(plan.histosys_columns.len());
-            if row_len > 0 {
-                let padded_bins = n.next_multiple_of(LANES);
-                let mut first_bin = 0;
-                while first_bin < padded_bins {
-                    let width = row_span(padded_bins - first_bin);
-                    for term in 0..row_len / 2 {
-                        for k in [2 * term, 2 * term + 1] {
-                            plan.histosys_columns
-                                .extend((first_bin..first_bin + width).map(|bin| delta(bin, k)));
-                        }
-                    }
-                    first_bin += width;
-                }
-            }
-        }
-        let mut of_block: Vec<Vec<u32>> = vec![Vec::new(); m.samples.len()];
+        let mut terms_of_block: Vec<Vec<u32>> = vec![Vec::new(); m.samples.len()];
         for (t, &(param, block, normsys)) in terms.iter().enumerate() {
             let term = &m.normsys[normsys as usize];
             for (column, &c) in plan.poly.iter_mut().zip(&term.poly) {
@@ -270,36 +220,110 @@ impl Plan {
             plan.ln_lo.push(term.ln_lo);
             plan.term_block.push(block);
             plan.term_param.push(param);
-            of_block[block as usize].push(t as u32);
+            terms_of_block[block as usize].push(t as u32);
         }
-        plan.groups = param_groups(terms.iter().map(|t| t.0));
-        plan.block_terms_start.push(0);
-        for list in of_block {
-            plan.block_terms.extend(list);
-            plan.block_terms_start.push(plan.block_terms.len() as u32);
+
+        // (param, block, its pair of sums) of every histosys term, in parameter order. Rows are
+        // padded to whole vectors, so every block's sums start at a pair.
+        let mut histosys_terms = Vec::with_capacity(m.histosys_param.len());
+        let mut sums_start = 0;
+        for (b, block) in m.samples.iter().enumerate() {
+            let (e0, n) = (block.entry_start as usize, block.n_bins as usize);
+            let (h0, h1) = (block.histosys_start as usize, block.histosys_end as usize);
+            for h in h0..h1 {
+                let pair = sums_start / 2 + h - h0;
+                histosys_terms.push((m.histosys_param[h], b as u32, pair as u32));
+            }
+            let row_len = padded_histosys_row(block);
+            let record = BlockPlan {
+                bin_start: block.bin_start as usize,
+                entry_start: e0,
+                n_bins: n,
+                base_start: plan.nominal.len(),
+                terms: extend_run(&mut plan.block_terms, &terms_of_block[b]),
+                linear: extend_run(&mut plan.block_linear, &linear_of_block[b]),
+                histosys: (h0, h1),
+                columns_start: plan.histosys_columns.len(),
+                rows_start: plan.histosys_rows.len(),
+                row_len,
+                sums_start,
+                entry_factors: entry_factors(m, block),
+            };
+            plan.nominal.extend_from_slice(&m.nominal[e0..e0 + n]);
+            plan.nominal
+                .resize(record.base_start + record.padded_bins(), 0.0);
+            plan.add_histosys_layouts(m, block, &record);
+            plan.blocks.push(record);
+            sums_start += row_len;
         }
+        histosys_terms.sort_by_key(|&(param, block, _)| (param, block));
+        plan.histosys_groups = param_groups(histosys_terms.iter().map(|t| t.0));
+        plan.histosys_term_pair = histosys_terms.iter().map(|t| t.2).collect();
         plan
     }
 
-    pub fn block_terms(&self, block: usize) -> &[u32] {
-        &self.block_terms
-            [self.block_terms_start[block] as usize..self.block_terms_start[block + 1] as usize]
-    }
-
-    /// The base yields (nominal plus histosys deltas) of block `block`'s `n` bins, from the
-    /// evaluator's array of them (laid out as [`Plan::nominal`]): only blocks with histosys
-    /// terms have their own there; the others' are their nominal yields.
-    pub fn block_base<'a>(&'a self, base: &'a [f64], block: usize, n: usize) -> &'a [f64] {
-        let start = self.base_start[block];
-        if self.histosys_row_len[block] > 0 {
-            &base[start..start + n]
-        } else {
-            &self.nominal[start..start + n]
+    /// Appends the histosys differences of `sample` (planned as `block`) to `histosys_rows` and
+    /// `histosys_columns`.
+    fn add_histosys_layouts(&mut self, m: &CompiledModel, sample: &SampleBlock, block: &BlockPlan) {
+        let row_len = 2 * (block.histosys.1 - block.histosys.0);
+        let (d0, n) = (sample.histosys_delta_start as usize, block.n_bins);
+        let block_deltas = &m.histosys_delta[d0..d0 + n * row_len];
+        // Zero beyond the row's or the block's end.
+        let delta = |bin: usize, k: usize| {
+            if bin < n && k < row_len {
+                block_deltas[bin * row_len + k]
+            } else {
+                0.0
+            }
+        };
+        let mut at = 0;
+        while at < block.row_len {
+            let width = row_span(block.row_len - at);
+            for bin in 0..n {
+                self.histosys_rows
+                    .extend((at..at + width).map(|k| delta(bin, k)));
+            }
+            at += width;
+        }
+        let mut first_bin = 0;
+        while first_bin < block.padded_bins() {
+            let width = row_span(block.padded_bins() - first_bin);
+            for term in 0..row_len / 2 {
+                for k in [2 * term, 2 * term + 1] {
+                    self.histosys_columns
+                        .extend((first_bin..first_bin + width).map(|bin| delta(bin, k)));
+                }
+            }
+            first_bin += width;
         }
     }
 
-    pub fn block_linear(&self, block: usize) -> &[u32] {
-        &self.block_linear
-            [self.block_linear_start[block] as usize..self.block_linear_start[block + 1] as usize]
+    pub fn block_terms(&self, block: usize) -> &[u32] {
+        let (start, end) = self.blocks[block].terms;
+        &self.block_terms[start..end]
     }
+
+    pub fn block_linear(&self, block: usize) -> &[u32] {
+        let (start, end) = self.blocks[block].linear;
+        &self.block_linear[start..end]
+    }
+
+    /// The base yields (nominal plus histosys deltas) of block `block`, from the evaluator's
+    /// array of them (laid out as [`Plan::nominal`]): only blocks with histosys terms have their
+    /// own there; the others' are their nominal yields.
+    pub fn block_base<'a>(&'a self, base: &'a [f64], block: &BlockPlan) -> &'a [f64] {
+        let range = block.base_start..block.base_start + block.n_bins;
+        if block.row_len > 0 {
+            &base[range]
+        } else {
+            &self.nominal[range]
+        }
+    }
+}
+
+/// Appends `items` to `run` and returns where they lie in it.
+fn extend_run(run: &mut Vec<u32>, items: &[u32]) -> (usize, usize) {
+    let start = run.len();
+    run.extend_from_slice(items);
+    (start, run.len())
 }
