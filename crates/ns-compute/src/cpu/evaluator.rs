@@ -1,9 +1,9 @@
 //! The CPU f64 evaluator: NLL (pyhf's `−logpdf`), analytic reverse-mode gradient and expected data.
 //!
 //! One evaluation is a fixed sequence of passes over the [`Plan`]: normsys factors by parameter
-//! (structure-of-arrays runs), sample blocks (scale, histosys deltas as bin-major dot products,
-//! per-bin factors), the Poisson and constraint terms, then the same in reverse for the
-//! gradient. The passes are compiled once per instruction set ([`Simd`]) and chosen at run
+//! (structure-of-arrays runs), sample blocks (scale, base yields as the nominal plus histosys
+//! columns a span of bins at a time, per-bin factors), the Poisson and constraint terms, then
+//! the same in reverse for the gradient (histosys rows summed a span of terms at a time). The passes are compiled once per instruction set ([`Simd`]) and chosen at run
 //! time; no pass relies on floating-point reassociation or fused multiply-add, so every
 //! instruction set gives the same bits, as does every thread count.
 

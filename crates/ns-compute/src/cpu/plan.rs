@@ -288,11 +288,9 @@ impl Plan {
         let mut first_bin = 0;
         while first_bin < block.padded_bins() {
             let width = row_span(block.padded_bins() - first_bin);
-            for term in 0..row_len / 2 {
-                for k in [2 * term, 2 * term + 1] {
-                    self.histosys_columns
-                        .extend((first_bin..first_bin + width).map(|bin| delta(bin, k)));
-                }
+            for k in 0..row_len {
+                self.histosys_columns
+                    .extend((first_bin..first_bin + width).map(|bin| delta(bin, k)));
             }
             first_bin += width;
         }
