@@ -400,9 +400,9 @@ impl<'m> CpuEvaluator<'m> {
             &mut block_scale[..],
         );
         for (b, block) in plan.blocks.iter().enumerate() {
-            let normsys = gather_product(normsys_value, &block_terms[block.terms.0..block.terms.1]);
+            let normsys = gather_product(normsys_value, &block_terms[block.terms.clone()]);
             let mut linear = 1.0;
-            for &p in &block_linear[block.linear.0..block.linear.1] {
+            for &p in &block_linear[block.linear.clone()] {
                 linear *= params[p as usize];
             }
             let scale = normsys * linear;
@@ -411,16 +411,15 @@ impl<'m> CpuEvaluator<'m> {
             block_scale[b] = scale;
 
             let (e0, n, padded) = (block.entry_start, block.n_bins, block.padded_bins());
-            let (h0, h1) = block.histosys;
-            if h1 > h0 {
+            if !block.histosys.is_empty() {
                 let bins = block.base_start..block.base_start + padded;
                 let start = block.columns_start;
                 histosys_base(
                     &mut base[bins.clone()],
                     &nominal[bins],
-                    &histosys_param[h0..h1],
+                    &histosys_param[block.histosys.clone()],
                     histosys_weights,
-                    &columns[start..start + padded * 2 * (h1 - h0)],
+                    &columns[start..start + padded * 2 * block.histosys.len()],
                 );
             }
             let base = plan.block_base(base, block);
@@ -670,7 +669,7 @@ impl<'m> CpuEvaluator<'m> {
             let unscaled = dot(entry_weight, base);
 
             // Linear factors: d scale / d θ_j = normsys product · Π_{i≠j} θ_i.
-            let linear = &block_linear[block.linear.0..block.linear.1];
+            let linear = &block_linear[block.linear.clone()];
             if !linear.is_empty() {
                 let outer = unscaled * block_normsys[b];
                 products_of_others(|j| params[linear[j] as usize], linear.len(), suffix);
@@ -685,7 +684,7 @@ impl<'m> CpuEvaluator<'m> {
                 block_log_weight[b] = unscaled * scale;
             } else {
                 block_log_weight[b] = 0.0;
-                let terms = &block_terms[block.terms.0..block.terms.1];
+                let terms = &block_terms[block.terms.clone()];
                 products_of_others(|j| normsys_value[terms[j] as usize], terms.len(), suffix);
                 let outer = unscaled * linear_products[b];
                 for (j, &t) in terms.iter().enumerate() {

@@ -7,6 +7,8 @@
 //! factor of that parameter is one branch-free line of a loop the compiler vectorises. The
 //! blocks keep an index list into those runs for their products.
 
+use std::ops::Range;
+
 use ns_core::CompiledModel;
 use ns_core::interp::NormsysCode;
 use ns_core::lanes::LANES;
@@ -65,7 +67,7 @@ pub(crate) struct ParamGroup {
 }
 
 impl ParamGroup {
-    pub fn range(&self) -> std::ops::Range<usize> {
+    pub fn range(&self) -> Range<usize> {
         self.start as usize..self.end as usize
     }
 }
@@ -88,7 +90,7 @@ fn param_groups(sorted_params: impl Iterator<Item = u32>) -> Vec<ParamGroup> {
 
 /// Everything the evaluator's passes need of one sample block, in one record (one lookup per
 /// block, rather than one per array).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct BlockPlan {
     pub bin_start: usize,
     pub entry_start: usize,
@@ -96,10 +98,10 @@ pub(crate) struct BlockPlan {
     /// Where its bins start in the arrays laid out as [`Plan::nominal`] (padded per block).
     pub base_start: usize,
     /// Its normsys terms (`Plan::block_terms`) and linear factors (`Plan::block_linear`).
-    pub terms: (usize, usize),
-    pub linear: (usize, usize),
+    pub terms: Range<usize>,
+    pub linear: Range<usize>,
     /// Its histosys terms (`CompiledModel::histosys_param`).
-    pub histosys: (usize, usize),
+    pub histosys: Range<usize>,
     /// Where its histosys columns start in `Plan::histosys_columns`, where its rows start in
     /// `Plan::histosys_rows` and their padded length, and where its per-term sums
     /// `[Σ up, Σ down]` start in the backward pass's array of them (blocks one after another,
@@ -242,7 +244,7 @@ impl Plan {
                 base_start: plan.nominal.len(),
                 terms: extend_run(&mut plan.block_terms, &terms_of_block[b]),
                 linear: extend_run(&mut plan.block_linear, &linear_of_block[b]),
-                histosys: (h0, h1),
+                histosys: h0..h1,
                 columns_start: plan.histosys_columns.len(),
                 rows_start: plan.histosys_rows.len(),
                 row_len,
@@ -265,7 +267,7 @@ impl Plan {
     /// Appends the histosys differences of `sample` (planned as `block`) to `histosys_rows` and
     /// `histosys_columns`.
     fn add_histosys_layouts(&mut self, m: &CompiledModel, sample: &SampleBlock, block: &BlockPlan) {
-        let row_len = 2 * (block.histosys.1 - block.histosys.0);
+        let row_len = 2 * block.histosys.len();
         let (d0, n) = (sample.histosys_delta_start as usize, block.n_bins);
         let block_deltas = &m.histosys_delta[d0..d0 + n * row_len];
         // Zero beyond the row's or the block's end.
@@ -297,13 +299,11 @@ impl Plan {
     }
 
     pub fn block_terms(&self, block: usize) -> &[u32] {
-        let (start, end) = self.blocks[block].terms;
-        &self.block_terms[start..end]
+        &self.block_terms[self.blocks[block].terms.clone()]
     }
 
     pub fn block_linear(&self, block: usize) -> &[u32] {
-        let (start, end) = self.blocks[block].linear;
-        &self.block_linear[start..end]
+        &self.block_linear[self.blocks[block].linear.clone()]
     }
 
     /// The base yields (nominal plus histosys deltas) of block `block`, from the evaluator's
@@ -320,8 +320,8 @@ impl Plan {
 }
 
 /// Appends `items` to `run` and returns where they lie in it.
-fn extend_run(run: &mut Vec<u32>, items: &[u32]) -> (usize, usize) {
+fn extend_run(run: &mut Vec<u32>, items: &[u32]) -> Range<usize> {
     let start = run.len();
     run.extend_from_slice(items);
-    (start, run.len())
+    start..run.len()
 }
