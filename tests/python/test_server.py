@@ -28,13 +28,13 @@ class Server:
         assert "listening on" in line, (line, self.proc.stderr.read() if self.proc.poll() is not None else "")
         self.url = line.split()[-1]
 
-    def call(self, method, path, body=None, key=None, raw=None):
+    def call(self, method, path, body=None, key=None, raw=None, timeout=120):
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         request = urllib.request.Request(self.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
         if key:
             request.add_header("Authorization", f"Bearer {key}")
         try:
-            with urllib.request.urlopen(request, timeout=120) as r:
+            with urllib.request.urlopen(request, timeout=timeout) as r:
                 text = r.read()
                 return r.status, (json.loads(text) if text and r.headers.get("Content-Type", "").startswith("application/json") else text.decode()), r.headers
         except urllib.error.HTTPError as e:
@@ -128,7 +128,7 @@ def test_errors_are_json_naming_the_problem(server):
     status, e, _ = server.call("POST", "/v1/fit", {"request": {}})
     assert status == 400 and "names no model" in e["error"]["message"]
     status, e, _ = server.call("POST", "/v1/fit", {"model": {"workspace": "/etc/passwd"}})
-    assert status == 400 and "never from its own files" in e["error"]["message"]
+    assert status == 400 and "reads no files for its clients" in e["error"]["message"]
     status, e, _ = server.call("POST", "/v1/fit", {"model": {"id": "0" * 32}})
     assert status == 404 and "POST /v1/models" in e["error"]["message"]
     status, e, _ = server.call("POST", "/v1/teleport", {"model": {"id": "x"}})
@@ -146,12 +146,61 @@ def test_errors_are_json_naming_the_problem(server):
     assert status == 400 and "--max-toys" in e["error"]["message"]
     status, e, _ = server.call("POST", "/v1/models", {"workspace": {"channels": 3}})
     assert status == 400 and e["error"]["kind"].startswith("invalid")
-    hs3 = json.loads((ROOT / "examples" / "unbinned" / "resonance.json").read_text())
-    hs3["data"][0] = {"name": hs3["data"][0]["name"], "type": "nextstat:parquet", "path": "/etc/events.parquet", "axes": hs3["data"][0]["axes"]}
-    status, e, _ = server.call("POST", "/v1/models", {"workspace": hs3})
-    assert status == 400 and "reads the file '/etc/events.parquet'" in e["error"]["message"]
     status, e, _ = server.call("GET", "/v1/jobs/job-999999")
     assert status == 404
+
+
+def test_no_file_a_client_names_is_ever_opened(server, tmp_path):
+    """A canary FIFO (whose open blocks: a request that opened it would never answer) named as
+    the workspace, a patch, a patchset, a Parquet event source and a flow manifest — inline, added
+    by a JSON patch after the model was checked, inside a patchset's patch, through /v1/batch and
+    jobs: every way is refused with one message, the same as for a file that exists (/etc/passwd)
+    and one that does not, so the answers tell nothing of the server's disk."""
+    import os
+    canary = tmp_path / "canary"
+    os.mkfifo(canary)
+    hs3 = json.loads((ROOT / "examples" / "unbinned" / "resonance.json").read_text())
+    background = workspace(WORKSPACES / "pyhf_testpatchset_bkgonly.json")
+
+    def parquet(path):
+        return {"name": hs3["data"][0]["name"], "type": "nextstat:parquet", "path": path, "axes": hs3["data"][0]["axes"]}
+
+    def flow(path):
+        return {"name": "flow", "type": "nextstat:flow_dist", "manifest": path}
+
+    def models(path):
+        yield {"workspace": path}
+        yield {"workspace": workspace(SIMPLE), "patches": [path]}
+        yield {"workspace": background, "patchset": {"patchset": path, "patch": "x"}}
+        yield {"workspace": {**hs3, "data": [parquet(path)]}}
+        yield {"workspace": hs3, "patches": [[{"op": "replace", "path": "/data/0", "value": parquet(path)}]]}
+        top = hs3["likelihoods"][0]["distributions"][0]
+        yield {"workspace": hs3, "patches": [[{"op": "add", "path": "/distributions/-", "value": flow(path)},
+                                              {"op": "replace", "path": "/likelihoods/0/distributions/0", "value": "flow"}]]}
+        yield {"workspace": {**hs3, "distributions": [*hs3["distributions"], flow(path)]}}
+        assert top
+        # A patchset whose patch turns the background into an HS3 model reading the file.
+        into_hs3 = [{"op": "add", "path": f"/{k}", "value": v} for k, v in {**hs3, "data": [parquet(path)]}.items()]
+        patchset = {"metadata": {"references": {}, "description": "", "digests": {"sha256": "0" * 64}, "labels": ["x"]}, "version": "1.0.0",
+                    "patches": [{"metadata": {"name": "p", "values": [1]}, "patch": into_hs3}]}
+        yield {"workspace": background, "patchset": {"patchset": patchset, "patch": "p", "skip_verify": True}}
+
+    messages = set()
+    for path in [str(canary), "/etc/passwd", str(tmp_path / "missing.parquet")]:
+        for model in models(path):
+            answers = [
+                server.call("POST", "/v1/models", model, timeout=30),
+                server.call("POST", "/v1/fit", {"model": model}, timeout=30),
+                server.call("POST", "/v1/jobs", {"verb": "fit", "model": model}, timeout=30),
+            ]
+            if "patchset" in model:
+                answers.append(server.call("POST", "/v1/batch", {"model": model, "patches": [model["patchset"]["patch"]], "verb": "fit"}, timeout=30))
+            for status, e, _ in answers:
+                assert status == 400, (model, e)
+                messages.add(e["error"]["message"])
+    assert len(messages) == 1, messages
+    (message,) = messages
+    assert "reads no files for its clients" in message and "canary" not in message and "passwd" not in message
 
 
 def test_a_gpu_the_machine_lacks_is_a_clear_error(server):
@@ -232,6 +281,19 @@ def test_batch_over_a_patchset(server):
     assert [r["patch"] for r in answer["results"]] == names
     for r in answer["results"]:
         assert 0 <= r["result"]["CLs_obs"] <= 1
+    # A list longer than the limit, names twice or not in the patchset: refused before any work
+    # (a 50,000-entry list once copied the model 50,000 times until the memory cap).
+    model = {"workspace": background, "patchset": {"patchset": patchset, "patch": names[0]}}
+    for patches, says in [
+        ([names[0]] * 50_000, "at most 10000"),
+        ([names[0], names[0]], f"'{names[0]}' is named twice"),
+        (["no-such-point"], "the patchset has no patch 'no-such-point'"),
+    ]:
+        status, e, _ = server.call("POST", "/v1/batch", {"model": model, "patches": patches, "verb": "hypotest", "request": {"mu": 1.0}})
+        assert status == 400 and says in e["error"]["message"], e
+    hs3 = json.loads((ROOT / "examples" / "unbinned" / "resonance.json").read_text())
+    status, e, _ = server.call("POST", "/v1/batch", {"model": {"workspace": hs3, "patchset": {"patchset": patchset, "patch": names[0]}}, "patches": names[:1], "verb": "fit"})
+    assert status == 400 and "patchsets apply to pyhf workspaces" in e["error"]["message"], e
 
 
 def test_keys_rate_limits_body_limit_queue_and_timeout(tmp_path):
@@ -271,6 +333,84 @@ def test_keys_rate_limits_body_limit_queue_and_timeout(tmp_path):
         s.call("DELETE", f"/v1/jobs/{job['id']}")
     finally:
         s.stop()
+
+
+def test_a_fit_answers_while_a_long_toy_job_runs():
+    """A toy job fills the CPU threads of its pool; a fit of a fresh model (loaded, then fitted)
+    submitted meanwhile answers while the job is still running (they no longer share one pool,
+    where the fit waited for the job's tasks: 94–297 s seen)."""
+    s = Server("--workers", "2")
+    try:
+        _, m, _ = s.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
+        _, job, _ = s.call("POST", "/v1/jobs", {"verb": "hypotest-toys", **long_toys(m["id"], 100_000)})
+        s.wait_until(lambda: s.call("GET", f"/v1/jobs/{job['id']}")[1]["status"] == "running", "the job running")
+        fresh = workspace(SIMPLE)
+        fresh["observations"][0]["data"] = [v + 1 for v in fresh["observations"][0]["data"]]
+        status, fit, _ = s.call("POST", "/v1/fit", {"model": {"workspace": fresh}}, timeout=600)
+        assert status == 200 and "bestfit" in json.dumps(fit)
+        assert s.call("GET", f"/v1/jobs/{job['id']}")[1]["status"] == "running"
+        s.call("DELETE", f"/v1/jobs/{job['id']}")
+    finally:
+        s.stop()
+
+
+def test_jobs_beyond_the_queue_are_refused_and_queued_cancels_read_cancelled():
+    s = Server("--workers", "1", "--queue", "1")
+    try:
+        _, m, _ = s.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
+        status, running, _ = s.call("POST", "/v1/jobs", {"verb": "hypotest-toys", **long_toys(m["id"])})
+        assert status == 202
+        s.wait_until(lambda: s.call("GET", f"/v1/jobs/{running['id']}")[1]["status"] == "running", "the first job running")
+        status, queued, _ = s.call("POST", "/v1/jobs", {"verb": "hypotest-toys", **long_toys(m["id"])})
+        assert status == 202 and queued["status"] == "queued"
+        # One worker and a queue of one are full: the third job is refused now, not failed later.
+        status, e, headers = s.call("POST", "/v1/jobs", {"verb": "hypotest-toys", **long_toys(m["id"])})
+        assert status == 503 and e["error"]["kind"] == "busy" and "Retry-After" in headers, e
+        # Cancelled while it waits, it reads `cancelled`, also once the worker frees up.
+        status, cancelled, _ = s.call("DELETE", f"/v1/jobs/{queued['id']}")
+        assert status == 200 and cancelled["status"] == "cancelled"
+        s.call("DELETE", f"/v1/jobs/{running['id']}")
+        s.wait_until(lambda: s.call("GET", "/v1/health")[1]["running"] == 0, "both stopped")
+        for j in (queued, running):
+            got = s.call("GET", f"/v1/jobs/{j['id']}")[1]
+            assert got["status"] == "cancelled" and got["error"] is None, got
+    finally:
+        s.stop()
+
+
+def test_a_request_stopped_by_shutdown_says_so():
+    import threading
+
+    s = Server()
+    _, m, _ = s.call("POST", "/v1/models", {"workspace": workspace(COMPLEX)})
+    answer = {}
+    thread = threading.Thread(target=lambda: answer.update(r=s.call("POST", "/v1/hypotest-toys", long_toys(m["id"]))))
+    thread.start()
+    s.wait_until(lambda: s.call("GET", "/v1/health")[1]["running"] == 1, "the request running")
+    s.proc.terminate()
+    thread.join(timeout=120)
+    status, e, _ = answer["r"]
+    assert status == 503 and e["error"]["kind"] == "shutdown" and "shutting down" in e["error"]["message"], e
+    assert "--timeout" not in e["error"]["message"]
+    s.proc.wait(timeout=60)
+
+
+def test_options_out_of_range_are_refused_at_start_and_405_is_json(server):
+    for args, says in [
+        (["--rate-limit", "5"], "--rate-limit limits the requests of each API key"),
+        (["--max-body-mb", str(2**44)], "--max-body-mb must be between 1 and"),
+        (["--max-body-mb", "0"], "--max-body-mb must be between 1 and"),
+        (["--cache-mb", str(2**50)], "--cache-mb must be between 1 and"),
+        (["--timeout", "1e300"], "not 1e300"),
+        (["--job-ttl", "-1"], "--job-ttl must be a number of seconds"),
+        (["--gpu-runners", "100000"], "--gpu-runners must be between 1 and 64"),
+    ]:
+        proc = subprocess.run([str(SERVER), "--port", "0", *args], capture_output=True, text=True, timeout=30)
+        assert proc.returncode != 0 and says in proc.stderr and len(proc.stderr) < 400, (args, proc.stderr)
+    status, e, _ = server.call("GET", "/v1/fit")
+    assert status == 405 and e["error"]["kind"] == "method_not_allowed" and "/v1/fit" in e["error"]["message"]
+    status, e, _ = server.call("PUT", "/v1/models")
+    assert status == 405 and e["error"]["kind"] == "method_not_allowed"
 
 
 def test_a_server_without_keys_refuses_to_listen_beyond_loopback():

@@ -457,6 +457,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
     }
     let call = args.call(request, &fix)?;
     if let Some(path) = &args.save_call {
+        check_save_call(path, args.out.output.as_deref())?;
         save_call(&call, path)?;
     }
     match shard {
@@ -508,6 +509,7 @@ pub fn merge(parts: &[PathBuf], output: Option<&PathBuf>) -> Result<()> {
 /// Run a call built by a verb without the shared inference options (`eval`): JSON to `output`.
 pub fn run_call(call: &Call, save: Option<&Path>, output: Option<PathBuf>) -> Result<()> {
     if let Some(path) = save {
+        check_save_call(path, output.as_deref())?;
         save_call(call, path)?;
     }
     let out = OutputArgs {
@@ -524,6 +526,43 @@ pub fn run_saved(args: RunArgs) -> Result<()> {
     let call = Call::from_json(crate::input::read_json(&args.call)?)?;
     let base = args.call.parent().unwrap_or(Path::new("")).to_path_buf();
     execute(&call, &base, &args.output)
+}
+
+/// The call and the result go to different places: one JSON document per file or stream.
+fn check_save_call(save: &Path, output: Option<&Path>) -> Result<()> {
+    let stdout = |p: Option<&Path>| p.is_none_or(|p| p.as_os_str() == "-");
+    if save.as_os_str() == "-" && stdout(output) {
+        return Err(Error::InvalidInput(
+            "--save-call -: the call would go to standard output with the result after it; \
+             give the result a file (-o FILE) or the call one (--save-call FILE)"
+                .into(),
+        ));
+    }
+    if let Some(output) = output
+        && !stdout(Some(output))
+        && same_file(save, output)
+    {
+        return Err(Error::InvalidInput(format!(
+            "--save-call {} and -o {}: the result would replace the call; give them different files",
+            save.display(),
+            output.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether two paths name one file (compared as written, and as resolved where both exist).
+fn same_file(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    let absolute = |p: &Path| {
+        std::path::absolute(p)
+            .ok()
+            .map(|p| p.components().collect::<PathBuf>())
+    };
+    absolute(a).is_some_and(|x| Some(x) == absolute(b))
+        || matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y)
 }
 
 /// Write `call` with absolute paths (it runs from any folder on this machine), after its

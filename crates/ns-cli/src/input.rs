@@ -27,6 +27,9 @@ impl ns_translate::load::Reader for Inputs {
         remember(path);
         Some(ns_translate::load::read_text(path))
     }
+    fn data_files<'a>(&self, base: Option<&'a Path>) -> ns_core::FileAccess<'a> {
+        ns_core::FileAccess::Local { base }
+    }
 }
 
 /// Remember `path` as an input of this command.
@@ -154,6 +157,6 @@ impl ModelArgs {
 
     /// The workspace JSON after the patchset patch and the `-p` patches.
     pub fn workspace_value(&self) -> Result<Value> {
-        self.model_ref()?.workspace_value(&read_json)
+        self.model_ref()?.workspace_value(&Inputs)
     }
 }

@@ -28,7 +28,14 @@ pub struct ReportArgs {
     /// Ranking: parameters shown
     #[arg(long, default_value_t = 20)]
     pub top: usize,
+    /// Write into a folder that holds other files (the report's own files are replaced)
+    #[arg(long)]
+    pub overwrite: bool,
 }
+
+/// The file that marks a folder as a report (written first): a report is written again into
+/// its own folder without asking, never into a folder of other files.
+const MARKER: &str = ".nextstat-report";
 
 /// One section of the report: its title, and per result the file stem, the result and the
 /// figures drawn from it (kind, file stem, options).
@@ -39,7 +46,12 @@ struct Section {
 }
 
 pub fn run(report: ReportArgs) -> Result<()> {
-    let ReportArgs { args, figures, top } = report;
+    let ReportArgs {
+        args,
+        figures,
+        top,
+        overwrite,
+    } = report;
     let dir: PathBuf = args
         .out
         .output
@@ -51,6 +63,7 @@ pub fn run(report: ReportArgs) -> Result<()> {
             dir.display()
         )));
     }
+    refuse_foreign_folder(&dir, overwrite)?;
     args.out.configure_threads()?;
     let format = if figures == "png" {
         Format::Png
@@ -180,6 +193,7 @@ pub fn run(report: ReportArgs) -> Result<()> {
         },
     ];
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display(), e))?;
+    crate::output::write_file(&dir.join(MARKER), "a report written by nextstat report\n")?;
     let extension = if format == Format::Png { "png" } else { "svg" };
     let mut written = Vec::new();
     let mut results = Vec::new();
@@ -215,6 +229,32 @@ pub fn run(report: ReportArgs) -> Result<()> {
         &to_json(&json!({"index": index, "figures": written, "results": results})),
         None,
     )
+}
+
+/// A folder that holds files and is not a report (no [`MARKER`]) is the user's: refused
+/// unless `overwrite`, so that a report never replaces someone's own `index.html`.
+fn refuse_foreign_folder(dir: &Path, overwrite: bool) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(()); // missing: created later
+    };
+    if overwrite || dir.join(MARKER).is_file() {
+        return Ok(());
+    }
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    names.sort();
+    let shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    Err(Error::InvalidInput(format!(
+        "-o {}: the folder holds other files ({shown}{}) and is not a report: choose an empty \
+         or new folder, or give --overwrite to write the report's files into it",
+        dir.display(),
+        if names.len() > 3 { ", …" } else { "" }
+    )))
 }
 
 /// The key numbers of the page: best fit of the POI, the fit's state and the limits.

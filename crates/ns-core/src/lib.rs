@@ -6,6 +6,7 @@
 //! workspace into [`CompiledModel`], and every backend in `ns-compute` evaluates that same layout.
 
 pub mod error;
+pub mod files;
 pub mod interp;
 pub mod lanes;
 pub mod layout;
@@ -15,6 +16,7 @@ pub mod settings;
 pub mod simd;
 
 pub use error::{Error, Result};
+pub use files::FileAccess;
 pub use interp::{HistosysCode, InterpCodes, NormsysCode};
 pub use layout::CompiledModel;
 pub use model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};

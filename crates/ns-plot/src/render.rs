@@ -57,7 +57,9 @@ fn padded(values: impl Iterator<Item = f64>, margin: f64) -> (f64, f64) {
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
         (l.min(v), h.max(v))
     });
-    let span = if hi > lo { hi - lo } else { lo.abs().max(1.0) };
+    // A range too narrow for an axis's ticks (flat, or subnormal) is widened.
+    let wide = hi - lo > 1e-9 * lo.abs().max(hi.abs()).max(1e-200);
+    let span = if wide { hi - lo } else { lo.abs().max(1.0) };
     (lo - margin * span, hi + margin * span)
 }
 

@@ -197,11 +197,45 @@ pub struct AsymptoticDensities {
 }
 
 /// The figure of `kind` from a result's JSON.
+/// The largest magnitude a figure draws: an axis must span its values with room to spare
+/// (a range of ±1e308 overflows to infinity, and no axis can be laid out over it).
+pub const MAX_DRAWN: f64 = 1e100;
+
+/// The options `kind` reads: any other given is an error, not silently ignored.
+fn check_options(kind: &str, options: &Options) -> Result<()> {
+    let given: [(&str, bool, &[&str]); 7] = [
+        ("top", options.top.is_some(), &["ranking", "correlation"]),
+        ("threshold", options.threshold.is_some(), &["correlation"]),
+        ("filter", options.filter.is_some(), &["pulls"]),
+        ("x", options.x.is_some(), &["limit"]),
+        ("select", !options.select.is_empty(), &["limit"]),
+        ("theory", options.theory.is_some(), &["limit"]),
+        ("asymptotic", options.asymptotic.is_some(), &["toys"]),
+    ];
+    for (name, set, kinds) in given {
+        if set && !kinds.contains(&kind) {
+            return Err(Error::InvalidInput(format!(
+                "the {kind} figure takes no '{name}' (it applies to: {})",
+                kinds.join(", ")
+            )));
+        }
+    }
+    if options.top == Some(0) {
+        return Err(Error::InvalidInput(
+            "top must be at least 1 (the entries shown)".into(),
+        ));
+    }
+    Ok(())
+}
+
 pub fn figure(kind: &str, result: &Value, options: &Options) -> Result<Figure> {
     if !result.is_object() {
         return Err(Error::InvalidInput(
             "a result is a JSON object as a nextstat verb writes it".into(),
         ));
+    }
+    if KINDS.iter().any(|k| k.0 == kind) {
+        check_options(kind, options)?;
     }
     match kind {
         "limit"
@@ -235,9 +269,16 @@ fn field<'a>(result: &'a Value, key: &str, verb: &str) -> Result<&'a Value> {
 }
 
 fn number(v: &Value, what: &str) -> Result<f64> {
-    v.as_f64()
+    let x = v
+        .as_f64()
         .filter(|x| x.is_finite())
-        .ok_or_else(|| Error::InvalidInput(format!("{what} is {v}, not a finite number")))
+        .ok_or_else(|| Error::InvalidInput(format!("{what} is {v}, not a finite number")))?;
+    if x.abs() > MAX_DRAWN {
+        return Err(Error::InvalidInput(format!(
+            "{what} is {x:e}: beyond ±{MAX_DRAWN:e}, no axis can draw it"
+        )));
+    }
+    Ok(x)
 }
 
 fn numbers(v: &Value, what: &str) -> Result<Vec<f64>> {
@@ -448,7 +489,7 @@ fn impacts(result: &Value, options: &Options) -> Result<Impacts> {
             Some(v) => number(v, what).map(Some),
         }
     };
-    let top = options.top.unwrap_or(20).max(1);
+    let top = options.top.unwrap_or(20);
     let shown = entries
         .iter()
         .take(top)
@@ -588,6 +629,12 @@ fn correlation(result: &Value, options: &Options) -> Result<Correlation> {
                     names.len()
                 )));
             }
+            // A correlation lies in [−1, 1] (rounding aside).
+            if let Some((j, rho)) = row.iter().enumerate().find(|(_, r)| r.abs() > 1.0 + 1e-9) {
+                return Err(Error::InvalidInput(format!(
+                    "correlation[{i}][{j}] is {rho}, outside [−1, 1]: not a correlation matrix"
+                )));
+            }
             Ok(row)
         })
         .collect::<Result<_>>()?;
@@ -608,7 +655,7 @@ fn correlation(result: &Value, options: &Options) -> Result<Correlation> {
         .filter(|&i| strongest(i) >= threshold)
         .collect();
     kept.sort_by(|&a, &b| strongest(b).total_cmp(&strongest(a)).then(a.cmp(&b)));
-    kept.truncate(options.top.unwrap_or(40).max(1));
+    kept.truncate(options.top.unwrap_or(40));
     kept.sort_unstable();
     if kept.is_empty() {
         return Err(Error::InvalidInput(format!(

@@ -223,13 +223,12 @@ fn run_batch<'m>(
     model: &LoadedModel,
     batch: Vec<Queued>,
 ) -> Fitter<'m> {
-    let timeout = state.limits.timeout;
     // Tasks stopped while they waited are answered without running.
     let (batch, stopped): (Vec<Queued>, Vec<Queued>) = batch
         .into_iter()
         .partition(|q| !q.task.stop.load(Ordering::Relaxed));
     for queued in stopped {
-        queued.answer(Err(crate::error::stopped(timeout)));
+        queued.answer(Err(crate::error::stopped(state)));
     }
     if batch.is_empty() {
         return fitter;
@@ -282,11 +281,11 @@ fn run_batch<'m>(
                 .map(|(outcome, task)| {
                     outcome
                         .map(|o| crate::routes::report(model, &task.call, o))
-                        .map_err(|e| crate::error::engine(e, timeout))
+                        .map_err(|e| crate::error::engine(e, state))
                 })
                 .collect(),
             Err(e) => {
-                let error = crate::error::engine(e, timeout);
+                let error = crate::error::engine(e, state);
                 tasks.iter().map(|_| Err(error.clone())).collect()
             }
         }

@@ -42,21 +42,28 @@ impl ApiError {
 }
 
 /// The answer to work stopped by the timeout or at shutdown.
-pub fn stopped(timeout: std::time::Duration) -> ApiError {
+pub fn stopped(state: &crate::state::AppState) -> ApiError {
+    if state.stopping.load(std::sync::atomic::Ordering::Relaxed) {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutdown",
+            "stopped: the server is shutting down; send the request again once it is back",
+        );
+    }
     ApiError::new(
         StatusCode::GATEWAY_TIMEOUT,
         "timeout",
         format!(
-            "stopped after {:.0} s (the server's --timeout), by cancellation or at shutdown",
-            timeout.as_secs_f64()
+            "stopped after {:.0} s (the server's --timeout)",
+            state.limits.timeout.as_secs_f64()
         ),
     )
 }
 
 /// An engine error as an answer: an interrupt is the timeout's (or shutdown's) doing.
-pub fn engine(e: ns_core::Error, timeout: std::time::Duration) -> ApiError {
+pub fn engine(e: ns_core::Error, state: &crate::state::AppState) -> ApiError {
     match e {
-        ns_core::Error::Interrupted => stopped(timeout),
+        ns_core::Error::Interrupted => stopped(state),
         other => other.into(),
     }
 }

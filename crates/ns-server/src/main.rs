@@ -88,11 +88,30 @@ fn read_keys(path: &PathBuf) -> Result<Vec<String>, String> {
     Ok(keys)
 }
 
+/// The longest --timeout and --job-ttl: thirty days.
+const MAX_SECONDS: f64 = 30.0 * 86_400.0;
+/// The largest --max-body-mb and --cache-mb: 1 TiB.
+const MAX_MIB: usize = 1 << 20;
+/// The most --gpu-runners.
+const MAX_GPU_RUNNERS: usize = 64;
+
 fn seconds(what: &str, v: f64) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(v)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("{what} must be a positive number of seconds, not {v}"))
+    if !(v > 0.0 && v <= MAX_SECONDS) {
+        return Err(format!(
+            "{what} must be a number of seconds above 0 and at most {MAX_SECONDS} (30 days), not {v:?}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// A size in MiB as bytes, within 1 MiB and [`MAX_MIB`].
+fn mebibytes(what: &str, mib: usize) -> Result<usize, String> {
+    if !(1..=MAX_MIB).contains(&mib) {
+        return Err(format!(
+            "{what} must be between 1 and {MAX_MIB} (MiB), not {mib}"
+        ));
+    }
+    Ok(mib << 20)
 }
 
 pub fn app(state: Arc<AppState>, max_body: usize) -> Router {
@@ -114,6 +133,7 @@ pub fn app(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/batch", post(routes::batch))
         .route("/v1/{verb}", post(routes::verb))
         .fallback(middleware::not_found)
+        .method_not_allowed_fallback(middleware::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::guard,
@@ -135,24 +155,36 @@ async fn run(args: Args) -> Result<(), String> {
     }
     if !(args.rate_limit >= 0.0 && args.rate_limit.is_finite()) {
         return Err(format!(
-            "--rate-limit must be a non-negative number, not {}",
+            "--rate-limit must be a non-negative number, not {:?}",
             args.rate_limit
         ));
     }
+    if args.rate_limit > 0.0 && keys.is_empty() {
+        return Err(
+            "--rate-limit limits the requests of each API key: give --api-key-file too".into(),
+        );
+    }
+    if !(1..=MAX_GPU_RUNNERS).contains(&args.gpu_runners) {
+        return Err(format!(
+            "--gpu-runners must be between 1 and {MAX_GPU_RUNNERS}, not {}",
+            args.gpu_runners
+        ));
+    }
+    let max_body = mebibytes("--max-body-mb", args.max_body_mb)?;
     let limits = Limits {
         workers: args
             .workers
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
             .max(1),
         queue: args.queue,
-        cache_bytes: args.cache_mb << 20,
+        cache_bytes: mebibytes("--cache-mb", args.cache_mb)?,
         timeout: seconds("--timeout", args.timeout)?,
         max_toys: args.max_toys,
         job_ttl: seconds("--job-ttl", args.job_ttl)?,
         rate_per_key: args.rate_limit,
-        gpu_runners: args.gpu_runners.max(1),
+        gpu_runners: args.gpu_runners,
     };
-    let state = Arc::new(AppState::new(limits, keys));
+    let state = Arc::new(AppState::new(limits, keys)?);
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(
             axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
@@ -192,7 +224,7 @@ async fn run(args: Args) -> Result<(), String> {
         on_signal.graceful_shutdown(Some(Duration::from_secs(30)));
     };
     tokio::spawn(shutdown);
-    let service = app(state.clone(), args.max_body_mb << 20).into_make_service();
+    let service = app(state.clone(), max_body).into_make_service();
     let served = match tls {
         Some(config) => {
             axum_server::from_tcp_rustls(listener, config)

@@ -110,6 +110,20 @@ pub async fn not_found(request: Request) -> ApiError {
     ))
 }
 
+/// A route that exists, asked with a method it does not take: the JSON error body of every
+/// other error (axum's own 405 has none).
+pub async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} does not take {} (GET /v1/openapi.json lists its methods)",
+            request.uri().path(),
+            request.method()
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use ns_compute::Device;
 use ns_inference::call::Call;
 use ns_inference::request::{Outcome, Request};
-use ns_translate::{LoadedModel, ModelRef, Source};
+use ns_translate::{LoadedModel, ModelRef};
 use serde_json::{Value, json};
 
 use crate::device_queue::Task;
@@ -81,35 +81,11 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// A model reference of a request: every source inline (the server reads no files for its
-/// clients), without file references inside an HS3 model.
+/// A model reference of a request. The server loads it with a reader that opens no file
+/// (`ns_translate::load::NoFiles`, after every patch and patchset), so a path is refused there,
+/// with one message that says nothing about it.
 fn inline_model(value: Value) -> Result<ModelRef, ApiError> {
-    let source: ModelRef =
-        serde_json::from_value(value).map_err(|e| ApiError::bad_request(format!("model: {e}")))?;
-    let mut sources = vec![&source.workspace];
-    sources.extend(source.patches.iter());
-    if let Some(ps) = &source.patchset {
-        sources.push(&ps.patchset);
-    }
-    for s in sources {
-        match s {
-            Source::Path(p) => {
-                return Err(ApiError::bad_request(format!(
-                    "model: '{}' is a path; the server takes workspaces, patches and patchsets inline (JSON), never from its own files",
-                    p.display()
-                )));
-            }
-            Source::Inline(v) => {
-                if let Some((name, path)) = ns_unbinned::hs3::file_references(v).into_iter().next()
-                {
-                    return Err(ApiError::bad_request(format!(
-                        "model: '{name}' reads the file '{path}' (nextstat:parquet data or a nextstat:flow_dist flow): the server reads no files for its clients"
-                    )));
-                }
-            }
-        }
-    }
-    Ok(source)
+    serde_json::from_value(value).map_err(|e| ApiError::bad_request(format!("model: {e}")))
 }
 
 /// A model by reference: from the cache, or loaded (on a worker) and cached.
@@ -151,16 +127,13 @@ async fn model_of(
     state.metrics.cache_misses.fetch_add(1, Ordering::Relaxed);
     let permit = state.worker().await?;
     let loading = source.clone();
+    let loader = state.clone();
     let model = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        loading.load_model(
-            &|p: &std::path::Path| -> ns_core::Result<serde_json::Value> {
-                Err(ns_core::Error::InvalidInput(format!(
-                    "{}: the server reads no files",
-                    p.display()
-                )))
-            },
-        )
+        loader
+            .pools
+            .interactive
+            .install(|| loading.load_model(&ns_translate::load::NoFiles))
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;
@@ -360,9 +333,14 @@ async fn on_cpu(
     job: Option<Arc<Job>>,
 ) -> Result<Value, ApiError> {
     let permit = state.worker().await?;
+    if stop.load(Ordering::Relaxed) {
+        // Cancelled (or the server stopping) while it waited: nothing to run.
+        return Err(crate::error::stopped(state));
+    }
     started.store(true, Ordering::Relaxed);
     let start = Instant::now();
     state.running.fetch_add(1, Ordering::SeqCst);
+    let pools = state.clone();
     let result = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let m = model.likelihood();
@@ -371,10 +349,13 @@ async fn on_cpu(
                 .store(call.request.progress_steps(m), Ordering::Relaxed);
             job.set(JobState::Running);
         }
-        let outcome = call.run(m, stop, &|k| {
-            if let Some(job) = &job {
-                job.done_steps.store(k as u64, Ordering::Relaxed);
-            }
+        let pool = pools.pools.for_workload(call.request.workload(m));
+        let outcome = pool.install(|| {
+            call.run(m, stop, &|k| {
+                if let Some(job) = &job {
+                    job.done_steps.store(k as u64, Ordering::Relaxed);
+                }
+            })
         })?;
         Ok::<Value, ns_core::Error>(report(&model, &call, outcome))
     })
@@ -387,7 +368,7 @@ async fn on_cpu(
         .unwrap_or_else(|p| p.into_inner()) += start.elapsed().as_secs_f64();
     let result = result
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    result.map_err(|e| crate::error::engine(e, state.limits.timeout))
+    result.map_err(|e| crate::error::engine(e, state))
 }
 
 /// A call through its GPU's queue; answered as soon as it stops (timeout, cancellation,
@@ -409,7 +390,7 @@ async fn on_device(state: &Arc<AppState>, device: Device, task: Task) -> Result<
                 format!("the {} runner ended without an answer", device.spec()),
             ))
         }),
-        _ = stopped => Err(crate::error::stopped(state.limits.timeout)),
+        _ = stopped => Err(crate::error::stopped(state)),
     }
 }
 
@@ -450,7 +431,25 @@ pub async fn submit_job(
     let (model, call) = call_of(&state, &verb_path, body)?;
     let (model_id, model) = model_of(&state, model).await?;
     state.expire_jobs();
-    let held = state.jobs.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let (held, active) = {
+        let jobs = state.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let active = jobs
+            .values()
+            .filter(|j| matches!(j.state(), JobState::Queued | JobState::Running))
+            .count();
+        (jobs.len(), active)
+    };
+    // A job the workers and their queue cannot hold is refused now, not failed later.
+    let capacity = state.limits.workers + state.limits.queue;
+    if active >= capacity {
+        return Err(ApiError::busy(
+            format!(
+                "{active} jobs are queued or running, as many as the {} workers and the queue of {} hold: try again once some finish",
+                state.limits.workers, state.limits.queue
+            ),
+            5,
+        ));
+    }
     if held >= crate::state::MAX_JOBS {
         return Err(ApiError::busy(
             format!(
@@ -478,11 +477,9 @@ pub async fn submit_job(
             Some(job.clone()),
         )
         .await;
+        // A cancelled job stays cancelled (`Job::set`), whatever its computation answered.
         job.set(match result {
             Ok(report) => JobState::Done(report),
-            Err(_) if stop.load(Ordering::Relaxed) && job.state() == JobState::Cancelled => {
-                JobState::Cancelled
-            }
             Err(e) => JobState::Failed {
                 status: e.status.as_u16(),
                 kind: e.kind,
@@ -566,6 +563,9 @@ pub async fn cancel_job(
     Ok(Json(job_json(&id, &job)))
 }
 
+/// The most patches one `/v1/batch` runs (docs/errors.md).
+pub const MAX_BATCH_PATCHES: usize = 10_000;
+
 /// `POST /v1/batch`: one request over many signal points of a patchset, `{"model": {...background
 /// and "patchset" inline...}, "patches": [names] (default: all), "request": {...}, ...}` → one
 /// result per patch, in the patchset's order.
@@ -583,48 +583,68 @@ pub async fn batch(
         .ok_or_else(|| {
             ApiError::bad_request("model.patchset.patchset: give the patchset inline")
         })?;
+    let in_patchset: Vec<&str> = patchset
+        .get("patches")
+        .and_then(Value::as_array)
+        .map(|ps| {
+            ps.iter()
+                .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
     let names: Vec<String> = match body.remove("patches") {
         Some(v) => {
             serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("patches: {e}")))?
         }
-        None => patchset
-            .get("patches")
-            .and_then(Value::as_array)
-            .map(|ps| {
-                ps.iter()
-                    .filter_map(|p| {
-                        p.pointer("/metadata/name")
-                            .and_then(Value::as_str)
-                            .map(String::from)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        None => in_patchset.iter().map(|n| n.to_string()).collect(),
     };
     if names.is_empty() {
         return Err(ApiError::bad_request("the batch has no patches"));
+    }
+    if names.len() > MAX_BATCH_PATCHES {
+        return Err(ApiError::bad_request(format!(
+            "the batch names {} patches; a batch runs at most {MAX_BATCH_PATCHES} (send several)",
+            names.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for name in &names {
+        if !in_patchset.contains(&name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "patches: the patchset has no patch '{name}'"
+            )));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "patches: '{name}' is named twice"
+            )));
+        }
     }
     let verb_path = body
         .remove("verb")
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_else(|| "upper-limit".into());
-    let mut calls = Vec::with_capacity(names.len());
-    for name in &names {
+    // Each point's call is made when its round starts: the model is not copied once per patch
+    // up front.
+    let call_for = |name: &str| {
         let mut m = model.clone();
         m["patchset"]["patch"] = json!(name);
         let mut b = body.clone();
         b.insert("model".into(), m);
-        calls.push(call_of(&state, &verb_path, b)?);
-    }
+        call_of(&state, &verb_path, b)
+    };
+    // Every point's call is checked before any runs.
+    call_for(&names[0])?;
     // As many patches at once as there are workers: a batch shares the pool with other
     // requests, and never fills the queue by itself.
     let mut results = Vec::with_capacity(names.len());
-    let mut pending = names.iter().zip(calls);
+    let mut pending = names.iter();
     loop {
         let round: Vec<_> = pending
             .by_ref()
             .take(state.limits.workers)
-            .map(|(name, (model, call))| {
+            .map(|name| {
+                let (model, call) = call_for(name)?;
                 let state = state.clone();
                 let task = tokio::spawn(async move {
                     let (id, model) = model_of(&state, model).await?;
@@ -638,9 +658,9 @@ pub async fn batch(
                     )
                     .await
                 });
-                (name, task)
+                Ok((name, task))
             })
-            .collect();
+            .collect::<Result<_, ApiError>>()?;
         if round.is_empty() {
             break;
         }

@@ -166,9 +166,16 @@ impl Job {
         }
     }
 
+    /// Move to `state`; a cancelled job stays cancelled (a queued job cancelled and then taken
+    /// by a worker, or stopped by its cancellation, is not `running` or `failed`).
     pub fn set(&self, state: JobState) {
         let finished = !matches!(state, JobState::Queued | JobState::Running);
-        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        let mut current = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if *current == JobState::Cancelled {
+            return;
+        }
+        *current = state;
+        drop(current);
         if finished {
             *self.finished_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         }
@@ -217,8 +224,47 @@ impl Metrics {
     }
 }
 
+/// The CPU threads computations run on. Batch work (toy ensembles, rankings: many fits) has its
+/// own pool, so that its tasks never queue ahead of a short request's: the engine parallelises
+/// through rayon, and one process-wide pool filled by a 20,000-toy job made every other
+/// request wait for it. The operating system shares the cores between the two pools.
+pub struct Pools {
+    /// Fits, hypotests, limits, scans, model loading: whatever is not a batch.
+    pub interactive: rayon::ThreadPool,
+    /// Calls whose workload is a batch of at least [`BULK_FITS`] fits.
+    pub bulk: rayon::ThreadPool,
+}
+
+/// Fits from which a call runs on the bulk pool.
+pub const BULK_FITS: usize = 64;
+
+impl Pools {
+    fn new(threads: usize) -> Result<Self, String> {
+        let pool = |name: &'static str| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(move |i| format!("ns-{name}-{i}"))
+                .build()
+                .map_err(|e| format!("cannot start the {name} CPU threads: {e}"))
+        };
+        Ok(Pools {
+            interactive: pool("interactive")?,
+            bulk: pool("bulk")?,
+        })
+    }
+
+    /// The pool of a call with this workload.
+    pub fn for_workload(&self, workload: ns_compute::Workload) -> &rayon::ThreadPool {
+        match workload {
+            ns_compute::Workload::Batch { fits } if fits >= BULK_FITS => &self.bulk,
+            _ => &self.interactive,
+        }
+    }
+}
+
 /// The server's shared state.
 pub struct AppState {
+    pub pools: Pools,
     pub limits: Limits,
     pub models: Mutex<ModelCache>,
     pub jobs: Mutex<HashMap<String, Arc<Job>>>,
@@ -243,8 +289,9 @@ pub struct AppState {
 const MAX_DEVICE_QUEUES: usize = 16;
 
 impl AppState {
-    pub fn new(limits: Limits, keys: Vec<String>) -> Self {
-        AppState {
+    pub fn new(limits: Limits, keys: Vec<String>) -> Result<Self, String> {
+        Ok(AppState {
+            pools: Pools::new(std::thread::available_parallelism().map_or(1, |n| n.get()))?,
             workers: Arc::new(Semaphore::new(limits.workers.max(1))),
             limits,
             models: Mutex::new(ModelCache::default()),
@@ -259,7 +306,7 @@ impl AppState {
             stopping: Arc::new(AtomicBool::new(false)),
             device_queues: Mutex::new(HashMap::new()),
             inventory: OnceLock::new(),
-        }
+        })
     }
 
     /// The queue of a GPU `device`, started at its first use; an error naming what is missing

@@ -25,7 +25,7 @@ fn read(path: &Path) -> ns_core::Result<Value> {
 }
 
 fn loaded(call: &Call) -> LoadedModel {
-    call.model.as_ref().unwrap().load_model(&read).unwrap()
+    call.model.as_ref().unwrap().load_model(&ns_translate::load::Files).unwrap()
 }
 
 /// The JSON text one process writes for `call`.

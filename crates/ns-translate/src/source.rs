@@ -189,6 +189,12 @@ impl ModelRef {
     /// The workspace JSON after the patchset patch and the patches.
     pub fn workspace_value(&self, read: &dyn Reader) -> Result<Value> {
         let mut doc = self.workspace.value(read)?;
+        if self.patchset.is_some() && ns_unbinned::hs3::is_hs3(&doc) {
+            return Err(Error::InvalidInput(format!(
+                "{} is an HS3 model: patchsets apply to pyhf workspaces",
+                self.model_origin()
+            )));
+        }
         if let Some(p) = &self.patchset {
             let patchset = PatchSet::from_value(p.patchset.value(read)?)?;
             if !p.skip_verify {
@@ -283,7 +289,7 @@ impl ModelRef {
         };
         let options = ns_unbinned::hs3::ReadOptions {
             analysis: self.measurement.as_deref(),
-            base: base.as_deref(),
+            files: read.data_files(base.as_deref()),
         };
         let model = ns_unbinned::hs3::read(&doc, &options)?;
         Ok(LoadedModel::Unbinned(Box::new(model)))

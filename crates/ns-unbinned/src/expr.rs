@@ -1,5 +1,7 @@
 //! Expressions of HS3 `generic_function` nodes (yields and derived parameters), with analytic
-//! derivatives: parsed into a tree, their names resolved to parameters or constants, and
+//! derivatives: parsed into a [`Tape`] (operations in order, each reading earlier ones — a DAG,
+//! so a shared function is one entry however often it is used, and nothing is recursed into
+//! however long an expression is), their names resolved to parameters or constants, and
 //! evaluated generically over [`Real`] so that a [`Dual`] gives the exact gradient.
 //!
 //! Grammar (ROOT's TFormula spellings included):
@@ -52,128 +54,192 @@ impl Func {
     }
 }
 
-/// An expression over leaves of type `L` (names when parsed, parameter slots when resolved).
+/// One operation of a [`Tape`]; operands are positions of earlier operations.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Expr<L> {
+pub enum Op<L> {
     Const(f64),
     Leaf(L),
-    Neg(Box<Expr<L>>),
-    Add(Box<Expr<L>>, Box<Expr<L>>),
-    Sub(Box<Expr<L>>, Box<Expr<L>>),
-    Mul(Box<Expr<L>>, Box<Expr<L>>),
-    Div(Box<Expr<L>>, Box<Expr<L>>),
-    Pow(Box<Expr<L>>, Box<Expr<L>>),
-    Call(Func, Vec<Expr<L>>),
+    Neg(usize),
+    Add(usize, usize),
+    Sub(usize, usize),
+    Mul(usize, usize),
+    Div(usize, usize),
+    /// A power with a small integer constant exponent (defined for negative bases).
+    PowI(usize, i32),
+    Pow(usize, usize),
+    Call(Func, usize),
 }
 
-impl<L> Expr<L> {
-    /// Replace every leaf through `f` (which may fail, naming the leaf).
-    pub fn try_map<M, E>(self, f: &mut dyn FnMut(L) -> Result<Expr<M>, E>) -> Result<Expr<M>, E> {
-        let b = |e: Box<Expr<L>>, f: &mut dyn FnMut(L) -> Result<Expr<M>, E>| {
-            e.try_map(f).map(Box::new)
-        };
-        Ok(match self {
-            Expr::Const(v) => Expr::Const(v),
-            Expr::Leaf(l) => f(l)?,
-            Expr::Neg(a) => Expr::Neg(b(a, f)?),
-            Expr::Add(x, y) => Expr::Add(b(x, f)?, b(y, f)?),
-            Expr::Sub(x, y) => Expr::Sub(b(x, f)?, b(y, f)?),
-            Expr::Mul(x, y) => Expr::Mul(b(x, f)?, b(y, f)?),
-            Expr::Div(x, y) => Expr::Div(b(x, f)?, b(y, f)?),
-            Expr::Pow(x, y) => Expr::Pow(b(x, f)?, b(y, f)?),
-            Expr::Call(func, args) => Expr::Call(
-                func,
-                args.into_iter()
-                    .map(|a| a.try_map(f))
-                    .collect::<Result<_, _>>()?,
-            ),
-        })
+/// Where a leaf of one tape goes on another: an entry there (pushed, or one it already has).
+pub type LeafMap<'a, L, M, E> = dyn FnMut(&L, &mut Tape<M>) -> Result<usize, E> + 'a;
+
+/// An expression as operations in evaluation order over leaves of type `L` (names when parsed,
+/// parameter slots when resolved); one tape may hold several expressions that share entries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tape<L> {
+    ops: Vec<Op<L>>,
+}
+
+impl<L> Default for Tape<L> {
+    fn default() -> Self {
+        Tape { ops: Vec::new() }
+    }
+}
+
+impl<L> Tape<L> {
+    pub fn len(&self) -> usize {
+        self.ops.len()
     }
 
-    /// The number of nodes.
-    pub fn size(&self) -> usize {
-        1 + match self {
-            Expr::Const(_) | Expr::Leaf(_) => 0,
-            Expr::Neg(a) => a.size(),
-            Expr::Add(x, y)
-            | Expr::Sub(x, y)
-            | Expr::Mul(x, y)
-            | Expr::Div(x, y)
-            | Expr::Pow(x, y) => x.size() + y.size(),
-            Expr::Call(_, args) => args.iter().map(Expr::size).sum(),
-        }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
     }
 
-    /// Every leaf, in order of appearance.
-    pub fn leaves<'a>(&'a self, out: &mut Vec<&'a L>) {
-        match self {
-            Expr::Const(_) => {}
-            Expr::Leaf(l) => out.push(l),
-            Expr::Neg(a) => a.leaves(out),
-            Expr::Add(x, y)
-            | Expr::Sub(x, y)
-            | Expr::Mul(x, y)
-            | Expr::Div(x, y)
-            | Expr::Pow(x, y) => {
-                x.leaves(out);
-                y.leaves(out);
+    pub fn ops(&self) -> &[Op<L>] {
+        &self.ops
+    }
+
+    /// Append `op` (its operands already on the tape); its position.
+    pub fn push(&mut self, op: Op<L>) -> usize {
+        self.ops.push(op);
+        self.ops.len() - 1
+    }
+
+    pub fn constant(&mut self, v: f64) -> usize {
+        self.push(Op::Const(v))
+    }
+
+    /// `base^exponent`: an integer constant exponent keeps negative bases defined; any other
+    /// exponent is defined for positive bases, as `pow` is.
+    pub fn pow(&mut self, base: usize, exponent: usize) -> usize {
+        match self.ops[exponent] {
+            Op::Const(n) if n.fract() == 0.0 && n.abs() <= 64.0 => {
+                self.push(Op::PowI(base, n as i32))
             }
-            Expr::Call(_, args) => args.iter().for_each(|a| a.leaves(out)),
+            _ => self.push(Op::Pow(base, exponent)),
         }
     }
 
-    /// The value, with each leaf's value from `leaf`.
-    pub fn eval<T: Real>(&self, leaf: &impl Fn(&L) -> T) -> T {
-        match self {
-            Expr::Const(v) => T::constant(*v),
-            Expr::Leaf(l) => leaf(l),
-            Expr::Neg(a) => -a.eval(leaf),
-            Expr::Add(x, y) => x.eval(leaf) + y.eval(leaf),
-            Expr::Sub(x, y) => x.eval(leaf) - y.eval(leaf),
-            Expr::Mul(x, y) => x.eval(leaf) * y.eval(leaf),
-            Expr::Div(x, y) => x.eval(leaf) / y.eval(leaf),
-            Expr::Pow(x, y) => power(x.eval(leaf), y, leaf),
-            Expr::Call(func, args) => {
-                let a = args[0].eval(leaf);
-                match func {
-                    Func::Exp => a.exp(),
-                    Func::Ln => a.ln(),
-                    Func::Log10 => a.ln() / std::f64::consts::LN_10,
-                    Func::Sqrt => a.sqrt(),
-                    Func::Pow => power(a, &args[1], leaf),
-                    Func::Sin => a.sin(),
-                    Func::Cos => a.cos(),
-                    Func::Tan => a.sin() / a.cos(),
-                    Func::Abs => a.abs(),
+    /// The sum of `terms` (0 for none), as one chain.
+    pub fn sum(&mut self, terms: &[usize]) -> usize {
+        self.fold(terms, 0.0, Op::Add)
+    }
+
+    /// The product of `factors` (1 for none), as one chain.
+    pub fn product(&mut self, factors: &[usize]) -> usize {
+        self.fold(factors, 1.0, Op::Mul)
+    }
+
+    fn fold(&mut self, items: &[usize], empty: f64, op: fn(usize, usize) -> Op<L>) -> usize {
+        match items.split_first() {
+            None => self.constant(empty),
+            Some((&first, rest)) => rest.iter().fold(first, |acc, &x| self.push(op(acc, x))),
+        }
+    }
+
+    /// Copy the entries `root` reads (in their order) onto `into`, each leaf through `leaf`
+    /// (which may fail, naming it); `root`'s position there.
+    pub fn copy_into<M, E>(
+        &self,
+        root: usize,
+        into: &mut Tape<M>,
+        leaf: &mut LeafMap<'_, L, M, E>,
+    ) -> Result<usize, E> {
+        let reads = self.reads(root);
+        let mut at = vec![usize::MAX; root + 1];
+        for i in (0..=root).filter(|&i| reads[i]) {
+            let m = |k: usize| at[k];
+            at[i] = match &self.ops[i] {
+                Op::Leaf(l) => leaf(l, into)?,
+                Op::Const(v) => into.push(Op::Const(*v)),
+                Op::Neg(a) => into.push(Op::Neg(m(*a))),
+                Op::Add(a, b) => into.push(Op::Add(m(*a), m(*b))),
+                Op::Sub(a, b) => into.push(Op::Sub(m(*a), m(*b))),
+                Op::Mul(a, b) => into.push(Op::Mul(m(*a), m(*b))),
+                Op::Div(a, b) => into.push(Op::Div(m(*a), m(*b))),
+                Op::PowI(a, n) => into.push(Op::PowI(m(*a), *n)),
+                Op::Pow(a, b) => into.push(Op::Pow(m(*a), m(*b))),
+                Op::Call(f, a) => into.push(Op::Call(*f, m(*a))),
+            };
+        }
+        Ok(at[root])
+    }
+
+    /// Which entries up to `root` it reads (itself included).
+    fn reads(&self, root: usize) -> Vec<bool> {
+        let mut reads = vec![false; root + 1];
+        reads[root] = true;
+        for i in (0..=root).rev() {
+            if !reads[i] {
+                continue;
+            }
+            match &self.ops[i] {
+                Op::Const(_) | Op::Leaf(_) => {}
+                Op::Neg(a) | Op::PowI(a, _) | Op::Call(_, a) => reads[*a] = true,
+                Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) | Op::Div(a, b) | Op::Pow(a, b) => {
+                    reads[*a] = true;
+                    reads[*b] = true;
                 }
             }
         }
+        reads
+    }
+
+    /// The value of the last entry, with each leaf's value from `leaf`.
+    pub fn eval<T: Real>(&self, leaf: &impl Fn(&L) -> T) -> T {
+        if let [Op::Leaf(l)] = self.ops.as_slice() {
+            return leaf(l);
+        }
+        let mut v: Vec<T> = Vec::with_capacity(self.ops.len());
+        for op in &self.ops {
+            let x = match op {
+                Op::Const(c) => T::constant(*c),
+                Op::Leaf(l) => leaf(l),
+                Op::Neg(a) => -v[*a],
+                Op::Add(a, b) => v[*a] + v[*b],
+                Op::Sub(a, b) => v[*a] - v[*b],
+                Op::Mul(a, b) => v[*a] * v[*b],
+                Op::Div(a, b) => v[*a] / v[*b],
+                Op::PowI(a, n) => v[*a].powi(*n),
+                Op::Pow(a, b) => v[*a].powf(v[*b]),
+                Op::Call(func, a) => {
+                    let a = v[*a];
+                    match func {
+                        Func::Exp => a.exp(),
+                        Func::Ln => a.ln(),
+                        Func::Log10 => a.ln() / std::f64::consts::LN_10,
+                        Func::Sqrt => a.sqrt(),
+                        Func::Sin => a.sin(),
+                        Func::Cos => a.cos(),
+                        Func::Tan => a.sin() / a.cos(),
+                        Func::Abs => a.abs(),
+                        Func::Pow => unreachable!("pow is parsed as a power"),
+                    }
+                }
+            };
+            v.push(x);
+        }
+        v.pop().unwrap_or_else(|| T::constant(0.0))
     }
 }
 
-/// `base^exponent`: an integer constant exponent keeps negative bases defined; any other
-/// exponent is defined for positive bases, as `pow` is.
-fn power<T: Real, L>(base: T, exponent: &Expr<L>, leaf: &impl Fn(&L) -> T) -> T {
-    match exponent {
-        Expr::Const(n) if n.fract() == 0.0 && n.abs() <= 64.0 => base.powi(*n as i32),
-        other => base.powf(other.eval(leaf)),
-    }
-}
-
-/// Parse `text`; an error says what is wrong and where (column, 1-based).
-pub fn parse(text: &str) -> Result<Expr<String>, String> {
+/// Parse `text` into a tape whose last entry is the expression; an error says what is wrong
+/// and where (column, 1-based).
+pub fn parse(text: &str) -> Result<Tape<String>, String> {
     let mut p = Parser {
         chars: text.char_indices().collect(),
         pos: 0,
         text,
         depth: 0,
+        tape: Tape::default(),
     };
-    let e = p.expr()?;
+    let root = p.expr()?;
     p.skip_space();
     if p.pos < p.chars.len() {
         return Err(p.unexpected());
     }
-    Ok(e)
+    debug_assert_eq!(root + 1, p.tape.len());
+    Ok(p.tape)
 }
 
 /// Nesting deeper than this (parentheses, unary signs, powers) is refused, not recursed into.
@@ -184,6 +250,7 @@ struct Parser<'a> {
     pos: usize,
     text: &'a str,
     depth: usize,
+    tape: Tape<String>,
 }
 
 impl Parser<'_> {
@@ -213,6 +280,18 @@ impl Parser<'_> {
         }
     }
 
+    /// `what` (a closing parenthesis) is missing here.
+    fn missing(&self, what: &str) -> String {
+        match self.chars.get(self.pos) {
+            Some(&(_, c)) => format!(
+                "'{what}' expected at column {}, found '{c}' (in '{}')",
+                self.pos + 1,
+                self.text
+            ),
+            None => format!("'{}' ends where '{what}' is missing", self.text),
+        }
+    }
+
     fn unexpected(&self) -> String {
         match self.chars.get(self.pos) {
             Some(&(_, c)) => format!(
@@ -224,35 +303,39 @@ impl Parser<'_> {
         }
     }
 
-    fn expr(&mut self) -> Result<Expr<String>, String> {
+    fn expr(&mut self) -> Result<usize, String> {
         let mut e = self.term()?;
         loop {
             if self.eat("+") {
-                e = Expr::Add(Box::new(e), Box::new(self.term()?));
+                let t = self.term()?;
+                e = self.tape.push(Op::Add(e, t));
             } else if self.peek() == Some('-') {
                 self.pos += 1;
-                e = Expr::Sub(Box::new(e), Box::new(self.term()?));
+                let t = self.term()?;
+                e = self.tape.push(Op::Sub(e, t));
             } else {
                 return Ok(e);
             }
         }
     }
 
-    fn term(&mut self) -> Result<Expr<String>, String> {
+    fn term(&mut self) -> Result<usize, String> {
         let mut e = self.unary()?;
         loop {
             if self.peek() == Some('*') && !self.eat("**") {
                 self.pos += 1;
-                e = Expr::Mul(Box::new(e), Box::new(self.unary()?));
+                let u = self.unary()?;
+                e = self.tape.push(Op::Mul(e, u));
             } else if self.eat("/") {
-                e = Expr::Div(Box::new(e), Box::new(self.unary()?));
+                let u = self.unary()?;
+                e = self.tape.push(Op::Div(e, u));
             } else {
                 return Ok(e);
             }
         }
     }
 
-    fn unary(&mut self) -> Result<Expr<String>, String> {
+    fn unary(&mut self) -> Result<usize, String> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(format!(
@@ -265,28 +348,30 @@ impl Parser<'_> {
         e
     }
 
-    fn unary_inner(&mut self) -> Result<Expr<String>, String> {
+    fn unary_inner(&mut self) -> Result<usize, String> {
         if self.eat("-") {
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+            let u = self.unary()?;
+            return Ok(self.tape.push(Op::Neg(u)));
         }
         if self.eat("+") {
             return self.unary();
         }
         let base = self.atom()?;
         if self.eat("^") || self.eat("**") {
-            return Ok(Expr::Pow(Box::new(base), Box::new(self.unary()?)));
+            let exponent = self.unary()?;
+            return Ok(self.tape.pow(base, exponent));
         }
         Ok(base)
     }
 
-    fn atom(&mut self) -> Result<Expr<String>, String> {
+    fn atom(&mut self) -> Result<usize, String> {
         let Some(c) = self.peek() else {
             return Err(self.unexpected());
         };
         if self.eat("(") {
             let e = self.expr()?;
             if !self.eat(")") {
-                return Err(self.unexpected());
+                return Err(self.missing(")"));
             }
             return Ok(e);
         }
@@ -303,10 +388,10 @@ impl Parser<'_> {
                 }
             }
             let s = self.slice(start);
-            return s
+            let v = s
                 .parse::<f64>()
-                .map(Expr::Const)
-                .map_err(|_| format!("'{s}' is not a number (column {})", start + 1));
+                .map_err(|_| format!("'{s}' is not a number (column {})", start + 1))?;
+            return Ok(self.tape.constant(v));
         }
         if c.is_ascii_alphabetic() || c == '_' {
             while self.pos < self.chars.len() {
@@ -322,7 +407,7 @@ impl Parser<'_> {
             let name = self.slice(start);
             if self.eat("(") {
                 if matches!(name.as_str(), "TMath::Pi" | "pi") && self.eat(")") {
-                    return Ok(Expr::Const(std::f64::consts::PI));
+                    return Ok(self.tape.constant(std::f64::consts::PI));
                 }
                 let Some((func, arity)) = Func::from_name(&name) else {
                     return Err(format!(
@@ -336,7 +421,7 @@ impl Parser<'_> {
                     args.push(self.expr()?);
                 }
                 if !self.eat(")") {
-                    return Err(self.unexpected());
+                    return Err(self.missing(")"));
                 }
                 if args.len() != arity {
                     return Err(format!(
@@ -345,20 +430,16 @@ impl Parser<'_> {
                         self.text
                     ));
                 }
-                return Ok(if func == Func::Pow {
-                    let exponent = args.pop().expect("two arguments");
-                    Expr::Pow(
-                        Box::new(args.pop().expect("two arguments")),
-                        Box::new(exponent),
-                    )
-                } else {
-                    Expr::Call(func, args)
+                return Ok(match args[..] {
+                    [base, exponent] => self.tape.pow(base, exponent),
+                    [a] => self.tape.push(Op::Call(func, a)),
+                    _ => unreachable!("arity checked"),
                 });
             }
             return Ok(match name.as_str() {
-                "pi" | "TMath::Pi" => Expr::Const(std::f64::consts::PI),
-                "e" => Expr::Const(std::f64::consts::E),
-                _ => Expr::Leaf(name),
+                "pi" | "TMath::Pi" => self.tape.constant(std::f64::consts::PI),
+                "e" => self.tape.constant(std::f64::consts::E),
+                _ => self.tape.push(Op::Leaf(name)),
             });
         }
         Err(self.unexpected())
@@ -373,7 +454,7 @@ impl Parser<'_> {
 /// reads listed once: evaluated with its gradient.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamExpr {
-    expr: Expr<usize>,
+    tape: Tape<usize>,
     params: Vec<usize>,
 }
 
@@ -381,36 +462,64 @@ pub struct ParamExpr {
 const SEEDS: usize = 8;
 
 impl ParamExpr {
-    pub fn new(expr: Expr<usize>) -> Self {
-        let mut leaves = Vec::new();
-        expr.leaves(&mut leaves);
-        let mut params: Vec<usize> = leaves.into_iter().copied().collect();
+    /// The expression at `root` of `tape` (only the entries it reads are kept).
+    pub fn new(tape: &Tape<usize>, root: usize) -> Self {
+        let mut own = Tape::default();
+        let copied: Result<usize, std::convert::Infallible> =
+            tape.copy_into(root, &mut own, &mut |&i, t| Ok(t.push(Op::Leaf(i))));
+        debug_assert!(copied.is_ok());
+        Self::of(own)
+    }
+
+    fn of(tape: Tape<usize>) -> Self {
+        let mut params: Vec<usize> = tape
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Leaf(i) => Some(*i),
+                _ => None,
+            })
+            .collect();
         params.sort_unstable();
         params.dedup();
-        ParamExpr { expr, params }
+        ParamExpr { tape, params }
     }
 
     pub fn constant(v: f64) -> Self {
-        ParamExpr::new(Expr::Const(v))
+        Self::of(Tape {
+            ops: vec![Op::Const(v)],
+        })
     }
 
     pub fn parameter(index: usize) -> Self {
-        ParamExpr::new(Expr::Leaf(index))
+        Self::of(Tape {
+            ops: vec![Op::Leaf(index)],
+        })
+    }
+
+    /// The number of operations it evaluates.
+    pub fn size(&self) -> usize {
+        self.tape.len()
     }
 
     /// The same expression with parameter `i` renumbered `map[i]`.
     pub fn remapped(&self, map: &[usize]) -> Self {
-        let e: Result<Expr<usize>, ()> = self
-            .expr
-            .clone()
-            .try_map(&mut |i: usize| Ok(Expr::Leaf(map[i])));
-        ParamExpr::new(e.expect("renumbering cannot fail"))
+        let ops = self
+            .tape
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Leaf(i) => Op::Leaf(map[*i]),
+                other => other.clone(),
+            })
+            .collect();
+        Self::of(Tape { ops })
     }
 
     /// The parameter it is, where it is one parameter and nothing else.
     pub fn as_parameter(&self) -> Option<usize> {
-        match self.expr {
-            Expr::Leaf(i) => Some(i),
+        match self.tape.ops.as_slice() {
+            [Op::Leaf(i)] => Some(*i),
             _ => None,
         }
     }
@@ -422,14 +531,11 @@ impl ParamExpr {
 
     /// The constant value where it reads no parameter.
     pub fn as_constant(&self) -> Option<f64> {
-        match self.expr {
-            Expr::Const(v) => Some(v),
-            _ => self.params.is_empty().then(|| self.value(&[])),
-        }
+        self.params.is_empty().then(|| self.value(&[]))
     }
 
     pub fn value(&self, theta: &[f64]) -> f64 {
-        self.expr.eval(&|&i: &usize| theta[i])
+        self.tape.eval(&|&i: &usize| theta[i])
     }
 
     /// The value and its derivative with respect to each of [`params`](Self::params), in
@@ -442,7 +548,7 @@ impl ParamExpr {
         let mut value = 0.0;
         for block in self.params.chunks(SEEDS) {
             let r: Dual<SEEDS> =
-                self.expr
+                self.tape
                     .eval(&|&i: &usize| match block.iter().position(|&p| p == i) {
                         Some(slot) => Dual::input(theta[i], slot),
                         None => Dual::constant(theta[i]),
@@ -459,11 +565,15 @@ mod tests {
     use super::*;
 
     fn resolved(text: &str, names: &[&str]) -> ParamExpr {
-        let e = parse(text).unwrap();
-        ParamExpr::new(
-            e.try_map(&mut |n: String| names.iter().position(|m| *m == n).map(Expr::Leaf).ok_or(n))
-                .unwrap(),
-        )
+        let parsed = parse(text).unwrap();
+        let mut tape = Tape::default();
+        let root = parsed
+            .copy_into(parsed.len() - 1, &mut tape, &mut |n: &String, t| {
+                let i = names.iter().position(|m| m == n).ok_or(n.clone())?;
+                Ok::<_, String>(t.push(Op::Leaf(i)))
+            })
+            .unwrap();
+        ParamExpr::new(&tape, root)
     }
 
     #[test]
@@ -538,7 +648,9 @@ mod tests {
             ("@0+1", "unsupported '@'"),
             ("gamma(x)", "unsupported function 'gamma'"),
             ("a > b", "unsupported '>'"),
-            ("(a+b", "ends where"),
+            ("(a+b", "ends where ')' is missing"),
+            ("pow(a, b", "ends where ')' is missing"),
+            ("(a+b c", "')' expected at column 6"),
             ("pow(a)", "takes 2 argument"),
             ("1.2.3", "not a number"),
             (deep.as_str(), "nests deeper"),
@@ -547,5 +659,37 @@ mod tests {
             let err = parse(text).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn long_expressions_evaluate_without_recursion() {
+        // 20,000 terms: a left-deep chain as long as the text, evaluated in one loop (a tree
+        // would recurse 20,000 levels and overflow a thread's stack).
+        let text = vec!["a"; 20_000].join(" + ");
+        let e = resolved(&text, &["a"]);
+        let mut g = Vec::new();
+        let v = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let v = e.value_grad(&[0.5], &mut g);
+                (v, g)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(v, (10_000.0, vec![20_000.0]));
+    }
+
+    #[test]
+    fn a_shared_entry_is_copied_once() {
+        // ((a+a)+(a+a)) … twenty levels: 2^20 paths, 21 entries.
+        let mut tape = Tape::default();
+        let mut top = tape.push(Op::Leaf(0));
+        for _ in 0..20 {
+            top = tape.push(Op::Add(top, top));
+        }
+        let e = ParamExpr::new(&tape, top);
+        assert_eq!(e.size(), 21);
+        assert_eq!(e.value(&[1.0]), 1_048_576.0);
     }
 }

@@ -9,15 +9,15 @@
 //! its observable's range is refused (an error naming it), as is a non-finite value or weight.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use ns_core::{Error, Result};
+use ns_core::{Error, FileAccess, Result};
 use serde_json::Value;
 
 use crate::UnbinnedModel;
 use crate::events::ChannelEvents;
-use crate::expr::{self, Expr, ParamExpr};
+use crate::expr::{self, Op, ParamExpr, Tape};
 use crate::flow::{FlowLeaf, FlowPdf};
 use crate::model::{Axis, Channel, Constraint, Node, NodeKind};
 use crate::shapes::{Histogram, Shape, Tails};
@@ -25,34 +25,29 @@ use crate::shapes::{Histogram, Shape, Tails};
 /// The distribution type of a flow PDF (a nextstat extension: other readers skip it).
 pub const FLOW_DIST: &str = "nextstat:flow_dist";
 
-/// The most nodes one value's expression may expand to.
+/// The most operations one value's expression may take (functions built from functions
+/// included; a function used twice counts once).
 const MAX_EXPRESSION_NODES: usize = 100_000;
 
-/// Which analysis of the file to read, and where relative data paths start.
-#[derive(Clone, Debug, Default)]
+/// The deepest functions may be built from functions, and distributions from distributions:
+/// a bound on the reader's recursion, far beyond what models need.
+const MAX_NESTING: usize = 64;
+
+/// Which analysis of the file to read, and which files (Parquet events, flow manifests) it may
+/// open: none by default.
+#[derive(Clone, Debug)]
 pub struct ReadOptions<'a> {
     pub analysis: Option<&'a str>,
-    pub base: Option<&'a Path>,
+    pub files: FileAccess<'a>,
 }
 
-/// The files an HS3 document would read: Parquet event sources and flow manifests, as
-/// (entry name, path). Empty for inline events and parametric distributions.
-pub fn file_references(doc: &Value) -> Vec<(String, String)> {
-    let entries = |key: &str, kind: &str, path_key: &str| -> Vec<(String, String)> {
-        doc.get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|e| e.get("type").and_then(Value::as_str) == Some(kind))
-            .map(|e| {
-                let field = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-                (field("name"), field(path_key))
-            })
-            .collect()
-    };
-    let mut out = entries("data", crate::parquet::TYPE, "path");
-    out.extend(entries("distributions", FLOW_DIST, "manifest"));
-    out
+impl Default for ReadOptions<'_> {
+    fn default() -> Self {
+        ReadOptions {
+            analysis: None,
+            files: FileAccess::Denied,
+        }
+    }
 }
 
 /// Whether a JSON document is an HS3 model (rather than a pyhf workspace).
@@ -107,6 +102,31 @@ fn number(v: &Value, what: &str) -> Result<f64> {
         .ok_or_else(|| invalid(format!("{what} must be a number, not {v}")))
 }
 
+/// `entry[key]` where given: a number, else an error naming `at`.
+fn optional_number(entry: &Value, key: &str, at: &str) -> Result<Option<f64>> {
+    match entry.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| invalid(format!("{at}: '{key}' must be a number, not {v}"))),
+    }
+}
+
+/// The `min`/`max` of a parameter or axis where given: both numbers, min < max.
+fn optional_range(entry: &Value, at: &str) -> Result<Option<(f64, f64)>> {
+    match (
+        optional_number(entry, "min", at)?,
+        optional_number(entry, "max", at)?,
+    ) {
+        (Some(lo), Some(hi)) if lo <= hi => Ok(Some((lo, hi))),
+        (Some(lo), Some(hi)) => Err(invalid(format!(
+            "{at}: its range [{lo}, {hi}] is empty (min must not exceed max)"
+        ))),
+        _ => Ok(None),
+    }
+}
+
 /// A variable of the parameter point and the domains.
 #[derive(Clone, Debug, Default)]
 struct Variable {
@@ -123,7 +143,12 @@ struct Reader<'a> {
     order: Vec<String>,
     params: Vec<String>,
     globals: Vec<String>,
-    /// Functions being expanded (to refuse cycles).
+    /// Every expression read so far, each function once (a DAG: a function used twice is one
+    /// entry, however deep the sharing).
+    tape: Tape<usize>,
+    /// Functions on the tape, by name.
+    built: HashMap<String, usize>,
+    /// Functions being built (to refuse cycles and bound the depth).
     expanding: Vec<String>,
     /// Flows loaded so far, by manifest path (a flow used twice is loaded once).
     flows: HashMap<PathBuf, Arc<FlowPdf>>,
@@ -141,10 +166,10 @@ impl<'a> Reader<'a> {
     }
 
     /// A reference to a value (a number, a numeric string, a function, a variable) as an
-    /// expression over fit parameters. `observables` may not be read here.
-    fn value(&mut self, v: &Value, at: &str, observables: &[Axis]) -> Result<Expr<usize>> {
+    /// expression over fit parameters: its entry on the tape. `observables` may not be read here.
+    fn value(&mut self, v: &Value, at: &str, observables: &[Axis]) -> Result<usize> {
         if let Some(x) = v.as_f64() {
-            return Ok(Expr::Const(x));
+            return Ok(self.tape.constant(x));
         }
         let name = v
             .as_str()
@@ -152,34 +177,60 @@ impl<'a> Reader<'a> {
         self.named(name, at, observables)
     }
 
-    fn named(&mut self, name: &str, at: &str, observables: &[Axis]) -> Result<Expr<usize>> {
+    /// The expression at `entry`, on its own, checked against the size limit.
+    fn expression(&self, entry: usize, at: &str) -> Result<ParamExpr> {
+        let e = ParamExpr::new(&self.tape, entry);
+        if e.size() > MAX_EXPRESSION_NODES {
+            return Err(invalid(format!(
+                "{at} expands to {} operations, more than the {MAX_EXPRESSION_NODES} nextstat reads in one value (functions built from functions); write it more compactly",
+                e.size()
+            )));
+        }
+        Ok(e)
+    }
+
+    /// [`value`](Self::value) as an expression on its own.
+    fn param_expr(&mut self, v: &Value, at: &str, observables: &[Axis]) -> Result<ParamExpr> {
+        let entry = self.value(v, at, observables)?;
+        self.expression(entry, at)
+    }
+
+    fn named(&mut self, name: &str, at: &str, observables: &[Axis]) -> Result<usize> {
         if let Ok(x) = name.trim().parse::<f64>() {
-            return Ok(Expr::Const(x));
+            return Ok(self.tape.constant(x));
         }
         if observables.iter().any(|a| a.name == name) {
             return Err(invalid(format!(
                 "{at} reads the observable '{name}', which only a distribution's x may"
             )));
         }
+        if let Some(&entry) = self.built.get(name) {
+            return Ok(entry);
+        }
         if let Some(f) = self.functions.get(name).copied() {
             if self.expanding.iter().any(|e| e == name) {
-                return Err(invalid(format!("function '{name}' depends on itself")));
+                return Err(invalid(format!(
+                    "function '{name}' depends on itself: {} → {name}",
+                    self.expanding.join(" → ")
+                )));
+            }
+            if self.expanding.len() >= MAX_NESTING {
+                return Err(invalid(format!(
+                    "functions nest deeper than {MAX_NESTING} levels ({} → … → {name}); nextstat reads at most {MAX_NESTING}",
+                    self.expanding[0]
+                )));
             }
             self.expanding.push(name.to_string());
             let e = self.function(name, f, observables);
             self.expanding.pop();
-            let e = e?;
-            // Functions reusing functions can double at every level: refuse what would not fit.
-            if e.size() > MAX_EXPRESSION_NODES {
-                return Err(invalid(format!(
-                    "function '{name}' expands to more than {MAX_EXPRESSION_NODES} terms (functions built from functions); write it more compactly"
-                )));
-            }
-            return Ok(e);
+            let entry = e?;
+            self.expression(entry, &format!("function '{name}'"))?;
+            self.built.insert(name.to_string(), entry);
+            return Ok(entry);
         }
         let var = self.variables.get(name).cloned().unwrap_or_default();
         if var.constant {
-            return var.value.map(Expr::Const).ok_or_else(|| {
+            return var.value.map(|v| self.tape.constant(v)).ok_or_else(|| {
                 invalid(format!(
                     "{at}: the constant '{name}' has no value in the parameter point"
                 ))
@@ -195,13 +246,14 @@ impl<'a> Reader<'a> {
                 "{at} refers to '{name}', which is no parameter (in the parameter point or the domains), function or number"
             )));
         }
-        Ok(Expr::Leaf(self.parameter(name)))
+        let slot = self.parameter(name);
+        Ok(self.tape.push(Op::Leaf(slot)))
     }
 
-    fn function(&mut self, name: &str, f: &Value, observables: &[Axis]) -> Result<Expr<usize>> {
+    fn function(&mut self, name: &str, f: &Value, observables: &[Axis]) -> Result<usize> {
         let kind = f.get("type").and_then(Value::as_str).unwrap_or("");
         let at = |key: &str| format!("function '{name}' ({kind}) key '{key}'");
-        let list = |this: &mut Self, key: &str| -> Result<Vec<Expr<usize>>> {
+        let list = |this: &mut Self, key: &str| -> Result<Vec<usize>> {
             let items = f.get(key).and_then(Value::as_array).ok_or_else(|| {
                 invalid(format!("function '{name}' ({kind}) has no list '{key}'"))
             })?;
@@ -219,41 +271,62 @@ impl<'a> Reader<'a> {
                 })?;
                 let parsed = expr::parse(text)
                     .map_err(|e| invalid(format!("function '{name}' (generic_function): {e}")))?;
-                parsed.try_map(&mut |leaf: String| {
-                    self.named(&leaf, &format!("function '{name}'"), observables)
+                let mut resolved: HashMap<&str, usize> = HashMap::new();
+                for op in parsed.ops() {
+                    if let Op::Leaf(leaf) = op
+                        && !resolved.contains_key(leaf.as_str())
+                    {
+                        let entry = self.named(leaf, &format!("function '{name}'"), observables)?;
+                        resolved.insert(leaf, entry);
+                    }
+                }
+                parsed.copy_into(parsed.len() - 1, &mut self.tape, &mut |leaf, _| {
+                    Ok(resolved[leaf.as_str()])
                 })
             }
-            "product" => Ok(list(self, "factors")?
-                .into_iter()
-                .reduce(|a, b| Expr::Mul(Box::new(a), Box::new(b)))
-                .unwrap_or(Expr::Const(1.0))),
-            "sum" => Ok(list(self, "summands")?
-                .into_iter()
-                .reduce(|a, b| Expr::Add(Box::new(a), Box::new(b)))
-                .unwrap_or(Expr::Const(0.0))),
+            "product" => {
+                let factors = list(self, "factors")?;
+                Ok(self.tape.product(&factors))
+            }
+            "sum" => {
+                let summands = list(self, "summands")?;
+                Ok(self.tape.sum(&summands))
+            }
             other => Err(invalid(format!(
                 "function '{name}' has type '{other}', which nextstat does not read (generic_function, product, sum)"
             ))),
         }
     }
 
-    /// The variables (besides observables) a distribution reads, recursively: to tell
-    /// constraints (no observable) from densities.
+    /// Whether a distribution reads an observable, itself or through the distributions it
+    /// names: to tell constraints (no observable) from densities. Each distribution is looked
+    /// at once (a shared or cyclic reference is not followed twice; `build` names cycles).
     fn reads_observable(&self, name: &str, observables: &[Axis]) -> bool {
-        let Some(d) = self.distributions.get(name) else {
-            return false;
-        };
-        let mut names = Vec::new();
-        collect_strings(d, &mut names);
-        names.iter().any(|n| {
-            *n != name
-                && (observables.iter().any(|a| a.name == *n)
-                    || (self.distributions.contains_key(n)
-                        && self.reads_observable(n, observables)))
-        }) || matches!(
-            d.get("type").and_then(Value::as_str),
-            Some("histogram_dist" | FLOW_DIST)
-        )
+        let mut seen: Vec<&str> = vec![name];
+        let mut todo: Vec<&str> = vec![name];
+        while let Some(next) = todo.pop() {
+            let Some(d) = self.distributions.get(next) else {
+                continue;
+            };
+            if matches!(
+                d.get("type").and_then(Value::as_str),
+                Some("histogram_dist" | FLOW_DIST)
+            ) {
+                return true;
+            }
+            let mut names = Vec::new();
+            collect_strings(d, &mut names);
+            for n in names {
+                if observables.iter().any(|a| a.name == n) {
+                    return true;
+                }
+                if self.distributions.contains_key(n) && !seen.contains(&n) {
+                    seen.push(n);
+                    todo.push(n);
+                }
+            }
+        }
+        false
     }
 
     /// The fit parameters' values at the parameter point (0 where it has none).
@@ -280,13 +353,18 @@ fn collect_strings<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
 /// Builds one channel's nodes.
 struct ChannelBuilder<'r, 'a> {
     reader: &'r mut Reader<'a>,
-    /// Where relative paths (flow manifests) start.
-    base: Option<&'r Path>,
+    /// The files flow manifests may be read from.
+    files: FileAccess<'r>,
     axes: Vec<Axis>,
     nodes: Vec<Node>,
-    constraints: Vec<(String, String, Expr<usize>, Expr<usize>)>,
+    constraints: Vec<(String, String, ParamExpr, ParamExpr)>,
     /// The expected count where an extended mixture sits at the top (or under products).
-    count: Option<Expr<usize>>,
+    count: Option<ParamExpr>,
+    /// Nodes built, by distribution and whether at the top: a distribution named twice is
+    /// one node (the arena is a DAG; its passes add a shared node's adjoints).
+    built: HashMap<(String, bool), usize>,
+    /// The distributions being built, outermost first (to refuse cycles and bound the depth).
+    building: Vec<String>,
 }
 
 impl ChannelBuilder<'_, '_> {
@@ -297,12 +375,11 @@ impl ChannelBuilder<'_, '_> {
 
     fn arg(&mut self, d: &Value, name: &str, kind: &str, key: &str) -> Result<ParamExpr> {
         let v = Self::key(d, name, kind, key)?;
-        let e = self.reader.value(
+        self.reader.param_expr(
             v,
             &format!("distribution '{name}' ({kind}) key '{key}'"),
             &self.axes,
-        )?;
-        Ok(ParamExpr::new(e))
+        )
     }
 
     fn observable(&self, d: &Value, name: &str, kind: &str, key: &str) -> Result<usize> {
@@ -327,6 +404,30 @@ impl ChannelBuilder<'_, '_> {
 
     /// The node of distribution `name`; `top`: whether it may carry the channel's count.
     fn build(&mut self, name: &str, top: bool) -> Result<usize> {
+        if let Some(&node) = self.built.get(&(name.to_string(), top)) {
+            return Ok(node);
+        }
+        if self.building.iter().any(|b| b == name) {
+            return Err(invalid(format!(
+                "distribution '{name}' contains itself: {} → {name}",
+                self.building.join(" → ")
+            )));
+        }
+        if self.building.len() >= MAX_NESTING {
+            return Err(invalid(format!(
+                "distributions nest deeper than {MAX_NESTING} levels ({} → … → {name}); nextstat reads at most {MAX_NESTING}",
+                self.building[0]
+            )));
+        }
+        self.building.push(name.to_string());
+        let node = self.build_new(name, top);
+        self.building.pop();
+        let node = node?;
+        self.built.insert((name.to_string(), top), node);
+        Ok(node)
+    }
+
+    fn build_new(&mut self, name: &str, top: bool) -> Result<usize> {
         let d = *self.reader.distributions.get(name).ok_or_else(|| {
             invalid(format!(
                 "distribution '{name}' is referenced but not defined"
@@ -441,13 +542,11 @@ impl ChannelBuilder<'_, '_> {
                 let args = coefs
                     .iter()
                     .map(|c| {
-                        self.reader
-                            .value(
-                                c,
-                                &format!("distribution '{name}' ({kind}) coefficients"),
-                                &self.axes,
-                            )
-                            .map(ParamExpr::new)
+                        self.reader.param_expr(
+                            c,
+                            &format!("distribution '{name}' ({kind}) coefficients"),
+                            &self.axes,
+                        )
                     })
                     .collect::<Result<Vec<_>>>()?;
                 let shape = if kind == "chebychev_dist" {
@@ -504,9 +603,7 @@ impl ChannelBuilder<'_, '_> {
             .get("manifest")
             .and_then(Value::as_str)
             .ok_or_else(|| invalid(format!("{at} has no 'manifest' path")))?;
-        let path = self
-            .base
-            .map_or(PathBuf::from(manifest), |b| b.join(manifest));
+        let path = self.files.resolve(manifest)?;
         let flow = match self.reader.flows.get(&path) {
             Some(f) => f.clone(),
             None => {
@@ -578,8 +675,7 @@ impl ChannelBuilder<'_, '_> {
                     invalid(format!("{at}: no value for the flow's context '{c}'"))
                 })?;
                 self.reader
-                    .value(v, &format!("{at} context '{c}'"), &self.axes)
-                    .map(ParamExpr::new)
+                    .param_expr(v, &format!("{at} context '{c}'"), &self.axes)
             })
             .collect::<Result<Vec<_>>>()?;
         let theta = self.reader.init_theta();
@@ -690,16 +786,10 @@ impl ChannelBuilder<'_, '_> {
             children.push(self.build(s, false)?);
         }
         let at = format!("distribution '{name}' (mixture_dist) coefficients");
-        let mut c: Vec<Expr<usize>> = coefs
+        let mut c: Vec<usize> = coefs
             .iter()
             .map(|v| self.reader.value(v, &at, &self.axes))
             .collect::<Result<_>>()?;
-        let sum = |c: &[Expr<usize>]| {
-            c.iter()
-                .cloned()
-                .reduce(|a, b| Expr::Add(Box::new(a), Box::new(b)))
-                .unwrap_or(Expr::Const(0.0))
-        };
         let n = summands.len();
         if extended {
             if c.len() != n {
@@ -718,17 +808,20 @@ impl ChannelBuilder<'_, '_> {
                     "channel has two extended mixtures ('{name}' is the second)"
                 )));
             }
-            self.count = Some(sum(&c));
+            let total = self.reader.tape.sum(&c);
+            self.count = Some(self.reader.expression(total, &at)?);
         } else if c.len() + 1 == n {
             // Fractions: the last summand takes 1 − Σ.
-            let rest = Expr::Sub(Box::new(Expr::Const(1.0)), Box::new(sum(&c)));
-            c.push(rest);
+            let tape = &mut self.reader.tape;
+            let (one, total) = (tape.constant(1.0), tape.sum(&c));
+            c.push(tape.push(Op::Sub(one, total)));
         } else if c.len() == n {
             // All coefficients without extension: normalised to fractions.
-            let total = sum(&c);
+            let tape = &mut self.reader.tape;
+            let total = tape.sum(&c);
             c = c
                 .into_iter()
-                .map(|ci| Expr::Div(Box::new(ci), Box::new(total.clone())))
+                .map(|ci| tape.push(Op::Div(ci, total)))
                 .collect();
         } else {
             return Err(invalid(format!(
@@ -737,7 +830,10 @@ impl ChannelBuilder<'_, '_> {
                 n - 1
             )));
         }
-        let coefs = c.into_iter().map(ParamExpr::new).collect();
+        let coefs = c
+            .into_iter()
+            .map(|ci| self.reader.expression(ci, &at))
+            .collect::<Result<_>>()?;
         Ok(self.push(name, NodeKind::Mixture { children, coefs }))
     }
 
@@ -762,12 +858,12 @@ impl ChannelBuilder<'_, '_> {
             )));
         }
         let at = |k: &str| format!("constraint '{name}' key '{k}'");
-        let mean = self
-            .reader
-            .value(Self::key(d, name, kind, "mean")?, &at("mean"), &self.axes)?;
+        let mean =
+            self.reader
+                .param_expr(Self::key(d, name, kind, "mean")?, &at("mean"), &self.axes)?;
         let sigma =
             self.reader
-                .value(Self::key(d, name, kind, "sigma")?, &at("sigma"), &self.axes)?;
+                .param_expr(Self::key(d, name, kind, "sigma")?, &at("sigma"), &self.axes)?;
         self.constraints
             .push((name.to_string(), x.to_string(), mean, sigma));
         Ok(())
@@ -778,12 +874,12 @@ impl ChannelBuilder<'_, '_> {
 fn read_events(
     entry: &Value,
     name: &str,
-    base: Option<&Path>,
+    files: FileAccess,
 ) -> Result<(Vec<Axis>, ChannelEvents)> {
     let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
         "unbinned" => {}
-        crate::parquet::TYPE => return crate::parquet::read_entry(entry, name, base),
+        crate::parquet::TYPE => return crate::parquet::read_entry(entry, name, files),
         "binned" => {
             return Err(invalid(format!(
                 "data '{name}' is binned: nextstat reads binned models as pyhf JSON workspaces"
@@ -952,24 +1048,38 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
             .and_then(|p| p.first())
     });
     if let Some(point) = point {
-        for p in point
-            .get("parameters")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(name) = p.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            let var = variables.entry(name.to_string()).or_default();
-            var.value = p.get("value").and_then(Value::as_f64);
-            var.constant = p.get("const").and_then(Value::as_bool).unwrap_or(false);
-            if let (Some(lo), Some(hi)) = (
-                p.get("min").and_then(Value::as_f64),
-                p.get("max").and_then(Value::as_f64),
-            ) {
-                var.range = Some((lo, hi));
+        let point_name = point.get("name").and_then(Value::as_str).unwrap_or(point_name);
+        let entries = match point.get("parameters") {
+            None => &Vec::new(),
+            Some(Value::Array(list)) => list,
+            Some(_) => {
+                return Err(invalid(format!(
+                    "parameter point '{point_name}': 'parameters' must be a list"
+                )));
             }
+        };
+        for (i, p) in entries.iter().enumerate() {
+            let name = p.get("name").and_then(Value::as_str).ok_or_else(|| {
+                invalid(format!(
+                    "parameter point '{point_name}' parameters[{i}] has no \"name\""
+                ))
+            })?;
+            let at = format!("parameter point '{point_name}' parameter '{name}'");
+            if order.iter().any(|o| o == name) {
+                return Err(invalid(format!(
+                    "{at} is listed twice; give each parameter once"
+                )));
+            }
+            let var = variables.entry(name.to_string()).or_default();
+            var.value = optional_number(p, "value", &at)?;
+            var.constant = match p.get("const") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => {
+                    return Err(invalid(format!("{at} 'const' must be true or false, not {other}")));
+                }
+            };
+            var.range = optional_range(p, &at)?;
             order.push(name.to_string());
         }
     }
@@ -997,16 +1107,13 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
             .into_iter()
             .flatten()
         {
-            let Some(name) = a.get("name").and_then(Value::as_str) else {
-                continue;
-            };
+            let name = a.get("name").and_then(Value::as_str).ok_or_else(|| {
+                invalid(format!("domain '{dname}': an axis has no \"name\""))
+            })?;
+            let range = optional_range(a, &format!("domain '{dname}' axis '{name}'"))?;
             let var = variables.entry(name.to_string()).or_default();
-            if let (Some(lo), Some(hi)) = (
-                a.get("min").and_then(Value::as_f64),
-                a.get("max").and_then(Value::as_f64),
-            ) && var.range.is_none()
-            {
-                var.range = Some((lo, hi));
+            if var.range.is_none() {
+                var.range = range;
             }
         }
     }
@@ -1042,6 +1149,8 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
         order,
         params: Vec::new(),
         globals: Vec::new(),
+        tape: Tape::default(),
+        built: HashMap::new(),
         expanding: Vec::new(),
         flows: HashMap::new(),
     };
@@ -1069,14 +1178,16 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
                 "likelihood '{likelihood_name}' names the data '{dname}', which is not in 'data'"
             ))
         })?;
-        let (axes, events) = read_events(entry, dname, options.base)?;
+        let (axes, events) = read_events(entry, dname, options.files)?;
         let mut b = ChannelBuilder {
             reader: &mut reader,
-            base: options.base,
+            files: options.files,
             axes,
             nodes: Vec::new(),
             constraints: Vec::new(),
             count: None,
+            built: HashMap::new(),
+            building: Vec::new(),
         };
         let root = b.build(dist, true)?;
         let ChannelBuilder {
@@ -1108,7 +1219,7 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
             axes,
             nodes,
             root,
-            count: count.map(ParamExpr::new),
+            count,
         };
         channel.check_columns()?;
         channels.push(channel);
@@ -1137,8 +1248,8 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
         constraints.push(Constraint {
             name,
             aux: slot,
-            mean: ParamExpr::new(mean),
-            sigma: ParamExpr::new(sigma),
+            mean,
+            sigma,
             range: var.range.unwrap_or((f64::NEG_INFINITY, f64::INFINITY)),
         });
     }

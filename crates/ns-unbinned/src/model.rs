@@ -565,15 +565,23 @@ impl Channel {
         Ok(out)
     }
 
-    /// Node `i`'s observables (columns), ascending.
-    fn columns_of(&self, i: usize, out: &mut Vec<usize>) {
-        match &self.nodes[i].kind {
-            NodeKind::Leaf { column, .. } => out.push(*column),
-            NodeKind::Flow { leaf, .. } => out.extend(&leaf.columns),
-            NodeKind::Product(c) | NodeKind::Mixture { children: c, .. } => {
-                c.iter().for_each(|&c| self.columns_of(c, out))
-            }
+    /// Each node's observables (columns), ascending: one pass over the arena, children first
+    /// (a node shared by several parents is looked at once).
+    fn columns(&self) -> Vec<Vec<usize>> {
+        let mut out: Vec<Vec<usize>> = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            let mut cols = match &node.kind {
+                NodeKind::Leaf { column, .. } => vec![*column],
+                NodeKind::Flow { leaf, .. } => leaf.columns.clone(),
+                NodeKind::Product(c) | NodeKind::Mixture { children: c, .. } => {
+                    c.iter().flat_map(|&c| out[c].iter().copied()).collect()
+                }
+            };
+            cols.sort_unstable();
+            cols.dedup();
+            out.push(cols);
         }
+        out
     }
 
     /// One event (number `e`) drawn from node `i` into `x` (one value per observable); a flow's
@@ -756,28 +764,23 @@ impl Channel {
     /// The observables the density tree covers, each once; an error names a node whose
     /// factors share one.
     pub fn check_columns(&self) -> Result<()> {
+        let columns = self.columns();
         for node in &self.nodes {
             if let NodeKind::Product(children) = &node.kind {
                 let mut seen = Vec::new();
                 for &c in children {
-                    let mut cols = Vec::new();
-                    self.columns_of(c, &mut cols);
-                    cols.sort_unstable();
-                    cols.dedup();
-                    if let Some(&dup) = cols.iter().find(|c| seen.contains(*c)) {
+                    if let Some(&dup) = columns[c].iter().find(|c| seen.contains(*c)) {
                         return Err(Error::InvalidModel(format!(
                             "product '{}' has two factors over observable '{}': factors of a product must cover different observables",
                             node.name, self.axes[dup].name
                         )));
                     }
-                    seen.extend(cols);
+                    seen.extend(&columns[c]);
                 }
             }
         }
-        let mut all = Vec::new();
-        self.columns_of(self.root, &mut all);
         for (c, axis) in self.axes.iter().enumerate() {
-            if !all.contains(&c) {
+            if !columns[self.root].contains(&c) {
                 return Err(Error::InvalidModel(format!(
                     "channel '{}': no distribution covers observable '{}' of its data",
                     self.name, axis.name

@@ -15,15 +15,20 @@
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow_array::types::{
+    Decimal128Type, Float16Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
+    Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
-use ns_core::{Error, Result};
+use ns_core::{Error, FileAccess, Result};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
+use parquet::basic::{Compression, ConvertedType, SortOrder};
 use parquet::file::statistics::Statistics;
+use parquet::schema::types::ColumnDescriptor;
 use rayon::prelude::*;
 use serde_json::Value;
 
@@ -51,14 +56,113 @@ fn perr(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::InvalidInput(format!("Parquet file {}: {e}", path.display()))
 }
 
-fn stat_range(stats: Option<&Statistics>) -> Option<(f64, f64)> {
-    match stats? {
-        Statistics::Double(s) => Some((*s.min_opt()?, *s.max_opt()?)),
-        Statistics::Float(s) => Some((*s.min_opt()? as f64, *s.max_opt()? as f64)),
-        Statistics::Int32(s) => Some((*s.min_opt()? as f64, *s.max_opt()? as f64)),
-        Statistics::Int64(s) => Some((*s.min_opt()? as f64, *s.max_opt()? as f64)),
-        _ => None,
+/// What a row group's statistics say of a column's range, where they can be trusted: plain
+/// floats and signed integers (an unsigned or decimal column's statistics are raw storage). A
+/// NaN bound is unknown, never a range.
+fn stat_range(column: &ColumnDescriptor, stats: Option<&Statistics>) -> Option<(f64, f64)> {
+    let signed_integer = matches!(
+        column.converted_type(),
+        ConvertedType::NONE
+            | ConvertedType::INT_8
+            | ConvertedType::INT_16
+            | ConvertedType::INT_32
+            | ConvertedType::INT_64
+    ) && column.sort_order() == SortOrder::SIGNED;
+    let (min, max) = match stats? {
+        Statistics::Double(s) => (*s.min_opt()?, *s.max_opt()?),
+        Statistics::Float(s) => (*s.min_opt()? as f64, *s.max_opt()? as f64),
+        Statistics::Int32(s) if signed_integer => (*s.min_opt()? as f64, *s.max_opt()? as f64),
+        Statistics::Int64(s) if signed_integer => (*s.min_opt()? as f64, *s.max_opt()? as f64),
+        _ => return None,
+    };
+    (!min.is_nan() && !max.is_nan()).then_some((min, max))
+}
+
+/// Whether a row group may hold values of `column` in [lo, hi]: only statistics that say
+/// its range lies wholly outside rule it out (absent or NaN statistics are unknown).
+fn may_hold(column: &ColumnDescriptor, stats: Option<&Statistics>, lo: f64, hi: f64) -> bool {
+    match stat_range(column, stats) {
+        Some((min, max)) => max >= lo && min <= hi,
+        None => true,
     }
+}
+
+/// The compressions this build decompresses (pure-Rust codecs: every target builds them).
+const READABLE_CODECS: [Compression; 4] = [
+    Compression::UNCOMPRESSED,
+    Compression::SNAPPY,
+    Compression::LZ4,
+    Compression::LZ4_RAW,
+];
+
+/// Why a column named by the model is not a leaf of the file: a nested column, or none.
+fn missing_column(meta: &ArrowReaderMetadata, name: &str) -> String {
+    let schema = meta.schema();
+    match schema.field_with_name(name) {
+        Ok(field) => format!(
+            "column '{name}' holds {}, not numbers (nextstat reads {NUMERIC_TYPES})",
+            field.data_type()
+        ),
+        Err(_) => {
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            format!("no column '{name}' (the file has {})", names.join(", "))
+        }
+    }
+}
+
+/// The column types read, as a message lists them.
+const NUMERIC_TYPES: &str = "floats (64, 32, 16 bits), signed and unsigned integers, decimals, \
+     and dictionary-encoded columns of these";
+
+/// An array's values as f64, or `None` for a type that holds no numbers.
+fn numbers(array: &dyn Array) -> Option<Vec<f64>> {
+    macro_rules! each {
+        ($t:ty) => {
+            array
+                .as_primitive::<$t>()
+                .values()
+                .iter()
+                .map(|&v| v as f64)
+                .collect()
+        };
+    }
+    Some(match array.data_type() {
+        DataType::Float64 => array.as_primitive::<Float64Type>().values().to_vec(),
+        DataType::Float32 => each!(Float32Type),
+        DataType::Float16 => array
+            .as_primitive::<Float16Type>()
+            .values()
+            .iter()
+            .map(|v| v.to_f64())
+            .collect(),
+        DataType::Int8 => each!(Int8Type),
+        DataType::Int16 => each!(Int16Type),
+        DataType::Int32 => each!(Int32Type),
+        DataType::Int64 => each!(Int64Type),
+        DataType::UInt8 => each!(UInt8Type),
+        DataType::UInt16 => each!(UInt16Type),
+        DataType::UInt32 => each!(UInt32Type),
+        DataType::UInt64 => each!(UInt64Type),
+        DataType::Decimal128(_, scale) => {
+            let unit = 10f64.powi(-i32::from(*scale));
+            array
+                .as_primitive::<Decimal128Type>()
+                .values()
+                .iter()
+                .map(|&v| v as f64 * unit)
+                .collect()
+        }
+        DataType::Dictionary(_, _) => {
+            let dictionary = array.as_any_dictionary();
+            let values = numbers(dictionary.values().as_ref())?;
+            dictionary
+                .normalized_keys()
+                .into_iter()
+                .map(|k| values[k])
+                .collect()
+        }
+        _ => return None,
+    })
 }
 
 /// A numeric column of a batch as f64.
@@ -72,39 +176,25 @@ fn column_values(batch: &RecordBatch, name: &str, path: &Path, out: &mut Vec<f64
             format!("column '{name}' has missing values (nulls)"),
         ));
     }
-    match col.data_type() {
-        DataType::Float64 => out.extend(col.as_primitive::<Float64Type>().values().iter().copied()),
-        DataType::Float32 => out.extend(
-            col.as_primitive::<Float32Type>()
-                .values()
-                .iter()
-                .map(|&v| v as f64),
-        ),
-        DataType::Int32 => out.extend(
-            col.as_primitive::<Int32Type>()
-                .values()
-                .iter()
-                .map(|&v| v as f64),
-        ),
-        DataType::Int64 => out.extend(
-            col.as_primitive::<Int64Type>()
-                .values()
-                .iter()
-                .map(|&v| v as f64),
-        ),
-        other => {
-            return Err(perr(
-                path,
-                format!("column '{name}' holds {other}, not numbers"),
-            ));
-        }
-    }
+    let values = numbers(col.as_ref()).ok_or_else(|| {
+        perr(
+            path,
+            format!(
+                "column '{name}' holds {}, not numbers (nextstat reads {NUMERIC_TYPES})",
+                col.data_type()
+            ),
+        )
+    })?;
+    out.extend(values);
     Ok(())
 }
 
 impl ParquetRead {
     pub fn read(&self) -> Result<ChannelEvents> {
         let file = std::fs::File::open(&self.path).map_err(|e| perr(&self.path, e))?;
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(perr(&self.path, "not a file (a folder or a device)"));
+        }
         // SAFETY: the map is read-only; a file changed underneath while reading is the
         // caller's to avoid, as for any reader of a file in place.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| perr(&self.path, e))?;
@@ -120,21 +210,35 @@ impl ParquetRead {
                 .columns()
                 .iter()
                 .position(|c| c.path().string() == *name)
-                .ok_or_else(|| perr(&self.path, format!("no column '{name}'")))?;
+                .ok_or_else(|| perr(&self.path, missing_column(&meta, name)))?;
             leaves.push(i);
         }
         let metadata = meta.metadata().clone();
+        for (name, &leaf) in wanted.iter().zip(&leaves) {
+            if let Some(codec) = (0..metadata.num_row_groups())
+                .map(|g| metadata.row_group(g).column(leaf).compression())
+                .find(|c| !READABLE_CODECS.contains(c))
+            {
+                return Err(perr(
+                    &self.path,
+                    format!(
+                        "column '{name}' is compressed with {codec}, which nextstat does not \
+                         decompress; write the file with snappy or LZ4 compression, or none"
+                    ),
+                ));
+            }
+        }
         let groups: Vec<usize> = (0..metadata.num_row_groups())
             .filter(|&g| {
                 !self.pushdown
-                    || self.columns.iter().zip(&leaves).all(
-                        |((_, lo, hi), &leaf)| match stat_range(
+                    || self.columns.iter().zip(&leaves).all(|((_, lo, hi), &leaf)| {
+                        may_hold(
+                            schema.column(leaf).as_ref(),
                             metadata.row_group(g).column(leaf).statistics(),
-                        ) {
-                            Some((min, max)) => max >= *lo && min <= *hi,
-                            None => true,
-                        },
-                    )
+                            *lo,
+                            *hi,
+                        )
+                    })
             })
             .collect();
         let decode = |g: usize| -> Result<ChannelEvents> {
@@ -214,17 +318,14 @@ fn select(events: ChannelEvents, ranges: &[(String, f64, f64)]) -> ChannelEvents
 pub fn read_entry(
     entry: &Value,
     name: &str,
-    base: Option<&Path>,
+    files: FileAccess,
 ) -> Result<(Vec<Axis>, ChannelEvents)> {
     let axes = read_axes(entry, name)?;
     let path = entry
         .get("path")
         .and_then(Value::as_str)
         .ok_or_else(|| Error::InvalidModel(format!("data '{name}' ({TYPE}) has no \"path\"")))?;
-    let path = match base {
-        Some(b) if Path::new(path).is_relative() => b.join(path),
-        _ => PathBuf::from(path),
-    };
+    let path = files.resolve(path)?;
     let list = entry
         .get("axes")
         .and_then(Value::as_array)
@@ -260,4 +361,43 @@ pub fn read_entry(
     let events = read.read()?;
     crate::hs3::check_events(&events, &axes, &format!("data '{name}'"))?;
     Ok((axes, events))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parquet::basic::Type as PhysicalType;
+    use parquet::schema::types::{ColumnPath, Type};
+
+    use super::*;
+
+    fn column(physical: PhysicalType, converted: ConvertedType) -> ColumnDescriptor {
+        let t = Type::primitive_type_builder("x", physical)
+            .with_converted_type(converted)
+            .build()
+            .unwrap();
+        ColumnDescriptor::new(Arc::new(t), 0, 0, ColumnPath::from("x"))
+    }
+
+    #[test]
+    fn only_statistics_that_are_known_rule_a_row_group_out() {
+        let double = column(PhysicalType::DOUBLE, ConvertedType::NONE);
+        let stats = |min: f64, max: f64| Statistics::double(Some(min), Some(max), None, Some(0), false);
+        // Known and outside [0, 10]: skipped; known and overlapping: read.
+        assert!(!may_hold(&double, Some(&stats(11.0, 20.0)), 0.0, 10.0));
+        assert!(may_hold(&double, Some(&stats(5.0, 20.0)), 0.0, 10.0));
+        // NaN bounds and absent statistics say nothing: read.
+        for s in [stats(f64::NAN, 5.0), stats(1.0, f64::NAN), stats(f64::NAN, f64::NAN)] {
+            assert!(may_hold(&double, Some(&s), 0.0, 10.0), "{s:?}");
+        }
+        assert!(may_hold(&double, None, 0.0, 10.0));
+        // An unsigned column's statistics are its storage's (u32 4e9 stored as a negative i32):
+        // not trusted.
+        let unsigned = column(PhysicalType::INT32, ConvertedType::UINT_32);
+        let raw = Statistics::int32(Some(-100), Some(-5), None, Some(0), false);
+        assert!(may_hold(&unsigned, Some(&raw), 0.0, 10.0));
+        let signed = column(PhysicalType::INT32, ConvertedType::NONE);
+        assert!(!may_hold(&signed, Some(&raw), 0.0, 10.0));
+    }
 }
