@@ -207,7 +207,7 @@ fn shard_of(text: &str) -> std::result::Result<Shard, String> {
 }
 
 /// `--gpu`'s value, refused here with the parser's message when it names no device.
-fn device_name(name: &str) -> std::result::Result<String, String> {
+pub fn device_name(name: &str) -> std::result::Result<String, String> {
     Device::from_name(name)
         .map(|_| name.to_string())
         .map_err(|e| e.to_string())

@@ -50,7 +50,7 @@ pub fn input_at(path: &Path) -> Option<PathBuf> {
         .cloned()
 }
 
-/// A workspace given positionally or with `-i/--input`.
+/// A workspace given positionally or with `-i/--input` (the workspace commands).
 #[derive(Args, Debug, Clone)]
 pub struct WorkspaceArg {
     /// pyhf JSON workspace
@@ -68,23 +68,45 @@ pub struct WorkspaceArg {
 
 impl WorkspaceArg {
     pub fn path(&self) -> Result<PathBuf> {
-        self.workspace
-            .clone()
-            .or_else(|| self.input.clone())
-            .ok_or_else(|| {
-                Error::InvalidInput(
-                    "no workspace given: pass WORKSPACE or -i/--input WORKSPACE".into(),
-                )
-            })
+        given(&self.workspace, &self.input, "WORKSPACE")
     }
+}
+
+/// A model given positionally or with `-i/--input` (the inference verbs).
+#[derive(Args, Debug, Clone)]
+pub struct ModelFileArg {
+    /// The model: a pyhf JSON workspace or an HS3 JSON file (told apart by content)
+    #[arg(value_name = "MODEL")]
+    pub model: Option<PathBuf>,
+    /// The model (same as the positional argument)
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "MODEL",
+        conflicts_with = "model"
+    )]
+    pub input: Option<PathBuf>,
+}
+
+impl ModelFileArg {
+    pub fn path(&self) -> Result<PathBuf> {
+        given(&self.model, &self.input, "MODEL")
+    }
+}
+
+/// The file given positionally or with `-i`, or an error saying how to give one.
+fn given(positional: &Option<PathBuf>, input: &Option<PathBuf>, what: &str) -> Result<PathBuf> {
+    positional.clone().or_else(|| input.clone()).ok_or_else(|| {
+        Error::InvalidInput(format!("no {} given: pass {what} or -i/--input {what}", what.to_lowercase()))
+    })
 }
 
 /// Options that select and patch the workspace and configure the model.
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
     #[command(flatten)]
-    pub ws: WorkspaceArg,
-    /// Measurement to use (default: the first)
+    pub ws: ModelFileArg,
+    /// Measurement (pyhf) or analysis (HS3) to use (default: the first)
     #[arg(long)]
     pub measurement: Option<String>,
     /// RFC 6902 JSON patch applied to the workspace (repeatable, applied in order)

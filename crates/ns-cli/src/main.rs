@@ -22,7 +22,7 @@ use std::process::ExitCode;
 #[command(
     name = "nextstat",
     version,
-    about = "HistFactory binned-likelihood inference, numerically the same as pyhf"
+    about = "Likelihood inference on pyhf JSON workspaces (HistFactory, numerically the same as pyhf) and HS3 models (unbinned)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,6 +44,9 @@ enum Command {
         /// Also write the call this command runs as JSON to FILE (`nextstat run FILE` runs it)
         #[arg(long, value_name = "FILE.json")]
         save_call: Option<PathBuf>,
+        /// Device of the evaluation: cpu, cuda (f64), vulkan or metal (f32), auto
+        #[arg(long = "gpu", value_name = "DEVICE", default_value = "cpu", value_parser = infer_cmds::device_name)]
+        device: String,
     },
     /// Run a call saved with --save-call (or written by hand: docs/call.schema.json) and print
     /// what its verb prints
@@ -98,11 +101,13 @@ fn eval(
     pars: Option<&PathBuf>,
     output: Option<&PathBuf>,
     save_call: Option<&PathBuf>,
+    device: &str,
 ) -> Result<()> {
     let request = Request::Eval {
         pars: pars.map(|p| crate::input::read_json(p)).transpose()?,
     };
-    let call = Call::new(Some(model_args.model_ref()?), request);
+    let mut call = Call::new(Some(model_args.model_ref()?), request);
+    call.device = device.to_string();
     infer_cmds::run_call(&call, save_call.map(PathBuf::as_path), output.cloned())
 }
 
@@ -113,7 +118,14 @@ fn run(cli: Cli) -> Result<()> {
             pars,
             output,
             save_call,
-        } => eval(&model, pars.as_ref(), output.as_ref(), save_call.as_ref()),
+            device,
+        } => eval(
+            &model,
+            pars.as_ref(),
+            output.as_ref(),
+            save_call.as_ref(),
+            &device,
+        ),
         Command::Run(args) => infer_cmds::run_saved(args),
         Command::Version { json } => {
             let info = ns_build_info::BuildInfo::current(env!("CARGO_PKG_VERSION"));

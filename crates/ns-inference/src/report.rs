@@ -204,18 +204,16 @@ pub fn significance(r: &Significance) -> Value {
 /// "inf", "-inf" and "NaN" (a significance whose p0 underflows, a likelihood undefined at a
 /// point), which Python's `float()` reads back.
 /// One evaluated point (`nextstat eval`): twice_nll, nll, the gradient and the expected data.
-fn eval_point(params: &[f64], nll: f64, gradient: &[f64], main: &[f64], aux: &[f64]) -> Value {
+fn eval_point(p: &EvalPoint) -> Value {
     let mut out = json!({
-        "parameters": params,
-        "twice_nll": number_json(2.0 * nll),
-        "nll": number_json(nll),
-        "gradient": gradient.iter().map(|&g| number_json(g)).collect::<Vec<_>>(),
-        "expected_data": {"main": main.iter().map(|&x| number_json(x)).collect::<Vec<_>>(), "aux": aux},
+        "parameters": p.parameters,
+        "twice_nll": number_json(2.0 * p.nll),
+        "nll": number_json(p.nll),
+        "gradient": p.gradient.iter().map(|&g| number_json(g)).collect::<Vec<_>>(),
+        "expected_data": {"main": p.expected_main.iter().map(|&x| number_json(x)).collect::<Vec<_>>(), "aux": p.expected_aux},
     });
-    if !nll.is_finite() {
-        out["warning"] = json!(
-            "a non-positive expected count makes the likelihood undefined here (pyhf gives the same NaN/inf)"
-        );
+    if let Some(why) = &p.undefined {
+        out["warning"] = json!(format!("the likelihood is undefined here: {why}"));
     }
     out
 }
@@ -242,15 +240,7 @@ pub fn fit_with_minos(
 /// Evaluated points: one object, or `{"points": [...]}` for a list; with the parameter names and
 /// model's settings (HistFactory: the interpolation codes).
 pub fn eval(model: &dyn Likelihood, points: &[EvalPoint], list: bool) -> Value {
-    let point = |p: &EvalPoint| {
-        eval_point(
-            &p.parameters,
-            p.nll,
-            &p.gradient,
-            &p.expected_main,
-            &p.expected_aux,
-        )
-    };
+    let point = eval_point;
     let mut out = if list {
         json!({"points": points.iter().map(point).collect::<Vec<_>>()})
     } else {

@@ -316,6 +316,8 @@ pub struct EvalPoint {
     pub gradient: Vec<f64>,
     pub expected_main: Vec<f64>,
     pub expected_aux: Vec<f64>,
+    /// Where the NLL is not finite: why, naming the term (`Likelihood::where_undefined`).
+    pub undefined: Option<String>,
 }
 
 /// [`Request::Eval`]: the suggested init, one point, or each point of a list, evaluated on the
@@ -354,12 +356,19 @@ fn evaluate(fitter: &Fitter, data: &PreparedData, parameters: Vec<f64>) -> Resul
         *g *= 0.5;
     }
     let (expected_main, expected_aux) = fitter.model().expected(&parameters)?;
+    let undefined = (!nll.is_finite()).then(|| {
+        fitter
+            .model()
+            .where_undefined(&parameters, data)
+            .unwrap_or_else(|| "a term of the likelihood is not finite".into())
+    });
     Ok(EvalPoint {
         parameters,
         nll,
         gradient,
         expected_main,
         expected_aux,
+        undefined,
     })
 }
 

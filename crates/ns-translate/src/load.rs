@@ -18,7 +18,9 @@ pub fn parse_json(text: &str, origin: &str) -> Result<Value> {
             path: origin.to_string(),
             message: format!(
                 "the integer {literal} at line {line} column {column} does not fit in 64 bits, so it \
-                 cannot be kept exact; write it as a decimal number (e.g. {literal}.0) if it is a value"
+                 cannot be kept exact: a seed or a count must be below 2^64 \
+                 (18446744073709551616); a measured value may be written as a decimal number \
+                 (e.g. {literal}.0)"
             ),
         });
     }

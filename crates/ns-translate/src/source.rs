@@ -269,6 +269,14 @@ impl ModelRef {
             _ => self.workspace_value(read)?,
         };
         if !ns_unbinned::hs3::is_hs3(&doc) {
+            if doc.get("distributions").is_some() && doc.get("channels").is_none() {
+                return Err(Error::InvalidModel(format!(
+                    "{} has HS3's 'distributions' but no 'likelihoods' (nor metadata.hs3_version): \
+                     an HS3 model needs them to say which distributions meet which data; a pyhf \
+                     workspace has 'channels' instead",
+                    self.model_origin()
+                )));
+            }
             return binned(Workspace::from_value(doc)?);
         }
         if self.patchset.is_some() {

@@ -969,8 +969,11 @@ pub(crate) fn check_events(events: &ChannelEvents, axes: &[Axis], what: &str) ->
             .find(|(_, x)| !(**x >= axis.lo && **x <= axis.hi))
         {
             return Err(Error::InvalidInput(format!(
-                "{what}: event {i} has {} = {x}, outside its range [{}, {}]: nextstat refuses events outside the observable's range (select them out, or widen the range)",
-                axis.name, axis.lo, axis.hi
+                "{what}: event {i} has {} = {}, outside its range [{}, {}]: nextstat refuses events outside the observable's range (select them out, or widen the range)",
+                axis.name,
+                crate::model::short(*x),
+                crate::model::short(axis.lo),
+                crate::model::short(axis.hi)
             )));
         }
     }
@@ -984,7 +987,8 @@ pub(crate) fn check_events(events: &ChannelEvents, axes: &[Axis], what: &str) ->
         }
         if let Some((i, x)) = w.iter().enumerate().find(|(_, x)| !x.is_finite()) {
             return Err(Error::InvalidInput(format!(
-                "{what}: weight {i} is {x}; weights must be finite"
+                "{what}: weight {i} is {}; weights must be finite",
+                crate::model::short(*x)
             )));
         }
     }

@@ -378,22 +378,8 @@ impl Likelihood for UnbinnedModel {
                 Ok(v) => v,
                 Err(e) => return Some(e.to_string()),
             };
-            if let Some((e, v)) = values
-                .iter()
-                .enumerate()
-                .find(|(_, v)| !(**v > 0.0 && v.is_finite()))
-            {
-                let at: Vec<String> = c
-                    .axes
-                    .iter()
-                    .enumerate()
-                    .map(|(d, a)| format!("{} = {}", a.name, events.column(d)[e]))
-                    .collect();
-                return Some(format!(
-                    "event {e} of channel '{}' ({}) has density {v}",
-                    c.name,
-                    at.join(", ")
-                ));
+            if let Some(e) = values.iter().position(|v| !(*v > 0.0 && v.is_finite())) {
+                return Some(c.diagnose(events, params, e));
             }
         }
         None

@@ -535,6 +535,84 @@ impl Channel {
         Ok(out)
     }
 
+    /// Why event `e`'s density is not a positive finite number at `theta`, naming the node at
+    /// fault: an argument or coefficient that is not finite, a distribution that cannot be
+    /// normalised over its range, mixture coefficients that sum to nothing, or the first node
+    /// (children first) whose density at the event is not positive and finite.
+    pub fn diagnose(&self, events: ChannelView, theta: &[f64], e: usize) -> String {
+        let states = match self.prepare(theta, Some(events)) {
+            Ok(s) => s,
+            Err(err) => return err.to_string(),
+        };
+        let list = |v: &[f64]| v.iter().map(|&x| short(x)).collect::<Vec<_>>().join(", ");
+        for (node, state) in self.nodes.iter().zip(&states) {
+            let name = &node.name;
+            match &node.kind {
+                NodeKind::Leaf { column, .. } => {
+                    let axis = &self.axes[*column];
+                    if state.values.iter().any(|v| !v.is_finite()) {
+                        return format!(
+                            "distribution '{name}': its arguments are ({}) here, not all finite",
+                            list(&state.values)
+                        );
+                    }
+                    if !state.log_norm.is_finite() {
+                        return format!(
+                            "distribution '{name}' cannot be normalised over [{}, {}] of '{}' with its arguments ({}): its integral there is {}",
+                            short(axis.lo),
+                            short(axis.hi),
+                            axis.name,
+                            list(&state.values),
+                            short(state.log_norm.exp())
+                        );
+                    }
+                }
+                NodeKind::Mixture { .. } => {
+                    if state.values.iter().any(|v| !v.is_finite()) {
+                        return format!(
+                            "mixture '{name}': its coefficients are ({}) here, not all finite",
+                            list(&state.values)
+                        );
+                    }
+                    let total: f64 = state.values.iter().sum();
+                    if !(total > 0.0) {
+                        return format!(
+                            "mixture '{name}': its coefficients ({}) sum to {}, so it has no density",
+                            list(&state.values),
+                            short(total)
+                        );
+                    }
+                }
+                NodeKind::Flow { .. } | NodeKind::Product(_) => {}
+            }
+        }
+        let cols: Vec<&[f64]> = (0..events.dims())
+            .map(|d| &events.column(d)[e..e + 1])
+            .collect();
+        let mut s = self.scratch(&states, 1);
+        self.forward(&states, e, &cols, &mut s);
+        let at: Vec<String> = self
+            .axes
+            .iter()
+            .enumerate()
+            .map(|(d, a)| format!("{} = {}", a.name, short(events.column(d)[e])))
+            .collect();
+        match self.nodes.iter().zip(&s.val).find(|(_, v)| !(**v > 0.0 && v.is_finite())) {
+            Some((node, v)) => format!(
+                "event {e} of channel '{}' ({}): distribution '{}' has density {} there",
+                self.name,
+                at.join(", "),
+                node.name,
+                short(*v)
+            ),
+            None => format!(
+                "event {e} of channel '{}' ({}) has no finite positive density",
+                self.name,
+                at.join(", ")
+            ),
+        }
+    }
+
     /// Columns of the channel's data: its observables, then one per flow without context.
     pub fn data_dims(&self) -> usize {
         self.axes.len() + self.derived_flows().count()
@@ -802,4 +880,14 @@ pub fn constraints_nll_grad(
         .iter()
         .map(|c| c.nll_grad(aux[c.aux], theta, grad))
         .sum()
+}
+
+/// A number for a message: plain where that is short, in exponent form where it is huge or
+/// tiny (1e308 is not written as 309 digits).
+pub(crate) fn short(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
 }

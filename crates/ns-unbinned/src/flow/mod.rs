@@ -377,6 +377,12 @@ impl FlowLeaf {
                         inputs.push(("context", &context));
                     }
                     let x = model.run(batch, &inputs, d)?;
+                    if let Some(bad) = x.iter().find(|v| !v.is_finite()) {
+                        return Err(Error::Computation(format!(
+                            "cannot sample flow {}: its sampler (sample.onnx) returned {bad} for an event; a sampler must return finite values",
+                            self.flow.manifest.display()
+                        )));
+                    }
                     for row in x.chunks(d).filter(|r| inside(r)).take(missing) {
                         out.extend_from_slice(row);
                     }

@@ -29,6 +29,12 @@ fn environment() -> Result<&'static Environment> {
         let path = settings.onnxruntime.as_ref().ok_or_else(|| {
             "ONNX Runtime was not found: flow PDFs need the library of the PyPI 'onnxruntime' package (pip install onnxruntime); set ORT_DYLIB_PATH to its capi/libonnxruntime.so.* (or run inside the virtual environment that has it)".to_string()
         })?;
+        if path.is_dir() {
+            return Err(format!(
+                "ONNX Runtime's library {} is a folder (ORT_DYLIB_PATH): name the library file in it, capi/libonnxruntime.so.*",
+                path.display()
+            ));
+        }
         if !path.is_file() {
             return Err(format!(
                 "ONNX Runtime's library {} does not exist (ORT_DYLIB_PATH)",

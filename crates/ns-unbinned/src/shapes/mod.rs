@@ -103,15 +103,19 @@ impl Shape {
             }
             Shape::Exponential => {
                 // ∫_lo^hi exp(−c(x − range.0)) dx = exp(−c(lo − range.0))·(1 − exp(−cΔ))/c.
+                // A rising exponential (c < 0) takes its largest factor out, e^{−cΔ}, so a
+                // steep one (c = −200 on [0, 10]: e^2000) stays finite in logarithms.
                 let c = a[0];
                 let delta = hi - lo;
                 let cd = c * delta;
-                let span = if cd.value().abs() < 1e-8 {
-                    (T::constant(1.0) - cd * 0.5 + cd * cd / 6.0) * delta
+                let ln_span = if cd.value().abs() < 1e-8 {
+                    ((T::constant(1.0) - cd * 0.5 + cd * cd / 6.0) * delta).ln()
+                } else if cd.value() > 0.0 {
+                    (-(-cd).exp_m1() / c).ln()
                 } else {
-                    -(-cd).exp_m1() / c
+                    -cd + (cd.exp_m1() / c).ln()
                 };
-                c * -(lo - range.0) + span.ln()
+                c * -(lo - range.0) + ln_span
             }
             Shape::CrystalBall(tails) => crystalball::log_integral(*tails, a, lo, hi),
             Shape::Argus => argus::log_integral(a, lo, hi),
@@ -201,12 +205,20 @@ impl Shape {
     /// take more than 1/[`MIN_ACCEPTANCE`] tries an event).
     pub fn sampler<'a>(&'a self, a: &'a [f64], range: (f64, f64)) -> Result<Sampler<'a>, String> {
         let (lo, hi) = range;
-        let integral = self.log_integral::<f64>(a, lo, hi, range).exp();
-        if !(integral > 0.0 && integral.is_finite()) {
-            return Err(format!("its integral over [{lo}, {hi}] is {integral}"));
+        // In logarithms: a steep exponential's integral (e^2000) is beyond f64, its log is not.
+        let ln_integral = self.log_integral::<f64>(a, lo, hi, range);
+        if !ln_integral.is_finite() {
+            return Err(format!(
+                "its integral over [{lo}, {hi}] is {}",
+                ln_integral.exp()
+            ));
         }
+        let integral = ln_integral.exp();
         let (top, normal_draws) = match self {
             Shape::Exponential | Shape::Histogram(_) => (0.0, false),
+            _ if !integral.is_finite() => {
+                return Err(format!("its integral over [{lo}, {hi}] is {integral}"));
+            }
             _ => {
                 let top = self.max_on(a, lo, hi);
                 let envelope = integral / (top * (hi - lo));
@@ -303,8 +315,11 @@ impl Sampler<'_> {
                 let u = rng.uniform();
                 let x = if (c * (hi - lo)).abs() < 1e-12 {
                     lo + u * (hi - lo)
-                } else {
+                } else if c > 0.0 {
                     lo - (u * (-c * (hi - lo)).exp_m1()).ln_1p() / c
+                } else {
+                    // Rising: drawn from the top end, where e^{c(hi − x)} is at most 1.
+                    hi - (u * (c * (hi - lo)).exp_m1()).ln_1p() / c
                 };
                 x.clamp(lo, hi)
             }

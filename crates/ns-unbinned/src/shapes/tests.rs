@@ -261,3 +261,30 @@ fn shapes_that_cannot_be_sampled_are_errors() {
         .unwrap();
     assert!(empty.contains("integral"), "{empty}");
 }
+
+#[test]
+fn steep_exponentials_stay_finite() {
+    // e^{200x} on [0, 10] (c = −200): its integral is e^2000/200, beyond f64, but not its log.
+    for (c, want) in [
+        (-200.0, 2000.0 - 200f64.ln()),
+        (200.0, -(200f64.ln())),
+        (-1e4, 1e5 - 1e4f64.ln()),
+    ] {
+        let shape = Shape::Exponential;
+        let got = shape.log_integral::<f64>(&[c], 0.0, 10.0, (0.0, 10.0));
+        assert!((got - want).abs() <= 1e-12 * want.abs(), "c = {c}: {got} against {want}");
+        let mut grad = [0.0; MAX_ARGS];
+        let norm = shape.log_norm_grad(&[c], (0.0, 10.0), &mut grad);
+        // d ln Z/dc = −(mean of x − lo): −(10 − 1/200) for the rising one.
+        let mean = if c < 0.0 { 10.0 + 1.0 / c } else { 1.0 / c };
+        assert!(norm.is_finite() && (grad[0] + mean).abs() < 1e-9, "c = {c}: {norm}, {grad:?}");
+        let args = [c];
+        let sampler = shape.sampler(&args, (0.0, 10.0)).unwrap();
+        let mut rng = ToyStream::new(3, 0, 0);
+        let draws: Vec<f64> = (0..2000).map(|_| sampler.draw(&mut rng).unwrap()).collect();
+        let average = draws.iter().sum::<f64>() / draws.len() as f64;
+        assert!(draws.iter().all(|x| (0.0..=10.0).contains(x)), "c = {c}");
+        // The mean of the draws within 5σ (σ = 1/|c|/√n) of the distribution's.
+        assert!((average - mean).abs() < 5.0 / c.abs() / (2000f64).sqrt(), "c = {c}: {average} against {mean}");
+    }
+}
