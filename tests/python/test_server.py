@@ -174,33 +174,41 @@ def test_no_file_a_client_names_is_ever_opened(server, tmp_path):
         yield {"workspace": background, "patchset": {"patchset": path, "patch": "x"}}
         yield {"workspace": {**hs3, "data": [parquet(path)]}}
         yield {"workspace": hs3, "patches": [[{"op": "replace", "path": "/data/0", "value": parquet(path)}]]}
-        top = hs3["likelihoods"][0]["distributions"][0]
         yield {"workspace": hs3, "patches": [[{"op": "add", "path": "/distributions/-", "value": flow(path)},
                                               {"op": "replace", "path": "/likelihoods/0/distributions/0", "value": "flow"}]]}
-        yield {"workspace": {**hs3, "distributions": [*hs3["distributions"], flow(path)]}}
-        assert top
+        uses_flow = json.loads(json.dumps(hs3))
+        uses_flow["distributions"].append(flow(path))
+        uses_flow["likelihoods"][0]["distributions"][0] = "flow"
+        yield {"workspace": uses_flow}
         # A patchset whose patch turns the background into an HS3 model reading the file.
         into_hs3 = [{"op": "add", "path": f"/{k}", "value": v} for k, v in {**hs3, "data": [parquet(path)]}.items()]
         patchset = {"metadata": {"references": {}, "description": "", "digests": {"sha256": "0" * 64}, "labels": ["x"]}, "version": "1.0.0",
                     "patches": [{"metadata": {"name": "p", "values": [1]}, "patch": into_hs3}]}
         yield {"workspace": background, "patchset": {"patchset": patchset, "patch": "p", "skip_verify": True}}
 
-    messages = set()
-    for path in [str(canary), "/etc/passwd", str(tmp_path / "missing.parquet")]:
-        for model in models(path):
-            answers = [
-                server.call("POST", "/v1/models", model, timeout=30),
-                server.call("POST", "/v1/fit", {"model": model}, timeout=30),
-                server.call("POST", "/v1/jobs", {"verb": "fit", "model": model}, timeout=30),
+    paths = [str(canary), "/etc/passwd", str(tmp_path / "missing.parquet")]
+    # Per way a model names the file, per route: the answers for the three paths.
+    answers = {}
+    for path in paths:
+        for k, model in enumerate(models(path)):
+            routes = [
+                ("models", lambda: server.call("POST", "/v1/models", model, timeout=30)),
+                ("fit", lambda: server.call("POST", "/v1/fit", {"model": model}, timeout=30)),
+                ("jobs", lambda: server.call("POST", "/v1/jobs", {"verb": "fit", "model": model}, timeout=30)),
             ]
             if "patchset" in model:
-                answers.append(server.call("POST", "/v1/batch", {"model": model, "patches": [model["patchset"]["patch"]], "verb": "fit"}, timeout=30))
-            for status, e, _ in answers:
-                assert status == 400, (model, e)
-                messages.add(e["error"]["message"])
-    assert len(messages) == 1, messages
-    (message,) = messages
-    assert "reads no files for its clients" in message and "canary" not in message and "passwd" not in message
+                routes.append(("batch", lambda: server.call("POST", "/v1/batch", {"model": model, "patches": [model["patchset"]["patch"]], "verb": "fit"}, timeout=30)))
+            for route, call in routes:
+                status, e, _ = call()
+                assert status == 400, (route, model, e)
+                answers.setdefault((k, route), set()).add(e["error"]["message"])
+    for key, messages in answers.items():
+        # The same answer whichever file is named, and nothing of the path in it.
+        assert len(messages) == 1, (key, messages)
+        (message,) = messages
+        assert "canary" not in message and "passwd" not in message and "missing" not in message, message
+    refusals = {next(iter(m)) for m in answers.values()}
+    assert any("the server reads no files for its clients" in m for m in refusals), refusals
 
 
 def test_a_gpu_the_machine_lacks_is_a_clear_error(server):
@@ -402,7 +410,7 @@ def test_options_out_of_range_are_refused_at_start_and_405_is_json(server):
         (["--max-body-mb", "0"], "--max-body-mb must be between 1 and"),
         (["--cache-mb", str(2**50)], "--cache-mb must be between 1 and"),
         (["--timeout", "1e300"], "not 1e300"),
-        (["--job-ttl", "-1"], "--job-ttl must be a number of seconds"),
+        (["--job-ttl=-1"], "--job-ttl must be a number of seconds"),
         (["--gpu-runners", "100000"], "--gpu-runners must be between 1 and 64"),
     ]:
         proc = subprocess.run([str(SERVER), "--port", "0", *args], capture_output=True, text=True, timeout=30)
