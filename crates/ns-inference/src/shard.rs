@@ -9,10 +9,12 @@
 //! in — so the units' results are the same in any shard. The values every shard recomputes (the
 //! baseline fits' statistic, the best fit) are recorded and must agree when the parts merge.
 //!
-//! A part is a JSON document: `{"format": "nextstat-partial/1", "version", "job", "shard",
-//! "units", "shared", "result"}`. [`merge`] checks that the parts are of one job and cover it
-//! exactly once, and builds the result from the units' results with the same code that builds
-//! it in one process.
+//! A part is a JSON document: `{"format": "nextstat-partial/2", "version", "job", "shard",
+//! "units", "shared", "result", "digest"}`; `digest` is the SHA-256 of the rest, so a part edited
+//! after it was written is refused by name. [`merge`] checks that the parts are of one job, are
+//! unedited and cover it exactly once, that every value they carry is one the computation can
+//! give (finite, test statistics ≥ 0, toy counts that add up), and builds the result from the
+//! units' results with the same code that builds it in one process.
 
 use std::ops::Range;
 
@@ -31,7 +33,7 @@ use crate::scan::profile_scan;
 use crate::toys::{ToyEnsemble, ToyEnsembles, ToyHypotest, ToyTest, toy_ensembles_batch};
 
 /// The `format` of a part document.
-pub const PARTIAL_FORMAT: &str = "nextstat-partial/1";
+pub const PARTIAL_FORMAT: &str = "nextstat-partial/2";
 
 /// Most shards of one job.
 pub const MAX_SHARDS: usize = 1_000_000;
@@ -142,7 +144,7 @@ impl Job {
     /// The part document of `shard` of this job.
     pub fn partial(&self, shard: Shard, part: Part) -> Value {
         let share = shard.share(self.units);
-        json!({
+        let mut doc = json!({
             "format": PARTIAL_FORMAT,
             "version": env!("CARGO_PKG_VERSION"),
             "job": self,
@@ -150,7 +152,9 @@ impl Job {
             "units": [share.start, share.end],
             "shared": part.shared,
             "result": part.result,
-        })
+        });
+        seal(&mut doc);
+        doc
     }
 }
 
@@ -370,8 +374,34 @@ struct Parts {
 }
 
 /// One part document, read: (job, shard, units, shared, result).
+/// Set a part's `digest` to that of its contents: what a shard does when it writes the part.
+pub fn seal(doc: &mut Value) {
+    doc["digest"] = json!(part_digest(doc));
+}
+
+/// SHA-256 of a part's document without its `digest` (canonical JSON: key order and number
+/// spelling do not matter).
+fn part_digest(doc: &Value) -> String {
+    let mut body = doc.clone();
+    if let Some(object) = body.as_object_mut() {
+        object.remove("digest");
+    }
+    ns_translate::pyjson::digest(&body)
+}
+
 fn read_part(name: &str, doc: &Value) -> Result<(Job, usize, [usize; 2], Value, Value)> {
     let bad = |what: String| Error::InvalidInput(format!("{name}: {what}"));
+    match doc.get("digest").and_then(Value::as_str) {
+        None => return Err(bad("it has no \"digest\" of its results".into())),
+        Some(d) if d != part_digest(doc) => {
+            return Err(bad(
+                "its contents do not match its digest: the part was edited after its shard \
+                 wrote it; run that shard again"
+                    .into(),
+            ));
+        }
+        Some(_) => {}
+    }
     let job: Job = serde_json::from_value(doc["job"].clone())
         .map_err(|e| bad(format!("its \"job\" is malformed: {e}")))?;
     let shard = doc["shard"]
@@ -427,11 +457,20 @@ fn check_parts(docs: &[(String, Value)]) -> Result<Parts> {
     // Format and version first: a part of another release may hold fields this one cannot read.
     let (first_name, first_doc) = &docs[0];
     for (name, doc) in docs {
-        if doc.get("format").and_then(Value::as_str) != Some(PARTIAL_FORMAT) {
-            return Err(Error::InvalidInput(format!(
-                "{name}: not a part of a sharded job (no \"format\": \"{PARTIAL_FORMAT}\"); \
-                 parts are written by the shards of a sharded run"
-            )));
+        match doc.get("format").and_then(Value::as_str) {
+            Some(PARTIAL_FORMAT) => {}
+            Some(other) if other.starts_with("nextstat-partial/") => {
+                return Err(Error::InvalidInput(format!(
+                    "{name}: a part in the format {other}, written by an earlier nextstat; this \
+                     one merges {PARTIAL_FORMAT} (run the shards again)"
+                )));
+            }
+            _ => {
+                return Err(Error::InvalidInput(format!(
+                    "{name}: not a part of a sharded job (no \"format\": \"{PARTIAL_FORMAT}\"); \
+                     parts are written by the shards of a sharded run"
+                )));
+            }
         }
         if doc["version"] != first_doc["version"] {
             return Err(Error::InvalidInput(format!(
@@ -552,18 +591,45 @@ fn joined(parts: &Parts) -> Result<Map<String, Value>> {
     Ok(report)
 }
 
-fn ensemble_of(value: &Value, place: &str) -> Result<ToyEnsemble> {
-    let bad = || Error::InvalidInput(format!("{place} is not a toy ensemble"));
+/// A part's toy ensemble of `toys` toys, every value checked: test statistics finite and ≥ 0
+/// (as every statistic here is), fitted and failed toys adding up to the share, the failures'
+/// reasons adding up to the failed.
+fn ensemble_of(value: &Value, place: &str, toys: usize) -> Result<ToyEnsemble> {
+    let bad = |what: String| Error::InvalidInput(format!("{place}: {what}"));
     let teststats = value["teststats"]
         .as_array()
-        .ok_or_else(bad)?
+        .ok_or_else(|| bad("no list of test statistics".into()))?
         .iter()
-        .map(|t| float_of(t, place))
+        .enumerate()
+        .map(|(k, t)| match t.as_f64() {
+            Some(q) if q.is_finite() && q >= 0.0 => Ok(q),
+            _ => Err(bad(format!(
+                "test statistic {k} is {t}: a test statistic is a finite number ≥ 0"
+            ))),
+        })
         .collect::<Result<Vec<f64>>>()?;
+    let n_failed = value["n_failed"]
+        .as_u64()
+        .ok_or_else(|| bad("\"n_failed\" is not a whole number".into()))? as usize;
+    let failures: std::collections::BTreeMap<String, usize> =
+        serde_json::from_value(value["failures"].clone())
+            .map_err(|_| bad("\"failures\" is not a count per reason".into()))?;
+    if teststats.len().checked_add(n_failed) != Some(toys) {
+        return Err(bad(format!(
+            "{} test statistics and {n_failed} failed toys for its {toys} toys",
+            teststats.len()
+        )));
+    }
+    let reasons: usize = failures.values().sum();
+    if reasons != n_failed {
+        return Err(bad(format!(
+            "its failures' reasons count {reasons} toys, not its {n_failed} failed"
+        )));
+    }
     Ok(ToyEnsemble {
         teststats,
-        n_failed: value["n_failed"].as_u64().ok_or_else(bad)? as usize,
-        failures: serde_json::from_value(value["failures"].clone()).map_err(|_| bad())?,
+        n_failed,
+        failures: failures.into_iter().collect(),
     })
 }
 
@@ -595,12 +661,21 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
             teststats,
         } => {
             let observed = float_of(&parts.shared["teststat_obs"], "teststat_obs")?;
+            if !(observed.is_finite() && observed >= 0.0) {
+                return Err(Error::InvalidInput(format!(
+                    "the parts' observed test statistic is {observed}: a test statistic is a \
+                     finite number ≥ 0"
+                )));
+            }
             let mut signal = ToyEnsemble::default();
             let mut background = ToyEnsemble::default();
             for (i, r) in parts.results.iter().enumerate() {
-                let place = format!("shard {i}");
-                signal = append(signal, ensemble_of(&r["signal_plus_background"], &place)?);
-                background = append(background, ensemble_of(&r["background_only"], &place)?);
+                let toys = Shard::new(i, parts.job.shards)?.share(parts.job.units).len();
+                let place = |which: &str| format!("shard {i}/{} ({which})", parts.job.shards);
+                let sb = place("signal_plus_background");
+                let b = place("background_only");
+                signal = append(signal, ensemble_of(&r["signal_plus_background"], &sb, toys)?);
+                background = append(background, ensemble_of(&r["background_only"], &b, toys)?);
             }
             let result = ToyHypotest::from_ensembles(
                 *mu,
@@ -661,7 +736,16 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
                 for (e, v) in expected.iter_mut().zip(exp) {
                     *e = float_of(v, place)?;
                 }
-                points.push((float_of(&p[0], place)?, float_of(&p[1], place)?, expected));
+                let (mu, observed) = (float_of(&p[0], place)?, float_of(&p[1], place)?);
+                if let Some(cls) = std::iter::once(observed)
+                    .chain(expected)
+                    .find(|c| !(0.0..=1.0).contains(c))
+                {
+                    return Err(Error::InvalidInput(format!(
+                        "{place} at μ = {mu} holds CLs = {cls}: a CLs lies in [0, 1]"
+                    )));
+                }
+                points.push((mu, observed, expected));
             }
             if !points.iter().map(|p| p.0).eq(grid.iter().copied()) {
                 return Err(Error::InvalidInput(

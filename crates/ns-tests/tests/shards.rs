@@ -180,9 +180,38 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     let message = error_of(&verbs);
     assert!(message.contains("another verb"), "{message}");
 
+    // A part edited after its shard wrote it: refused by name, whatever was changed.
+    for (key, value) in [
+        ("/result/background_only/teststats/0", serde_json::json!(0.0)),
+        ("/result/background_only/teststats/0", serde_json::json!(-5.0)),
+        ("/result/signal_plus_background/teststats/1", serde_json::json!("NaN")),
+        ("/shared/teststat_obs", serde_json::json!(0.5)),
+    ] {
+        let mut edited = parts3.clone();
+        *edited[1].1.pointer_mut(key).unwrap() = value;
+        let message = error_of(&edited);
+        assert!(
+            message.contains("part1.json: its contents do not match its digest"),
+            "{key}: {message}"
+        );
+    }
+    // Values no computation gives, even with the digest made anew: refused, naming the place.
+    for (key, value, says) in [
+        ("/result/background_only/teststats/0", serde_json::json!(-5.0), "test statistic 0 is -5.0"),
+        ("/result/signal_plus_background/teststats/1", serde_json::json!("NaN"), "test statistic 1 is \"NaN\""),
+        ("/result/background_only/n_failed", serde_json::json!(3), "failed toys for its"),
+    ] {
+        let mut edited = parts3.clone();
+        *edited[1].1.pointer_mut(key).unwrap() = value;
+        ns_inference::shard::seal(&mut edited[1].1);
+        let message = error_of(&edited);
+        assert!(message.contains("shard 1/3") && message.contains(says), "{key}: {message}");
+    }
+
     // Shared values that disagree: a part computed other baseline fits.
     let mut tampered = parts3.clone();
     tampered[1].1["shared"]["teststat_obs"] = serde_json::json!(0.5);
+    ns_inference::shard::seal(&mut tampered[1].1);
     let message = error_of(&tampered);
     assert!(
         message.contains("part1.json") && message.contains("different shared values"),
@@ -192,6 +221,7 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     // A part whose units do not match its shard.
     let mut shifted = parts3.clone();
     shifted[0].1["units"] = serde_json::json!([0, 10]);
+    ns_inference::shard::seal(&mut shifted[0].1);
     let message = error_of(&shifted);
     assert!(
         message.contains("part0.json") && message.contains("covers units"),
@@ -202,6 +232,7 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     let mut huge = parts3.clone();
     for (_, doc) in &mut huge {
         doc["job"]["shards"] = serde_json::json!(1_000_000_000_000_000u64);
+        ns_inference::shard::seal(doc);
     }
     let message = error_of(&huge);
     assert!(message.contains("split is malformed"), "{message}");
