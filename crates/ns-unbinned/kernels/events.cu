@@ -51,6 +51,9 @@ __device__ __forceinline__ Dual dlog(Dual a) { Dual r; r.v = log(a.v); double s 
     #pragma unroll
     for (int i = 0; i < NS_MAX_ARGS; i++) r.d[i] = a.d[i] * s; return r; }
 __device__ __forceinline__ Dual dabs(Dual a) { return a.v < 0.0 ? -a : a; }
+__device__ __forceinline__ Dual dlog1p(Dual a) { Dual r; r.v = log1p(a.v); double s = 1.0 / (1.0 + a.v);
+    #pragma unroll
+    for (int i = 0; i < NS_MAX_ARGS; i++) r.d[i] = a.d[i] * s; return r; }
 
 // Shape codes: as `cuda.rs` writes them.
 #define NS_GAUSSIAN 0
@@ -65,10 +68,10 @@ __device__ __forceinline__ Dual dabs(Dual a) { return a.v < 0.0 ? -a : a; }
 // evaluated once per dataset).
 #define NS_LOG_DENSITY_COLUMN 8
 
-// n ln(n/α) − α²/2 − n ln(n/α − α + |t|): a power-law tail continuous with the core.
+// −α²/2 − n ln(1 + α(|t| − α)/n): the power-law tail continuous with the core, written without
+// n/α (exact as α → 0); the twin of `crystalball::log_density`.
 __device__ Dual cb_tail(Dual alpha, Dual n, Dual t_abs) {
-    Dual na = n / alpha;
-    return n * dlog(na) - alpha * alpha * 0.5 - n * dlog(na - alpha + t_abs);
+    return alpha * alpha * -0.5 - n * dlog1p(alpha * (t_abs - alpha) / n);
 }
 
 // ln g at x; `a` the seeded arguments, `lo`/`hi` the observable's range, `hist` the contents

@@ -54,9 +54,11 @@ impl Tails {
     }
 }
 
-/// ln A of the tail A·(B − |t|)^(−n) (continuous with the core at |t| = α): n ln(n/α) − α²/2.
-fn ln_a<T: Real>(alpha: T, n: T) -> T {
-    n * (n / alpha).ln() - alpha * alpha * 0.5
+/// The tail A·(B + |t|)^(−n), continuous with the core at |t| = α, written as
+/// e^(−α²/2)·(1 + u)^(−n) with u = α(|t| − α)/n: B = n/α − α is never formed, so a tail as α → 0
+/// (B → ∞, where n/α + |t| rounds to n/α) stays exact and tends to its limit, a flat tail.
+fn tail_u<T: Real>(alpha: T, n: T, t: T) -> T {
+    alpha * (t - alpha) / n
 }
 
 pub fn log_density<T: Real>(tails: Tails, x: f64, a: &[T]) -> T {
@@ -66,23 +68,43 @@ pub fn log_density<T: Real>(tails: Tails, x: f64, a: &[T]) -> T {
     let tail = if below { p.left } else { p.right };
     match tail {
         Some((alpha, n)) if t.abs().value() > alpha.value() => {
-            ln_a(alpha, n) - n * (n / alpha - alpha + t.abs()).ln()
+            alpha * alpha * -0.5 - n * tail_u(alpha, n, t.abs()).ln_1p()
         }
         _ => t * t * -0.5,
     }
 }
 
-/// A·∫ s^(−n) ds over [s_near, s_far] (0 < s_near ≤ s_far), smooth through n = 1.
-fn power_tail<T: Real>(alpha: T, n: T, s_near: T, s_far: T) -> T {
-    let k = -(n - 1.0);
-    let l = (s_far / s_near).ln();
-    let kl = k * l;
-    let ratio = if kl.value().abs() < 1e-12 {
-        l * (kl * 0.5 + 1.0)
+/// ln(1 + q)/q, continuous through q = 0.
+fn ln_1p_over<T: Real>(q: T) -> T {
+    if q.value().abs() < 1e-8 {
+        T::constant(1.0) - q * 0.5 + q * q / 3.0
     } else {
-        kl.exp_m1() / k
-    };
-    (ln_a(alpha, n) + k * s_near.ln()).exp() * ratio
+        q.ln_1p() / q
+    }
+}
+
+/// (eˣ − 1)/x, continuous through x = 0.
+fn exp_m1_over<T: Real>(x: T) -> T {
+    if x.value().abs() < 1e-8 {
+        T::constant(1.0) + x * 0.5 + x * x / 6.0
+    } else {
+        x.exp_m1() / x
+    }
+}
+
+/// ∫ of the tail over |t| in [t1, t2] (α ≤ t1 ≤ t2): with w = 1 + u, e^(−α²/2)·(n/α)·
+/// (w₂^k − w₁^k)/k, k = 1 − n, written without n/α (so α → 0 and α = 0 are exact: the integral
+/// tends to t2 − t1) and smooth through n = 1.
+fn power_tail<T: Real>(alpha: T, n: T, t1: T, t2: T) -> T {
+    let u1 = tail_u(alpha, n, t1);
+    let w1 = T::constant(1.0) + u1;
+    // (w₂ − w₁)/w₁, formed from t2 − t1 directly.
+    let q = alpha * (t2 - t1) / n / w1;
+    let k = -(n - 1.0);
+    let l = q.ln_1p();
+    (alpha * alpha * -0.5 + k * u1.ln_1p()).exp() * (t2 - t1) / w1
+        * ln_1p_over(q)
+        * exp_m1_over(k * l)
 }
 
 /// ∫ over t in [t1, t2] of one side's shape (t ≥ 0 measured away from the peak).
@@ -108,8 +130,7 @@ fn side<T: Real>(tail: Option<(T, T)>, t1: T, t2: T) -> T {
                 } else {
                     alpha
                 };
-                let b = n / alpha - alpha;
-                total = total + power_tail(alpha, n, b + start, b + t2);
+                total = total + power_tail(alpha, n, start, t2);
             }
         }
         None => total = core(t1, t2),

@@ -288,3 +288,52 @@ fn steep_exponentials_stay_finite() {
         assert!((average - mean).abs() < 5.0 / c.abs() / (2000f64).sqrt(), "c = {c}: {average} against {mean}");
     }
 }
+
+#[test]
+fn shapes_are_continuous_to_their_parameters_limits() {
+    // ln density at a few points and ln integral, for arguments `a`.
+    let profile = |shape: &Shape, a: &[f64], range: (f64, f64)| -> Vec<f64> {
+        let mut v: Vec<f64> = [0.05, 0.3, 0.5, 0.7, 0.95]
+            .iter()
+            .map(|f| shape.log_density::<f64>(range.0 + f * (range.1 - range.0), a, range))
+            .collect();
+        v.push(shape.log_integral::<f64>(a, range.0, range.1, range));
+        v
+    };
+    let close = |name: &str, limit: &[f64], near: &[f64], tolerance: f64| {
+        for (k, (x, y)) in limit.iter().zip(near).enumerate() {
+            assert!(
+                x.is_finite() && y.is_finite() && (x - y).abs() <= tolerance * x.abs().max(1.0),
+                "{name}, value {k}: {y} against the limit's {x}"
+            );
+        }
+    };
+    let range = (0.0, 10.0);
+    // Crystal Ball α → 0 (a flat tail in the limit; α = 1e-18 once gave a cancelled NLL).
+    for tails in [Tails::OneSided] {
+        let cb = Shape::CrystalBall(tails);
+        let limit = profile(&cb, &[5.0, 1.0, 0.0, 3.0], range);
+        for alpha in [1e-18, 1e-14, 1e-10, 1e-7] {
+            let near = profile(&cb, &[5.0, 1.0, alpha, 3.0], range);
+            close(&format!("crystal ball α = {alpha:e}"), &limit, &near, 100.0 * alpha);
+        }
+        // n through 1 and towards 0 and large.
+        let at_one = profile(&cb, &[5.0, 1.0, 1.5, 1.0], range);
+        for n in [1.0 - 1e-9, 1.0 + 1e-9] {
+            let near = profile(&cb, &[5.0, 1.0, 1.5, n], range);
+            close(&format!("crystal ball n = {n}"), &at_one, &near, 1e-7);
+        }
+    }
+    let two = Shape::CrystalBall(Tails::DoubleSided { left: true, right: true });
+    let limit = profile(&two, &[5.0, 1.0, 0.8, 0.0, 2.0, 0.0, 4.0], range);
+    for alpha in [1e-18, 1e-12] {
+        let near = profile(&two, &[5.0, 1.0, 0.8, alpha, 2.0, alpha, 4.0], range);
+        close(&format!("double-sided α = {alpha:e}"), &limit, &near, 100.0 * alpha.max(1e-15));
+    }
+    // Exponential c → 0 from both sides (the flat density).
+    let flat = profile(&Shape::Exponential, &[0.0], range);
+    for c in [1e-15, -1e-15, 1e-9, -1e-9] {
+        let near = profile(&Shape::Exponential, &[c], range);
+        close(&format!("exponential c = {c:e}"), &flat, &near, 1e-7);
+    }
+}
