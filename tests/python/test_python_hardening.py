@@ -146,3 +146,82 @@ def test_progress_is_shown_only_when_asked_and_interactive(monkeypatch, capfd):
     assert "toys" in capfd.readouterr().err
     nextstat.hypotest_toys(1.0, model, n_toys=200, progress=False)
     assert "toys" not in capfd.readouterr().err
+
+
+def test_round4_messages_name_the_cause(tmp_path):
+    """Hardening round 4 (issue 44, class 7): each raised the wrong exception or a bare one."""
+    import http.server
+    import threading
+
+    from nextstat import unbinned
+    from nextstat.remote import Client, ServerError
+
+    # The remote client raises ServerError for everything: an HTML page, a connection refused,
+    # a timeout, an answer without the keys it needs, a wrong argument.
+    class Html(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the library's name
+            if self.path.endswith("slow"):
+                threading.Event().wait(3)
+            body = b"<html>not the server</html>" if not self.path.endswith("json") else b'{"status": "running"}'
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Html)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        for call, says in [
+            (lambda: Client(url).health(), "which is not JSON"),
+            (lambda: Client(url, timeout=0.5)._request("GET", "/slow"), "timeout"),
+            (lambda: Client("http://127.0.0.1:1").health(), "connection"),
+            (lambda: Client(url).upload({"channels": []}), "which is not JSON"),
+            (lambda: Client(url)._answer({"status": "x"}, ("id",), "POST /v1/models"), "lacks id"),
+            (lambda: Client(url).fit("not a model"), "model must be a RemoteModel"),
+            (lambda: Client(url).run("teleport", "x"), "model must be a RemoteModel"),
+        ]:
+            with pytest.raises(ServerError, match=says):
+                call()
+    finally:
+        httpd.shutdown()
+
+    # mixture_nll: a NaN weight, negative offsets and a wrong values shape are named as such.
+    logp = np.log(np.full((2, 4), 0.25))
+    for kwargs, says in [
+        (dict(yields=[1.0, 2.0], weights=[1.0, float("nan"), 1.0, 1.0]), r"weights\[1\] is nan"),
+        (dict(yields=[[1.0, 2.0]], offsets=[-1, 4]), "offsets must be event positions"),
+        (dict(yields=[1.0, 2.0], constraints=[(0.0, 1.0)], values=[[1.0, 2.0, 3.0]]), "values must hold one value per constraint"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            unbinned.mixture_nll(logp, **kwargs)
+
+    # An unbinned model refuses a NaN parameter instead of answering NaN.
+    from pathlib import Path
+    example = Path(__file__).resolve().parents[2] / "examples" / "unbinned" / "resonance.json"
+    m = unbinned.load(str(example))
+    pars = np.array(m.suggested_init() if hasattr(m, "suggested_init") else m.config.suggested_init(), dtype=float)
+    pars[0] = np.nan
+    with pytest.raises(ValueError, match=r"pars\[0\] is nan"):
+        m.nll_grad(pars)
+
+    # distributed with no client or no model: a TypeError that says what is expected.
+    from nextstat import distributed
+    model = nextstat.Workspace(workspace_file(NAME)).model()
+    with pytest.raises(TypeError, match="dask.distributed.Client"):
+        distributed.hypotest_toys(None, 1.0, model)
+    with pytest.raises(TypeError, match="dask.distributed.Client"):
+        distributed.patchset_grid(None, {}, {})
+
+    # Figures: a NaN in a result names its entry; text that is not JSON says so.
+    from nextstat import plot
+    fit = nextstat.fit(model).to_dict()
+    fit["bestfit"][0] = float("nan")
+    with pytest.raises(nextstat.NextStatError, match="NaN"):
+        plot.figure_data("pulls", fit)
+    with pytest.raises(ValueError, match="the result text is not JSON"):
+        plot.figure_data("pulls", "{not json")

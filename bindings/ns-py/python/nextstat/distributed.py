@@ -151,9 +151,18 @@ def _merged(client: Any, futures: List[Any], name: str, progress: bool) -> str:
     return _core.merge_parts([(f"shard {i}/{count}", parts[i]) for i in range(count)])
 
 
+def _check_client(client: Any) -> None:
+    """A Dask client, or a TypeError saying what was given instead."""
+    if not callable(getattr(client, "submit", None)) or not callable(getattr(client, "gather", None)):
+        raise TypeError(f"client must be a dask.distributed.Client (Client(cluster)), not {type(client).__name__}")
+
+
 def _model_job(client: Any, verb: str, model: Any, call: str, shards: Optional[int], progress: bool, retries: int) -> str:
     """Ship ``model`` once (by content), run ``call``'s shards on the workers, merge: the JSON of
     the result one process gives."""
+    _check_client(client)
+    if not hasattr(model, "_model"):
+        raise TypeError(f"model must be a nextstat model (nextstat.Workspace(...).model()), not {type(model).__name__}")
     called = json.loads(_core.call_json(model._model, call))
     model_ref = json.dumps(called.pop("model"), sort_keys=True)
     digest = hashlib.sha256(model_ref.encode()).hexdigest()
@@ -204,6 +213,7 @@ def patchset_grid(client: Any, background: Any, patchset: Any, *, verb: str = "u
     ``errors`` for points that failed). ``background`` and ``patchset`` are paths, JSON text or
     dicts, shipped once per worker. ``skip_verify=True`` applies patchsets made for another
     background file (the digest is not checked), with a warning."""
+    _check_client(client)
     if verb == "upper_limit":
         request: Dict[str, Any] = dict(verb=verb, scan=None if scan is None else _array(scan, "scan").tolist())
         if level is not None:

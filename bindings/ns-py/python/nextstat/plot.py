@@ -14,6 +14,7 @@ rendering instead (no matplotlib needed).
 """
 
 import json
+import math
 import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -34,11 +35,30 @@ def _report(result: Any) -> Dict[str, Any]:
         return result
     if isinstance(result, (str, os.PathLike)):
         text = str(result)
+        origin = "the result text"
         if not text.lstrip().startswith("{"):
+            origin = text
             with open(text) as f:
-                return json.load(f)
-        return json.loads(text)
+                text = f.read()
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"{origin} is not JSON: {e}") from None
     raise TypeError(f"a result is a nextstat result, a dict, a JSON file's path or JSON text, not {type(result).__name__}")
+
+
+def _json(value: Any) -> str:
+    """JSON as the engine reads it: a non-finite number is written as the engine writes one
+    ("NaN", "inf", "-inf"), so the figure names the entry instead of a bare parse error."""
+    def finite(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return "NaN" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        return v
+    return json.dumps(finite(value), allow_nan=False)
 
 
 def _options(options: Dict[str, Any]) -> str:
@@ -46,17 +66,17 @@ def _options(options: Dict[str, Any]) -> str:
     options = {k: v for k, v in options.items() if v is not None}
     if "asymptotic" in options:
         options["asymptotic"] = _report(options["asymptotic"])
-    return json.dumps(options)
+    return _json(options)
 
 
 def figure_data(kind: str, result: Any, **options) -> Dict[str, Any]:
     """What a figure of ``kind`` shows (the numbers drawn), as ``nextstat plot`` prints it."""
-    return json.loads(_core.plot_figure(kind, json.dumps(_report(result)), _options(options)))
+    return json.loads(_core.plot_figure(kind, _json(_report(result)), _options(options)))
 
 
 def save(kind: str, result: Any, path: str, **options) -> Tuple[int, int]:
     """Draw with nextstat's own renderer (the CLI's) to ``path`` (.svg, .png, .pdf); its size in pixels."""
-    return tuple(_core.plot_file(kind, json.dumps(_report(result)), _options(options), os.fspath(path)))
+    return tuple(_core.plot_file(kind, _json(_report(result)), _options(options), os.fspath(path)))
 
 
 def _pyplot():

@@ -62,23 +62,42 @@ class Client:
         self.timeout = timeout
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body, allow_nan=False).encode()
+        """One request; every failure — the server's error answers, a connection or a timeout,
+        an answer that is not the server's JSON — is a ``ServerError``."""
+        try:
+            data = None if body is None else json.dumps(body, allow_nan=False).encode()
+        except (TypeError, ValueError) as e:
+            raise ServerError(0, "request", f"the request cannot be sent as JSON: {e}") from None
         request = urllib.request.Request(self.url + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
         if self.api_key:
             request.add_header("Authorization", f"Bearer {self.api_key}")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
-                text = answer.read()
-                return json.loads(text) if text else None
+                status, text = answer.status, answer.read()
         except urllib.error.HTTPError as e:
             try:
                 error = json.loads(e.read())["error"]
+                kind, message = str(error["kind"]), str(error["message"])
             except Exception:  # not one of the server's answers
-                raise ServerError(e.code, "http", str(e)) from None
-            raise ServerError(e.code, error["kind"], error["message"]) from None
+                raise ServerError(e.code, "http", f"{method} {self.url}{path}: {e}") from None
+            raise ServerError(e.code, kind, message) from None
         except urllib.error.URLError as e:
             raise ServerError(0, "connection", f"{self.url}: {e.reason}") from None
+        except (TimeoutError, OSError) as e:
+            raise ServerError(0, "timeout" if isinstance(e, TimeoutError) else "connection",
+                              f"{method} {self.url}{path}: {e or 'no answer within the timeout'} (timeout {self.timeout} s)") from None
+        try:
+            return json.loads(text) if text else None
+        except ValueError:
+            raise ServerError(status, "invalid_answer",
+                              f"{method} {self.url}{path} answered {text[:80]!r}, which is not JSON: is this a nextstat-server?") from None
+
+    def _answer(self, answer: Any, keys, what: str) -> Any:
+        """`answer` checked to hold `keys`: else a ``ServerError`` naming what is missing."""
+        if not isinstance(answer, dict) or any(k not in answer for k in keys):
+            raise ServerError(0, "invalid_answer", f"{what}: the answer {str(answer)[:120]} lacks {', '.join(keys)}")
+        return answer
 
     def health(self) -> Dict[str, Any]:
         return self._request("GET", "/v1/health")
@@ -98,14 +117,17 @@ class Client:
             reference["measurement"] = measurement
         if patches:
             reference["patches"] = [json.loads(_json_text(p, "patch")[0]) for p in patches]
-        return RemoteModel(self._request("POST", "/v1/models", reference))
+        answer = self._request("POST", "/v1/models", reference)
+        return RemoteModel(self._answer(answer, ("id", "kind", "parameter_names"), "POST /v1/models"))
 
     def forget(self, model: RemoteModel) -> None:
         self._request("DELETE", f"/v1/models/{model.id}")
 
     def _call(self, verb: str, model: RemoteModel, fit: Optional[Dict[str, Any]], device: str, **request: Any) -> Dict[str, Any]:
         if not isinstance(model, RemoteModel):
-            raise TypeError(f"model must be a RemoteModel (client.upload(...)), not {type(model).__name__}")
+            raise ServerError(0, "argument", f"model must be a RemoteModel (client.upload(...)), not {type(model).__name__}")
+        if verb not in _PATHS:
+            raise ServerError(0, "argument", f"no verb '{verb}' (verbs: {', '.join(_PATHS)})")
         call = {
             "model": {"id": model.id},
             "request": {"verb": verb, **{k: v for k, v in request.items() if v is not None}},
@@ -119,7 +141,8 @@ class Client:
         """Run a verb (the engine's request name: fit, hypotest, hypotest_toys, upper_limit,
         significance, profile_scan, ranking, gof, eval) and wrap the answer as the local API
         does."""
-        answer = self._request("POST", f"/v1/{_PATHS[verb]}", self._call(verb, model, fit, device, **request))
+        call = self._call(verb, model, fit, device, **request)
+        answer = self._request("POST", f"/v1/{_PATHS[verb]}", call)
         return answer if verb == "eval" else _RESULT_OF_VERB[verb]._from_json(json.dumps(answer))
 
     def fit(self, model: RemoteModel, **kw):
@@ -163,13 +186,15 @@ class Client:
         """Wait for a job and return its result as the local API would."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            state = self.job(job_id)
+            state = self._answer(self.job(job_id), ("status",), f"job {job_id}")
             if state["status"] == "done":
-                verb = next(v for v, p in _PATHS.items() if p == state["verb"])
+                verb = next((v for v, p in _PATHS.items() if p == state.get("verb")), None)
+                if verb is None or "result" not in state:
+                    raise ServerError(0, "invalid_answer", f"job {job_id}: done, but its answer names no known verb or result")
                 return state["result"] if verb == "eval" else _RESULT_OF_VERB[verb]._from_json(json.dumps(state["result"]))
             if state["status"] in ("failed", "cancelled"):
                 error = state.get("error") or {"status": 0, "kind": state["status"], "message": f"job {job_id} was {state['status']}"}
-                raise ServerError(error["status"], error["kind"], error["message"])
+                raise ServerError(error.get("status", 0), error.get("kind", state["status"]), error.get("message", ""))
             if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"job {job_id} is still {state['status']} ({state['progress']})")
+                raise ServerError(0, "timeout", f"job {job_id} is still {state['status']} ({state.get('progress')}) after {timeout} s")
             time.sleep(poll)

@@ -81,6 +81,9 @@ class UnbinnedModel:
         pars = np.ascontiguousarray(pars, dtype=np.float64)
         if pars.ndim != 1:
             raise ValueError("pars must be one-dimensional")
+        bad = np.flatnonzero(~np.isfinite(pars))
+        if bad.size:
+            raise ValueError(f"pars[{bad[0]}] is {pars[bad[0]]}: parameters must be finite numbers")
         if events is not None:
             events = np.ascontiguousarray(events, dtype=np.float64)
             if events.ndim != 1:
@@ -171,9 +174,21 @@ def mixture_nll(logp: Any, yields: Any, *, offsets: Optional[Sequence[int]] = No
     batched = offsets is not None
     yields = np.atleast_2d(np.ascontiguousarray(yields, dtype=np.float64))
     k = len(constraints or ())
-    values = np.ascontiguousarray(values if values is not None else np.zeros((yields.shape[0], 0)), dtype=np.float64).reshape(yields.shape[0], k)
-    offsets = None if offsets is None else [int(o) for o in offsets]
+    values = np.ascontiguousarray(values if values is not None else np.zeros((yields.shape[0], 0)), dtype=np.float64)
+    if values.size != yields.shape[0] * k:
+        raise ValueError(f"values must hold one value per constraint ({k}) for each of the {yields.shape[0]} dataset(s), "
+                         f"[datasets, constraints]; it has shape {values.shape}")
+    values = values.reshape(yields.shape[0], k)
+    if offsets is not None:
+        offsets = [int(o) for o in offsets]
+        negative = [o for o in offsets if o < 0]
+        if negative:
+            raise ValueError(f"offsets must be event positions ≥ 0 (the datasets' boundaries), not {negative[0]}")
     weights = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    if weights is not None:
+        bad = np.flatnonzero(~np.isfinite(weights))
+        if bad.size:
+            raise ValueError(f"weights[{bad[0]}] is {weights[bad[0]]}: event weights must be finite")
     constraints = None if constraints is None else [(float(m), float(s)) for m, s in constraints]
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(logp, torch.Tensor) and logp.is_cuda:
