@@ -195,6 +195,8 @@ def test_no_file_a_client_names_is_ever_opened(server, tmp_path):
                 ("models", lambda: server.call("POST", "/v1/models", model, timeout=30)),
                 ("fit", lambda: server.call("POST", "/v1/fit", {"model": model}, timeout=30)),
                 ("jobs", lambda: server.call("POST", "/v1/jobs", {"verb": "fit", "model": model}, timeout=30)),
+                # The device queue's way: the model is loaded before the device is looked at.
+                ("cuda", lambda: server.call("POST", "/v1/hypotest-toys", {"model": model, "device": "cuda", "request": {"mu": 1.0, "n_toys": 10}}, timeout=30)),
             ]
             if "patchset" in model:
                 routes.append(("batch", lambda: server.call("POST", "/v1/batch", {"model": model, "patches": [model["patchset"]["patch"]], "verb": "fit"}, timeout=30)))

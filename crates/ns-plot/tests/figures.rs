@@ -459,3 +459,51 @@ fn figures_that_list_parameters_grow_with_them() {
         "100 rows in {tall} px against 5 in {small} px"
     );
 }
+
+/// Every numeric leaf of `v`, as JSON pointers.
+fn numeric_leaves(v: &Value, at: String, out: &mut Vec<String>) {
+    match v {
+        Value::Number(_) => out.push(at),
+        Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| numeric_leaves(x, format!("{at}/{i}"), out)),
+        Value::Object(o) => o.iter().for_each(|(k, x)| numeric_leaves(x, format!("{at}/{k}"), out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_kind_finishes_on_extreme_values() {
+    // Each number of each kind's result set in turn to ±1e308, a subnormal or null: the figure
+    // is drawn or refused, never a hang (a ranking impact of 1e308 once laid out its axis
+    // forever) or a panic.
+    let cls_scan = json!({"level": 0.05, "obs": 2.0, "exp": [1.0, 1.5, 2.0, 2.5, 3.0],
+        "points": (0..5).map(|k| json!({"mu": k as f64, "CLs_obs": 0.5f64.powi(k + 1), "CLs_exp": [0.1, 0.2, 0.3, 0.4, 0.5]})).collect::<Vec<_>>()});
+    let scan = json!({"parameter": "mu", "values": [0.0, 1.0, 2.0, 3.0], "delta_twice_nll": [1.0, 0.0, 1.0, 4.0]});
+    let cases = [
+        ("pulls", fit_result()),
+        ("correlation", fit_result()),
+        ("scan", scan),
+        ("ranking", ranking_result(4)),
+        ("limit", grid_result()),
+        ("limit", cls_scan),
+        ("toys", toy_result()),
+        ("yields", yields_result()),
+    ];
+    let mut drawn = 0;
+    for (kind, result) in cases {
+        let mut leaves = Vec::new();
+        numeric_leaves(&result, String::new(), &mut leaves);
+        let step = leaves.len().div_ceil(16).max(1);
+        for leaf in leaves.iter().step_by(step) {
+            for extreme in [json!(1e308), json!(-1e308), json!(5e-324), Value::Null] {
+                let mut r = result.clone();
+                *r.pointer_mut(leaf).unwrap() = extreme.clone();
+                if let Ok(f) = figure(kind, &r, &Options::default()) {
+                    let drawn_ok = encode(&f, Format::Svg);
+                    assert!(drawn_ok.is_ok() || extreme.is_null(), "{kind} {leaf} = {extreme}: {:?}", drawn_ok.err());
+                    drawn += 1;
+                }
+            }
+        }
+    }
+    assert!(drawn > 0, "no extreme value was drawn");
+}
