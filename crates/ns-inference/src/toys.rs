@@ -152,6 +152,10 @@ struct ToySegment<'a> {
     count: usize,
 }
 
+/// Rounds in which toy fits that stalled go on from where they stopped (each a batch of the
+/// fits still short; a round that improves none ends them).
+const CONTINUATION_ROUNDS: usize = 4;
+
 /// Fit every toy twice (free, and with the POI fixed at its segment's μ), all toys of all
 /// segments in one batch, from each segment's starting point as pyhf does.
 ///
@@ -159,8 +163,10 @@ struct ToySegment<'a> {
 /// of its own hypothesis: a free fit from its ensemble's generating parameters (the point the
 /// toy fluctuates around), a fixed-μ fit from the fit at μ (`at_mu`). From pyhf's suggested init,
 /// fits of background-only toys of a cross-section measurement (the published tt̄ ℓ+jets
-/// likelihood) wander for thousands of iterations; from there they converge. Fits that converge
-/// the first time are untouched, and every backend restarts the same fits from the same points.
+/// likelihood) wander for thousands of iterations; from there they converge. Fits still short
+/// then go on from their own end points (up to [`CONTINUATION_ROUNDS`]), scaled by the curvature
+/// there. Fits that converge the first time are untouched, and every backend restarts the same
+/// fits from the same points.
 /// A fit's result depends on its own job only, so a segment fitted beside others gets the same
 /// bits as alone. Returns the fit pairs in dataset order.
 fn fit_toy_pairs(
@@ -240,8 +246,55 @@ fn fit_toy_pairs(
             .collect();
         let again = fit_sampled(fitter, toys, &restarts, &|_| {})?;
         for (&j, fit) in failed.iter().zip(again) {
-            if matches!(&fit, Ok(f) if f.converged) {
+            let better = match (&fit, &results[j]) {
+                (Ok(f), _) if f.converged => true,
+                (Ok(f), Ok(before)) => f.twice_nll < before.twice_nll,
+                (Ok(f), Err(_)) => f.twice_nll.is_finite(),
+                (Err(_), _) => false,
+            };
+            if better {
                 results[j] = fit;
+            }
+        }
+        // Fits still short go on from where they stopped, scaled by the curvature there: a
+        // toy whose minimum lies against a steep wall of the likelihood (a yield that plunges
+        // within 10⁻⁵ of a parameter, the published sleptons likelihood) shows that curvature
+        // only close to it, and L-BFGS-B stalls on the scaling of its start. Each round starts
+        // from the last end point; a fit's rounds depend on its own results only.
+        for _ in 0..CONTINUATION_ROUNDS {
+            let short: Vec<usize> = (0..results.len())
+                .filter(|&j| {
+                    matches!(&results[j], Ok(f) if !f.converged && f.twice_nll.is_finite())
+                })
+                .collect();
+            if short.is_empty() {
+                break;
+            }
+            let continued: Vec<FitJob> = short
+                .iter()
+                .map(|&j| {
+                    let from = match &results[j] {
+                        Ok(f) => &f.parameters,
+                        Err(_) => unreachable!("only fits that ended are continued"),
+                    };
+                    FitJob {
+                        data: j / 2,
+                        config: Arc::new(restart_at(&jobs[j].config, from)),
+                    }
+                })
+                .collect();
+            let again = fit_sampled(fitter, toys, &continued, &|_| {})?;
+            let mut progressed = false;
+            for (&j, fit) in short.iter().zip(again) {
+                if let (Ok(f), Ok(before)) = (&fit, &results[j])
+                    && (f.converged || f.twice_nll < before.twice_nll)
+                {
+                    progressed = true;
+                    results[j] = fit;
+                }
+            }
+            if !progressed {
+                break;
             }
         }
     }

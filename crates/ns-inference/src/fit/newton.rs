@@ -10,8 +10,9 @@
 //! bound by their gradient stay there, the rest take the Newton step, an Armijo search along the
 //! projected arc) finish the job — what MINUIT's MIGRAD + HESSE achieve with a full covariance.
 //!
-//! - The *polish* runs on every backend after the optimizer stalled; its Hessians are central
-//!   differences of the gradient through `probe_batch` (f64).
+//! - The *polish* runs on every backend after the optimizer stalled; its Hessians are the
+//!   likelihood's analytic one where it has one (on the host), else central differences of the
+//!   gradient through `probe_batch` (f64).
 //! - The *handover* runs inside a CPU fit that has not converged in [`HANDOVER_AFTER`]
 //!   iterations, and only where the likelihood's own Hessian at the current point is positive
 //!   definite and predicts a decrease (½ gᵀH⁻¹g of twice_nll, MINUIT's EDM) of at most
@@ -63,7 +64,8 @@ const CHORD_DECREMENT_RATIO: f64 = 0.25;
 /// Where Newton steps take their Hessians.
 #[derive(Clone, Copy, PartialEq)]
 enum Curvature {
-    /// Central differences of the gradient (the polish).
+    /// The likelihood's analytic Hessian where it has one (exact where a steep direction makes
+    /// differences of the gradient poor), else central differences of the gradient (the polish).
     Differences,
     /// The likelihood's analytic Hessian, or differences where it has none if the fit has
     /// already spent as many iterations as they cost gradients (the handover).
@@ -230,10 +232,13 @@ fn newton_steps(
             Some(direction) => direction,
             None => {
                 let hessian = match curvature {
-                    Curvature::Differences => {
-                        evaluations += 2 * moving.len();
-                        fitter.hessian_by_differences(&x, data, &moving)?
-                    }
+                    Curvature::Differences => match fitter.analytic_hessian(&x, data, &moving)? {
+                        Some(hessian) => hessian,
+                        None => {
+                            evaluations += 2 * moving.len();
+                            fitter.hessian_by_differences(&x, data, &moving)?
+                        }
+                    },
                     Curvature::Analytic => match fitter.analytic_hessian(&x, data, &moving)? {
                         Some(hessian) => hessian,
                         // Differences cost 2k gradients: a handover pays them only once the
