@@ -97,7 +97,10 @@ impl ModelFileArg {
 /// The file given positionally or with `-i`, or an error saying how to give one.
 fn given(positional: &Option<PathBuf>, input: &Option<PathBuf>, what: &str) -> Result<PathBuf> {
     positional.clone().or_else(|| input.clone()).ok_or_else(|| {
-        Error::InvalidInput(format!("no {} given: pass {what} or -i/--input {what}", what.to_lowercase()))
+        Error::InvalidInput(format!(
+            "no {} given: pass {what} or -i/--input {what}",
+            what.to_lowercase()
+        ))
     })
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::Scratch;
+use common::{Scratch, run};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_nextstat"))
@@ -26,19 +26,6 @@ fn analysis() -> Value {
         "measurements": [{"name": "meas", "config": {"poi": "mu", "parameters": []}}],
         "version": "1.0.0"
     })
-}
-
-fn run(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = bin()
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("nextstat runs");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn variant(edit: impl FnOnce(&mut Value)) -> Value {

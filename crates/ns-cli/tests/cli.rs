@@ -89,7 +89,10 @@ fn eval_reports_non_positive_expectation_without_crashing() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["twice_nll"], "inf");
     let warning = v["warning"].as_str().unwrap();
-    assert!(warning.contains("undefined here") && warning.contains("bin 0 expects 0 events"), "{warning}");
+    assert!(
+        warning.contains("undefined here") && warning.contains("bin 0 expects 0 events"),
+        "{warning}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

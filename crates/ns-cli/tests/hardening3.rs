@@ -3,28 +3,10 @@
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 mod common;
-use common::Scratch;
-
-fn run_with(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nextstat"));
-    cmd.args(args).stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("nextstat runs");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn run(args: &[&str]) -> (Option<i32>, String, String) {
-    run_with(args, &[])
-}
+use common::{Scratch, run, run_with};
 
 /// One channel: signal with the POI `mu`, background with a shapesys.
 fn single_bin(signal: f64, background: f64, uncertainty: f64, observed: f64) -> Value {

@@ -4,23 +4,9 @@
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 mod common;
-use common::Scratch;
-
-fn run(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nextstat"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("nextstat runs");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{Scratch, run};
 
 fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/analysis.json")
@@ -34,7 +20,10 @@ fn path(p: &Path) -> &str {
 fn refused(args: &[&str], says: &str) {
     let (code, _, err) = run(args);
     assert_eq!(code, Some(2), "{args:?}: {err}");
-    assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
+    assert!(
+        err.contains(says) && !err.contains("panicked"),
+        "{args:?}: {err}"
+    );
 }
 
 #[test]
@@ -47,7 +36,10 @@ fn a_report_never_replaces_a_folder_of_other_files() {
         &["report", path(&example()), "-o", path(&mine)],
         "the folder holds other files (index.html) and is not a report",
     );
-    assert_eq!(std::fs::read_to_string(mine.join("index.html")).unwrap(), "my own page");
+    assert_eq!(
+        std::fs::read_to_string(mine.join("index.html")).unwrap(),
+        "my own page"
+    );
     // A report goes into a new folder, and again into its own.
     let report = dir.0.join("report");
     for _ in 0..2 {
@@ -63,14 +55,28 @@ fn the_saved_call_and_the_result_never_share_a_file_or_a_stream() {
     let out = dir.0.join("out.json");
     let ws = example();
     refused(
-        &["fit", path(&ws), "--save-call", path(&out), "-o", path(&out)],
+        &[
+            "fit",
+            path(&ws),
+            "--save-call",
+            path(&out),
+            "-o",
+            path(&out),
+        ],
         "the result would replace the call",
     );
     assert!(!out.exists(), "nothing written");
     // The same file named two ways.
     let dotted = dir.0.join(".").join("out.json");
     refused(
-        &["fit", path(&ws), "--save-call", path(&out), "-o", path(&dotted)],
+        &[
+            "fit",
+            path(&ws),
+            "--save-call",
+            path(&out),
+            "-o",
+            path(&dotted),
+        ],
         "the result would replace the call",
     );
     for verb in [&["fit"][..], &["eval"], &["hypotest", "--mu", "1"]] {
@@ -100,7 +106,13 @@ fn figures_refuse_what_they_cannot_draw_and_finish_on_extreme_values() {
     };
     for huge in [1e308, -1e308, 1e101] {
         refused(
-            &["plot", "ranking", path(&with("impact_postfit_up", json!(huge))), "-o", path(&figure)],
+            &[
+                "plot",
+                "ranking",
+                path(&with("impact_postfit_up", json!(huge))),
+                "-o",
+                path(&figure),
+            ],
             "no axis can draw it",
         );
     }
@@ -112,16 +124,40 @@ fn figures_refuse_what_they_cannot_draw_and_finish_on_extreme_values() {
     }
     let file = dir.write("ranking.json", &ranking);
     refused(
-        &["plot", "ranking", path(&file), "-o", path(&figure), "--top", "0"],
+        &[
+            "plot",
+            "ranking",
+            path(&file),
+            "-o",
+            path(&figure),
+            "--top",
+            "0",
+        ],
         "top must be at least 1",
     );
     let theory = dir.write("theory.json", &json!([1.0, 2.0]));
     refused(
-        &["plot", "ranking", path(&file), "-o", path(&figure), "--theory", path(&theory)],
+        &[
+            "plot",
+            "ranking",
+            path(&file),
+            "-o",
+            path(&figure),
+            "--theory",
+            path(&theory),
+        ],
         "the ranking figure takes no 'theory'",
     );
     refused(
-        &["plot", "ranking", path(&file), "-o", path(&figure), "--select", "m=1"],
+        &[
+            "plot",
+            "ranking",
+            path(&file),
+            "-o",
+            path(&figure),
+            "--select",
+            "m=1",
+        ],
         "the ranking figure takes no 'select'",
     );
     let (_, fit, err) = run(&["fit", path(&ws), "--covariance"]);
@@ -153,18 +189,33 @@ fn hs3(parameters: Value) -> Value {
 #[test]
 fn hs3_parameter_points_are_read_strictly() {
     let dir = Scratch::new("h4-points");
-    let good = dir.write("good.json", &hs3(json!([{"name": "mu", "value": 0}, {"name": "n", "value": 3}])));
+    let good = dir.write(
+        "good.json",
+        &hs3(json!([{"name": "mu", "value": 0}, {"name": "n", "value": 3}])),
+    );
     let (code, fit, err) = run(&["fit", path(&good)]);
     assert_eq!(code, Some(0), "{err}");
-    assert_eq!(serde_json::from_str::<Value>(&fit).unwrap()["parameter_names"], json!(["mu", "n"]));
+    assert_eq!(
+        serde_json::from_str::<Value>(&fit).unwrap()["parameter_names"],
+        json!(["mu", "n"])
+    );
     for (parameters, says) in [
         (
             json!([{"name": "mu", "value": 0}, {"name": "n", "value": 3}, {"name": "mu", "value": 1}]),
             "parameter 'mu' is listed twice",
         ),
-        (json!([{"name": "mu", "value": "ten"}, {"name": "n", "value": 3}]), "'value' must be a number, not \"ten\""),
-        (json!([{"name": "mu", "value": 0, "min": "-3", "max": 3}, {"name": "n", "value": 3}]), "'min' must be a number"),
-        (json!([{"name": "mu", "value": 0, "const": "yes"}, {"name": "n", "value": 3}]), "'const' must be true or false"),
+        (
+            json!([{"name": "mu", "value": "ten"}, {"name": "n", "value": 3}]),
+            "'value' must be a number, not \"ten\"",
+        ),
+        (
+            json!([{"name": "mu", "value": 0, "min": "-3", "max": 3}, {"name": "n", "value": 3}]),
+            "'min' must be a number",
+        ),
+        (
+            json!([{"name": "mu", "value": 0, "const": "yes"}, {"name": "n", "value": 3}]),
+            "'const' must be true or false",
+        ),
         (json!([{"value": 0}]), "parameters[0] has no \"name\""),
     ] {
         let file = dir.write("bad.json", &hs3(parameters));
@@ -180,20 +231,32 @@ fn messages_name_the_cause() {
         "call.json",
         &json!({"model": {"workspace": path(&example())}, "request": {"verb": "hypotest_toys", "mu": 1, "n_toys": 10}}),
     );
-    let text = std::fs::read_to_string(&call).unwrap().replace("\"n_toys\":10", "\"n_toys\":10,\"seed\":18446744073709551616");
+    let text = std::fs::read_to_string(&call).unwrap().replace(
+        "\"n_toys\":10",
+        "\"n_toys\":10,\"seed\":18446744073709551616",
+    );
     std::fs::write(&call, text).unwrap();
-    refused(&["run", path(&call)], "a seed or a count must be below 2^64");
+    refused(
+        &["run", path(&call)],
+        "a seed or a count must be below 2^64",
+    );
     // A file with HS3's distributions but no likelihoods is not taken for a pyhf workspace.
     let mut half = hs3(json!([{"name": "mu", "value": 0}, {"name": "n", "value": 3}]));
     half.as_object_mut().unwrap().remove("likelihoods");
     half.as_object_mut().unwrap().remove("metadata");
     let file = dir.write("half.json", &half);
-    refused(&["fit", path(&file)], "has HS3's 'distributions' but no 'likelihoods'");
+    refused(
+        &["fit", path(&file)],
+        "has HS3's 'distributions' but no 'likelihoods'",
+    );
     // The help speaks of models, not only pyhf workspaces; eval takes --gpu.
     let (_, help, _) = run(&["fit", "--help"]);
     assert!(help.contains("HS3") && help.contains("MODEL"), "{help}");
     let (_, help, _) = run(&["--help"]);
-    assert!(!help.contains("HistFactory binned-likelihood inference,"), "{help}");
+    assert!(
+        !help.contains("HistFactory binned-likelihood inference,"),
+        "{help}"
+    );
     let (code, out, err) = run(&["eval", path(&example()), "--gpu", "cpu"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("twice_nll"));
@@ -230,7 +293,10 @@ fn an_undefined_likelihood_names_the_distribution_at_fault() {
         let file = dir.write("undefined.json", &with(distributions));
         let (code, _, err) = run(&["fit", path(&file)]);
         assert_eq!(code, Some(2), "{err}");
-        assert!(err.contains(says) && !err.contains("a term of the likelihood is not finite"), "{err}");
+        assert!(
+            err.contains(says) && !err.contains("a term of the likelihood is not finite"),
+            "{err}"
+        );
     }
     // A steep exponential (e^{200x} on [0, 5]) is a valid density, fitted.
     let steep = json!([{"name": "e", "type": "exponential_dist", "x": "x", "c": -200.0},

@@ -610,7 +610,8 @@ fn ensemble_of(value: &Value, place: &str, toys: usize) -> Result<ToyEnsemble> {
         .collect::<Result<Vec<f64>>>()?;
     let n_failed = value["n_failed"]
         .as_u64()
-        .ok_or_else(|| bad("\"n_failed\" is not a whole number".into()))? as usize;
+        .ok_or_else(|| bad("\"n_failed\" is not a whole number".into()))?
+        as usize;
     let failures: std::collections::BTreeMap<String, usize> =
         serde_json::from_value(value["failures"].clone())
             .map_err(|_| bad("\"failures\" is not a count per reason".into()))?;
@@ -670,11 +671,16 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
             let mut signal = ToyEnsemble::default();
             let mut background = ToyEnsemble::default();
             for (i, r) in parts.results.iter().enumerate() {
-                let toys = Shard::new(i, parts.job.shards)?.share(parts.job.units).len();
+                let toys = Shard::new(i, parts.job.shards)?
+                    .share(parts.job.units)
+                    .len();
                 let place = |which: &str| format!("shard {i}/{} ({which})", parts.job.shards);
                 let sb = place("signal_plus_background");
                 let b = place("background_only");
-                signal = append(signal, ensemble_of(&r["signal_plus_background"], &sb, toys)?);
+                signal = append(
+                    signal,
+                    ensemble_of(&r["signal_plus_background"], &sb, toys)?,
+                );
                 background = append(background, ensemble_of(&r["background_only"], &b, toys)?);
             }
             let result = ToyHypotest::from_ensembles(

@@ -262,27 +262,24 @@ fn fit_toy_pairs(
         // only close to it, and L-BFGS-B stalls on the scaling of its start. Each round starts
         // from the last end point; a fit's rounds depend on its own results only.
         for _ in 0..CONTINUATION_ROUNDS {
-            let short: Vec<usize> = (0..results.len())
-                .filter(|&j| {
-                    matches!(&results[j], Ok(f) if !f.converged && f.twice_nll.is_finite())
+            // (fit, the job that continues it from its end point)
+            let (short, continued): (Vec<usize>, Vec<FitJob>) = results
+                .iter()
+                .enumerate()
+                .filter_map(|(j, r)| match r {
+                    Ok(f) if !f.converged && f.twice_nll.is_finite() => Some((
+                        j,
+                        FitJob {
+                            data: j / 2,
+                            config: Arc::new(restart_at(&jobs[j].config, &f.parameters)),
+                        },
+                    )),
+                    _ => None,
                 })
-                .collect();
+                .unzip();
             if short.is_empty() {
                 break;
             }
-            let continued: Vec<FitJob> = short
-                .iter()
-                .map(|&j| {
-                    let from = match &results[j] {
-                        Ok(f) => &f.parameters,
-                        Err(_) => unreachable!("only fits that ended are continued"),
-                    };
-                    FitJob {
-                        data: j / 2,
-                        config: Arc::new(restart_at(&jobs[j].config, from)),
-                    }
-                })
-                .collect();
             let again = fit_sampled(fitter, toys, &continued, &|_| {})?;
             let mut progressed = false;
             for (&j, fit) in short.iter().zip(again) {

@@ -464,8 +464,13 @@ fn figures_that_list_parameters_grow_with_them() {
 fn numeric_leaves(v: &Value, at: String, out: &mut Vec<String>) {
     match v {
         Value::Number(_) => out.push(at),
-        Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| numeric_leaves(x, format!("{at}/{i}"), out)),
-        Value::Object(o) => o.iter().for_each(|(k, x)| numeric_leaves(x, format!("{at}/{k}"), out)),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, x)| numeric_leaves(x, format!("{at}/{i}"), out)),
+        Value::Object(o) => o
+            .iter()
+            .for_each(|(k, x)| numeric_leaves(x, format!("{at}/{k}"), out)),
         _ => {}
     }
 }
@@ -499,7 +504,11 @@ fn every_kind_finishes_on_extreme_values() {
                 *r.pointer_mut(leaf).unwrap() = extreme.clone();
                 if let Ok(f) = figure(kind, &r, &Options::default()) {
                     let drawn_ok = encode(&f, Format::Svg);
-                    assert!(drawn_ok.is_ok() || extreme.is_null(), "{kind} {leaf} = {extreme}: {:?}", drawn_ok.err());
+                    assert!(
+                        drawn_ok.is_ok() || extreme.is_null(),
+                        "{kind} {leaf} = {extreme}: {:?}",
+                        drawn_ok.err()
+                    );
                     drawn += 1;
                 }
             }

@@ -633,7 +633,8 @@ pub async fn batch(
         b.insert("model".into(), m);
         call_of(&state, &verb_path, b)
     };
-    // Every point's call is checked before any runs.
+    // The points' calls differ only in the patch's name: the first one's checks stand for all,
+    // before any runs.
     call_for(&names[0])?;
     // As many patches at once as there are workers: a batch shares the pool with other
     // requests, and never fills the queue by itself.

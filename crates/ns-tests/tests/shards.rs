@@ -25,7 +25,11 @@ fn read(path: &Path) -> ns_core::Result<Value> {
 }
 
 fn loaded(call: &Call) -> LoadedModel {
-    call.model.as_ref().unwrap().load_model(&ns_translate::load::Files).unwrap()
+    call.model
+        .as_ref()
+        .unwrap()
+        .load_model(&ns_translate::load::Files)
+        .unwrap()
 }
 
 /// The JSON text one process writes for `call`.
@@ -182,9 +186,18 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
 
     // A part edited after its shard wrote it: refused by name, whatever was changed.
     for (key, value) in [
-        ("/result/background_only/teststats/0", serde_json::json!(0.0)),
-        ("/result/background_only/teststats/0", serde_json::json!(-5.0)),
-        ("/result/signal_plus_background/teststats/1", serde_json::json!("NaN")),
+        (
+            "/result/background_only/teststats/0",
+            serde_json::json!(0.0),
+        ),
+        (
+            "/result/background_only/teststats/0",
+            serde_json::json!(-5.0),
+        ),
+        (
+            "/result/signal_plus_background/teststats/1",
+            serde_json::json!("NaN"),
+        ),
         ("/shared/teststat_obs", serde_json::json!(0.5)),
     ] {
         let mut edited = parts3.clone();
@@ -197,15 +210,30 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     }
     // Values no computation gives, even with the digest made anew: refused, naming the place.
     for (key, value, says) in [
-        ("/result/background_only/teststats/0", serde_json::json!(-5.0), "test statistic 0 is -5.0"),
-        ("/result/signal_plus_background/teststats/1", serde_json::json!("NaN"), "test statistic 1 is \"NaN\""),
-        ("/result/background_only/n_failed", serde_json::json!(3), "failed toys for its"),
+        (
+            "/result/background_only/teststats/0",
+            serde_json::json!(-5.0),
+            "test statistic 0 is -5.0",
+        ),
+        (
+            "/result/signal_plus_background/teststats/1",
+            serde_json::json!("NaN"),
+            "test statistic 1 is \"NaN\"",
+        ),
+        (
+            "/result/background_only/n_failed",
+            serde_json::json!(3),
+            "failed toys for its",
+        ),
     ] {
         let mut edited = parts3.clone();
         *edited[1].1.pointer_mut(key).unwrap() = value;
         ns_inference::shard::seal(&mut edited[1].1);
         let message = error_of(&edited);
-        assert!(message.contains("shard 1/3") && message.contains(says), "{key}: {message}");
+        assert!(
+            message.contains("shard 1/3") && message.contains(says),
+            "{key}: {message}"
+        );
     }
 
     // Shared values that disagree: a part computed other baseline fits.

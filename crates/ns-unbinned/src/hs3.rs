@@ -871,11 +871,7 @@ impl ChannelBuilder<'_, '_> {
 }
 
 /// The events of an unbinned data entry, checked against its axes.
-fn read_events(
-    entry: &Value,
-    name: &str,
-    files: FileAccess,
-) -> Result<(Vec<Axis>, ChannelEvents)> {
+fn read_events(entry: &Value, name: &str, files: FileAccess) -> Result<(Vec<Axis>, ChannelEvents)> {
     let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
         "unbinned" => {}
@@ -1052,7 +1048,10 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
             .and_then(|p| p.first())
     });
     if let Some(point) = point {
-        let point_name = point.get("name").and_then(Value::as_str).unwrap_or(point_name);
+        let point_name = point
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or(point_name);
         let entries = match point.get("parameters") {
             None => &Vec::new(),
             Some(Value::Array(list)) => list,
@@ -1080,7 +1079,9 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
                 None | Some(Value::Null) => false,
                 Some(Value::Bool(b)) => *b,
                 Some(other) => {
-                    return Err(invalid(format!("{at} 'const' must be true or false, not {other}")));
+                    return Err(invalid(format!(
+                        "{at} 'const' must be true or false, not {other}"
+                    )));
                 }
             };
             var.range = optional_range(p, &at)?;
@@ -1111,9 +1112,10 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
             .into_iter()
             .flatten()
         {
-            let name = a.get("name").and_then(Value::as_str).ok_or_else(|| {
-                invalid(format!("domain '{dname}': an axis has no \"name\""))
-            })?;
+            let name = a
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid(format!("domain '{dname}': an axis has no \"name\"")))?;
             let range = optional_range(a, &format!("domain '{dname}' axis '{name}'"))?;
             let var = variables.entry(name.to_string()).or_default();
             if var.range.is_none() {

@@ -597,7 +597,12 @@ impl Channel {
             .enumerate()
             .map(|(d, a)| format!("{} = {}", a.name, short(events.column(d)[e])))
             .collect();
-        match self.nodes.iter().zip(&s.val).find(|(_, v)| !(**v > 0.0 && v.is_finite())) {
+        match self
+            .nodes
+            .iter()
+            .zip(&s.val)
+            .find(|(_, v)| !(**v > 0.0 && v.is_finite()))
+        {
             Some((node, v)) => format!(
                 "event {e} of channel '{}' ({}): distribution '{}' has density {} there",
                 self.name,

@@ -231,14 +231,18 @@ impl ParquetRead {
         let groups: Vec<usize> = (0..metadata.num_row_groups())
             .filter(|&g| {
                 !self.pushdown
-                    || self.columns.iter().zip(&leaves).all(|((_, lo, hi), &leaf)| {
-                        may_hold(
-                            schema.column(leaf).as_ref(),
-                            metadata.row_group(g).column(leaf).statistics(),
-                            *lo,
-                            *hi,
-                        )
-                    })
+                    || self
+                        .columns
+                        .iter()
+                        .zip(&leaves)
+                        .all(|((_, lo, hi), &leaf)| {
+                            may_hold(
+                                schema.column(leaf).as_ref(),
+                                metadata.row_group(g).column(leaf).statistics(),
+                                *lo,
+                                *hi,
+                            )
+                        })
             })
             .collect();
         let decode = |g: usize| -> Result<ChannelEvents> {
@@ -383,12 +387,17 @@ mod tests {
     #[test]
     fn only_statistics_that_are_known_rule_a_row_group_out() {
         let double = column(PhysicalType::DOUBLE, ConvertedType::NONE);
-        let stats = |min: f64, max: f64| Statistics::double(Some(min), Some(max), None, Some(0), false);
+        let stats =
+            |min: f64, max: f64| Statistics::double(Some(min), Some(max), None, Some(0), false);
         // Known and outside [0, 10]: skipped; known and overlapping: read.
         assert!(!may_hold(&double, Some(&stats(11.0, 20.0)), 0.0, 10.0));
         assert!(may_hold(&double, Some(&stats(5.0, 20.0)), 0.0, 10.0));
         // NaN bounds and absent statistics say nothing: read.
-        for s in [stats(f64::NAN, 5.0), stats(1.0, f64::NAN), stats(f64::NAN, f64::NAN)] {
+        for s in [
+            stats(f64::NAN, 5.0),
+            stats(1.0, f64::NAN),
+            stats(f64::NAN, f64::NAN),
+        ] {
             assert!(may_hold(&double, Some(&s), 0.0, 10.0), "{s:?}");
         }
         assert!(may_hold(&double, None, 0.0, 10.0));

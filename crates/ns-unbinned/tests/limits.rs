@@ -99,12 +99,26 @@ fn cycles_and_deep_chains_are_named() {
         .chain([json!({"name": "f10000", "type": "generic_function", "expression": "n"})])
         .collect();
     let cases = [
-        (json!([{"name": "a", "type": "generic_function", "expression": "a + 1"}]), "a", "function 'a' depends on itself: a → a"),
-        (json!([{"name": "a", "type": "sum", "summands": ["b"]}, {"name": "b", "type": "product", "factors": ["n", "a"]}]), "a", "function 'a' depends on itself: a → b → a"),
-        (json!(chain), "f0", "functions nest deeper than 64 levels (f0 → … → f64)"),
+        (
+            json!([{"name": "a", "type": "generic_function", "expression": "a + 1"}]),
+            "a",
+            "function 'a' depends on itself: a → a",
+        ),
+        (
+            json!([{"name": "a", "type": "sum", "summands": ["b"]}, {"name": "b", "type": "product", "factors": ["n", "a"]}]),
+            "a",
+            "function 'a' depends on itself: a → b → a",
+        ),
+        (
+            json!(chain),
+            "f0",
+            "functions nest deeper than 64 levels (f0 → … → f64)",
+        ),
     ];
     for (functions, top, says) in cases {
-        let err = read_on_small_stack(one_gaussian(functions, top, 1)).err().expect("refused");
+        let err = read_on_small_stack(one_gaussian(functions, top, 1))
+            .err()
+            .expect("refused");
         assert!(err.to_string().contains(says), "{err}");
     }
 }
@@ -120,37 +134,63 @@ fn with_distributions(extra: Vec<serde_json::Value>, top: &str) -> serde_json::V
 
 #[test]
 fn distributions_that_contain_themselves_are_named() {
-    let mix = |name: &str, summands: &[&str]| {
-        json!({"name": name, "type": "mixture_dist", "summands": summands, "coefficients": vec![1.0; summands.len() - 1]})
-    };
+    let mix = |name: &str, summands: &[&str]| json!({"name": name, "type": "mixture_dist", "summands": summands, "coefficients": vec![1.0; summands.len() - 1]});
     let cases = [
-        (vec![mix("a", &["a", "g_x0"])], "a", "distribution 'a' contains itself: a → a"),
-        (vec![mix("a", &["b", "g_x0"]), mix("b", &["a", "g_x0"])], "a", "distribution 'a' contains itself: a → b → a"),
         (
-            vec![json!({"name": "p", "type": "product_dist", "factors": ["q"]}), json!({"name": "q", "type": "product_dist", "factors": ["p", "g_x0"]})],
+            vec![mix("a", &["a", "g_x0"])],
+            "a",
+            "distribution 'a' contains itself: a → a",
+        ),
+        (
+            vec![mix("a", &["b", "g_x0"]), mix("b", &["a", "g_x0"])],
+            "a",
+            "distribution 'a' contains itself: a → b → a",
+        ),
+        (
+            vec![
+                json!({"name": "p", "type": "product_dist", "factors": ["q"]}),
+                json!({"name": "q", "type": "product_dist", "factors": ["p", "g_x0"]}),
+            ],
             "p",
             "distribution 'p' contains itself: p → q → p",
         ),
     ];
     for (extra, top, says) in cases {
-        let err = read_on_small_stack(with_distributions(extra, top)).err().expect("refused");
+        let err = read_on_small_stack(with_distributions(extra, top))
+            .err()
+            .expect("refused");
         assert!(err.to_string().contains(says), "{err}");
     }
     // A chain of mixtures deeper than the bound.
-    let chain: Vec<_> = (0..5_000).map(|k| mix(&format!("m{k}"), &[&format!("m{}", k + 1), "g_x0"])).chain([mix("m5000", &["g_x0", "g_x0"])]).collect();
-    let err = read_on_small_stack(with_distributions(chain, "m0")).err().expect("refused");
-    assert!(err.to_string().contains("distributions nest deeper than 64 levels"), "{err}");
+    let chain: Vec<_> = (0..5_000)
+        .map(|k| mix(&format!("m{k}"), &[&format!("m{}", k + 1), "g_x0"]))
+        .chain([mix("m5000", &["g_x0", "g_x0"])])
+        .collect();
+    let err = read_on_small_stack(with_distributions(chain, "m0"))
+        .err()
+        .expect("refused");
+    assert!(
+        err.to_string()
+            .contains("distributions nest deeper than 64 levels"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_distribution_shared_at_every_level_is_built_once() {
     // d_k mixes d_{k-1} with itself, twenty levels: 2^20 paths to the Gaussian, one node per level.
-    let mut extra = vec![json!({"name": "d0", "type": "mixture_dist", "summands": ["g_x0", "g_x0"], "coefficients": [0.5]})];
+    let mut extra = vec![
+        json!({"name": "d0", "type": "mixture_dist", "summands": ["g_x0", "g_x0"], "coefficients": [0.5]}),
+    ];
     for k in 1..=20 {
         extra.push(json!({"name": format!("d{k}"), "type": "mixture_dist", "summands": [format!("d{}", k - 1), format!("d{}", k - 1)], "coefficients": [0.5]}));
     }
     let shared = read_on_small_stack(with_distributions(extra, "d20")).unwrap();
-    assert_eq!(shared.channels()[0].nodes.len(), 22, "one node per distribution");
+    assert_eq!(
+        shared.channels()[0].nodes.len(),
+        22,
+        "one node per distribution"
+    );
     let plain = read(&with_distributions(vec![], "g_x0"), &ReadOptions::default()).unwrap();
     // Every level mixes one density with itself: the density is the Gaussian's.
     assert!((nll_at_init(&shared) - nll_at_init(&plain)).abs() < 1e-12);

@@ -42,12 +42,20 @@ fn the_structures_cover_cycles_sharing_and_depth() {
     let mut seen = std::collections::BTreeSet::new();
     let mut read_ok = 0;
     for seed in 0..4000u32 {
-        let bytes: Vec<u8> = (0..64).map(|k| (seed.wrapping_mul(2654435761).wrapping_add(k * 40503) >> (k % 13)) as u8).collect();
+        let bytes: Vec<u8> = (0..64)
+            .map(|k| (seed.wrapping_mul(2654435761).wrapping_add(k * 40503) >> (k % 13)) as u8)
+            .collect();
         match read(&structure::document(&bytes), &ReadOptions::default()) {
             Ok(_) => read_ok += 1,
             Err(e) => {
                 let m = e.to_string();
-                for class in ["contains itself", "depends on itself", "nest deeper", "listed twice", "must be a number"] {
+                for class in [
+                    "contains itself",
+                    "depends on itself",
+                    "nest deeper",
+                    "listed twice",
+                    "must be a number",
+                ] {
                     if m.contains(class) {
                         seen.insert(class);
                     }

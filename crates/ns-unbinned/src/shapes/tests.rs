@@ -272,12 +272,18 @@ fn steep_exponentials_stay_finite() {
     ] {
         let shape = Shape::Exponential;
         let got = shape.log_integral::<f64>(&[c], 0.0, 10.0, (0.0, 10.0));
-        assert!((got - want).abs() <= 1e-12 * want.abs(), "c = {c}: {got} against {want}");
+        assert!(
+            (got - want).abs() <= 1e-12 * want.abs(),
+            "c = {c}: {got} against {want}"
+        );
         let mut grad = [0.0; MAX_ARGS];
         let norm = shape.log_norm_grad(&[c], (0.0, 10.0), &mut grad);
         // d ln Z/dc = −(mean of x − lo): −(10 − 1/200) for the rising one.
         let mean = if c < 0.0 { 10.0 + 1.0 / c } else { 1.0 / c };
-        assert!(norm.is_finite() && (grad[0] + mean).abs() < 1e-9, "c = {c}: {norm}, {grad:?}");
+        assert!(
+            norm.is_finite() && (grad[0] + mean).abs() < 1e-9,
+            "c = {c}: {norm}, {grad:?}"
+        );
         let args = [c];
         let sampler = shape.sampler(&args, (0.0, 10.0)).unwrap();
         let mut rng = ToyStream::new(3, 0, 0);
@@ -285,7 +291,10 @@ fn steep_exponentials_stay_finite() {
         let average = draws.iter().sum::<f64>() / draws.len() as f64;
         assert!(draws.iter().all(|x| (0.0..=10.0).contains(x)), "c = {c}");
         // The mean of the draws within 5σ (σ = 1/|c|/√n) of the distribution's.
-        assert!((average - mean).abs() < 5.0 / c.abs() / (2000f64).sqrt(), "c = {c}: {average} against {mean}");
+        assert!(
+            (average - mean).abs() < 5.0 / c.abs() / (2000f64).sqrt(),
+            "c = {c}: {average} against {mean}"
+        );
     }
 }
 
@@ -315,7 +324,12 @@ fn shapes_are_continuous_to_their_parameters_limits() {
         let limit = profile(&cb, &[5.0, 1.0, 0.0, 3.0], range);
         for alpha in [1e-18, 1e-14, 1e-10, 1e-7] {
             let near = profile(&cb, &[5.0, 1.0, alpha, 3.0], range);
-            close(&format!("crystal ball α = {alpha:e}"), &limit, &near, 100.0 * alpha);
+            close(
+                &format!("crystal ball α = {alpha:e}"),
+                &limit,
+                &near,
+                100.0 * alpha,
+            );
         }
         // n through 1 and towards 0 and large.
         let at_one = profile(&cb, &[5.0, 1.0, 1.5, 1.0], range);
@@ -324,11 +338,19 @@ fn shapes_are_continuous_to_their_parameters_limits() {
             close(&format!("crystal ball n = {n}"), &at_one, &near, 1e-7);
         }
     }
-    let two = Shape::CrystalBall(Tails::DoubleSided { left: true, right: true });
+    let two = Shape::CrystalBall(Tails::DoubleSided {
+        left: true,
+        right: true,
+    });
     let limit = profile(&two, &[5.0, 1.0, 0.8, 0.0, 2.0, 0.0, 4.0], range);
     for alpha in [1e-18, 1e-12] {
         let near = profile(&two, &[5.0, 1.0, 0.8, alpha, 2.0, alpha, 4.0], range);
-        close(&format!("double-sided α = {alpha:e}"), &limit, &near, 100.0 * alpha.max(1e-15));
+        close(
+            &format!("double-sided α = {alpha:e}"),
+            &limit,
+            &near,
+            100.0 * alpha.max(1e-15),
+        );
     }
     // Exponential c → 0 from both sides (the flat density).
     let flat = profile(&Shape::Exponential, &[0.0], range);

@@ -43,7 +43,9 @@ pub fn document(data: &[u8]) -> Value {
     let mut distributions = Vec::new();
     for i in 0..n_dist {
         let name = format!("d{i}");
-        let children: Vec<String> = (0..1 + b.below(3)).map(|_| format!("d{}", b.below(n_dist))).collect();
+        let children: Vec<String> = (0..1 + b.below(3))
+            .map(|_| format!("d{}", b.below(n_dist)))
+            .collect();
         distributions.push(match b.below(4) {
             0 => json!({"name": name, "type": "mixture_dist", "summands": children,
                         "coefficients": (0..children.len().saturating_sub(b.below(2))).map(|_| value(&mut b)).collect::<Vec<_>>()}),
@@ -60,16 +62,26 @@ pub fn document(data: &[u8]) -> Value {
             0 => json!({"name": name, "type": "sum", "summands": refs}),
             1 => json!({"name": name, "type": "product", "factors": refs}),
             _ => {
-                let terms: Vec<String> = refs.iter().map(|r| r.as_str().map_or(r.to_string(), String::from)).collect();
+                let terms: Vec<String> = refs
+                    .iter()
+                    .map(|r| r.as_str().map_or(r.to_string(), String::from))
+                    .collect();
                 json!({"name": name, "type": "generic_function", "expression": terms.join(" + ")})
             }
         });
     }
     for k in 0..chain {
-        let next = if k + 1 < chain { format!("c{}", k + 1) } else { "p0".into() };
+        let next = if k + 1 < chain {
+            format!("c{}", k + 1)
+        } else {
+            "p0".into()
+        };
         functions.push(json!({"name": format!("c{k}"), "type": "generic_function", "expression": format!("{next} * 1")}));
     }
-    let mut point: Vec<Value> = params.iter().map(|p| json!({"name": p, "value": 1.0, "min": 0.1, "max": 10})).collect();
+    let mut point: Vec<Value> = params
+        .iter()
+        .map(|p| json!({"name": p, "value": 1.0, "min": 0.1, "max": 10}))
+        .collect();
     match b.below(6) {
         0 => point.push(json!({"name": params[b.below(4)], "value": 2.0})),
         1 => point[b.below(4)]["value"] = json!("ten"),
