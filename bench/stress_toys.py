@@ -44,7 +44,7 @@ def run(binary, ws, toys, device, seed, timeout):
         row.update(failed=result.get("n_failed", 0), cls=result.get("CLs_obs"), failures=result.get("failures"))
     else:
         failed = sum(int(m.group(1) or m.group(3)) for m in REFUSAL.finditer(proc.stderr))
-        row.update(failed=failed, cls=None, error=proc.stderr.strip().splitlines()[-1][:300] if proc.stderr.strip() else f"exit {proc.returncode}")
+        row.update(failed=failed, cls=None, error=proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
     return row
 
 

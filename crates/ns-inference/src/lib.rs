@@ -26,7 +26,7 @@ pub mod stats;
 pub mod toys;
 pub mod yields;
 
-pub use fit::{FitConfig, FitJob, FitResult, FitRun, Fitter};
+pub use fit::{FitConfig, FitJob, FitResult, FitRun, Fitter, UNBOUNDED_BELOW};
 pub use gof::{GoodnessOfFit, goodness_of_fit};
 pub use hypotest::{
     AsymptoticHypotest, ClsValues, Significance, TestStatistic, hypotest_asymptotic, significance,

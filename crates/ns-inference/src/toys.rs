@@ -21,7 +21,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::checks;
-use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
+use crate::fit::{FitConfig, FitJob, FitResult, Fitter, STIFF_SCALE_CEILING, UNBOUNDED_BELOW};
 use crate::hypotest::{ClsValues, TestStatistic, statistic_from_fits};
 
 /// Most toys per hypothesis: their test statistics alone take 1.6 GB.
@@ -154,7 +154,7 @@ struct ToySegment<'a> {
 
 /// Rounds in which toy fits that stalled go on from where they stopped (each a batch of the
 /// fits still short; a round that improves none ends them).
-const CONTINUATION_ROUNDS: usize = 4;
+const CONTINUATION_ROUNDS: usize = 10;
 
 /// Fit every toy twice (free, and with the POI fixed at its segment's μ), all toys of all
 /// segments in one batch, from each segment's starting point as pyhf does.
@@ -256,27 +256,34 @@ fn fit_toy_pairs(
                 results[j] = fit;
             }
         }
-        // Fits still short go on from where they stopped, scaled by the curvature there: a
-        // toy whose minimum lies against a steep wall of the likelihood (a yield that plunges
-        // within 10⁻⁵ of a parameter, the published sleptons likelihood) shows that curvature
-        // only close to it, and L-BFGS-B stalls on the scaling of its start. Each round starts
-        // from the last end point; a fit's rounds depend on its own results only.
+        // Fits still short go on from where they stopped, scaled by the curvature there up to
+        // `STIFF_SCALE_CEILING`: a toy whose minimum lies against a steep wall of the likelihood
+        // (a yield that plunges within 10⁻⁹ of a parameter, the published sleptons likelihood)
+        // shows that curvature only close to it, and L-BFGS-B stalls on the scaling of its
+        // start. Each round starts from the last end point; a fit's rounds depend on its own
+        // results only.
         for _ in 0..CONTINUATION_ROUNDS {
             // (fit, the job that continues it from its end point)
-            let (short, continued): (Vec<usize>, Vec<FitJob>) = results
-                .iter()
-                .enumerate()
-                .filter_map(|(j, r)| match r {
-                    Ok(f) if !f.converged && f.twice_nll.is_finite() => Some((
-                        j,
-                        FitJob {
-                            data: j / 2,
-                            config: Arc::new(restart_at(&jobs[j].config, &f.parameters)),
-                        },
-                    )),
-                    _ => None,
+            let short: Vec<usize> = (0..results.len())
+                .filter(
+                    |&j| matches!(&results[j], Ok(f) if !f.converged && f.twice_nll.is_finite()),
+                )
+                .collect();
+            let continued = short
+                .par_iter()
+                .map(|&j| {
+                    let end = &results[j].as_ref().expect("short fits are Ok").parameters;
+                    let config = fitter.with_scale_up_to(
+                        &toys.host[j / 2],
+                        &jobs[j].config.starting_at(end),
+                        STIFF_SCALE_CEILING,
+                    )?;
+                    Ok(FitJob {
+                        data: j / 2,
+                        config: Arc::new(config),
+                    })
                 })
-                .unzip();
+                .collect::<Result<Vec<_>>>()?;
             if short.is_empty() {
                 break;
             }
@@ -327,7 +334,17 @@ fn extend_ensemble(
                 } else {
                     &p.free_fit
                 };
-                Err(failed.termination.describe().to_string())
+                // A fit that ran into a region where the likelihood has no minimum says so.
+                let unbounded = failed
+                    .warning
+                    .as_deref()
+                    .is_some_and(|w| w.contains(UNBOUNDED_BELOW));
+                Err(if unbounded {
+                    UNBOUNDED_BELOW
+                } else {
+                    failed.termination.describe()
+                }
+                .to_string())
             }
             Err(e) => Err(e.to_string()),
         };

@@ -141,3 +141,43 @@ fn toys_are_identical_for_any_thread_count() {
         "a different seed gives different toys"
     );
 }
+
+/// An empty bin whose expected count a parameter can turn negative: pyhf's `xlogy` takes
+/// e^−λ > 1 as the probability of the empty bin, so the likelihood grows without bound as λ falls
+/// (toy fits of the published sleptons likelihood ran off to twice_nll of −10¹⁵⁰). A fit that
+/// ends there says the likelihood is unbounded below, naming the bin; toy fits that fail there
+/// are counted under that reason.
+#[test]
+fn a_fit_into_negative_empty_bins_says_the_likelihood_is_unbounded() {
+    let ws = Workspace::from_value(serde_json::json!({
+        "channels": [{"name": "sr", "samples": [
+            {"name": "signal", "data": [5.0, 1.0], "modifiers": [
+                {"name": "mu", "type": "normfactor", "data": null}]},
+            {"name": "background", "data": [1.0, 4.0], "modifiers": [
+                {"name": "shift", "type": "histosys",
+                 "data": {"hi_data": [1.5, 4.5], "lo_data": [-3.0, 3.5]}}]}]}],
+        "observations": [{"name": "sr", "data": [0.0, 4.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
+            {"name": "mu", "bounds": [[-5.0, 5.0]]}]}}],
+        "version": "1.0.0"
+    }))
+    .unwrap();
+    let (model, data) = model_and_data(&ws, InterpCodes::default());
+    let fit = Fitter::new(&model)
+        .fit(&data, &FitConfig::suggested(&model))
+        .unwrap();
+    let warning = fit.warning.unwrap_or_default();
+    assert!(
+        warning.contains(ns_inference::UNBOUNDED_BELOW) && warning.contains("main bin 0"),
+        "{warning:?} at {:?}, twice_nll {}",
+        fit.parameters,
+        fit.twice_nll
+    );
+    // A well-posed fit of the same model (the bin observed non-empty) has no such warning.
+    let mut filled = data.clone();
+    filled.main[0] = 2.0;
+    let fit = Fitter::new(&model)
+        .fit(&filled, &FitConfig::suggested(&model))
+        .unwrap();
+    assert!(fit.converged && fit.warning.is_none(), "{:?}", fit.warning);
+}

@@ -33,9 +33,10 @@ use rayon::prelude::*;
 
 pub(crate) use batch::{device_fits, device_optimizer_takes};
 pub use config::{FitConfig, FitJob};
-pub use result::{ALL_AT_BOUND, FitResult};
+pub use result::{ALL_AT_BOUND, FitResult, UNBOUNDED_BELOW};
 pub(crate) use result::{at_bound, projected_gradient};
 pub use run::FitRun;
+pub(crate) use uncertainty::STIFF_SCALE_CEILING;
 
 use crate::optimizer::Lbfgsb;
 
@@ -294,7 +295,13 @@ impl<'m> Fitter<'m> {
         // parameters (~1) look alike to the quasi-Newton model.
         let scale = match &config.scale {
             Some(all) if all.len() == n => free.iter().map(|&i| all[i]).collect(),
-            _ => self.curvature_scale(&config.init, &free, &config.bounds, data)?,
+            _ => self.curvature_scale(
+                &config.init,
+                &free,
+                &config.bounds,
+                data,
+                uncertainty::SCALE_CEILING,
+            )?,
         };
         let scaled = |v: &dyn Fn(usize) -> f64| -> Vec<f64> {
             free.iter().zip(&scale).map(|(&i, s)| v(i) * s).collect()
@@ -390,10 +397,34 @@ impl<'m> Fitter<'m> {
         if result.all_at_bound(config) {
             result.warn(ALL_AT_BOUND.into());
         }
+        if let Some(unbounded) = self.empty_bin_below_zero(&result.parameters, data) {
+            result.warn(unbounded);
+        }
         if config.uncertainties && result.termination != Termination::NonFiniteStart {
             self.add_uncertainties(&mut result, data, free)?;
         }
         Ok(result)
+    }
+
+    /// Where `parameters` leave the likelihood unbounded below: a main bin observed empty whose
+    /// expected count is negative. pyhf's Poisson term of n = 0 is e^−λ (its `xlogy`), above 1
+    /// there, and the likelihood grows without bound as λ falls, so a fit that reaches such a
+    /// point has no minimum to find (toys of the published sleptons likelihood ran off to
+    /// twice_nll of −10¹⁵⁰).
+    fn empty_bin_below_zero(&self, parameters: &[f64], data: &PreparedData) -> Option<String> {
+        let (expected, _) = self.model.expected(parameters).ok()?;
+        if expected.len() != data.main.len() {
+            return None;
+        }
+        let (bin, lambda) = expected
+            .iter()
+            .zip(&data.main)
+            .position(|(&lambda, &n)| n == 0.0 && lambda < 0.0)
+            .map(|bin| (bin, expected[bin]))?;
+        Some(format!(
+            "{UNBOUNDED_BELOW}: main bin {bin} (in channel order) is observed empty and expects \
+             {lambda:.4e} events"
+        ))
     }
 
     /// twice_nll in f64 at `parameters`, its projected gradient, and whether that gradient is

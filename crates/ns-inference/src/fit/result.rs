@@ -25,6 +25,12 @@ pub struct FitResult {
     pub warning: Option<String>,
 }
 
+/// Warning (and toy-fit failure reason) of a fit that ended where the likelihood is unbounded
+/// below (`Fitter::empty_bin_below_zero`).
+pub const UNBOUNDED_BELOW: &str = "the likelihood is unbounded below here: an empty bin's \
+                                   expected count is negative, and pyhf's Poisson term of an \
+                                   empty bin, e^−λ, exceeds 1";
+
 /// Said of a fit whose every free parameter ended on a bound.
 pub const ALL_AT_BOUND: &str = "every free parameter ended at a bound: the model cannot describe \
      these data within its parameter ranges (pyhf's fit fails here)";

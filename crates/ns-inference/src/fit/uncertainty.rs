@@ -9,19 +9,32 @@ use super::hessian::{Structure, arrow_variances};
 use super::{DENSE_PARAMETER_LIMIT, FitConfig, FitResult, Fitter};
 use crate::linalg::{cholesky, cholesky_inverse, inverse};
 
+/// Largest variable scale of a fit's start: √curvature of a shapesys γ with τ = 10¹², of a
+/// normalisation of 10⁹ events (a fit that stalls against a steeper wall goes on with
+/// [`STIFF_SCALE_CEILING`]).
+pub(crate) const SCALE_CEILING: f64 = 1e6;
+
+/// Largest variable scale of a fit that goes on from where it stalled: at a wall of the
+/// likelihood a bin's expected count can move by 10¹⁶ events per unit of a nuisance parameter
+/// (the published sleptons likelihood), and that curvature is what the scaled problem must undo
+/// (a ceiling of 10¹² left more of the sleptons toy fits short).
+pub(crate) const STIFF_SCALE_CEILING: f64 = 1e16;
+
 /// Most memory the structured Hessian of a large model may take (probes and blocks).
 const MAX_HESSIAN_BYTES: usize = 4 << 30;
 
 impl Fitter<'_> {
     /// √(∂²twice_nll/∂x_j²) at `x` for each free parameter: analytic where the likelihood's
     /// CPU backend offers it and the fitter's backend is f64, else by a one-sided difference of
-    /// the analytic gradient (stepping away from the nearer bound); 1 where it is not positive.
+    /// the analytic gradient (stepping away from the nearer bound); 1 where it is not positive;
+    /// within [10⁻³, `ceiling`].
     pub(crate) fn curvature_scale(
         &self,
         x: &[f64],
         free: &[usize],
         bounds: &[(f64, f64)],
         data: &PreparedData,
+        ceiling: f64,
     ) -> Result<Vec<f64>> {
         // The f32 backends keep the differences: their fits' behaviour against the f64 ones
         // (docs/gpu-f32.md) was measured with that scale, and f32 paths are chaotic enough that
@@ -39,7 +52,7 @@ impl Fitter<'_> {
             .map(|&j| {
                 let c = curvature[j];
                 if c.is_finite() && c > 0.0 {
-                    c.sqrt().clamp(1e-3, 1e6)
+                    c.sqrt().clamp(1e-3, ceiling)
                 } else {
                     1.0
                 }
@@ -129,9 +142,19 @@ impl Fitter<'_> {
 
     /// `config` with the optimizer's variable scaling computed once, at `config.init` on `data`.
     pub fn with_scale(&self, data: &PreparedData, config: &FitConfig) -> Result<FitConfig> {
+        self.with_scale_up_to(data, config, SCALE_CEILING)
+    }
+
+    /// [`with_scale`](Self::with_scale) with scales up to `ceiling`.
+    pub(crate) fn with_scale_up_to(
+        &self,
+        data: &PreparedData,
+        config: &FitConfig,
+        ceiling: f64,
+    ) -> Result<FitConfig> {
         let n = self.model.n_params();
         let all: Vec<usize> = (0..n).collect();
-        let scale = self.curvature_scale(&config.init, &all, &config.bounds, data)?;
+        let scale = self.curvature_scale(&config.init, &all, &config.bounds, data, ceiling)?;
         Ok(FitConfig {
             scale: Some(scale),
             ..config.clone()
