@@ -359,3 +359,109 @@ fn shapes_are_continuous_to_their_parameters_limits() {
         close(&format!("exponential c = {c:e}"), &flat, &near, 1e-7);
     }
 }
+
+/// ∫ exp(ln g) over [lo, hi] by composite Simpson on `n` intervals.
+fn simpson(log_density: impl Fn(f64) -> f64, lo: f64, hi: f64, n: usize) -> f64 {
+    let h = (hi - lo) / n as f64;
+    let f = |x: f64| log_density(x).exp();
+    let inner: f64 = (1..n)
+        .map(|i| if i % 2 == 1 { 4.0 } else { 2.0 } * f(lo + i as f64 * h))
+        .sum();
+    (f(lo) + f(hi) + inner) * h / 3.0
+}
+
+#[test]
+fn argus_is_normalised_for_every_slope_and_continuous_at_its_limits() {
+    // The normalisation against quadrature, for slopes of both signs (a rising ARGUS, c > 0,
+    // once summed an alternating series that cancelled) and powers below and above 1.
+    for (m0, range) in [
+        (5.29f64, (5.2, 5.3)),
+        (10.0, (0.0, 10.0)),
+        (8.0, (1.0, 10.0)),
+    ] {
+        for c in [-60.0f64, -5.0, -1e-9, 0.0, 1e-9, 1.0, 5.0, 30.0, 60.0] {
+            for p in [0.5, 1.0, 2.7] {
+                let a = [m0, c, p];
+                // In w = √u (u = 1 − (x/m0)², x dx = −(m0²/2) du): the integrand
+                // m0²·w^(2p+1)·e^(cw²) is smooth at the endpoint, where x·u^p is not.
+                let top = f64::min(range.1, m0);
+                let w = |x: f64| (1.0 - (x / m0) * (x / m0)).sqrt();
+                let numeric = simpson(
+                    |w| (m0 * m0).ln() + (2.0 * p + 1.0) * w.ln() + c * w * w,
+                    w(top),
+                    w(range.0),
+                    200_000,
+                );
+                let ours = Shape::Argus
+                    .log_integral::<f64>(&a, range.0, range.1, range)
+                    .exp();
+                assert!(
+                    (ours - numeric).abs() <= 1e-8 * numeric,
+                    "argus m0 = {m0}, c = {c}, p = {p} on {range:?}: ∫ = {ours} against {numeric}"
+                );
+            }
+        }
+    }
+    // The endpoint m0 through the range's top, and the slope through 0: density and integral
+    // move continuously.
+    let range = (0.0, 10.0);
+    let values = |a: &[f64]| -> Vec<f64> {
+        let mut v: Vec<f64> = [0.5, 3.0, 7.0, 9.5]
+            .iter()
+            .map(|&x| Shape::Argus.log_density::<f64>(x, a, range))
+            .collect();
+        v.push(Shape::Argus.log_integral::<f64>(a, range.0, range.1, range));
+        v
+    };
+    for (limit, nearby, what) in [
+        (
+            [10.0, -3.0, 0.5],
+            [10.0 + 1e-9, -3.0, 0.5],
+            "m0 above the range's top",
+        ),
+        (
+            [10.0, -3.0, 0.5],
+            [10.0 - 1e-9, -3.0, 0.5],
+            "m0 below the range's top",
+        ),
+        ([10.0, 0.0, 0.5], [10.0, 1e-12, 0.5], "c above 0"),
+        ([10.0, 0.0, 0.5], [10.0, -1e-12, 0.5], "c below 0"),
+    ] {
+        for (k, (x, y)) in values(&limit).iter().zip(values(&nearby)).enumerate() {
+            assert!(
+                x.is_finite() && (x - y).abs() <= 1e-7 * x.abs().max(1.0),
+                "argus {what}, value {k}: {y} against {x}"
+            );
+        }
+    }
+}
+
+#[test]
+fn polynomials_are_continuous_where_they_touch_zero() {
+    // 1 − x/10 on [0, 10] vanishes at the top: coefficients that approach it from inside give
+    // densities and integrals that approach its own, and its density at the zero is −∞, not NaN.
+    let range = (0.0, 10.0);
+    let shape = Shape::Polynomial(2);
+    let values = |a: &[f64]| -> Vec<f64> {
+        let mut v: Vec<f64> = [0.0, 2.5, 9.0, 9.99]
+            .iter()
+            .map(|&x| shape.log_density::<f64>(x, a, range))
+            .collect();
+        v.push(shape.log_integral::<f64>(a, range.0, range.1, range));
+        v
+    };
+    let limit = values(&[1.0, -0.1]);
+    for eps in [1e-12, 1e-9] {
+        let near = values(&[1.0, -0.1 + eps]);
+        for (k, (x, y)) in limit.iter().zip(&near).enumerate() {
+            assert!(
+                x.is_finite() && (x - y).abs() <= 1e-5 * x.abs().max(1.0),
+                "polynomial slope −0.1 + {eps:e}, value {k}: {y} against {x}"
+            );
+        }
+    }
+    assert_eq!(
+        shape.log_density::<f64>(10.0, &[1.0, -0.1], range),
+        f64::NEG_INFINITY
+    );
+}
