@@ -14,9 +14,13 @@
 #ifndef NS_NODES
 #error "compile with the model's tree: NS_NODES, NS_ARGS, NS_SUMS, NS_KIND, ..."
 #endif
+// The node kinds (NS_LEAF, NS_PRODUCT, NS_MIXTURE), shape codes (NS_GAUSSIAN, …,
+// NS_LOG_DENSITY_COLUMN), NS_BLOCK and NS_EVENTS_PER_THREAD come from `cuda.rs` (`Code`,
+// `kernel_constants`) as -D options: no number here repeats one there.
+#ifndef NS_LOG_DENSITY_COLUMN
+#error "compile with cuda.rs's kernel constants: NS_LEAF, NS_GAUSSIAN, ..., NS_BLOCK"
+#endif
 #define NS_MAX_ARGS NS_ARGS
-#define NS_BLOCK 128
-#define NS_EVENTS_PER_THREAD 8
 
 struct Dual {
     double v;
@@ -54,19 +58,6 @@ __device__ __forceinline__ Dual dabs(Dual a) { return a.v < 0.0 ? -a : a; }
 __device__ __forceinline__ Dual dlog1p(Dual a) { Dual r; r.v = log1p(a.v); double s = 1.0 / (1.0 + a.v);
     #pragma unroll
     for (int i = 0; i < NS_MAX_ARGS; i++) r.d[i] = a.d[i] * s; return r; }
-
-// Shape codes: as `cuda.rs` writes them.
-#define NS_GAUSSIAN 0
-#define NS_EXPONENTIAL 1
-#define NS_CB_ONE_SIDED 2
-#define NS_CB_TWO_SIDED 3
-#define NS_ARGUS 4
-#define NS_CHEBYCHEV 5
-#define NS_POLYNOMIAL 6
-#define NS_HISTOGRAM 7
-// A column of the data that holds the normalised log-density itself (a flow without context,
-// evaluated once per dataset).
-#define NS_LOG_DENSITY_COLUMN 8
 
 // −α²/2 − n ln(1 + α(|t| − α)/n): the power-law tail continuous with the core, written without
 // n/α (exact as α → 0); the twin of `crystalball::log_density`.
@@ -182,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK) event_sums(
         #pragma unroll
         for (int i = 0; i < NS_NODES; i++) {
             adj[i] = 0.0;
-            if (kind[i] == 0) {
+            if (kind[i] == NS_LEAF) {
                 const double* st = state + state_at[i];
                 const int k = n_args[i];
                 Dual a[NS_MAX_ARGS];
@@ -195,7 +186,7 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK) event_sums(
                 val[i] = exp(l.v - st[k]);
                 #pragma unroll
                 for (int j = 0; j < NS_MAX_ARGS; j++) dlg[i][j] = l.d[j];
-            } else if (kind[i] == 1) {
+            } else if (kind[i] == NS_PRODUCT) {
                 double v = 1.0;
                 #pragma unroll
                 for (int c = 0; c < n_children[i]; c++) v *= pick(val, children[first_child[i] + c]);
@@ -214,12 +205,12 @@ extern "C" __global__ void __launch_bounds__(NS_BLOCK) event_sums(
         #pragma unroll
         for (int i = NS_NODES - 1; i >= 0; i--) {
             const double ad = adj[i];
-            if (kind[i] == 0) {
+            if (kind[i] == NS_LEAF) {
                 const double av = ad * val[i];
                 #pragma unroll
                 for (int j = 0; j < NS_MAX_ARGS; j++) if (j < n_args[i]) acc[sum_at[i] + j] += av * dlg[i][j];
                 acc[sum_at[i] + n_args[i]] += av;
-            } else if (kind[i] == 2) {
+            } else if (kind[i] == NS_MIXTURE) {
                 #pragma unroll
                 for (int c = 0; c < n_children[i]; c++) {
                     const int ch = children[first_child[i] + c];

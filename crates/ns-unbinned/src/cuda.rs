@@ -53,23 +53,97 @@ struct ChannelLayout {
     hist_at: Vec<Option<(f64, f64, usize, usize)>>,
 }
 
-fn shape_code(shape: &Shape) -> (i32, i32) {
-    match shape {
-        Shape::Gaussian => (0, 0),
-        Shape::Exponential => (1, 0),
-        Shape::CrystalBall(Tails::OneSided) => (2, 0),
-        Shape::CrystalBall(Tails::DoubleSided { left, right }) => {
-            (3, i32::from(*left) | (i32::from(*right) << 1))
+/// The kernel's codes, defined here only: [`kernel_constants`] passes each to
+/// `kernels/events.cu` as `-DNS_<NAME>=<value>`, so the kernel holds no number of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Code {
+    // Node kinds.
+    Leaf,
+    Product,
+    Mixture,
+    // Leaf shapes.
+    Gaussian,
+    Exponential,
+    CbOneSided,
+    CbTwoSided,
+    Argus,
+    Chebychev,
+    Polynomial,
+    Histogram,
+    /// A leaf whose column holds its normalised log-density (a flow without context, evaluated
+    /// once per dataset).
+    LogDensityColumn,
+}
+
+impl Code {
+    const ALL: [Code; 12] = [
+        Code::Leaf,
+        Code::Product,
+        Code::Mixture,
+        Code::Gaussian,
+        Code::Exponential,
+        Code::CbOneSided,
+        Code::CbTwoSided,
+        Code::Argus,
+        Code::Chebychev,
+        Code::Polynomial,
+        Code::Histogram,
+        Code::LogDensityColumn,
+    ];
+
+    /// Its macro name (`NS_` + this) and value; node kinds and shapes are numbered apart.
+    fn define(self) -> (&'static str, i64) {
+        match self {
+            Code::Leaf => ("LEAF", 0),
+            Code::Product => ("PRODUCT", 1),
+            Code::Mixture => ("MIXTURE", 2),
+            Code::Gaussian => ("GAUSSIAN", 0),
+            Code::Exponential => ("EXPONENTIAL", 1),
+            Code::CbOneSided => ("CB_ONE_SIDED", 2),
+            Code::CbTwoSided => ("CB_TWO_SIDED", 3),
+            Code::Argus => ("ARGUS", 4),
+            Code::Chebychev => ("CHEBYCHEV", 5),
+            Code::Polynomial => ("POLYNOMIAL", 6),
+            Code::Histogram => ("HISTOGRAM", 7),
+            Code::LogDensityColumn => ("LOG_DENSITY_COLUMN", 8),
         }
-        Shape::Argus => (4, 0),
-        Shape::Chebychev(n) => (5, *n as i32),
-        Shape::Polynomial(n) => (6, *n as i32),
-        Shape::Histogram(_) => (7, 0),
+    }
+
+    fn value(self) -> i64 {
+        self.define().1
     }
 }
 
-/// The kernel's NS_LOG_DENSITY_COLUMN: a leaf whose column holds its normalised log-density.
-const LOG_DENSITY_COLUMN: i32 = 8;
+/// The -D options of the kernel's codes and launch shape, the same for every model.
+fn kernel_constants() -> Vec<String> {
+    let mut defines: Vec<String> = Code::ALL
+        .iter()
+        .map(|code| {
+            let (name, value) = code.define();
+            format!("-DNS_{name}={value}")
+        })
+        .collect();
+    defines.push(format!("-DNS_BLOCK={BLOCK}"));
+    defines.push(format!("-DNS_EVENTS_PER_THREAD={EVENTS_PER_THREAD}"));
+    defines
+}
+
+/// A leaf shape's kernel code and flags.
+fn shape_code(shape: &Shape) -> (Code, i64) {
+    match shape {
+        Shape::Gaussian => (Code::Gaussian, 0),
+        Shape::Exponential => (Code::Exponential, 0),
+        Shape::CrystalBall(Tails::OneSided) => (Code::CbOneSided, 0),
+        Shape::CrystalBall(Tails::DoubleSided { left, right }) => (
+            Code::CbTwoSided,
+            i64::from(*left) | (i64::from(*right) << 1),
+        ),
+        Shape::Argus => (Code::Argus, 0),
+        Shape::Chebychev(n) => (Code::Chebychev, *n as i64),
+        Shape::Polynomial(n) => (Code::Polynomial, *n as i64),
+        Shape::Histogram(_) => (Code::Histogram, 0),
+    }
+}
 
 fn upload<T: cudarc::driver::DeviceRepr + Copy + Default>(
     stream: &Arc<CudaStream>,
@@ -115,11 +189,27 @@ impl ChannelLayout {
                     state_len += args.len() + 7;
                     n_sums += args.len() + 1;
                     max_args = max_args.max(args.len());
-                    (0, code, flags, *column as i64, args.len() as i64, 0, h)
+                    (
+                        Code::Leaf,
+                        code,
+                        flags,
+                        *column as i64,
+                        args.len() as i64,
+                        0,
+                        h,
+                    )
                 }
                 NodeKind::Product(ch) => {
                     children.extend(ch.iter().map(|&x| x as i64));
-                    (1, 0, 0, 0, 0, ch.len() as i64, None)
+                    (
+                        Code::Product,
+                        Code::Gaussian,
+                        0,
+                        0,
+                        0,
+                        ch.len() as i64,
+                        None,
+                    )
                 }
                 NodeKind::Flow { leaf, .. } => {
                     let Some(column) = leaf.derived_column else {
@@ -130,20 +220,36 @@ impl ChannelLayout {
                     };
                     state_len += 7;
                     n_sums += 1;
-                    (0, LOG_DENSITY_COLUMN, 0, column as i64, 0, 0, None)
+                    (
+                        Code::Leaf,
+                        Code::LogDensityColumn,
+                        0,
+                        column as i64,
+                        0,
+                        0,
+                        None,
+                    )
                 }
                 NodeKind::Mixture { children: ch, .. } => {
                     children.extend(ch.iter().map(|&x| x as i64));
                     state_len += ch.len();
                     n_sums += ch.len();
-                    (2, 0, 0, 0, ch.len() as i64, ch.len() as i64, None)
+                    (
+                        Code::Mixture,
+                        Code::Gaussian,
+                        0,
+                        0,
+                        ch.len() as i64,
+                        ch.len() as i64,
+                        None,
+                    )
                 }
             };
             hist_at.push(h);
             let row = [
-                kind,
-                shape as i64,
-                flags as i64,
+                kind.value(),
+                shape.value(),
+                flags,
                 column,
                 n_args,
                 first_child,
@@ -175,12 +281,13 @@ impl ChannelLayout {
             "NS_STATE_AT",
             "NS_SUM_AT",
         ];
-        let mut defines = vec![
+        let mut defines = kernel_constants();
+        defines.extend([
             format!("-DNS_NODES={}", c.nodes.len()),
             format!("-DNS_ARGS={max_args}"),
             format!("-DNS_SUMS={n_sums}"),
             format!("-DNS_CHILDREN={}", list(&children)),
-        ];
+        ]);
         defines.extend(
             names
                 .iter()
