@@ -351,6 +351,44 @@ fn collect_strings<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
 }
 
 /// Builds one channel's nodes.
+/// A distribution type's builder: the node of distribution `name` from its JSON (of type
+/// `kind`); the flag says whether it may carry the channel's count.
+type Builder = fn(&mut ChannelBuilder<'_, '_>, &Value, &str, &str, bool) -> Result<usize>;
+
+/// Every distribution type nextstat reads, with its builder: the dispatch, and the list an
+/// unknown type's error gives.
+const DISTRIBUTIONS: [(&str, Builder); 13] = [
+    ("gaussian_dist", |b, d, name, kind, _| {
+        b.leaf((d, name, kind), Shape::Gaussian, "x", &["mean", "sigma"])
+    }),
+    ("normal_dist", |b, d, name, kind, _| {
+        b.leaf((d, name, kind), Shape::Gaussian, "x", &["mean", "sigma"])
+    }),
+    ("exponential_dist", |b, d, name, kind, _| {
+        b.leaf((d, name, kind), Shape::Exponential, "x", &["c"])
+    }),
+    ("crystalball_dist", |b, d, name, kind, _| {
+        b.crystal_ball(d, name, kind)
+    }),
+    ("crystalball_doublesided_dist", |b, d, name, kind, _| {
+        b.crystal_ball(d, name, kind)
+    }),
+    ("argus_dist", |b, d, name, kind, _| b.argus(d, name, kind)),
+    ("ARGUS_dist", |b, d, name, kind, _| b.argus(d, name, kind)),
+    ("chebychev_dist", |b, d, name, kind, _| {
+        b.polynomial(d, name, kind)
+    }),
+    ("polynomial_dist", |b, d, name, kind, _| {
+        b.polynomial(d, name, kind)
+    }),
+    ("histogram_dist", |b, d, name, _, _| b.histogram(d, name)),
+    ("product_dist", |b, d, name, kind, top| {
+        b.product(d, name, kind, top)
+    }),
+    ("mixture_dist", |b, d, name, _, top| b.mixture(d, name, top)),
+    (FLOW_DIST, |b, d, name, _, _| b.flow(d, name)),
+];
+
 struct ChannelBuilder<'r, 'a> {
     reader: &'r mut Reader<'a>,
     /// The files flow manifests may be read from.
@@ -434,163 +472,182 @@ impl ChannelBuilder<'_, '_> {
             ))
         })?;
         let kind = d.get("type").and_then(Value::as_str).unwrap_or("");
-        let leaf = |this: &mut Self, shape: Shape, x: &str, keys: &[&str]| -> Result<usize> {
-            let column = this.observable(d, name, kind, x)?;
-            let args = keys
-                .iter()
-                .map(|k| this.arg(d, name, kind, k))
-                .collect::<Result<Vec<_>>>()?;
-            Ok(this.push(
-                name,
-                NodeKind::Leaf {
-                    shape,
-                    column,
-                    args,
-                },
-            ))
-        };
-        match kind {
-            "gaussian_dist" | "normal_dist" => leaf(self, Shape::Gaussian, "x", &["mean", "sigma"]),
-            "exponential_dist" => leaf(self, Shape::Exponential, "x", &["c"]),
-            "crystalball_dist" | "crystalball_doublesided_dist" => {
-                if d.get("alpha").is_some() {
-                    return leaf(
-                        self,
-                        Shape::CrystalBall(Tails::OneSided),
-                        "m",
-                        &["m0", "sigma", "alpha", "n"],
-                    );
-                }
-                let (left, right) = (d.get("alpha_L").is_some(), d.get("alpha_R").is_some());
-                if !left && !right {
-                    return Err(invalid(format!(
-                        "distribution '{name}' ({kind}) has neither 'alpha' nor 'alpha_L'/'alpha_R'"
-                    )));
-                }
-                let column = self.observable(d, name, kind, "m")?;
-                let sigma_l = self.arg(
-                    d,
-                    name,
-                    kind,
-                    if d.get("sigma_L").is_some() {
-                        "sigma_L"
-                    } else {
-                        "sigma"
-                    },
-                )?;
-                let sigma_r = match d.get("sigma_R") {
-                    Some(_) => self.arg(d, name, kind, "sigma_R")?,
-                    None => sigma_l.clone(),
-                };
-                let tail =
-                    |this: &mut Self, present: bool, a: &str, n: &str| -> Result<[ParamExpr; 2]> {
-                        Ok(if present {
-                            [this.arg(d, name, kind, a)?, this.arg(d, name, kind, n)?]
-                        } else {
-                            [ParamExpr::constant(0.0), ParamExpr::constant(0.0)]
-                        })
-                    };
-                let [al, nl] = tail(self, left, "alpha_L", "n_L")?;
-                let [ar, nr] = tail(self, right, "alpha_R", "n_R")?;
-                let args = vec![
-                    self.arg(d, name, kind, "m0")?,
-                    sigma_l,
-                    sigma_r,
-                    al,
-                    nl,
-                    ar,
-                    nr,
-                ];
-                Ok(self.push(
-                    name,
-                    NodeKind::Leaf {
-                        shape: Shape::CrystalBall(Tails::DoubleSided { left, right }),
-                        column,
-                        args,
-                    },
-                ))
-            }
-            "argus_dist" | "ARGUS_dist" => {
-                let id = leaf(self, Shape::Argus, "mass", &["resonance", "slope", "power"])?;
-                if let NodeKind::Leaf { column, .. } = self.nodes[id].kind
-                    && self.axes[column].lo < 0.0
-                {
-                    return Err(invalid(format!(
-                        "distribution '{name}' (ARGUS) needs its observable '{}' non-negative, but its range starts at {}",
-                        self.axes[column].name, self.axes[column].lo
-                    )));
-                }
-                Ok(id)
-            }
-            "chebychev_dist" | "polynomial_dist" => {
-                let coefs = Self::key(d, name, kind, "coefficients")?
-                    .as_array()
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "distribution '{name}' ({kind}) key 'coefficients' must be a list"
-                        ))
-                    })?
-                    .clone();
-                if coefs.len() > crate::shapes::MAX_ARGS {
-                    return Err(invalid(format!(
-                        "distribution '{name}' ({kind}) has {} coefficients: nextstat reads at most {}",
-                        coefs.len(),
-                        crate::shapes::MAX_ARGS
-                    )));
-                }
-                let column = self.observable(d, name, kind, "x")?;
-                let args = coefs
-                    .iter()
-                    .map(|c| {
-                        self.reader.param_expr(
-                            c,
-                            &format!("distribution '{name}' ({kind}) coefficients"),
-                            &self.axes,
-                        )
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let shape = if kind == "chebychev_dist" {
-                    Shape::Chebychev(args.len())
-                } else {
-                    Shape::Polynomial(args.len())
-                };
-                Ok(self.push(
-                    name,
-                    NodeKind::Leaf {
-                        shape,
-                        column,
-                        args,
-                    },
-                ))
-            }
-            "histogram_dist" => self.histogram(d, name),
-            FLOW_DIST => self.flow(d, name),
-            "product_dist" => {
-                let factors = str_list(
-                    Self::key(d, name, kind, "factors")?,
-                    &format!("distribution '{name}' factors"),
-                )?;
-                let mut children = Vec::new();
-                for f in factors {
-                    if self.reader.reads_observable(f, &self.axes) {
-                        children.push(self.build(f, top)?);
-                    } else {
-                        self.constraint(f)?;
-                    }
-                }
-                match children.as_slice() {
-                    [] => Err(invalid(format!(
-                        "product '{name}' has no factor over an observable of its data"
-                    ))),
-                    [one] => Ok(*one),
-                    _ => Ok(self.push(name, NodeKind::Product(children))),
-                }
-            }
-            "mixture_dist" => self.mixture(d, name, top),
-            "" => Err(invalid(format!("distribution '{name}' has no \"type\""))),
-            other => Err(invalid(format!(
-                "distribution '{name}' has type '{other}', which nextstat does not read (gaussian_dist, exponential_dist, crystalball_dist, crystalball_doublesided_dist, argus_dist, chebychev_dist, polynomial_dist, histogram_dist, mixture_dist, product_dist; nextstat:flow_dist)"
+        if kind.is_empty() {
+            return Err(invalid(format!("distribution '{name}' has no \"type\"")));
+        }
+        match DISTRIBUTIONS
+            .iter()
+            .find(|(type_name, _)| *type_name == kind)
+        {
+            Some((_, builder)) => builder(self, d, name, kind, top),
+            None => Err(invalid(format!(
+                "distribution '{name}' has type '{kind}', which nextstat does not read ({})",
+                DISTRIBUTIONS.map(|(type_name, _)| type_name).join(", ")
             ))),
+        }
+    }
+
+    /// A leaf of `shape` over observable key `x` with arguments `keys`.
+    fn leaf(
+        &mut self,
+        (d, name, kind): (&Value, &str, &str),
+        shape: Shape,
+        x: &str,
+        keys: &[&str],
+    ) -> Result<usize> {
+        let column = self.observable(d, name, kind, x)?;
+        let args = keys
+            .iter()
+            .map(|k| self.arg(d, name, kind, k))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.push(
+            name,
+            NodeKind::Leaf {
+                shape,
+                column,
+                args,
+            },
+        ))
+    }
+
+    fn crystal_ball(&mut self, d: &Value, name: &str, kind: &str) -> Result<usize> {
+        if d.get("alpha").is_some() {
+            return self.leaf(
+                (d, name, kind),
+                Shape::CrystalBall(Tails::OneSided),
+                "m",
+                &["m0", "sigma", "alpha", "n"],
+            );
+        }
+        let (left, right) = (d.get("alpha_L").is_some(), d.get("alpha_R").is_some());
+        if !left && !right {
+            return Err(invalid(format!(
+                "distribution '{name}' ({kind}) has neither 'alpha' nor 'alpha_L'/'alpha_R'"
+            )));
+        }
+        let column = self.observable(d, name, kind, "m")?;
+        let sigma_l = self.arg(
+            d,
+            name,
+            kind,
+            if d.get("sigma_L").is_some() {
+                "sigma_L"
+            } else {
+                "sigma"
+            },
+        )?;
+        let sigma_r = match d.get("sigma_R") {
+            Some(_) => self.arg(d, name, kind, "sigma_R")?,
+            None => sigma_l.clone(),
+        };
+        let tail = |this: &mut Self, present: bool, a: &str, n: &str| -> Result<[ParamExpr; 2]> {
+            Ok(if present {
+                [this.arg(d, name, kind, a)?, this.arg(d, name, kind, n)?]
+            } else {
+                [ParamExpr::constant(0.0), ParamExpr::constant(0.0)]
+            })
+        };
+        let [al, nl] = tail(self, left, "alpha_L", "n_L")?;
+        let [ar, nr] = tail(self, right, "alpha_R", "n_R")?;
+        let args = vec![
+            self.arg(d, name, kind, "m0")?,
+            sigma_l,
+            sigma_r,
+            al,
+            nl,
+            ar,
+            nr,
+        ];
+        Ok(self.push(
+            name,
+            NodeKind::Leaf {
+                shape: Shape::CrystalBall(Tails::DoubleSided { left, right }),
+                column,
+                args,
+            },
+        ))
+    }
+
+    fn argus(&mut self, d: &Value, name: &str, kind: &str) -> Result<usize> {
+        let id = self.leaf(
+            (d, name, kind),
+            Shape::Argus,
+            "mass",
+            &["resonance", "slope", "power"],
+        )?;
+        if let NodeKind::Leaf { column, .. } = self.nodes[id].kind
+            && self.axes[column].lo < 0.0
+        {
+            return Err(invalid(format!(
+                "distribution '{name}' (ARGUS) needs its observable '{}' non-negative, but its range starts at {}",
+                self.axes[column].name, self.axes[column].lo
+            )));
+        }
+        Ok(id)
+    }
+
+    /// A Chebychev series (`chebychev_dist`) or power series (`polynomial_dist`).
+    fn polynomial(&mut self, d: &Value, name: &str, kind: &str) -> Result<usize> {
+        let coefs = Self::key(d, name, kind, "coefficients")?
+            .as_array()
+            .ok_or_else(|| {
+                invalid(format!(
+                    "distribution '{name}' ({kind}) key 'coefficients' must be a list"
+                ))
+            })?
+            .clone();
+        if coefs.len() > crate::shapes::MAX_ARGS {
+            return Err(invalid(format!(
+                "distribution '{name}' ({kind}) has {} coefficients: nextstat reads at most {}",
+                coefs.len(),
+                crate::shapes::MAX_ARGS
+            )));
+        }
+        let column = self.observable(d, name, kind, "x")?;
+        let args = coefs
+            .iter()
+            .map(|c| {
+                self.reader.param_expr(
+                    c,
+                    &format!("distribution '{name}' ({kind}) coefficients"),
+                    &self.axes,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let shape = if kind == "chebychev_dist" {
+            Shape::Chebychev(args.len())
+        } else {
+            Shape::Polynomial(args.len())
+        };
+        Ok(self.push(
+            name,
+            NodeKind::Leaf {
+                shape,
+                column,
+                args,
+            },
+        ))
+    }
+
+    fn product(&mut self, d: &Value, name: &str, kind: &str, top: bool) -> Result<usize> {
+        let factors = str_list(
+            Self::key(d, name, kind, "factors")?,
+            &format!("distribution '{name}' factors"),
+        )?;
+        let mut children = Vec::new();
+        for f in factors {
+            if self.reader.reads_observable(f, &self.axes) {
+                children.push(self.build(f, top)?);
+            } else {
+                self.constraint(f)?;
+            }
+        }
+        match children.as_slice() {
+            [] => Err(invalid(format!(
+                "product '{name}' has no factor over an observable of its data"
+            ))),
+            [one] => Ok(*one),
+            _ => Ok(self.push(name, NodeKind::Product(children))),
         }
     }
 

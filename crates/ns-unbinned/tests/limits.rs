@@ -228,3 +228,51 @@ fn asimov_data_of_many_observables_stay_in_proportion() {
         );
     }
 }
+
+/// Every distribution type the reader's table holds is read (aliases included), and an unknown
+/// type's error lists exactly those types.
+#[test]
+fn an_unknown_distribution_type_lists_every_type_read() {
+    let with_type = |t: &str| {
+        let mut doc = one_gaussian(json!([]), "n", 1);
+        doc["distributions"][0]["type"] = json!(t);
+        doc
+    };
+    for alias in ["gaussian_dist", "normal_dist"] {
+        assert!(
+            read(&with_type(alias), &ReadOptions::default()).is_ok(),
+            "{alias}"
+        );
+    }
+    let Err(error) = read(&with_type("landau_dist"), &ReadOptions::default()) else {
+        panic!("an unknown distribution type was read");
+    };
+    let message = error.to_string();
+    let listed = message
+        .split_once("which nextstat does not read (")
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{message}"));
+    let listed: Vec<&str> = listed.split(", ").collect();
+    for expected in [
+        "gaussian_dist",
+        "normal_dist",
+        "exponential_dist",
+        "crystalball_dist",
+        "crystalball_doublesided_dist",
+        "argus_dist",
+        "ARGUS_dist",
+        "chebychev_dist",
+        "polynomial_dist",
+        "histogram_dist",
+        "product_dist",
+        "mixture_dist",
+        "nextstat:flow_dist",
+    ] {
+        assert!(
+            listed.contains(&expected),
+            "{expected} missing from {message}"
+        );
+    }
+    assert_eq!(listed.len(), 13, "{message}");
+    assert!(message.contains("'g_x0'") && message.contains("'landau_dist'"));
+}
