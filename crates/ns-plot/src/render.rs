@@ -7,6 +7,7 @@ use std::sync::Once;
 use ns_core::{Error, Result};
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{IntoSegmentedCoord, SegmentValue};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontStyle, register_font};
@@ -83,6 +84,58 @@ fn box_legend(color: RGBAColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> 
     move |(x, y)| Rectangle::new([(x, y - 6), (x + 24, y + 6)], color.filled())
 }
 
+/// The expected band (±2σ, ±1σ) with its median dashed, and the observed line, over `x`: what
+/// the limit-band and CLs plots share. Each value is drawn at `y(value)` (a floor on a log axis).
+fn brazil<'a, Y: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+    x: &[f64],
+    expected: &[Vec<f64>],
+    observed: &[f64],
+    y: impl Fn(f64) -> f64,
+) -> Result<()> {
+    let curve = |values: &[f64]| -> Vec<(f64, f64)> {
+        x.iter()
+            .copied()
+            .zip(values.iter().map(|&v| y(v)))
+            .collect()
+    };
+    let polygon = |low: &[f64], high: &[f64]| {
+        let mut points = curve(low);
+        points.extend(curve(high).into_iter().rev());
+        points
+    };
+    for (low, high, color, label) in [
+        (0, 4, style::BAND_2SIGMA, "expected ± 2σ"),
+        (1, 3, style::BAND_1SIGMA, "expected ± 1σ"),
+    ] {
+        draw(chart.draw_series(std::iter::once(Polygon::new(
+            polygon(&expected[low], &expected[high]),
+            color.filled(),
+        ))))?
+        .label(label)
+        .legend(box_legend(color.to_rgba()));
+    }
+    draw(chart.draw_series(DashedLineSeries::new(
+        curve(&expected[2]),
+        12,
+        8,
+        BLACK.stroke_width(2),
+    )))?
+    .label("expected (median)")
+    .legend(|(x, y)| {
+        EmptyElement::at((x, y))
+            + PathElement::new(vec![(0, 0), (9, 0)], BLACK.stroke_width(2))
+            + PathElement::new(vec![(15, 0), (24, 0)], BLACK.stroke_width(2))
+    });
+    draw(chart.draw_series(LineSeries::new(
+        curve(observed),
+        style::OBSERVED.stroke_width(3),
+    )))?
+    .label("observed")
+    .legend(line_legend(style::OBSERVED, 3));
+    Ok(())
+}
+
 fn limit_band(root: &Area, f: &LimitBand) -> Result<()> {
     let all = f
         .expected
@@ -113,42 +166,7 @@ fn limit_band(root: &Area, f: &LimitBand) -> Result<()> {
                     .axis_desc_style((FONT, 22))
                     .draw(),
             )?;
-            let polygon = |low: &[f64], high: &[f64]| {
-                let mut points: Vec<(f64, f64)> =
-                    f.x.iter().copied().zip(low.iter().copied()).collect();
-                points.extend(f.x.iter().copied().zip(high.iter().copied()).rev());
-                points
-            };
-            draw(chart.draw_series(std::iter::once(Polygon::new(
-                polygon(&f.expected[0], &f.expected[4]),
-                style::BAND_2SIGMA.filled(),
-            ))))?
-            .label("expected ± 2σ")
-            .legend(box_legend(style::BAND_2SIGMA.to_rgba()));
-            draw(chart.draw_series(std::iter::once(Polygon::new(
-                polygon(&f.expected[1], &f.expected[3]),
-                style::BAND_1SIGMA.filled(),
-            ))))?
-            .label("expected ± 1σ")
-            .legend(box_legend(style::BAND_1SIGMA.to_rgba()));
-            draw(chart.draw_series(DashedLineSeries::new(
-                f.x.iter().copied().zip(f.expected[2].iter().copied()),
-                12,
-                8,
-                BLACK.stroke_width(2),
-            )))?
-            .label("expected (median)")
-            .legend(|(x, y)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new(vec![(0, 0), (9, 0)], BLACK.stroke_width(2))
-                    + PathElement::new(vec![(15, 0), (24, 0)], BLACK.stroke_width(2))
-            });
-            draw(chart.draw_series(LineSeries::new(
-                f.x.iter().copied().zip(f.observed.iter().copied()),
-                style::OBSERVED.stroke_width(3),
-            )))?
-            .label("observed")
-            .legend(line_legend(style::OBSERVED, 3));
+            brazil(chart, &f.x, &f.expected, &f.observed, |v| v)?;
             draw(
                 chart.draw_series(
                     f.x.iter()
@@ -225,58 +243,7 @@ fn cls_curve(root: &Area, f: &ClsCurve) -> Result<()> {
     )?;
     let floor = smallest * 0.5;
     let clamp = |v: f64| v.max(floor);
-    let polygon = |low: &[f64], high: &[f64]| {
-        let mut points: Vec<(f64, f64)> =
-            f.mu.iter()
-                .copied()
-                .zip(low.iter().map(|&v| clamp(v)))
-                .collect();
-        points.extend(
-            f.mu.iter()
-                .copied()
-                .zip(high.iter().map(|&v| clamp(v)))
-                .rev(),
-        );
-        points
-    };
-    draw(chart.draw_series(std::iter::once(Polygon::new(
-        polygon(&f.expected[0], &f.expected[4]),
-        style::BAND_2SIGMA.filled(),
-    ))))?
-    .label("expected ± 2σ")
-    .legend(box_legend(style::BAND_2SIGMA.to_rgba()));
-    draw(chart.draw_series(std::iter::once(Polygon::new(
-        polygon(&f.expected[1], &f.expected[3]),
-        style::BAND_1SIGMA.filled(),
-    ))))?
-    .label("expected ± 1σ")
-    .legend(box_legend(style::BAND_1SIGMA.to_rgba()));
-    draw(
-        chart.draw_series(DashedLineSeries::new(
-            f.mu.iter()
-                .copied()
-                .zip(f.expected[2].iter().map(|&v| clamp(v))),
-            12,
-            8,
-            BLACK.stroke_width(2),
-        )),
-    )?
-    .label("expected (median)")
-    .legend(|(x, y)| {
-        EmptyElement::at((x, y))
-            + PathElement::new(vec![(0, 0), (9, 0)], BLACK.stroke_width(2))
-            + PathElement::new(vec![(15, 0), (24, 0)], BLACK.stroke_width(2))
-    });
-    draw(
-        chart.draw_series(LineSeries::new(
-            f.mu.iter()
-                .copied()
-                .zip(f.observed.iter().map(|&v| clamp(v))),
-            style::OBSERVED.stroke_width(3),
-        )),
-    )?
-    .label("observed")
-    .legend(line_legend(style::OBSERVED, 3));
+    brazil(&mut chart, &f.mu, &f.expected, &f.observed, clamp)?;
     draw(chart.draw_series(LineSeries::new(
         [(x0, f.level), (x1, f.level)],
         style::LEVEL.stroke_width(2),

@@ -220,24 +220,6 @@ impl ModelRef {
         Ok(crate::pyjson::digest(&identity))
     }
 
-    /// The patched workspace and its model.
-    pub fn load(&self, read: &dyn Reader) -> Result<(Workspace, HistFactoryModel)> {
-        let doc = self.workspace_value(read)?;
-        if ns_unbinned::hs3::is_hs3(&doc) {
-            return Err(Error::InvalidInput(format!(
-                "{} is an HS3 (unbinned) model; this reads pyhf workspaces",
-                self.model_origin()
-            )));
-        }
-        self.binned(doc)
-    }
-
-    fn binned(&self, doc: Value) -> Result<(Workspace, HistFactoryModel)> {
-        let workspace = Workspace::from_value(doc)?;
-        let model = self.model_of(&workspace)?;
-        Ok((workspace, model))
-    }
-
     fn model_of(&self, workspace: &Workspace) -> Result<HistFactoryModel> {
         let options = ModelOptions {
             measurement: self.measurement.clone(),
