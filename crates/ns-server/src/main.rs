@@ -6,6 +6,7 @@
 
 mod device_queue;
 mod error;
+mod metrics;
 mod middleware;
 mod openapi;
 mod routes;
@@ -119,7 +120,7 @@ pub fn app(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/health", get(routes::health))
         .route("/v1/devices", get(routes::devices))
         .route("/v1/openapi.json", get(openapi::document))
-        .route("/metrics", get(routes::metrics))
+        .route("/metrics", get(metrics::metrics))
         .route("/v1/models", post(routes::upload_model))
         .route(
             "/v1/models/{id}",
