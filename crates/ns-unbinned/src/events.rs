@@ -6,6 +6,8 @@
 use ns_compute::PreparedData;
 use ns_core::{Error, Result};
 
+use crate::model::Axis;
+
 /// The events of one channel: one column per observable (in the channel's axis order) and the
 /// weights where they are weighted.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -120,4 +122,40 @@ pub fn views<'a>(main: &'a [f64], dims: &[usize]) -> Result<Vec<ChannelView<'a>>
         return Err(bad());
     }
     Ok(out)
+}
+
+/// Every value finite and inside its axis's range; weights one per event and finite. `what`
+/// names the events in messages ("data 'obs'").
+pub(crate) fn check_events(events: &ChannelEvents, axes: &[Axis], what: &str) -> Result<()> {
+    for (axis, col) in axes.iter().zip(&events.columns) {
+        if let Some((i, x)) = col
+            .iter()
+            .enumerate()
+            .find(|(_, x)| !(**x >= axis.lo && **x <= axis.hi))
+        {
+            return Err(Error::InvalidInput(format!(
+                "{what}: event {i} has {} = {}, outside its range [{}, {}]: nextstat refuses events outside the observable's range (select them out, or widen the range)",
+                axis.name,
+                crate::model::short(*x),
+                crate::model::short(axis.lo),
+                crate::model::short(axis.hi)
+            )));
+        }
+    }
+    if let Some(w) = &events.weights {
+        if w.len() != events.len() {
+            return Err(Error::InvalidInput(format!(
+                "{what} has {} weights for {} events",
+                w.len(),
+                events.len()
+            )));
+        }
+        if let Some((i, x)) = w.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+            return Err(Error::InvalidInput(format!(
+                "{what}: weight {i} is {}; weights must be finite",
+                crate::model::short(*x)
+            )));
+        }
+    }
+    Ok(())
 }

@@ -285,7 +285,7 @@ impl Likelihood for UnbinnedModel {
             columns: vec![values.to_vec()],
             weights: None,
         };
-        hs3::check_events(&events, &channel.axes, "the given events")?;
+        events::check_events(&events, &channel.axes, "the given events")?;
         self.data(&[events], self.parts.observed_aux.clone())
     }
 

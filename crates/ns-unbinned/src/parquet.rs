@@ -33,7 +33,7 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use crate::events::ChannelEvents;
-use crate::hs3::read_axes;
+use crate::hs3::document::read_axes;
 use crate::model::Axis;
 
 /// The data type of the extension.
@@ -363,7 +363,7 @@ pub fn read_entry(
         parallel: true,
     };
     let events = read.read()?;
-    crate::hs3::check_events(&events, &axes, &format!("data '{name}'"))?;
+    crate::events::check_events(&events, &axes, &format!("data '{name}'"))?;
     Ok((axes, events))
 }
 
