@@ -1,12 +1,7 @@
 // CUDA twin of src/detmath.rs, line for line: elementary functions from correctly rounded IEEE
 // operations only. Compiled with --fmad=false, so every product and sum rounds exactly as on the
-// CPU and toy datasets are bit-identical on both.
-
-#define NS_LN2_HI 6.93147180369123816490e-01
-#define NS_LN2_LO 1.90821492927058770002e-10
-#define NS_INV_LN2 1.44269504088896338700e+00
-#define NS_PI 3.14159265358979311599e+00
-#define NS_SQRT_2 1.41421356237309514547e+00
+// CPU and toy datasets are bit-identical on both. Its constants (NS_LN2_HI, NS_LN2_LO,
+// NS_INV_LN2, NS_PI, NS_SQRT_2) are detmath.rs's, written into the generated header (abi.rs).
 
 __device__ double ns_pow2(long long k) {
     return __longlong_as_double((k + 1023) << 52);

@@ -398,10 +398,10 @@ __device__ void ns_direction(OptShared& sh, const double* x, const double* g, co
     __syncthreads();
 }
 
-// Resident blocks per multiprocessor the fit kernel is compiled for (caps its registers); set by
-// the host (NEXTSTAT_FIT_MIN_BLOCKS, see compile.rs).
+// Resident blocks per multiprocessor the fit kernel is compiled for (caps its registers): always
+// set by the host (-DNS_FIT_MIN_BLOCKS, compile.rs; NEXTSTAT_FIT_MIN_BLOCKS to experiment).
 #ifndef NS_FIT_MIN_BLOCKS
-#define NS_FIT_MIN_BLOCKS 4
+#error "compile with -DNS_FIT_MIN_BLOCKS (compile.rs)"
 #endif
 __device__ __forceinline__ void ns_fit_lbfgsb(ModelView m, SignalView sv, FitArgs a, double* __restrict__ scratch) {
     __shared__ OptShared sh;

@@ -8,10 +8,10 @@
 //! plenty for sampling, where only reproducibility has to be exact.
 
 /// ln 2 split so that `k · LN2_HI` is exact for |k| < 2²⁰.
-const LN2_HI: f64 = 6.931_471_803_691_238e-1;
-const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
-const INV_LN2: f64 = std::f64::consts::LOG2_E;
-const PI: f64 = std::f64::consts::PI;
+pub(crate) const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+pub(crate) const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+pub(crate) const INV_LN2: f64 = std::f64::consts::LOG2_E;
+pub(crate) const PI: f64 = std::f64::consts::PI;
 
 /// 2^k for k in the normal exponent range.
 fn pow2(k: i64) -> f64 {

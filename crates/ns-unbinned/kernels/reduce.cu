@@ -8,11 +8,9 @@
 // Log-probabilities are process-major (row q: every event's ln f_q), f64 or f32 (the latter
 // straight from a PyTorch tensor or ONNX Runtime's output); sums are kept in f64.
 
-#ifndef NS_P
-#error "compile with the number of processes: -DNS_P=..."
+#if !defined(NS_P) || !defined(NS_BLOCK) || !defined(NS_EVENTS_PER_THREAD)
+#error "compile with reduce/cuda.rs's defines: NS_P, NS_BLOCK, NS_EVENTS_PER_THREAD"
 #endif
-#define NS_BLOCK 256
-#define NS_EVENTS_PER_THREAD 8
 
 __device__ __forceinline__ void block_sum(double* red, double v, double* out) {
     red[threadIdx.x] = v;

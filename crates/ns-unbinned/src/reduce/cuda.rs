@@ -17,9 +17,20 @@ use super::{MixtureLayout, MixtureNll};
 use crate::flow::runtime::Precision;
 
 const SOURCE: &str = include_str!("../../kernels/reduce.cu");
+/// Threads per block (the kernel's NS_BLOCK).
 const BLOCK: u32 = 256;
 /// The kernel's NS_EVENTS_PER_THREAD.
 const EVENTS_PER_THREAD: usize = 8;
+
+/// The -D options of a reduction kernel for `processes` processes: the launch shape is defined
+/// here only.
+fn defines(processes: usize) -> [String; 3] {
+    [
+        format!("-DNS_P={processes}"),
+        format!("-DNS_BLOCK={BLOCK}"),
+        format!("-DNS_EVENTS_PER_THREAD={EVENTS_PER_THREAD}"),
+    ]
+}
 /// The most blocks per dataset: beyond, threads take more events each (10⁷ events fill it).
 const MAX_BLOCKS: usize = 4096;
 
@@ -134,8 +145,7 @@ impl MixtureReducer {
         if let Some(k) = all.get(&processes) {
             return Ok(k.clone());
         }
-        let (module, _) =
-            ns_compute::cuda::load_program(&self.ctx, SOURCE, &[format!("-DNS_P={processes}")])?;
+        let (module, _) = ns_compute::cuda::load_program(&self.ctx, SOURCE, &defines(processes))?;
         let get = |name: &str| {
             module
                 .load_function(name)
@@ -336,12 +346,9 @@ mod tests {
     fn the_reduction_kernels_compile_for_every_prebuilt_architecture() {
         for processes in [1, super::super::MAX_PROCESSES] {
             for arch in ns_compute::cuda::PREBUILT_ARCHS {
-                let cubin = ns_compute::cuda::compile_for(
-                    super::SOURCE,
-                    &[format!("-DNS_P={processes}")],
-                    arch,
-                )
-                .unwrap_or_else(|e| panic!("sm_{arch}, {processes} processes: {e}"));
+                let cubin =
+                    ns_compute::cuda::compile_for(super::SOURCE, &super::defines(processes), arch)
+                        .unwrap_or_else(|e| panic!("sm_{arch}, {processes} processes: {e}"));
                 assert!(!cubin.is_empty());
             }
         }
