@@ -56,6 +56,14 @@ struct F64Check {
     within: bool,
 }
 
+/// Main bins observed empty with a negative expected count at a fit's end.
+pub(crate) struct NegativeEmptyBins {
+    /// The first such bin (in channel order) and its expectation.
+    pub(crate) first: (usize, f64),
+    /// 2·Σ|λ| over them: how much pyhf's terms e^−λ > 1 lower twice_nll there.
+    pub(crate) gain: f64,
+}
+
 /// Fits one likelihood against datasets on one backend.
 pub struct Fitter<'m> {
     model: &'m dyn Likelihood,
@@ -397,8 +405,14 @@ impl<'m> Fitter<'m> {
         if result.all_at_bound(config) {
             result.warn(ALL_AT_BOUND.into());
         }
-        if let Some(unbounded) = self.empty_bin_below_zero(&result.parameters, data) {
-            result.warn(unbounded);
+        if let Some(negative) = self.negative_empty_bins(&result.parameters, data) {
+            let (bin, lambda) = negative.first;
+            result.warn(format!(
+                "{UNBOUNDED_BELOW}: main bin {bin} (in channel order) is observed empty and \
+                 expects {lambda:.4e} events (empty bins with negative expectations lower \
+                 twice_nll by {:.4e} here)",
+                negative.gain
+            ));
         }
         if config.uncertainties && result.termination != Termination::NonFiniteStart {
             self.add_uncertainties(&mut result, data, free)?;
@@ -406,25 +420,31 @@ impl<'m> Fitter<'m> {
         Ok(result)
     }
 
-    /// Where `parameters` leave the likelihood unbounded below: a main bin observed empty whose
-    /// expected count is negative. pyhf's Poisson term of n = 0 is e^−λ (its `xlogy`), above 1
-    /// there, and the likelihood grows without bound as λ falls, so a fit that reaches such a
-    /// point has no minimum to find (toys of the published sleptons likelihood ran off to
-    /// twice_nll of −10¹⁵⁰).
-    fn empty_bin_below_zero(&self, parameters: &[f64], data: &PreparedData) -> Option<String> {
+    /// The main bins observed empty whose expected count is negative at `parameters`. pyhf's
+    /// Poisson term of n = 0 is e^−λ (its `xlogy`), above 1 there, so the likelihood grows
+    /// without bound as λ falls: toys of the published sleptons likelihood ran off to twice_nll
+    /// of −10¹⁵⁰, and off-shell ones to the box's edge with −10⁹ events expected.
+    pub(crate) fn negative_empty_bins(
+        &self,
+        parameters: &[f64],
+        data: &PreparedData,
+    ) -> Option<NegativeEmptyBins> {
         let (expected, _) = self.model.expected(parameters).ok()?;
         if expected.len() != data.main.len() {
             return None;
         }
-        let (bin, lambda) = expected
+        let negative: Vec<(usize, f64)> = expected
             .iter()
             .zip(&data.main)
-            .position(|(&lambda, &n)| n == 0.0 && lambda < 0.0)
-            .map(|bin| (bin, expected[bin]))?;
-        Some(format!(
-            "{UNBOUNDED_BELOW}: main bin {bin} (in channel order) is observed empty and expects \
-             {lambda:.4e} events"
-        ))
+            .enumerate()
+            .filter(|(_, (lambda, n))| **n == 0.0 && **lambda < 0.0)
+            .map(|(bin, (&lambda, _))| (bin, lambda))
+            .collect();
+        let &first = negative.first()?;
+        Some(NegativeEmptyBins {
+            first,
+            gain: -2.0 * negative.iter().map(|(_, lambda)| lambda).sum::<f64>(),
+        })
     }
 
     /// twice_nll in f64 at `parameters`, its projected gradient, and whether that gradient is
