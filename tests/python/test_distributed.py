@@ -88,7 +88,7 @@ def test_a_worker_killed_mid_job_is_retried_and_the_answer_is_unchanged(client, 
 
 
 def test_a_cancelled_shard_stops_the_engine_on_its_worker(client, model):
-    call = nextstat._call_text("hypotest_toys", model, None, None, None, None, None, "cpu", mu=1.0, n_toys=2_000_000, seed=0, test_stat="qtilde", teststats=False)
+    call = nextstat._verbs._call_text("hypotest_toys", model, None, None, None, None, None, "cpu", mu=1.0, n_toys=2_000_000, seed=0, test_stat="qtilde", teststats=False)
     called = json.loads(nextstat._core.call_json(model._model, call))
     model_ref = json.dumps(called.pop("model"))
     future = client.submit(nsd._model_shard, model_ref, "cancel-test", json.dumps(called), 0, 1, key="nextstat-cancel-0/1", pure=False)

@@ -129,11 +129,11 @@ def test_progress_is_shown_only_when_asked_and_interactive(monkeypatch, capfd):
         def isatty(self):
             return True
 
-    assert nextstat._progress_label(False, "toys") is None
+    assert nextstat._verbs._progress_label(False, "toys") is None
     with pytest.raises(TypeError, match="progress"):
-        nextstat._progress_label("yes", "toys")
+        nextstat._verbs._progress_label("yes", "toys")
     monkeypatch.setattr("sys.stderr", Terminal())
-    assert nextstat._progress_label(True, "toys") == "toys"
+    assert nextstat._verbs._progress_label(True, "toys") == "toys"
     monkeypatch.undo()
     # pytest's captured stderr is not a terminal: a long call draws nothing.
     model = nextstat.Workspace(workspace_file(NAME)).model()
@@ -141,7 +141,7 @@ def test_progress_is_shown_only_when_asked_and_interactive(monkeypatch, capfd):
     assert "toys" not in capfd.readouterr().err
     # Where it is shown, tqdm draws the bar on stderr.
     pytest.importorskip("tqdm")
-    monkeypatch.setattr(nextstat, "_progress_label", lambda progress, label: label if progress else None)
+    monkeypatch.setattr(nextstat._verbs, "_progress_label", lambda progress, label: label if progress else None)
     nextstat.hypotest_toys(1.0, model, n_toys=200)
     assert "toys" in capfd.readouterr().err
     nextstat.hypotest_toys(1.0, model, n_toys=200, progress=False)

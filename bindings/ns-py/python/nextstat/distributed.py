@@ -32,7 +32,9 @@ import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional
 
-from . import _core, _json_text, _call_text, _array, _number, _integer, _test_stat
+from . import _core
+from ._validate import _array, _integer, _json_text, _number
+from ._verbs import _call_text, _test_stat
 from ._results import ProfileScanResult, RankingResult, ToyHypotestResult, UpperLimitResult
 
 __all__ = ["hypotest_toys", "profile_scan", "ranking", "upper_limit", "patchset_grid"]

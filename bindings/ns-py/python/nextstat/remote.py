@@ -21,7 +21,10 @@ import urllib.error
 import urllib.request
 from typing import Any, Dict, Optional
 
-from . import _RESULT_OF_VERB, NextStatError, Workspace, _json_text
+from ._core import NextStatError
+from ._validate import _json_text
+from ._verbs import _RESULT_OF_VERB
+from ._workspace import Workspace
 
 __all__ = ["Client", "RemoteModel", "ServerError"]
 

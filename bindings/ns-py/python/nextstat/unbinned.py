@@ -21,7 +21,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _Config, _core
+from . import _core
+from ._model import _Config
 
 __all__ = ["UnbinnedModel", "load", "Flow", "load_flow", "export_flow", "mixture_nll"]
 

@@ -1,0 +1,241 @@
+"""The inference functions (`fit`, `hypotest`, `hypotest_toys`, `upper_limit`, …): each builds the
+engine's call and returns its result class."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import numpy as np
+
+from . import _core
+from ._core import InvalidInputError
+from ._model import Model
+from ._results import (
+    AsymptoticHypotestResult,
+    FitResult,
+    GofResult,
+    ProfileScanResult,
+    RankingResult,
+    SignificanceResult,
+    ToyFits,
+    ToyHypotestResult,
+    UpperLimitResult,
+)
+from ._validate import Spec, _array, _bounds, _finite_list, _flags, _integer, _json_text, _number
+
+
+
+def _progress_label(progress: Any, label: str) -> Optional[str]:
+    """The label of a progress bar, where one is wanted: ``progress=True`` (the default) in an
+    interactive session (stderr a terminal, or a notebook); never with ``progress=False``."""
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be True or False, not {progress!r}")
+    if not progress:
+        return None
+    interactive = getattr(sys.stderr, "isatty", lambda: False)() or "ipykernel" in sys.modules
+    return label if interactive else None
+
+
+def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra):
+    """Run an inference verb in the engine as one call (``ns_inference::call``, JSON) and wrap its
+    report (observed data by default); with ``save_call``, first write that call to the path."""
+    return result_type._from_json(_run(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress, save_call, **extra))
+
+
+def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra) -> str:
+    """The report JSON of the engine's call of ``verb`` (see ``_infer``); the engine's default
+    tolerance where ``tolerance`` is None."""
+    call_text = _call_text(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra)
+    if save_call is not None:
+        Path(save_call).write_text(_core.call_json(model._model, call_text) + "\n", encoding="utf-8")
+    return _core.infer(model._model, call_text, progress)
+
+
+def _call_text(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra) -> str:
+    """The engine's call of ``verb`` on ``model`` (without the model) as JSON text: the request,
+    the fit options, the device and the data (observed unless given)."""
+    from .unbinned import UnbinnedModel
+
+    if not isinstance(model, (Model, UnbinnedModel)):
+        raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()) or a nextstat.unbinned.UnbinnedModel, not {type(model).__name__}")
+    data = model.observed if data is None else data
+    if data is None and isinstance(model, Model):
+        raise InvalidInputError("this model was built from a spec and has no observations: pass the data")
+    if isinstance(model, Model):
+        init_pars, par_bounds, fixed_params = model.config._edited(init_pars, par_bounds, fixed_params)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string ('cpu', 'cuda' or 'auto'), not {device!r}")
+    fit_options = dict(
+        init=None if init_pars is None else _finite_list(init_pars, "init_pars"),
+        bounds=None if par_bounds is None else _bounds(par_bounds),
+        fixed=None if fixed_params is None else _flags(fixed_params),
+        tolerance=None if tolerance is None else _number(tolerance, "tolerance"),
+    )
+    call = dict(
+        request=dict(verb=verb, **{k: v for k, v in extra.items() if v is not None}),
+        fit={k: v for k, v in fit_options.items() if v is not None},
+        device=device,
+    )
+    if data is not None:  # an unbinned model's observed events stay in the engine
+        call["data"] = dict(values=_finite_list(data, "data"))
+    try:
+        return json.dumps(call, allow_nan=False)
+    except ValueError:
+        raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
+
+
+_RESULT_OF_VERB = {}
+
+
+def run_call(call: Spec, *, progress=True):
+    """Run a saved call (a path, JSON text or a dict, as ``save_call=`` or ``nextstat --save-call``
+    write it); returns what the verb's function returns. Relative paths in a call file are read
+    from the file's folder."""
+    text, origin = _json_text(call, "call")
+    base = str(Path(origin).parent) if Path(origin).is_file() else None
+    verb, report = _core.run_call(text, base, _progress_label(progress, "call"))
+    if verb == "eval":
+        return json.loads(report)
+    if verb == "fit_toys":
+        fits = json.loads(report)
+        n_data = len(fits["toys"][0]) if fits["toys"] else 0
+        return _toy_fits(report, n_data)
+    if verb == "fit_datasets":
+        return _fits(report)
+    return _RESULT_OF_VERB[verb]._from_json(report)
+
+
+def _test_stat(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"test_stat must be a string ('qtilde', 'q', 'q0'), not {name!r}")
+    return name
+
+
+def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, yields=False, minos=None) -> FitResult:
+    """Maximum-likelihood fit with uncertainties (observed data unless ``data`` is given);
+    ``yields=True`` adds pre- and post-fit yields per channel and sample with the uncertainty of
+    the total (``result.yields``; what ``nextstat.plot.yields`` draws); ``minos`` (parameter
+    names) adds their profile-likelihood intervals (``result.minos``)."""
+    names = [minos] if isinstance(minos, str) else list(minos or [])
+    return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, uncertainties=True, yields=bool(yields), minos=names)
+
+
+def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> FitResult:
+    """Fit with the POI fixed at ``poi_value``."""
+    poi = model.config.poi_index
+    if poi is None:
+        raise InvalidInputError(f"the model has no POI (measurement POI '{model.config.poi_name}' is not a parameter)")
+    init = list(model.config.suggested_init() if init_pars is None else _array(init_pars, "init_pars"))
+    fixed = list(model.config.suggested_fixed() if fixed_params is None else fixed_params)
+    init[poi], fixed[poi] = float(poi_value), True
+    return fit(model, data, init, par_bounds, fixed, tolerance=tolerance, device=device, save_call=save_call)
+
+
+def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> AsymptoticHypotestResult:
+    """Asymptotic CLs at ``poi_value``."""
+    return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, mu=_number(poi_value, "poi_value"), test_stat=_test_stat(test_stat))
+
+
+def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True, teststats=False) -> ToyHypotestResult:
+    """Toy-based CLs at ``poi_value``; the same seed gives the same toys on any device.
+    ``teststats=True`` keeps every toy's test statistic (``result.teststats``; what
+    ``nextstat.plot.toys`` draws)."""
+    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "toys"), save_call, mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat), teststats=bool(teststats))
+
+
+def upper_limit(model: Model, data=None, level: Optional[float] = None, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> UpperLimitResult:
+    """Observed and expected CLs upper limits: root finding, or a scan over ``scan``."""
+    grid = None if scan is None else _array(scan, "scan").tolist()
+    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "CLs scan"), save_call, level=None if level is None else _number(level, "level"), scan=grid)
+
+
+def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> SignificanceResult:
+    """Discovery p0 and Z (asymptotic q0), observed and expected."""
+    return _infer("significance", SignificanceResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
+
+
+def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> ProfileScanResult:
+    """Profile likelihood of the POI (or ``parameter``) at ``mu_values``."""
+    values = _array(mu_values, "mu_values").tolist()
+    return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), save_call, values=values, parameter=parameter)
+
+
+def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> RankingResult:
+    """Pulls, constraints and pre/post-fit impacts on the POI of every nuisance parameter."""
+    return _infer("ranking", RankingResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "ranking refits"), save_call)
+
+
+def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> GofResult:
+    """Goodness of fit against the saturated model."""
+    return _infer("gof", GofResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
+
+
+def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=None, device="cuda", save_call=None) -> ToyFits:
+    """Draw ``n_toys`` toys at ``params`` and fit each, all in one batch on the GPU."""
+    report = _run("fit_toys", model, None, None, None, None, tolerance, device, None, save_call, pars=_finite_list(params, "params"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"))
+    return _toy_fits(report, len(model.observed))
+
+
+def _toy_fits(report: str, n_data: int) -> ToyFits:
+    """The ``fit_toys`` report as toy rows and their fits."""
+    report = json.loads(report)
+    data = np.array(report["toys"], dtype=np.float64).reshape(-1, n_data)
+    return ToyFits(data, [FitResult._from_json(json.dumps(f)) for f in report["fits"]])
+
+
+def _fits(report: str) -> List[FitResult]:
+    """The ``fit_datasets`` report as fits."""
+    return [FitResult._from_json(json.dumps(f)) for f in json.loads(report)["fits"]]
+
+
+def fit_toys_from_data_gpu(model: Model, data, init=None, bounds=None, *, tolerance=None, device="cuda", save_call=None) -> List[FitResult]:
+    """Fit each row of ``data`` (main then aux) in one batch; ``init``/``bounds`` one per row or one for all."""
+    rows = np.ascontiguousarray(data, dtype=np.float64)
+    if rows.ndim != 2:
+        raise InvalidInputError(f"data must be 2-dimensional (one dataset per row), not shape {rows.shape}")
+    if not np.isfinite(rows).all():
+        raise InvalidInputError("data holds a value that is not a finite number")
+    init_rows = None if init is None else [_finite_list(r, "init") for r in np.atleast_2d(np.asarray(init, dtype=np.float64))]
+    bound_rows = None if bounds is None else ([_bounds(bounds)] if np.ndim(bounds) == 2 else [_bounds(row) for row in bounds])
+    return _fits(_run("fit_datasets", model, None, None, None, None, tolerance, device, None, save_call, datasets=rows.tolist(), init=init_rows, bounds=bound_rows))
+
+
+def hypotest_qtilde_toys_gpu(poi_value: float, model: Model, n_toys: int, seed: int = 0, data=None, *, tolerance=None, device="cuda", save_call=None) -> ToyHypotestResult:
+    """Toy-based CLs with q̃_μ on the GPU (observed data unless ``data`` is given)."""
+    return hypotest_toys(poi_value, model, n_toys, seed, data, "qtilde", tolerance=tolerance, device=device, save_call=save_call)
+
+
+_RESULT_OF_VERB.update(
+    fit=FitResult, hypotest=AsymptoticHypotestResult, hypotest_toys=ToyHypotestResult, upper_limit=UpperLimitResult,
+    significance=SignificanceResult, profile_scan=ProfileScanResult, ranking=RankingResult, gof=GofResult,
+)
+
+
+def has_cuda() -> bool:
+    """Whether an NVIDIA driver and GPU are present (never raises)."""
+    return _core.has_cuda()
+
+
+def build_info() -> dict:
+    """What this build is, as ``nextstat version --json`` prints it: ``version``, ``git_commit``,
+    ``features`` (``"cuda"``, ``"wgpu"``), ``cuda_archs`` (the GPU architectures whose kernels are
+    embedded, e.g. ``[80, 90, 100, 120]``; others compile them at first use), ``cpu_simd`` (the
+    instruction set the CPU evaluator uses here), ``target``, ``profile`` and ``rustc``."""
+    return json.loads(_core.build_info())
+
+
+def has_metal() -> bool:
+    """Whether a Metal adapter is present for the f32 backend (``device="metal"``; macOS)."""
+    return _core.has_metal()
+
+
+def devices() -> dict:
+    """What this machine offers — CPU threads, CUDA GPUs, Vulkan/Metal adapters — as
+    ``nextstat devices --json`` prints it: the names ``device=`` takes ("cpu", "cuda",
+    "vulkan", "metal") and why one is missing."""
+    return json.loads(_core.devices())
+
+
