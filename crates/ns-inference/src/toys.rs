@@ -270,7 +270,7 @@ fn fit_toy_pairs(
         // start. Each round starts from the last end point; a fit's rounds depend on its own
         // results only.
         for _ in 0..CONTINUATION_ROUNDS {
-            // (fit, the job that continues it from its end point)
+            // The fits still short, and the jobs that continue them from their end points.
             let short: Vec<usize> = (0..results.len())
                 .filter(
                     |&j| matches!(&results[j], Ok(f) if !f.converged && f.twice_nll.is_finite()),
@@ -313,7 +313,7 @@ fn fit_toy_pairs(
     // counts was stopped by the parameter box, not by the data: its test statistic
     // measures the box (10¹⁰ on the published off-shell likelihood, at a different point of
     // the box's edge on each device). It counts as failed, for that reason.
-    for (j, result) in results.iter_mut().enumerate() {
+    results.par_iter_mut().enumerate().for_each(|(j, result)| {
         if let Ok(fit) = result
             && fit.converged
             && fitter
@@ -322,7 +322,7 @@ fn fit_toy_pairs(
         {
             fit.converged = false;
         }
-    }
+    });
     let mut pairs = Vec::with_capacity(n_toys);
     let mut it = results.into_iter();
     while let (Some(free), Some(fixed)) = (it.next(), it.next()) {
