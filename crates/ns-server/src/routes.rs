@@ -692,8 +692,6 @@ pub async fn health(State(state): Shared) -> Json<Value> {
     }))
 }
 
-pub async fn devices() -> Json<Value> {
-    Json(ns_inference::report::devices(
-        &ns_compute::Inventory::probe(),
-    ))
+pub async fn devices(State(state): Shared) -> Json<Value> {
+    Json(ns_inference::report::devices(state.inventory()))
 }

@@ -309,11 +309,16 @@ impl AppState {
         })
     }
 
+    /// The machine's devices, probed once (loading the CUDA driver and asking every adapter
+    /// costs more than a request should): what `/v1/devices` lists and the device queues check.
+    pub fn inventory(&self) -> &Inventory {
+        self.inventory.get_or_init(Inventory::probe)
+    }
+
     /// The queue of a GPU `device`, started at its first use; an error naming what is missing
     /// where the machine lacks the device.
     pub fn device_queue(self: &Arc<Self>, device: Device) -> Result<Arc<DeviceQueue>, ApiError> {
-        let inventory = self.inventory.get_or_init(Inventory::probe);
-        available(device, inventory).map_err(|why| {
+        available(device, self.inventory()).map_err(|why| {
             ApiError::new(
                 axum::http::StatusCode::BAD_REQUEST,
                 "device",
