@@ -8,7 +8,7 @@ use crate::backend::{Backend, SampledToys};
 use crate::cpu::{CpuEvaluator, Scratch};
 use crate::data::{MAX_COUNT, PreparedData};
 use crate::device::{Device, Workload};
-use crate::likelihood::{ChannelYields, Likelihood, Reach, Saturated};
+use crate::likelihood::{ChannelYields, Likelihood, NegativeEmptyBins, Reach, Saturated};
 use crate::toys::ToyEnsembleRates;
 
 impl Likelihood for HistFactoryModel {
@@ -122,6 +122,31 @@ impl Likelihood for HistFactoryModel {
 
     fn expected(&self, params: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
         CpuEvaluator::new(&self.compiled).expected_data(params, &mut Scratch::new(&self.compiled))
+    }
+
+    fn negative_empty_bins(
+        &self,
+        params: &[f64],
+        data: &PreparedData,
+    ) -> Option<NegativeEmptyBins> {
+        // Empty bins are rare: most datasets have none, and then nothing is evaluated.
+        if !data.main.contains(&0.0) {
+            return None;
+        }
+        let (expected, _) = self.expected(params).ok()?;
+        let negative = || {
+            expected
+                .iter()
+                .zip(&data.main)
+                .enumerate()
+                .filter(|(_, (lambda, n))| **n == 0.0 && **lambda < 0.0)
+                .map(|(bin, (&lambda, _))| (bin, lambda))
+        };
+        let first = negative().next()?;
+        Some(NegativeEmptyBins {
+            first,
+            gain: -2.0 * negative().map(|(_, lambda)| lambda).sum::<f64>(),
+        })
     }
 
     fn sample_toys(

@@ -30,7 +30,7 @@ pub use backend::{
 pub use cpu::{CpuBackend, CpuEvaluator, HessianPart, Scratch};
 pub use data::{MAX_COUNT, PreparedData};
 pub use device::{AdapterSummary, CudaGpus, Device, Inventory, Workload};
-pub use likelihood::{ChannelYields, Likelihood, Reach, Saturated};
+pub use likelihood::{ChannelYields, Likelihood, NegativeEmptyBins, Reach, Saturated};
 pub use signal::ExternalSignal;
 pub use toys::ToyEnsembleRates;
 

@@ -121,6 +121,19 @@ pub trait Likelihood: Send + Sync {
     /// The expected observations and auxiliary data at `params` (what `eval` reports).
     fn expected(&self, params: &[f64]) -> Result<(Vec<f64>, Vec<f64>)>;
 
+    /// The main bins of `data` observed empty whose expected count is negative at `params`, for
+    /// a binned Poisson likelihood; `None` where there are none or the likelihood has no bins.
+    /// pyhf's Poisson term of n = 0 is e^−λ (its `xlogy`), above 1 there, so the likelihood
+    /// grows without bound as λ falls.
+    fn negative_empty_bins(
+        &self,
+        params: &[f64],
+        data: &PreparedData,
+    ) -> Option<NegativeEmptyBins> {
+        let _ = (params, data);
+        None
+    }
+
     /// Toys `first..first + n_toys` of each `(generating parameters, stream)` ensemble, ensemble
     /// after ensemble, from the counter-based generator: toy `i` of stream `s` under `seed` is the
     /// same dataset on every backend. `backend` (opened by this likelihood) may sample them where
@@ -176,4 +189,13 @@ pub trait Likelihood: Send + Sync {
     fn settings(&self) -> Vec<(&'static str, String)> {
         Vec::new()
     }
+}
+
+/// Main bins observed empty with a negative expected count ([`Likelihood::negative_empty_bins`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NegativeEmptyBins {
+    /// The first such bin (in channel order) and its expectation.
+    pub first: (usize, f64),
+    /// 2·Σ|λ| over them: how much pyhf's terms e^−λ > 1 lower twice_nll there.
+    pub gain: f64,
 }

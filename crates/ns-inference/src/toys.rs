@@ -316,7 +316,9 @@ fn fit_toy_pairs(
     results.par_iter_mut().enumerate().for_each(|(j, result)| {
         if let Ok(fit) = result
             && fit.converged
+            && warned_unbounded(fit)
             && fitter
+                .model()
                 .negative_empty_bins(&fit.parameters, &toys.host[j / 2])
                 .is_some_and(|negative| negative.gain > BOX_HELD_GAIN)
         {
@@ -334,6 +336,13 @@ fn fit_toy_pairs(
         }));
     }
     Ok(pairs)
+}
+
+/// Whether the fit ended where the likelihood is unbounded below (`Fitter::complete` warned).
+fn warned_unbounded(fit: &FitResult) -> bool {
+    fit.warning
+        .as_deref()
+        .is_some_and(|w| w.contains(UNBOUNDED_BELOW))
 }
 
 /// Add the test statistics of fitted toys to an ensemble: failed fits are counted by reason.
@@ -356,11 +365,7 @@ fn extend_ensemble(
                     &p.free_fit
                 };
                 // A fit that ran into a region where the likelihood has no minimum says so.
-                let unbounded = failed
-                    .warning
-                    .as_deref()
-                    .is_some_and(|w| w.contains(UNBOUNDED_BELOW));
-                Err(if unbounded {
+                Err(if warned_unbounded(failed) {
                     UNBOUNDED_BELOW
                 } else {
                     failed.termination.describe()

@@ -56,14 +56,6 @@ struct F64Check {
     within: bool,
 }
 
-/// Main bins observed empty with a negative expected count at a fit's end.
-pub(crate) struct NegativeEmptyBins {
-    /// The first such bin (in channel order) and its expectation.
-    pub(crate) first: (usize, f64),
-    /// 2·Σ|λ| over them: how much pyhf's terms e^−λ > 1 lower twice_nll there.
-    pub(crate) gain: f64,
-}
-
 /// Fits one likelihood against datasets on one backend.
 pub struct Fitter<'m> {
     model: &'m dyn Likelihood,
@@ -405,7 +397,7 @@ impl<'m> Fitter<'m> {
         if result.all_at_bound(config) {
             result.warn(ALL_AT_BOUND.into());
         }
-        if let Some(negative) = self.negative_empty_bins(&result.parameters, data) {
+        if let Some(negative) = self.model.negative_empty_bins(&result.parameters, data) {
             let (bin, lambda) = negative.first;
             result.warn(format!(
                 "{UNBOUNDED_BELOW}: main bin {bin} (in channel order) is observed empty and \
@@ -418,33 +410,6 @@ impl<'m> Fitter<'m> {
             self.add_uncertainties(&mut result, data, free)?;
         }
         Ok(result)
-    }
-
-    /// The main bins observed empty whose expected count is negative at `parameters`. pyhf's
-    /// Poisson term of n = 0 is e^−λ (its `xlogy`), above 1 there, so the likelihood grows
-    /// without bound as λ falls: toys of the published sleptons likelihood ran off to twice_nll
-    /// of −10¹⁵⁰, and off-shell ones to the box's edge with −10⁹ events expected.
-    pub(crate) fn negative_empty_bins(
-        &self,
-        parameters: &[f64],
-        data: &PreparedData,
-    ) -> Option<NegativeEmptyBins> {
-        let (expected, _) = self.model.expected(parameters).ok()?;
-        if expected.len() != data.main.len() {
-            return None;
-        }
-        let negative: Vec<(usize, f64)> = expected
-            .iter()
-            .zip(&data.main)
-            .enumerate()
-            .filter(|(_, (lambda, n))| **n == 0.0 && **lambda < 0.0)
-            .map(|(bin, (&lambda, _))| (bin, lambda))
-            .collect();
-        let &first = negative.first()?;
-        Some(NegativeEmptyBins {
-            first,
-            gain: -2.0 * negative.iter().map(|(_, lambda)| lambda).sum::<f64>(),
-        })
     }
 
     /// twice_nll in f64 at `parameters`, its projected gradient, and whether that gradient is

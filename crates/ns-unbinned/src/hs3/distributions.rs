@@ -96,6 +96,23 @@ impl ChannelBuilder<'_, '_> {
         })
     }
 
+    fn push_leaf(
+        &mut self,
+        name: &str,
+        shape: Shape,
+        column: usize,
+        args: Vec<ParamExpr>,
+    ) -> usize {
+        self.push(
+            name,
+            NodeKind::Leaf {
+                shape,
+                column,
+                args,
+            },
+        )
+    }
+
     fn push(&mut self, name: &str, kind: NodeKind) -> usize {
         self.nodes.push(Node {
             name: name.to_string(),
@@ -164,14 +181,7 @@ impl ChannelBuilder<'_, '_> {
             .iter()
             .map(|k| self.arg(d, name, kind, k))
             .collect::<Result<Vec<_>>>()?;
-        Ok(self.push(
-            name,
-            NodeKind::Leaf {
-                shape,
-                column,
-                args,
-            },
-        ))
+        Ok(self.push_leaf(name, shape, column, args))
     }
 
     fn crystal_ball(&mut self, d: &Value, name: &str, kind: &str) -> Result<usize> {
@@ -222,13 +232,11 @@ impl ChannelBuilder<'_, '_> {
             ar,
             nr,
         ];
-        Ok(self.push(
+        Ok(self.push_leaf(
             name,
-            NodeKind::Leaf {
-                shape: Shape::CrystalBall(Tails::DoubleSided { left, right }),
-                column,
-                args,
-            },
+            Shape::CrystalBall(Tails::DoubleSided { left, right }),
+            column,
+            args,
         ))
     }
 
@@ -283,14 +291,7 @@ impl ChannelBuilder<'_, '_> {
         } else {
             Shape::Polynomial(args.len())
         };
-        Ok(self.push(
-            name,
-            NodeKind::Leaf {
-                shape,
-                column,
-                args,
-            },
-        ))
+        Ok(self.push_leaf(name, shape, column, args))
     }
 
     fn product(&mut self, d: &Value, name: &str, kind: &str, top: bool) -> Result<usize> {
@@ -477,14 +478,7 @@ impl ChannelBuilder<'_, '_> {
         if !(h.contents.iter().sum::<f64>() > 0.0) {
             return Err(invalid(format!("{at} is empty")));
         }
-        Ok(self.push(
-            name,
-            NodeKind::Leaf {
-                shape: Shape::Histogram(h),
-                column,
-                args: Vec::new(),
-            },
-        ))
+        Ok(self.push_leaf(name, Shape::Histogram(h), column, Vec::new()))
     }
 
     fn mixture(&mut self, d: &Value, name: &str, top: bool) -> Result<usize> {
