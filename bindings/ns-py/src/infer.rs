@@ -1,4 +1,4 @@
-//! Inference entry points: `infer` runs an `ns_inference::call::Call` on a model, `call_json`
+//! Inference entry points: `infer` runs an `ns_api::call::Call` on a model, `call_json`
 //! writes it, `run_call` runs a saved one.
 
 use std::sync::Arc;
@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ns_inference::FitConfig;
-use ns_inference::call::{Call, FitOptions};
+use ns_api::call::{Call, FitOptions};
 use ns_translate::HistFactoryModel;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -141,7 +141,7 @@ fn json_text(value: serde_json::Value) -> String {
     value.to_string()
 }
 
-/// The call of a Python verb (`ns_inference::call::Call` as JSON, without its model: the
+/// The call of a Python verb (`ns_api::call::Call` as JSON, without its model: the
 /// model is `model`).
 pub(crate) fn call_of(call: &str) -> PyResult<Call> {
     let value: serde_json::Value = serde_json::from_str(call)
@@ -150,7 +150,7 @@ pub(crate) fn call_of(call: &str) -> PyResult<Call> {
 }
 
 /// Run an inference call (JSON, e.g. `{"request": {"verb": "hypotest", "mu": 1.0}, "data":
-/// {"values": [...]}}`) on `model`; returns the result's report JSON (`ns_inference::report`).
+/// {"values": [...]}}`) on `model`; returns the result's report JSON (`ns_api::report`).
 /// With a `progress` label, long requests (toys, scans, rankings, limit grids) show a tqdm bar.
 #[pyfunction]
 #[pyo3(signature = (model, call, progress=None))]
@@ -216,7 +216,7 @@ pub(crate) fn run_call(
         model_ref.resolve_paths(&base);
     }
     let loaded = model_ref
-        .load_model(&ns_translate::load::Files)
+        .load_model(&ns_source::Files)
         .map_err(to_py)?;
     let verb = serde_json::to_value(&call.request)
         .ok()

@@ -1,6 +1,6 @@
 //! `nextstat._core`: the Rust engine for Python. Thin by design — it converts arguments, releases
 //! the GIL around every computation and returns results as the JSON documents of
-//! `ns_inference::report` (the CLI's key names); `python/nextstat` builds the typed result
+//! `ns_api::report` (the CLI's key names); `python/nextstat` builds the typed result
 //! objects and the pyhf-compatible `nextstat.infer` on top.
 
 mod differentiable;
@@ -111,7 +111,7 @@ fn plot_file(
 /// The compute devices of this machine as JSON text (`nextstat devices --json`).
 #[pyfunction]
 fn devices() -> String {
-    ns_inference::report::devices(&ns_compute::Inventory::probe()).to_string()
+    ns_api::report::devices(&ns_compute::Inventory::probe()).to_string()
 }
 
 #[pymodule]

@@ -19,19 +19,19 @@ pub(crate) struct PyModel {
 pub(crate) struct ModelSource {
     pub(crate) workspace: std::sync::Arc<ns_translate::Workspace>,
     pub(crate) measurement: Option<String>,
-    pub(crate) interpolation: ns_translate::Interpolation,
+    pub(crate) interpolation: ns_source::Interpolation,
 }
 
 impl ModelSource {
     /// The model as a call names it: the workspace inline (serialised only when asked).
-    pub(crate) fn model_ref(&self) -> ns_translate::ModelRef {
-        ns_translate::ModelRef {
-            workspace: ns_translate::Source::Inline(self.workspace.to_value()),
+    pub(crate) fn model_ref(&self) -> ns_source::ModelRef {
+        ns_source::ModelRef::ByContent(ns_source::PyhfRef {
+            workspace: ns_source::Source::Inline(self.workspace.to_value()),
             patchset: None,
             patches: Vec::new(),
             measurement: self.measurement.clone(),
             interpolation: self.interpolation.clone(),
-        }
+        })
     }
 }
 

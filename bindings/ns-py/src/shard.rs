@@ -1,13 +1,13 @@
 //! Sharded work from Python (`nextstat.distributed`): a shard's part of a call's job on a loaded
-//! model, a shard's part of a patchset grid, and the merge of parts (`ns_inference::shard`).
+//! model, a shard's part of a patchset grid, and the merge of parts (`ns_api::shard`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ns_inference::fit::Fitter;
-use ns_inference::grid::Grid;
-use ns_inference::shard::{Job, Shard, check_share};
-use ns_translate::{ModelRef, Source};
+use ns_api::grid::Grid;
+use ns_api::shard::{Job, Shard, check_share};
+use ns_source::{ModelRef, PyhfRef, Source};
 use pyo3::prelude::*;
 use serde_json::Value;
 
@@ -76,17 +76,17 @@ pub(crate) fn run_part(
     let (likelihood, model_ref) = model_of(model)?;
     stoppable(py, cancelled.as_ref(), |stop| {
         let device = call.validate()?;
-        let units = ns_inference::shard::units(&call, likelihood)?;
+        let units = ns_api::shard::units(&call, likelihood)?;
         let fitter = Fitter::on_device(likelihood, device, call.request.workload(likelihood))?
             .with_interrupt(stop);
         let job = Job::of_call(
             &call,
-            model_ref.digest(&ns_translate::load::Files)?,
+            model_ref.digest(&ns_source::Files)?,
             fitter.device(),
             count,
             units,
         )?;
-        let part = ns_inference::shard::run_part(&call, &fitter, shard, &|_| {})?;
+        let part = ns_api::shard::run_part(&call, &fitter, shard, &|_| {})?;
         Ok(job.partial(shard, part).to_string())
     })
 }
@@ -121,11 +121,11 @@ pub(crate) fn run_grid_part(
             )))
         })?;
     }
-    template.model = Some(ModelRef {
+    template.model = Some(ModelRef::ByContent(PyhfRef {
         workspace: Source::Inline(background.clone()),
         measurement,
-        ..ModelRef::file("")
-    });
+        ..PyhfRef::file("")
+    }));
     stoppable(py, cancelled.as_ref(), |stop| {
         let grid = Grid {
             background: &background,
@@ -137,10 +137,10 @@ pub(crate) fn run_grid_part(
             .model
             .as_ref()
             .expect("set above")
-            .digest(&ns_translate::load::Files)?;
+            .digest(&ns_source::Files)?;
         let job = grid.job(digest, &patchset_value, count)?;
         let share = check_share(shard, patchset.patches.len(), "signal points")?;
-        let part = grid.run_part(share, &ns_translate::load::Files, &stop, &|_| {})?;
+        let part = grid.run_part(share, &ns_source::Files, &stop, &|_| {})?;
         Ok(job.partial(shard, part).to_string())
     })
 }
@@ -152,26 +152,27 @@ pub(crate) fn merge_parts(parts: Vec<(String, String)>) -> PyResult<String> {
         .iter()
         .map(|(name, text)| Ok((name.clone(), parsed(text, name)?)))
         .collect::<PyResult<Vec<_>>>()?;
-    ns_inference::shard::merge(&docs)
+    ns_api::shard::merge(&docs)
         .map(|v| v.to_string())
         .map_err(to_py)
 }
 
-/// The model a call's `"model"` names (JSON of `ns_translate::ModelRef`, the workspace inline or
+/// The model a call's `"model"` names (JSON of `ns_source::ModelRef`, the workspace inline or
 /// a path), loaded: a `Model` or an `UnbinnedModel`. How a worker builds the model a job ships.
 #[pyfunction]
 pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
     let model_ref: ModelRef = serde_json::from_str(text)
         .map_err(|e| InvalidInputError::new_err(format!("model reference: {e}")))?;
     match model_ref
-        .load_model(&ns_translate::load::Files)
+        .load_model(&ns_source::Files)
         .map_err(to_py)?
     {
-        ns_translate::LoadedModel::Binned { workspace, model } => {
+        ns_source::LoadedModel::Binned { workspace, model } => {
+            let options = model_ref.pyhf().cloned().unwrap_or_else(|| PyhfRef::file(""));
             let source = crate::model::ModelSource {
                 workspace: Arc::from(workspace),
-                measurement: model_ref.measurement.clone(),
-                interpolation: model_ref.interpolation.clone(),
+                measurement: options.measurement,
+                interpolation: options.interpolation,
             };
             Ok(Py::new(
                 py,
@@ -182,7 +183,7 @@ pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> 
             )?
             .into_any())
         }
-        ns_translate::LoadedModel::Unbinned(model) => Ok(Py::new(
+        ns_source::LoadedModel::Unbinned(model) => Ok(Py::new(
             py,
             PyUnbinnedModel {
                 model: Arc::from(model),
@@ -199,5 +200,5 @@ pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> 
 pub(crate) fn shard_units(model: &Bound<'_, PyAny>, call: &str) -> PyResult<usize> {
     let call = call_of(call)?;
     let (likelihood, _) = model_of(model)?;
-    ns_inference::shard::units(&call, likelihood).map_err(to_py)
+    ns_api::shard::units(&call, likelihood).map_err(to_py)
 }

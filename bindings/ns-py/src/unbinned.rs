@@ -15,7 +15,7 @@ use crate::{invalid, to_py};
 #[pyclass(module = "nextstat._core", name = "UnbinnedModel", frozen)]
 pub(crate) struct PyUnbinnedModel {
     pub(crate) model: Arc<UnbinnedModel>,
-    pub(crate) source: ns_translate::ModelRef,
+    pub(crate) source: ns_source::ModelRef,
 }
 
 impl PyUnbinnedModel {
@@ -43,8 +43,8 @@ pub(crate) fn load_unbinned(
 ) -> PyResult<PyUnbinnedModel> {
     let workspace = match (path, text) {
         // Absolute, so that a call saved elsewhere still finds the file.
-        (Some(p), None) => ns_translate::Source::Path(std::path::absolute(&p).unwrap_or(p)),
-        (None, Some(t)) => ns_translate::Source::Inline(
+        (Some(p), None) => ns_source::Source::Path(std::path::absolute(&p).unwrap_or(p)),
+        (None, Some(t)) => ns_source::Source::Inline(
             ns_translate::load::parse_json(t, "the HS3 text").map_err(to_py)?,
         ),
         _ => {
@@ -53,22 +53,21 @@ pub(crate) fn load_unbinned(
             )));
         }
     };
-    let source = ns_translate::ModelRef {
+    // Told apart by content, so that a pyhf workspace is named as one.
+    let source = ns_source::ModelRef::ByContent(ns_source::PyhfRef {
         workspace,
-        patchset: None,
-        patches: Vec::new(),
         measurement: analysis,
-        interpolation: Default::default(),
-    };
+        ..ns_source::PyhfRef::file("")
+    });
     match source
-        .load_model(&ns_translate::load::Files)
+        .load_model(&ns_source::Files)
         .map_err(to_py)?
     {
-        ns_translate::LoadedModel::Unbinned(model) => Ok(PyUnbinnedModel {
+        ns_source::LoadedModel::Unbinned(model) => Ok(PyUnbinnedModel {
             model: Arc::from(model),
             source,
         }),
-        ns_translate::LoadedModel::Binned { .. } => Err(to_py(invalid(
+        ns_source::LoadedModel::Binned { .. } => Err(to_py(invalid(
             "this is a pyhf workspace, not an HS3 model: read it with nextstat.Workspace".into(),
         ))),
     }

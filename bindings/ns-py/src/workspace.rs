@@ -64,7 +64,7 @@ impl PyWorkspace {
         let source = ModelSource {
             workspace: self.ws.clone(),
             measurement: measurement_name.clone(),
-            interpolation: ns_translate::Interpolation {
+            interpolation: ns_source::Interpolation {
                 defaults: "pyhf".into(),
                 codes: (!overrides.is_empty()).then(|| overrides.join(",")),
             },

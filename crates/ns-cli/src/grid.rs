@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use ns_api::grid::Grid;
+use ns_api::request::Request;
+use ns_api::shard::{Shard, check_share};
 use ns_core::{Error, Result};
-use ns_inference::grid::Grid;
-use ns_inference::request::Request;
-use ns_inference::shard::{Shard, check_share};
 use serde_json::Value;
 
 use crate::infer_cmds::{InferArgs, progress};

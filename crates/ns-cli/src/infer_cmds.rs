@@ -1,16 +1,14 @@
-//! Inference verbs: their flags turned into one `ns_inference::call::Call`, `--save-call`,
+//! Inference verbs: their flags turned into one `ns_api::call::Call`, `--save-call`,
 //! `nextstat run`, and the printing of a result (JSON, or the text of `text.rs`).
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use ns_api::call::{Call, DEFAULT_DEVICE, DEFAULT_TOLERANCE, DataChoice, FitOptions, linspace};
+use ns_api::request::{DEFAULT_CLS_LEVEL, DEFAULT_TEST_STATISTIC, Outcome, Request};
+use ns_api::shard::{Job, Shard};
 use ns_core::{Error, Result};
-use ns_inference::call::{
-    Call, DEFAULT_DEVICE, DEFAULT_TOLERANCE, DataChoice, FitOptions, linspace,
-};
 use ns_inference::fit::Fitter;
 use ns_inference::params::number_json;
-use ns_inference::request::{DEFAULT_CLS_LEVEL, DEFAULT_TEST_STATISTIC, Outcome, Request};
-use ns_inference::shard::{Job, Shard};
 use ns_inference::{Device, TestStatistic};
 use serde_json::{Map, Value, json};
 use std::io::IsTerminal;
@@ -343,7 +341,7 @@ fn grid(option: &str, spec: &[f64]) -> Result<Vec<f64>> {
     })
 }
 
-/// The shared options of a command, its engine request (`ns_inference::request`) and the
+/// The shared options of a command, its engine request (`ns_api::request`) and the
 /// parameters `fit` fixes.
 fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
     Ok(match cmd {
@@ -474,7 +472,7 @@ fn execute_shard(call: &Call, shard: Shard, out: &OutputArgs) -> Result<()> {
     let device = call.validate()?;
     let loaded = model_ref.load_model(&crate::input::Inputs)?;
     let model = loaded.likelihood();
-    let units = ns_inference::shard::units(call, model)?;
+    let units = ns_api::shard::units(call, model)?;
     let fitter = Fitter::on_device(model, device, call.request.workload(model))?;
     let job = Job::of_call(
         call,
@@ -483,9 +481,9 @@ fn execute_shard(call: &Call, shard: Shard, out: &OutputArgs) -> Result<()> {
         shard.count,
         units,
     )?;
-    let steps = ns_inference::shard::progress_steps(&call.request, shard.share(units).len());
+    let steps = ns_api::shard::progress_steps(&call.request, shard.share(units).len());
     let bar = progress(steps, label(&call.request));
-    let part = ns_inference::shard::run_part(call, &fitter, shard, &|k| bar.set_position(k as u64));
+    let part = ns_api::shard::run_part(call, &fitter, shard, &|k| bar.set_position(k as u64));
     bar.finish_and_clear();
     let mut doc = job.partial(shard, part?);
     loaded.annotate(&mut doc);
@@ -498,7 +496,7 @@ pub fn merge(parts: &[PathBuf], output: Option<&PathBuf>) -> Result<()> {
         .iter()
         .map(|p| Ok((p.display().to_string(), crate::input::read_json(p)?)))
         .collect::<Result<Vec<_>>>()?;
-    let result = ns_inference::shard::merge(&docs)?;
+    let result = ns_api::shard::merge(&docs)?;
     if let Some(w) = result["warning"].as_str() {
         eprintln!("warning: {w}");
     }
@@ -575,7 +573,7 @@ fn save_call(call: &Call, path: &Path) -> Result<()> {
         let cwd = std::env::current_dir().map_err(|e| Error::io("the current folder", e))?;
         model.resolve_paths(&cwd);
         for source in model.sources_mut() {
-            if let ns_translate::Source::Path(p) = source {
+            if let ns_source::Source::Path(p) = source {
                 crate::input::remember(p);
             }
         }

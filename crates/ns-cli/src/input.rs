@@ -2,7 +2,7 @@
 
 use clap::Args;
 use ns_core::{Error, Result};
-use ns_translate::{Interpolation, ModelRef, PatchsetPatch, Source};
+use ns_source::{Interpolation, ModelRef, PatchsetPatch, PyhfRef, Source};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -19,7 +19,7 @@ pub fn read_json(path: &Path) -> Result<Value> {
 /// The files of a model, read as [`read_json`] does: the reader every verb loads models with.
 pub struct Inputs;
 
-impl ns_translate::load::Reader for Inputs {
+impl ns_source::Reader for Inputs {
     fn json(&self, path: &Path) -> Result<Value> {
         read_json(path)
     }
@@ -137,7 +137,7 @@ pub struct ModelArgs {
 impl ModelArgs {
     /// The model these options name, as the serialisable call holds it.
     pub fn model_ref(&self) -> Result<ModelRef> {
-        Ok(ModelRef {
+        Ok(ModelRef::ByContent(PyhfRef {
             workspace: Source::Path(self.ws.path()?),
             patchset: match (&self.patchset, &self.patch_name) {
                 (Some(path), Some(name)) => {
@@ -163,7 +163,7 @@ impl ModelArgs {
                 defaults: self.interp_defaults.clone(),
                 codes: self.interp_codes.clone(),
             },
-        })
+        }))
     }
 
     /// `--skip-verify` is said once on stderr: the result stands on a patch applied to a
@@ -182,6 +182,6 @@ impl ModelArgs {
 
     /// The workspace JSON after the patchset patch and the `-p` patches.
     pub fn workspace_value(&self) -> Result<Value> {
-        self.model_ref()?.workspace_value(&Inputs)
+        self.model_ref()?.document(&Inputs)
     }
 }

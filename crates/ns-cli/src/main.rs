@@ -11,9 +11,9 @@ mod workspace_cmds;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use input::ModelArgs;
+use ns_api::call::Call;
+use ns_api::request::Request;
 use ns_core::Result;
-use ns_inference::call::Call;
-use ns_inference::request::Request;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -149,7 +149,7 @@ fn run(cli: Cli) -> Result<()> {
 fn devices(as_json: bool) -> Result<()> {
     let inventory = ns_compute::Inventory::probe();
     if as_json {
-        return emit(&to_json(&ns_inference::report::devices(&inventory)), None);
+        return emit(&to_json(&ns_api::report::devices(&inventory)), None);
     }
     let mut text = format!(
         "cpu     f64  {} threads   (--gpu cpu)\n",
@@ -181,7 +181,7 @@ fn devices(as_json: bool) -> Result<()> {
     }
     match &inventory.adapters {
         Ok(list) if list.is_empty() => {
-            text += &format!("wgpu    none: {}\n", ns_inference::report::NO_WGPU_ADAPTER)
+            text += &format!("wgpu    none: {}\n", ns_api::report::NO_WGPU_ADAPTER)
         }
         Ok(list) => {
             for a in list {

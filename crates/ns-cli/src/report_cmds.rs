@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use clap::Args;
+use ns_api::call::{Call, linspace};
+use ns_api::request::{DEFAULT_CLS_LEVEL, Request};
 use ns_core::{Error, Result};
-use ns_inference::call::{Call, linspace};
-use ns_inference::request::{DEFAULT_CLS_LEVEL, Request};
 use ns_plot::{Format, Options};
 use serde_json::{Value, json};
 

@@ -1,9 +1,9 @@
 //! The human-readable summaries of `--format text`, one per result.
 
+use ns_api::request::Outcome;
 use ns_compute::Likelihood;
 use ns_inference::TestStatistic;
 use ns_inference::limits::Outside;
-use ns_inference::request::Outcome;
 
 /// The expected band's labels in pyhf's order (n_σ = 2 … −2: the "−2σ" CLs first).
 const BAND_LABELS: [&str; 5] = ["-2σ", "-1σ", "median", "+1σ", "+2σ"];

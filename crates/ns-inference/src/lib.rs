@@ -4,24 +4,18 @@
 //! The engine never prints or exits: results and typed errors only; long loops report progress
 //! through a callback.
 
-pub mod call;
 pub mod checks;
 pub mod differentiable;
 pub mod fit;
 pub mod gof;
-pub mod grid;
 pub mod hypotest;
 pub mod intervals;
 pub mod limits;
 pub mod linalg;
-pub mod merge;
 pub mod optimizer;
 pub mod params;
 pub mod ranking;
-pub mod report;
-pub mod request;
 pub mod scan;
-pub mod shard;
 pub mod stats;
 pub mod toys;
 pub mod yields;

@@ -102,7 +102,7 @@ pub fn number_of(value: &Value, none: Option<f64>) -> Option<f64> {
 }
 
 /// `e` with `what: ` before its message.
-pub(crate) fn prefixed(what: &str, e: Error) -> Error {
+pub fn prefixed(what: &str, e: Error) -> Error {
     match e {
         Error::InvalidInput(m) => Error::InvalidInput(format!("{what}: {m}")),
         other => other,

@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use ns_api::call::Call;
+use ns_api::merge::{MergeKey, merge_key, run_merged};
 use ns_compute::{Device, Workload};
 use ns_inference::Fitter;
-use ns_inference::call::Call;
-use ns_inference::merge::{MergeKey, merge_key, run_merged};
-use ns_translate::LoadedModel;
+use ns_source::LoadedModel;
 use serde_json::Value;
 use tokio::sync::oneshot;
 

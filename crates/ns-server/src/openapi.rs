@@ -3,8 +3,8 @@
 //! the server parses.
 
 use axum::Json;
-use ns_inference::call::Call;
-use ns_translate::ModelRef;
+use ns_api::call::Call;
+use ns_source::ModelRef;
 use serde_json::{Value, json};
 
 use crate::routes::VERBS;

@@ -13,10 +13,10 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use ns_api::call::Call;
+use ns_api::request::{Outcome, Request};
 use ns_compute::Device;
-use ns_inference::call::Call;
-use ns_inference::request::{Outcome, Request};
-use ns_translate::{LoadedModel, ModelRef};
+use ns_source::{LoadedModel, ModelRef};
 use serde_json::{Value, json};
 
 use crate::device_queue::Task;
@@ -82,7 +82,7 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 /// A model reference of a request. The server loads it with a reader that opens no file
-/// (`ns_translate::load::NoFiles`, after every patch and patchset), so a path is refused there,
+/// (`ns_source::NoFiles`, after every patch and patchset), so a path is refused there,
 /// with one message that says nothing about it.
 fn inline_model(value: Value) -> Result<ModelRef, ApiError> {
     serde_json::from_value(value).map_err(|e| ApiError::bad_request(format!("model: {e}")))
@@ -133,7 +133,7 @@ async fn model_of(
         loader
             .pools
             .interactive
-            .install(|| loading.load_model(&ns_translate::load::NoFiles))
+            .install(|| loading.load_model(&ns_source::NoFiles))
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;
@@ -693,5 +693,5 @@ pub async fn health(State(state): Shared) -> Json<Value> {
 }
 
 pub async fn devices(State(state): Shared) -> Json<Value> {
-    Json(ns_inference::report::devices(state.inventory()))
+    Json(ns_api::report::devices(state.inventory()))
 }

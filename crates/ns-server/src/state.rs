@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ns_compute::{CudaGpus, Device, Inventory};
-use ns_translate::{LoadedModel, ModelRef};
+use ns_source::{LoadedModel, ModelRef};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
@@ -460,10 +460,10 @@ mod tests {
             "version": "1.0.0"
         });
         let loaded = Arc::new(
-            ModelRef {
-                workspace: ns_translate::Source::Inline(ws),
-                ..ModelRef::file("unused")
-            }
+            ModelRef::ByContent(ns_source::PyhfRef {
+                workspace: ns_source::Source::Inline(ws),
+                ..ns_source::PyhfRef::file("unused")
+            })
             .load_model(
                 &|_: &std::path::Path| -> ns_core::Result<serde_json::Value> {
                     unreachable!("inline")

@@ -651,8 +651,8 @@ fn limit_grids_match_cpu(device: Device) {
 // batch hands a different tail to the CPU, so they are not merged (and not tested here).
 test_device!(f64: merged_calls_are_the_bits_of_separate_calls);
 fn merged_calls_are_the_bits_of_separate_calls(device: Device) {
-    use ns_inference::call::Call;
-    use ns_inference::merge::{merge_key, run_merged};
+    use ns_api::call::Call;
+    use ns_api::merge::{merge_key, run_merged};
     let ws = Workspace::from_path(&workspace_path("nextstat_complex_workspace.json")).unwrap();
     let (model, _) = model_and_data(&ws, Default::default());
     let fitter = fitter_on(&model, device);

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use ns_api::call::Call;
+use ns_api::grid::Grid;
+use ns_api::request::Request;
+use ns_api::shard::{Job, Shard, merge, run_part, units};
 use ns_core::Error;
-use ns_inference::call::Call;
 use ns_inference::fit::Fitter;
-use ns_inference::grid::Grid;
-use ns_inference::request::Request;
-use ns_inference::shard::{Job, Shard, merge, run_part, units};
-use ns_translate::{LoadedModel, ModelRef};
+use ns_source::{LoadedModel, ModelRef};
 use serde_json::Value;
 
 fn example() -> PathBuf {
@@ -28,7 +28,7 @@ fn loaded(call: &Call) -> LoadedModel {
     call.model
         .as_ref()
         .unwrap()
-        .load_model(&ns_translate::load::Files)
+        .load_model(&ns_source::Files)
         .unwrap()
 }
 
@@ -97,7 +97,7 @@ fn requests() -> Vec<(&'static str, Request)> {
             "scan",
             Request::ProfileScan {
                 parameter: None,
-                values: ns_inference::call::linspace(0.0, 2.0, 15.0).unwrap(),
+                values: ns_api::call::linspace(0.0, 2.0, 15.0).unwrap(),
             },
         ),
         ("ranking", Request::Ranking),
@@ -105,7 +105,7 @@ fn requests() -> Vec<(&'static str, Request)> {
             "CLs-scan limit",
             Request::UpperLimit {
                 level: 0.05,
-                scan: Some(ns_inference::call::linspace(0.0, 3.0, 16.0).unwrap()),
+                scan: Some(ns_api::call::linspace(0.0, 3.0, 16.0).unwrap()),
             },
         ),
     ]
@@ -228,7 +228,7 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     ] {
         let mut edited = parts3.clone();
         *edited[1].1.pointer_mut(key).unwrap() = value;
-        ns_inference::shard::seal(&mut edited[1].1);
+        ns_api::shard::seal(&mut edited[1].1);
         let message = error_of(&edited);
         assert!(
             message.contains("shard 1/3") && message.contains(says),
@@ -239,7 +239,7 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     // Shared values that disagree: a part computed other baseline fits.
     let mut tampered = parts3.clone();
     tampered[1].1["shared"]["teststat_obs"] = serde_json::json!(0.5);
-    ns_inference::shard::seal(&mut tampered[1].1);
+    ns_api::shard::seal(&mut tampered[1].1);
     let message = error_of(&tampered);
     assert!(
         message.contains("part1.json") && message.contains("different shared values"),
@@ -249,7 +249,7 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     // A part whose units do not match its shard.
     let mut shifted = parts3.clone();
     shifted[0].1["units"] = serde_json::json!([0, 10]);
-    ns_inference::shard::seal(&mut shifted[0].1);
+    ns_api::shard::seal(&mut shifted[0].1);
     let message = error_of(&shifted);
     assert!(
         message.contains("part0.json") && message.contains("covers units"),
@@ -260,7 +260,7 @@ fn missing_repeated_foreign_and_tampered_parts_are_refused_by_name() {
     let mut huge = parts3.clone();
     for (_, doc) in &mut huge {
         doc["job"]["shards"] = serde_json::json!(1_000_000_000_000_000u64);
-        ns_inference::shard::seal(doc);
+        ns_api::shard::seal(doc);
     }
     let message = error_of(&huge);
     assert!(message.contains("split is malformed"), "{message}");

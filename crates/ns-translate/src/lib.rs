@@ -6,10 +6,8 @@ pub mod model;
 pub mod ops;
 pub mod patch;
 pub mod pyjson;
-pub mod source;
 pub mod spec;
 
 pub use model::{FromWorkspace, ModelOptions};
 pub use ns_core::model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};
-pub use source::{Interpolation, LoadedModel, ModelRef, PatchsetPatch, Source};
 pub use spec::Workspace;

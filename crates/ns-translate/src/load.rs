@@ -1,6 +1,6 @@
 //! Reading workspaces: JSON text → `serde_json::Value` → typed [`Workspace`], validated.
 
-use ns_core::{Error, FileAccess, Result};
+use ns_core::{Error, Result};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -150,7 +150,8 @@ pub fn read_json(path: &Path) -> Result<Value> {
     parse_json(&read_text(path)?, &origin_of(path))
 }
 
-pub(crate) fn origin_of(path: &Path) -> String {
+/// How errors name the file at `path`.
+pub fn origin_of(path: &Path) -> String {
     if path.as_os_str() == "-" {
         "standard input".to_string()
     } else {
@@ -197,58 +198,6 @@ pub fn read_text(path: &Path) -> Result<String> {
         path: origin,
         message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
     })
-}
-
-/// How a front door reads the files a model names: the JSON documents (as parsed documents, and
-/// — where it can — as text, which lets a plain workspace be parsed straight into its typed form,
-/// without a JSON tree: the larger part of loading a published likelihood) and the policy for the
-/// data files an HS3 model names (Parquet events, flow manifests). Any `Fn(&Path) ->
-/// Result<Value>` is a reader of documents without text that opens no data files.
-pub trait Reader {
-    fn json(&self, path: &Path) -> Result<Value>;
-    /// The file's text; `None` where this reader gives documents only.
-    fn text(&self, _path: &Path) -> Option<Result<String>> {
-        None
-    }
-    /// The data files a model read from `base` (its file's folder) may open.
-    fn data_files<'a>(&self, base: Option<&'a Path>) -> FileAccess<'a>;
-}
-
-impl<F: Fn(&Path) -> Result<Value>> Reader for F {
-    fn json(&self, path: &Path) -> Result<Value> {
-        self(path)
-    }
-    fn data_files<'a>(&self, _base: Option<&'a Path>) -> FileAccess<'a> {
-        FileAccess::Denied
-    }
-}
-
-/// Files as they are: [`read_json`], [`read_text`] and the data files a model names.
-pub struct Files;
-
-impl Reader for Files {
-    fn json(&self, path: &Path) -> Result<Value> {
-        read_json(path)
-    }
-    fn text(&self, path: &Path) -> Option<Result<String>> {
-        Some(read_text(path))
-    }
-    fn data_files<'a>(&self, base: Option<&'a Path>) -> FileAccess<'a> {
-        FileAccess::Local { base }
-    }
-}
-
-/// No file at all: every document inline, every file a model names refused with one message
-/// ([`ns_core::files::NO_FILES`]) — the server's reader.
-pub struct NoFiles;
-
-impl Reader for NoFiles {
-    fn json(&self, _path: &Path) -> Result<Value> {
-        Err(Error::InvalidInput(ns_core::files::NO_FILES.into()))
-    }
-    fn data_files<'a>(&self, _base: Option<&'a Path>) -> FileAccess<'a> {
-        FileAccess::Denied
-    }
 }
 
 /// UTF-16 text: a UTF-16 byte-order mark, or (without one) a NUL byte beside each of the first

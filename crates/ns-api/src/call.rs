@@ -16,14 +16,14 @@ use std::sync::atomic::AtomicBool;
 
 use ns_compute::{Device, Likelihood, PreparedData};
 use ns_core::{Error, Result};
-use ns_translate::ModelRef;
+use ns_source::ModelRef;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::fit::{FitConfig, Fitter};
-use crate::params::{bounds_from_json, number_json, number_of, params_from_json, prefixed};
 use crate::request::{Outcome, Request};
+use ns_inference::fit::{FitConfig, Fitter};
+use ns_inference::params::{bounds_from_json, number_json, number_of, params_from_json, prefixed};
 
 /// The convergence tolerance of every fit unless a call sets one (`ns_core::optim`).
 pub const DEFAULT_TOLERANCE: f64 = ns_core::optim::DEFAULT_PG_TOL;
@@ -255,7 +255,7 @@ impl Call {
                     ..self.fit.clone()
                 }
                 .config(model)?;
-                crate::hypotest::asimov_data(fitter, *mu, &model.observed()?, &unfixed)?.0
+                ns_inference::hypotest::asimov_data(fitter, *mu, &model.observed()?, &unfixed)?.0
             }
         };
         Ok(Prepared { config, data })

@@ -7,10 +7,10 @@ use ns_compute::Device;
 use ns_core::{Error, Result};
 
 use crate::call::{Call, Prepared};
-use crate::fit::Fitter;
-use crate::ranking::ranking_batch;
 use crate::request::{Outcome, Request};
-use crate::toys::{ToyTest, hypotest_toys_batch};
+use ns_inference::fit::Fitter;
+use ns_inference::ranking::ranking_batch;
+use ns_inference::toys::{ToyTest, hypotest_toys_batch};
 
 /// What calls must share to run as one batch: the kind of work, the device, and the optimizer's
 /// tolerance (a device batch runs one set of optimizer options). Data, μ, seeds, toy counts and

@@ -10,19 +10,19 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::fit::{FitConfig, FitResult, Fitter};
-use crate::gof::{GoodnessOfFit, goodness_of_fit};
-use crate::hypotest::{
+use ns_compute::Workload;
+use ns_inference::fit::{FitConfig, FitResult, Fitter};
+use ns_inference::gof::{GoodnessOfFit, goodness_of_fit};
+use ns_inference::hypotest::{
     AsymptoticHypotest, Significance, TestStatistic, hypotest_asymptotic, significance,
 };
-use crate::intervals::{ProfileInterval, profile_interval};
-use crate::limits::{UpperLimit, upper_limit_root, upper_limit_scan};
-use crate::params::{bounds_from_json, params_from_json};
-use crate::ranking::{Ranking, ranking};
-use crate::scan::{ProfileScan, profile_scan};
-use crate::toys::{ToyHypotest, fit_toys, hypotest_toys};
-use crate::yields::{FitYields, fit_yields};
-use ns_compute::Workload;
+use ns_inference::intervals::{ProfileInterval, profile_interval};
+use ns_inference::limits::{UpperLimit, upper_limit_root, upper_limit_scan};
+use ns_inference::params::{bounds_from_json, params_from_json};
+use ns_inference::ranking::{Ranking, ranking};
+use ns_inference::scan::{ProfileScan, profile_scan};
+use ns_inference::toys::{ToyHypotest, fit_toys, hypotest_toys};
+use ns_inference::yields::{FitYields, fit_yields};
 
 /// The CLs level of an upper limit unless asked: 95 % CL.
 pub const DEFAULT_CLS_LEVEL: f64 = 0.05;
@@ -224,7 +224,7 @@ impl Request {
                 let fit = fitter.fit(data, &config)?;
                 // The same refusal as every other verb where the likelihood is undefined at the
                 // start, not a result with `converged: false`.
-                crate::checks::started(fitter, &fit, data)?;
+                ns_inference::checks::started(fitter, &fit, data)?;
                 let minos = minos_intervals(fitter, data, &config, minos)?;
                 let yields = yields.then(|| fit_yields(model, &fit)).transpose()?;
                 Outcome::Fit { fit, minos, yields }

@@ -24,13 +24,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::call::{Call, DataChoice, FitOptions};
-use crate::fit::Fitter;
-use crate::limits::{ClsPoint, UpperLimit, check_scan, cls_scan_points};
-use crate::params::{number_json, number_of};
-use crate::ranking::{impact_key, impact_order, ranked, ranking_share};
 use crate::request::Request;
-use crate::scan::profile_scan;
-use crate::toys::{ToyEnsemble, ToyEnsembles, ToyHypotest, ToyTest, toy_ensembles_batch};
+use ns_inference::fit::Fitter;
+use ns_inference::limits::{ClsPoint, UpperLimit, check_scan, cls_scan_points};
+use ns_inference::params::{number_json, number_of};
+use ns_inference::ranking::{impact_key, impact_order, ranked, ranking_share};
+use ns_inference::scan::profile_scan;
+use ns_inference::toys::{ToyEnsemble, ToyEnsembles, ToyHypotest, ToyTest, toy_ensembles_batch};
 
 /// The `format` of a part document.
 pub const PARTIAL_FORMAT: &str = "nextstat-partial/2";
@@ -258,7 +258,7 @@ pub fn run_part(
             };
             // Every value is checked, so that each shard refuses a scan the whole would refuse.
             for &v in values {
-                crate::checks::value_in_bounds(fitter, config, index, v, "the scan value")?;
+                ns_inference::checks::value_in_bounds(fitter, config, index, v, "the scan value")?;
             }
             let scan = profile_scan(fitter, index, &values[share], data, config, progress)?;
             split(

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use ns_compute::Device;
 use ns_core::{Error, Result};
 use ns_translate::patch::PatchSet;
-use ns_translate::{ModelRef, Source};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
@@ -71,7 +70,7 @@ impl Grid<'_> {
     pub fn run_part(
         &self,
         share: Range<usize>,
-        read: &(dyn ns_translate::load::Reader + Sync),
+        read: &(dyn ns_source::Reader + Sync),
         stop: &Arc<AtomicBool>,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Part> {
@@ -98,14 +97,7 @@ impl Grid<'_> {
                 let outcome = self
                     .patchset
                     .apply_unverified(self.background, name)
-                    .and_then(|doc| {
-                        let point = ModelRef {
-                            workspace: Source::Inline(doc),
-                            patchset: None,
-                            ..model.clone()
-                        };
-                        point.load_model(read)
-                    })
+                    .and_then(|doc| model.with_workspace(doc)?.load_model(read))
                     .and_then(|loaded| {
                         self.template
                             .run(loaded.likelihood(), stop.clone(), &|_| {})
@@ -157,7 +149,7 @@ impl Grid<'_> {
     /// The whole grid in this process: the table a merge of its shards gives.
     pub fn run(
         &self,
-        read: &(dyn ns_translate::load::Reader + Sync),
+        read: &(dyn ns_source::Reader + Sync),
         stop: &Arc<AtomicBool>,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Value> {

@@ -6,17 +6,17 @@ use ns_compute::Likelihood;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-use crate::fit::FitResult;
-use crate::gof::GoodnessOfFit;
-use crate::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestStatistic};
-use crate::intervals::ProfileInterval;
-use crate::limits::{Outside, UpperLimit};
-use crate::params::number_json;
-use crate::ranking::Ranking;
 use crate::request::{EvalPoint, Outcome};
-use crate::scan::ProfileScan;
-use crate::toys::ToyHypotest;
-use crate::yields::FitYields;
+use ns_inference::fit::FitResult;
+use ns_inference::gof::GoodnessOfFit;
+use ns_inference::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestStatistic};
+use ns_inference::intervals::ProfileInterval;
+use ns_inference::limits::{Outside, UpperLimit};
+use ns_inference::params::number_json;
+use ns_inference::ranking::Ranking;
+use ns_inference::scan::ProfileScan;
+use ns_inference::toys::ToyHypotest;
+use ns_inference::yields::FitYields;
 
 fn matrix(values: Option<&Vec<f64>>, n: usize) -> Option<Vec<Vec<f64>>> {
     values.map(|c| c.chunks(n.max(1)).map(|r| r.to_vec()).collect())

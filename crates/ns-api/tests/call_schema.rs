@@ -1,8 +1,8 @@
 //! The committed JSON Schema of the serialisable call (docs/call.schema.json) is the one the
 //! types generate. After changing the call's types, regenerate it with
-//! `NEXTSTAT_WRITE_SCHEMA=1 cargo test -p ns-inference --test call_schema`.
+//! `NEXTSTAT_WRITE_SCHEMA=1 cargo test -p ns-api --test call_schema`.
 
-use ns_inference::call::Call;
+use ns_api::call::Call;
 
 #[test]
 fn the_committed_call_schema_matches_the_types() {
@@ -14,8 +14,8 @@ fn the_committed_call_schema_matches_the_types() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "docs/call.schema.json differs from the schema of ns_inference::call::Call: regenerate it \
-         with NEXTSTAT_WRITE_SCHEMA=1 cargo test -p ns-inference --test call_schema"
+        "docs/call.schema.json differs from the schema of ns_api::call::Call: regenerate it \
+         with NEXTSTAT_WRITE_SCHEMA=1 cargo test -p ns-api --test call_schema"
     );
 }
 

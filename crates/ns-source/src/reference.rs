@@ -1,0 +1,357 @@
+//! The model reference and the registry of formats.
+
+use std::path::{Path, PathBuf};
+
+use ns_core::{Error, Result};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::access::Reader;
+use crate::document::Source;
+use crate::hs3::{Hs3, Hs3Ref};
+use crate::pyhf::{Interpolation, Pyhf, PyhfRef};
+use crate::{Format, LoadedModel};
+
+type PathResult<T> = std::result::Result<T, serde_path_to_error::Error<serde_json::Error>>;
+
+/// The registry: one line per format, `Variant => FormatType`. The variant's lower-case name is
+/// the format's tag (a test holds it equal to `Format::NAME`); formats that claim documents by
+/// content are asked in this order, the fallback last.
+macro_rules! formats {
+    ($($variant:ident => $format:ty),* $(,)?) => {
+        /// A model reference that names its format.
+        #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+        #[serde(tag = "format", rename_all = "lowercase")]
+        pub enum Tagged {
+            $($variant(<$format as Format>::Reference)),*
+        }
+
+        /// The tags of the registered formats.
+        pub const FORMATS: &[&str] = &[$(<$format as Format>::NAME),*];
+
+        impl Tagged {
+            /// The reference of format `format` from the rest of its fields; `None` for a
+            /// format that is not registered.
+            fn read(format: &str, fields: Value) -> Option<PathResult<Tagged>> {
+                $(if format == <$format>::NAME {
+                    return Some(serde_path_to_error::deserialize(fields).map(Tagged::$variant));
+                })*
+                None
+            }
+            fn load(&self, read: &dyn Reader) -> Result<LoadedModel> {
+                match self { $(Tagged::$variant(r) => <$format>::load(r, read)),* }
+            }
+            fn document(&self, read: &dyn Reader) -> Result<Value> {
+                match self { $(Tagged::$variant(r) => <$format>::document(r, read)),* }
+            }
+            fn sources_mut(&mut self) -> Vec<&mut Source> {
+                match self { $(Tagged::$variant(r) => <$format>::sources_mut(r)),* }
+            }
+            fn identity(&self) -> (Option<&str>, Interpolation) {
+                match self { $(Tagged::$variant(r) => <$format>::identity(r)),* }
+            }
+            /// The tag of this reference's format.
+            pub fn format(&self) -> &'static str {
+                match self { $(Tagged::$variant(_) => <$format>::NAME),* }
+            }
+        }
+    };
+}
+
+formats! {
+    Hs3 => Hs3,
+    Pyhf => Pyhf,
+}
+
+/// Where a model comes from: a reference that names its format, or — without `"format"` — a
+/// pyhf-shaped reference whose document's content decides (pyhf or HS3; for HS3, `measurement`
+/// names the analysis and the patches apply to the document).
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ModelRef {
+    Tagged(Tagged),
+    ByContent(PyhfRef),
+}
+
+impl<'de> Deserialize<'de> for ModelRef {
+    /// By `"format"` where present; errors name the field at fault (an untagged enum would only
+    /// say that no variant matched).
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let mut value = Value::deserialize(deserializer)?;
+        let format = value.as_object_mut().and_then(|o| o.remove("format"));
+        let result = match format {
+            None => serde_path_to_error::deserialize(value).map(ModelRef::ByContent),
+            Some(Value::String(name)) => match Tagged::read(&name, value) {
+                Some(tagged) => tagged.map(ModelRef::Tagged),
+                None => {
+                    return Err(D::Error::custom(format!(
+                        "format: no input format '{name}' (the formats are: {})",
+                        FORMATS.join(", ")
+                    )));
+                }
+            },
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "format: a format is named by a string ({}), not {other}",
+                    FORMATS.join(", ")
+                )));
+            }
+        };
+        result.map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            if path == "." {
+                D::Error::custom(inner)
+            } else {
+                D::Error::custom(format!("{path}: {inner}"))
+            }
+        })
+    }
+}
+
+impl ModelRef {
+    /// The model of a file with every default, its format told by content.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        ModelRef::ByContent(PyhfRef::file(path))
+    }
+
+    /// The pyhf options of a reference that has them (a pyhf reference, or one without a
+    /// format).
+    pub fn pyhf(&self) -> Option<&PyhfRef> {
+        match self {
+            ModelRef::ByContent(r) | ModelRef::Tagged(Tagged::Pyhf(r)) => Some(r),
+            ModelRef::Tagged(_) => None,
+        }
+    }
+
+    /// Every document this reference reads.
+    pub fn sources_mut(&mut self) -> Vec<&mut Source> {
+        match self {
+            ModelRef::Tagged(t) => t.sources_mut(),
+            ModelRef::ByContent(r) => Pyhf::sources_mut(r),
+        }
+    }
+
+    /// Relative file paths read from `base` instead of the current folder.
+    pub fn resolve_paths(&mut self, base: &Path) {
+        for source in self.sources_mut() {
+            source.resolve_from(base);
+        }
+    }
+
+    /// The model document after its patches (for a pyhf workspace: after the patchset patch
+    /// and the patches).
+    pub fn document(&self, read: &dyn Reader) -> Result<Value> {
+        match self {
+            ModelRef::Tagged(t) => t.document(read),
+            ModelRef::ByContent(r) => r.patched(read),
+        }
+    }
+
+    /// SHA-256 of the model this names (pyhf's digest of `{"workspace", "measurement",
+    /// "interpolation"}`, the document after its patches; for HS3 the analysis in the place of
+    /// the measurement): equal digests, one model, wherever its files lie and whether or not the
+    /// reference names its format. Event files an HS3 model reads are named, not hashed.
+    pub fn digest(&self, read: &dyn Reader) -> Result<String> {
+        let document = self.document(read)?;
+        let (selection, interpolation) = match self {
+            ModelRef::Tagged(t) => t.identity(),
+            ModelRef::ByContent(r) => Pyhf::identity(r),
+        };
+        let identity = serde_json::json!({
+            "workspace": document,
+            "measurement": selection,
+            "interpolation": interpolation,
+        });
+        Ok(ns_translate::pyjson::digest(&identity))
+    }
+
+    /// The reference with `workspace` (a patchset point's, its patch applied) in the place of
+    /// its document and patchset: the model of one point of a patchset grid.
+    pub fn with_workspace(&self, workspace: Value) -> Result<ModelRef> {
+        let point = |r: &PyhfRef| PyhfRef {
+            workspace: Source::Inline(workspace),
+            patchset: None,
+            ..r.clone()
+        };
+        match self {
+            ModelRef::ByContent(r) => Ok(ModelRef::ByContent(point(r))),
+            ModelRef::Tagged(Tagged::Pyhf(r)) => Ok(point(r).into()),
+            ModelRef::Tagged(t) => Err(Error::InvalidInput(format!(
+                "patchsets apply to pyhf workspaces, not to {} models",
+                t.format()
+            ))),
+        }
+    }
+
+    /// The model, every file read through `read`.
+    pub fn load_model(&self, read: &dyn Reader) -> Result<LoadedModel> {
+        match self {
+            ModelRef::Tagged(t) => t.load(read),
+            ModelRef::ByContent(r) => load_by_content(r, read),
+        }
+    }
+}
+
+/// A reference without a format: the document's content decides.
+fn load_by_content(reference: &PyhfRef, read: &dyn Reader) -> Result<LoadedModel> {
+    let doc = match reference.document_or_workspace(read)? {
+        Err(workspace) => return reference.binned(workspace),
+        Ok(doc) => doc,
+    };
+    if Pyhf::claims(&doc) {
+        return reference.binned(reference.workspace_of(doc)?);
+    }
+    if reference.patchset.is_some() {
+        return Err(reference.not_pyhf("patchsets"));
+    }
+    if reference.interpolation != Interpolation::default() {
+        return Err(reference.not_pyhf("interpolation codes"));
+    }
+    let hs3 = Hs3Ref {
+        document: reference.workspace.clone(),
+        patches: reference.patches.clone(),
+        analysis: reference.measurement.clone(),
+    };
+    hs3.model_of(&doc, read)
+}
+
+impl From<PyhfRef> for ModelRef {
+    fn from(reference: PyhfRef) -> Self {
+        ModelRef::Tagged(Tagged::Pyhf(reference))
+    }
+}
+
+impl From<Hs3Ref> for ModelRef {
+    fn from(reference: Hs3Ref) -> Self {
+        ModelRef::Tagged(Tagged::Hs3(reference))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Files;
+
+    const ANALYSIS: &str = include_str!("../../../examples/analysis.json");
+    const RESONANCE: &str = include_str!("../../../examples/unbinned/resonance.json");
+
+    fn inline(text: &str) -> Source {
+        Source::Inline(serde_json::from_str(text).unwrap())
+    }
+
+    #[test]
+    fn every_tag_is_its_formats_name() {
+        let pyhf = ModelRef::from(PyhfRef::file("a.json"));
+        let hs3 = ModelRef::from(Hs3Ref {
+            document: Source::Path("b.json".into()),
+            patches: Vec::new(),
+            analysis: None,
+        });
+        for (reference, name) in [(pyhf, Pyhf::NAME), (hs3, Hs3::NAME)] {
+            let ModelRef::Tagged(tagged) = &reference else {
+                panic!("a reference made from a format's options names the format")
+            };
+            assert_eq!(tagged.format(), name);
+            let json = serde_json::to_value(&reference).unwrap();
+            assert_eq!(json["format"], name);
+            assert_eq!(serde_json::from_value::<ModelRef>(json).unwrap(), reference);
+        }
+        assert_eq!(FORMATS, &[Hs3::NAME, Pyhf::NAME]);
+    }
+
+    #[test]
+    fn a_reference_without_format_reads_as_before() {
+        let legacy: ModelRef =
+            serde_json::from_str(r#"{"workspace": "a.json", "measurement": "m"}"#).unwrap();
+        assert!(matches!(&legacy, ModelRef::ByContent(r) if r.measurement.as_deref() == Some("m")));
+        assert_eq!(
+            serde_json::to_string(&legacy).unwrap(),
+            r#"{"workspace":"a.json","measurement":"m","interpolation":{"defaults":"pyhf"}}"#
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field_and_the_formats() {
+        let error = |text: &str| {
+            serde_json::from_str::<ModelRef>(text)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            error(r#"{"format": "xml", "workspace": "a.json"}"#)
+                .contains("the formats are: hs3, pyhf")
+        );
+        assert!(
+            error(r#"{"format": "hs3", "workspace": "a.json"}"#)
+                .contains("unknown field `workspace`")
+        );
+        assert!(
+            error(r#"{"workspace": "a.json", "analysis": "x"}"#)
+                .contains("unknown field `analysis`")
+        );
+        assert!(
+            error(r#"{"format": "pyhf", "workspace": "a.json", "measurement": 3}"#)
+                .starts_with("measurement: ")
+        );
+    }
+
+    #[test]
+    fn a_tagged_reference_loads_its_format_only() {
+        let hs3_as_pyhf = ModelRef::from(PyhfRef {
+            workspace: inline(RESONANCE),
+            ..PyhfRef::file("")
+        });
+        let message = hs3_as_pyhf.load_model(&Files).err().unwrap().to_string();
+        assert!(
+            message.contains("is an HS3 model, not a pyhf workspace"),
+            "{message}"
+        );
+        let pyhf_as_hs3 = ModelRef::from(Hs3Ref {
+            document: inline(ANALYSIS),
+            patches: Vec::new(),
+            analysis: None,
+        });
+        assert!(pyhf_as_hs3.load_model(&Files).is_err());
+    }
+
+    #[test]
+    fn one_model_one_digest_tagged_or_not() {
+        for (text, tagged) in [
+            (
+                ANALYSIS,
+                ModelRef::from(PyhfRef {
+                    workspace: inline(ANALYSIS),
+                    ..PyhfRef::file("")
+                }),
+            ),
+            (
+                RESONANCE,
+                ModelRef::from(Hs3Ref {
+                    document: inline(RESONANCE),
+                    patches: Vec::new(),
+                    analysis: None,
+                }),
+            ),
+        ] {
+            let by_content = ModelRef::ByContent(PyhfRef {
+                workspace: inline(text),
+                ..PyhfRef::file("")
+            });
+            assert_eq!(
+                tagged.digest(&Files).unwrap(),
+                by_content.digest(&Files).unwrap()
+            );
+            let (a, b) = (
+                tagged.load_model(&Files).unwrap(),
+                by_content.load_model(&Files).unwrap(),
+            );
+            assert_eq!(
+                a.likelihood().parameter_names(),
+                b.likelihood().parameter_names()
+            );
+        }
+    }
+}
