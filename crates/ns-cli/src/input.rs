@@ -27,6 +27,9 @@ impl ns_source::Reader for Inputs {
         remember(path);
         Some(ns_translate::load::read_text(path))
     }
+    fn head(&self, path: &Path) -> Option<Result<Vec<u8>>> {
+        ns_source::file_head(path)
+    }
     fn data_files<'a>(&self, base: Option<&'a Path>) -> ns_core::FileAccess<'a> {
         ns_core::FileAccess::Local { base }
     }

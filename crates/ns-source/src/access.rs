@@ -21,8 +21,33 @@ pub trait Reader {
     fn text(&self, _path: &Path) -> Option<Result<String>> {
         None
     }
+    /// The first bytes of the file (at most [`HEAD_BYTES`]), by which formats whose files are
+    /// not JSON are told apart; `None` where this reader does not look into files (standard
+    /// input is read once, as a document).
+    fn head(&self, _path: &Path) -> Option<Result<Vec<u8>>> {
+        None
+    }
     /// The data files a model read from `base` (its file's folder) may open.
     fn data_files<'a>(&self, base: Option<&'a Path>) -> FileAccess<'a>;
+}
+
+/// How many bytes of a file [`Reader::head`] gives.
+pub const HEAD_BYTES: u64 = 4096;
+
+/// The first [`HEAD_BYTES`] of a local file (none of standard input).
+pub fn file_head(path: &Path) -> Option<Result<Vec<u8>>> {
+    if path.as_os_str() == "-" {
+        return None;
+    }
+    let read = || -> std::io::Result<Vec<u8>> {
+        let mut head = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(std::fs::File::open(path)?, HEAD_BYTES),
+            &mut head,
+        )?;
+        Ok(head)
+    };
+    Some(read().map_err(|e| Error::io(&path.display().to_string(), e)))
 }
 
 impl<F: Fn(&Path) -> Result<Value>> Reader for F {
@@ -44,6 +69,9 @@ impl Reader for Files {
     }
     fn text(&self, path: &Path) -> Option<Result<String>> {
         Some(read_text(path))
+    }
+    fn head(&self, path: &Path) -> Option<Result<Vec<u8>>> {
+        file_head(path)
     }
     fn data_files<'a>(&self, base: Option<&'a Path>) -> FileAccess<'a> {
         FileAccess::Local { base }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::access::Reader;
 use crate::document::{Source, patched};
-use crate::pyhf::Interpolation;
+use crate::pyhf::{Interpolation, PyhfRef};
 use crate::{Format, LoadedModel};
 
 /// The HS3 format.
@@ -28,18 +28,6 @@ pub struct Hs3Ref {
     pub analysis: Option<String>,
 }
 
-impl Hs3Ref {
-    /// The model of the patched document `doc`.
-    pub(crate) fn model_of(&self, doc: &Value, read: &dyn Reader) -> Result<LoadedModel> {
-        let options = ns_unbinned::hs3::ReadOptions {
-            analysis: self.analysis.as_deref(),
-            files: read.data_files(self.document.folder()),
-        };
-        let model = ns_unbinned::hs3::read(doc, &options)?;
-        Ok(LoadedModel::Unbinned(Box::new(model)))
-    }
-}
-
 impl Format for Hs3 {
     const NAME: &'static str = "hs3";
     type Reference = Hs3Ref;
@@ -50,12 +38,33 @@ impl Format for Hs3 {
         ns_unbinned::hs3::is_hs3(document)
     }
 
+    /// The document is the pyhf-shaped reference's workspace; its measurement names the
+    /// analysis; a patchset or interpolation codes are refused.
+    fn from_untagged(reference: &PyhfRef) -> Result<Hs3Ref> {
+        if reference.patchset.is_some() {
+            return Err(reference.not_pyhf("patchsets"));
+        }
+        if reference.interpolation != Interpolation::default() {
+            return Err(reference.not_pyhf("interpolation codes"));
+        }
+        Ok(Hs3Ref {
+            document: reference.workspace.clone(),
+            patches: reference.patches.clone(),
+            analysis: reference.measurement.clone(),
+        })
+    }
+
     fn document(reference: &Hs3Ref, read: &dyn Reader) -> Result<Value> {
         patched(&reference.document, &reference.patches, read)
     }
 
-    fn load(reference: &Hs3Ref, read: &dyn Reader) -> Result<LoadedModel> {
-        reference.model_of(&Self::document(reference, read)?, read)
+    fn model(reference: &Hs3Ref, document: Value, read: &dyn Reader) -> Result<LoadedModel> {
+        let options = ns_unbinned::hs3::ReadOptions {
+            analysis: reference.analysis.as_deref(),
+            files: read.data_files(reference.document.folder()),
+        };
+        let model = ns_unbinned::hs3::read(&document, &options)?;
+        Ok(LoadedModel::Unbinned(Box::new(model)))
     }
 
     fn sources_mut(reference: &mut Hs3Ref) -> Vec<&mut Source> {

@@ -16,7 +16,7 @@ mod loaded;
 mod pyhf;
 mod reference;
 
-pub use access::{Files, NoFiles, Reader};
+pub use access::{Files, HEAD_BYTES, NoFiles, Reader, file_head};
 pub use document::Source;
 pub use hs3::{Hs3, Hs3Ref};
 pub use loaded::LoadedModel;
@@ -32,12 +32,30 @@ pub trait Format {
     const NAME: &'static str;
     /// The documents and options a reference of this format carries.
     type Reference;
+    /// Whether a file named without a format is of this format by its first bytes: formats
+    /// whose files are not JSON documents claim them here; JSON formats by [`Format::claims`].
+    fn claims_head(_head: &[u8]) -> bool {
+        false
+    }
     /// Whether a JSON document read without a named format is of this format.
     fn claims(document: &Value) -> bool;
-    /// The model document after its patches: what the model's digest covers.
+    /// This format's reference from a reference that names no format (the options the front
+    /// ends' model arguments give), or an error naming an option this format does not take.
+    fn from_untagged(reference: &PyhfRef) -> Result<Self::Reference>;
+    /// The model document after its patches (for a format of other files: the canonical spec
+    /// its reader gives): what the model's digest covers.
     fn document(reference: &Self::Reference, read: &dyn Reader) -> Result<Value>;
-    /// The model, every file read through `read` (and only as its policy allows).
-    fn load(reference: &Self::Reference, read: &dyn Reader) -> Result<LoadedModel>;
+    /// The model of `document`, the reference's [`Format::document`]; data files read through
+    /// `read` (and only as its policy allows).
+    fn model(
+        reference: &Self::Reference,
+        document: Value,
+        read: &dyn Reader,
+    ) -> Result<LoadedModel>;
+    /// The model.
+    fn load(reference: &Self::Reference, read: &dyn Reader) -> Result<LoadedModel> {
+        Self::model(reference, Self::document(reference, read)?, read)
+    }
     /// Every document the reference names.
     fn sources_mut(reference: &mut Self::Reference) -> Vec<&mut Source>;
     /// The options that make two equal documents different models: the selection (measurement

@@ -212,25 +212,35 @@ impl Format for Pyhf {
     const NAME: &'static str = "pyhf";
     type Reference = PyhfRef;
 
-    /// A pyhf workspace has `channels`, `measurements`, `observations` and `version`; every
-    /// document no other format claims is read as one (its errors then say what is missing).
+    /// A pyhf workspace has `channels` (and `measurements`, `observations`, `version`).
     fn claims(document: &Value) -> bool {
-        !crate::hs3::Hs3::claims(document)
+        document.get("channels").is_some()
+    }
+
+    fn from_untagged(reference: &PyhfRef) -> Result<PyhfRef> {
+        Ok(reference.clone())
     }
 
     fn document(reference: &PyhfRef, read: &dyn Reader) -> Result<Value> {
         reference.patched(read)
     }
 
-    fn load(reference: &PyhfRef, read: &dyn Reader) -> Result<LoadedModel> {
-        match reference.document_or_workspace(read)? {
-            Err(workspace) => reference.binned(workspace),
-            Ok(doc) if crate::hs3::Hs3::claims(&doc) => Err(Error::InvalidModel(format!(
+    fn model(reference: &PyhfRef, document: Value, _read: &dyn Reader) -> Result<LoadedModel> {
+        if crate::hs3::Hs3::claims(&document) {
+            return Err(Error::InvalidModel(format!(
                 "{} is an HS3 model, not a pyhf workspace: name its format \"hs3\" (or leave \
                  the format out)",
                 reference.workspace.model_origin()
-            ))),
-            Ok(doc) => reference.binned(reference.workspace_of(doc)?),
+            )));
+        }
+        reference.binned(reference.workspace_of(document)?)
+    }
+
+    /// A file with nothing to apply goes straight into the typed workspace where it is one.
+    fn load(reference: &PyhfRef, read: &dyn Reader) -> Result<LoadedModel> {
+        match reference.document_or_workspace(read)? {
+            Err(workspace) => reference.binned(workspace),
+            Ok(document) => Self::model(reference, document, read),
         }
     }
 

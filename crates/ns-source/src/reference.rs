@@ -51,6 +51,30 @@ macro_rules! formats {
             fn identity(&self) -> (Option<&str>, Interpolation) {
                 match self { $(Tagged::$variant(r) => <$format>::identity(r)),* }
             }
+            /// The reference of the format whose files start as `reference`'s file does (formats
+            /// whose files are not JSON documents), if any.
+            fn claimed_by_head(reference: &PyhfRef, read: &dyn Reader) -> Result<Option<Tagged>> {
+                let Source::Path(path) = &reference.workspace else { return Ok(None) };
+                let Some(head) = read.head(path) else { return Ok(None) };
+                let head = head?;
+                $(if <$format>::claims_head(&head) {
+                    return Ok(Some(Tagged::$variant(<$format>::from_untagged(reference)?)));
+                })*
+                Ok(None)
+            }
+            /// The model of a JSON document read without a format: of the first format that
+            /// claims it; a document none claims is read as a pyhf workspace, whose errors say
+            /// what it lacks.
+            fn model_by_content(
+                reference: &PyhfRef,
+                document: Value,
+                read: &dyn Reader,
+            ) -> Result<LoadedModel> {
+                $(if <$format>::claims(&document) {
+                    return <$format>::model(&<$format>::from_untagged(reference)?, document, read);
+                })*
+                Pyhf::model(reference, document, read)
+            }
             /// The tag of this reference's format.
             pub fn format(&self) -> &'static str {
                 match self { $(Tagged::$variant(_) => <$format>::NAME),* }
@@ -146,7 +170,10 @@ impl ModelRef {
     pub fn document(&self, read: &dyn Reader) -> Result<Value> {
         match self {
             ModelRef::Tagged(t) => t.document(read),
-            ModelRef::ByContent(r) => r.patched(read),
+            ModelRef::ByContent(r) => match Tagged::claimed_by_head(r, read)? {
+                Some(t) => t.document(read),
+                None => r.patched(read),
+            },
         }
     }
 
@@ -155,10 +182,12 @@ impl ModelRef {
     /// the measurement): equal digests, one model, wherever its files lie and whether or not the
     /// reference names its format. Event files an HS3 model reads are named, not hashed.
     pub fn digest(&self, read: &dyn Reader) -> Result<String> {
-        let document = self.document(read)?;
-        let (selection, interpolation) = match self {
-            ModelRef::Tagged(t) => t.identity(),
-            ModelRef::ByContent(r) => Pyhf::identity(r),
+        let (document, (selection, interpolation)) = match self {
+            ModelRef::Tagged(t) => (t.document(read)?, t.identity()),
+            ModelRef::ByContent(r) => match Tagged::claimed_by_head(r, read)? {
+                Some(t) => return ModelRef::Tagged(t).digest(read),
+                None => (r.patched(read)?, Pyhf::identity(r)),
+            },
         };
         let identity = serde_json::json!({
             "workspace": document,
@@ -195,27 +224,15 @@ impl ModelRef {
     }
 }
 
-/// A reference without a format: the document's content decides.
+/// A reference without a format: the file's first bytes or the document's content decide.
 fn load_by_content(reference: &PyhfRef, read: &dyn Reader) -> Result<LoadedModel> {
-    let doc = match reference.document_or_workspace(read)? {
-        Err(workspace) => return reference.binned(workspace),
-        Ok(doc) => doc,
-    };
-    if Pyhf::claims(&doc) {
-        return reference.binned(reference.workspace_of(doc)?);
+    if let Some(tagged) = Tagged::claimed_by_head(reference, read)? {
+        return tagged.load(read);
     }
-    if reference.patchset.is_some() {
-        return Err(reference.not_pyhf("patchsets"));
+    match reference.document_or_workspace(read)? {
+        Err(workspace) => reference.binned(workspace),
+        Ok(document) => Tagged::model_by_content(reference, document, read),
     }
-    if reference.interpolation != Interpolation::default() {
-        return Err(reference.not_pyhf("interpolation codes"));
-    }
-    let hs3 = Hs3Ref {
-        document: reference.workspace.clone(),
-        patches: reference.patches.clone(),
-        analysis: reference.measurement.clone(),
-    };
-    hs3.model_of(&doc, read)
 }
 
 impl From<PyhfRef> for ModelRef {
