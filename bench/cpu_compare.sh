@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Byte for byte, and in time: every inference verb of one nextstat binary against another's (an
 # older build, for refactors that must not change a number) on the example analysis, four shared
-# workspaces and three published likelihoods. `bash bench/cpu_compare.sh OLD_NEXTSTAT
+# workspaces, three published likelihoods, a patchset grid (whole and sharded), the unbinned
+# example and — where .venv has torch and onnxruntime — an unbinned model with a flow PDF
+# (bench/flow_model.py). `bash bench/cpu_compare.sh OLD_NEXTSTAT
 # [NEW_NEXTSTAT]` from the repository root, ../shared beside it; prints one line per run
 # (same/DIFF, seconds before and after) and the count.
 set -u
@@ -49,4 +51,24 @@ for d in atlas_ttbar_ljets_xsec atlas_staus_2018-04_comb_DS_100_1 atlas_1Lbb_sim
   run "$d toys" hypotest-toys $ws --n-toys 40
   run "$d ranking" ranking $ws
 done
+grid="examples/bkgonly.json --patchset examples/patchset.json --all"
+run "grid upper-limit" upper-limit $grid
+run "grid hypotest" hypotest $grid --mu 1
+run "grid shard 1/2" upper-limit $grid --shard 1/2
+run "patchset patch fit" fit examples/bkgonly.json --patchset examples/patchset.json --patch-name "$(python3 -c 'import json; print(json.load(open("examples/patchset.json"))["patches"][0]["metadata"]["name"])')"
+unbinned_verbs() {  # label, model
+  run "$1 eval" eval $2
+  run "$1 fit" fit $2
+  run "$1 hypotest" hypotest $2 --mu 1
+  run "$1 toys" hypotest-toys $2 --mu 1 --n-toys 40 --seed 3
+  run "$1 upper-limit" upper-limit $2
+  run "$1 scan" scan $2 --range 0 2 5
+  run "$1 ranking" ranking $2
+}
+unbinned_verbs resonance examples/unbinned/resonance.json
+if [ -x .venv/bin/python ] && .venv/bin/python -c "import torch, onnxruntime" 2>/dev/null; then
+  .venv/bin/python bench/flow_model.py $tmp/flow > /dev/null
+  export ORT_DYLIB_PATH=$(.venv/bin/python -c "import onnxruntime, glob, os; print(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', 'libonnxruntime.so*'))[0])")
+  unbinned_verbs flow $tmp/flow/model.json
+fi
 echo "same $same, different $diff"

@@ -33,13 +33,64 @@ fn engine(krate: &str) -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-const ENGINE: [&str; 5] = [
+const ENGINE: [&str; 7] = [
     "ns-core",
     "ns-translate",
+    "ns-source",
     "ns-compute",
     "ns-unbinned",
     "ns-inference",
+    "ns-api",
 ];
+
+/// The path crates a crate's `[dependencies]` name.
+fn path_dependencies(krate: &str) -> Vec<String> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(krate)
+        .join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let section = text
+        .split("[dependencies]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .unwrap_or("");
+    section
+        .lines()
+        .filter_map(|l| l.split(['.', ' ', '=']).next())
+        .filter(|name| name.starts_with("ns-"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn readers_and_statistics_know_no_format_registry() {
+    // The pyhf parser stands on the core alone; statistics know no reader.
+    assert_eq!(path_dependencies("ns-translate"), ["ns-core"]);
+    let inference = path_dependencies("ns-inference");
+    for reader in ["ns-translate", "ns-source", "ns-unbinned", "ns-api"] {
+        assert!(
+            !inference.iter().any(|d| d == reader),
+            "ns-inference depends on {reader}"
+        );
+    }
+}
+
+#[test]
+fn only_the_registry_reads_model_formats() {
+    // Front ends and the API load models through ns_source::ModelRef, never a reader directly.
+    for krate in ["ns-api", "ns-cli", "ns-server"] {
+        for (path, code) in engine(krate) {
+            for reader in ["hs3::read(", "is_hs3(", "Workspace::from_json_text_direct("] {
+                assert!(
+                    !code.contains(reader),
+                    "{} calls {reader}: load models through ns_source::ModelRef",
+                    path.display()
+                );
+            }
+        }
+    }
+}
 
 #[test]
 fn engine_crates_read_no_environment_variables() {

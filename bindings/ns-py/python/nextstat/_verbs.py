@@ -40,7 +40,7 @@ def _progress_label(progress: Any, label: str) -> Optional[str]:
 
 
 def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra):
-    """Run an inference verb in the engine as one call (``ns_inference::call``, JSON) and wrap its
+    """Run an inference verb in the engine as one call (``ns_api::call``, JSON) and wrap its
     report (observed data by default); with ``save_call``, first write that call to the path."""
     return result_type._from_json(_run(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress, save_call, **extra))
 
