@@ -61,6 +61,20 @@ fn has_cuda() -> bool {
 }
 
 /// What this build is (version, git commit, backends, embedded CUDA architectures), as JSON.
+/// The verb registry (`ns_api::verbs`) as JSON: each verb's `name` (the call's `request.verb`),
+/// `route` (CLI subcommand, server path), `summary` and Python `result` class.
+#[pyfunction]
+fn verbs() -> String {
+    let verbs: Vec<_> = ns_api::verbs::VERBS
+        .iter()
+        .map(|v| {
+            serde_json::json!({"name": v.name, "route": v.route, "summary": v.summary,
+                               "result": v.result})
+        })
+        .collect();
+    serde_json::Value::from(verbs).to_string()
+}
+
 #[pyfunction]
 fn build_info() -> String {
     serde_json::json!(ns_build_info::BuildInfo::current(env!("CARGO_PKG_VERSION"))).to_string()
@@ -128,6 +142,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<differentiable::PyDifferentiable>()?;
     for f in [
         wrap_pyfunction!(infer::infer, m)?,
+        wrap_pyfunction!(verbs, m)?,
         wrap_pyfunction!(unbinned::load_unbinned, m)?,
         wrap_pyfunction!(flow::load_flow, m)?,
         wrap_pyfunction!(reduce::mixture_nll_host, m)?,

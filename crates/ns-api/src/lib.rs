@@ -11,3 +11,4 @@ pub mod merge;
 pub mod report;
 pub mod request;
 pub mod shard;
+pub mod verbs;

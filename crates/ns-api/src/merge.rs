@@ -34,8 +34,7 @@ pub fn merge_key(call: &Call) -> Option<MergeKey> {
         return None;
     }
     let verb = match call.request {
-        Request::HypotestToys { .. } => "hypotest_toys",
-        Request::Ranking => "ranking",
+        Request::HypotestToys { .. } | Request::Ranking => call.request.verb().name,
         _ => return None,
     };
     Some(MergeKey {

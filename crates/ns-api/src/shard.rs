@@ -180,18 +180,10 @@ pub fn units(call: &Call, model: &dyn Likelihood) -> Result<usize> {
             return Err(Error::InvalidInput(format!(
                 "'{}' is one computation and does not split into shards; toy hypotests, profile scans, \
                  rankings, upper limits over a scan and patchset grids do",
-                verb(other)
+                other.verb().name
             )));
         }
     })
-}
-
-/// The verb of a request as its JSON names it.
-fn verb(request: &Request) -> String {
-    serde_json::to_value(request)
-        .ok()
-        .and_then(|v| v["verb"].as_str().map(String::from))
-        .unwrap_or_default()
 }
 
 /// Refuse a shard without units: its part would say nothing, and a split with empty parts is
@@ -301,24 +293,12 @@ pub fn run_part(
 
 /// Steps the progress callback of [`run_part`] counts up to for a share of `share` units.
 pub fn progress_steps(request: &Request, share: usize) -> u64 {
-    let per_unit = match request {
-        Request::HypotestToys { .. } => 2,
-        // Four refits per ranked parameter at most (two for unconstrained ones).
-        Request::Ranking => 4,
-        _ => 1,
-    };
-    per_unit * share as u64
+    request.verb().steps_per_unit * share as u64
 }
 
 /// What a request's units are, in words.
 fn unit_name(request: &Request) -> &'static str {
-    match request {
-        Request::HypotestToys { .. } => "toys",
-        Request::ProfileScan { .. } => "scan values",
-        Request::UpperLimit { .. } => "μ values",
-        Request::Ranking => "ranked parameters",
-        _ => "units",
-    }
+    request.verb().units.unwrap_or("units")
 }
 
 /// A report split into the values every shard shares (`shared_keys`) and its per-unit lists.
@@ -424,11 +404,11 @@ fn difference(a: &Job, b: &Job) -> String {
         "another model (its workspace, patches, measurement or interpolation codes differ)".into()
     } else if a.patchset != b.patchset {
         "another patchset".into()
-    } else if verb(&a.request) != verb(&b.request) {
+    } else if a.request.verb().name != b.request.verb().name {
         format!(
             "another verb ({}, not {})",
-            verb(&b.request),
-            verb(&a.request)
+            b.request.verb().name,
+            a.request.verb().name
         )
     } else if a.request != b.request {
         format!(
@@ -763,7 +743,7 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
         other => {
             return Err(Error::InvalidInput(format!(
                 "parts of a '{}' request: that request does not split into shards",
-                verb(other)
+                other.verb().name
             )));
         }
     };

@@ -6,6 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use ns_api::call::{Call, DEFAULT_DEVICE, DEFAULT_TOLERANCE, DataChoice, FitOptions, linspace};
 use ns_api::request::{DEFAULT_CLS_LEVEL, DEFAULT_TEST_STATISTIC, Outcome, Request};
 use ns_api::shard::{Job, Shard};
+use ns_api::verbs;
 use ns_core::{Error, Result};
 use ns_inference::fit::Fitter;
 use ns_inference::params::number_json;
@@ -80,9 +81,10 @@ pub struct OutputArgs {
     pub threads: Option<usize>,
 }
 
+/// The inference verbs; each one's summary is its `ns_api::verbs` descriptor's.
 #[derive(Subcommand)]
 pub enum InferCommand {
-    /// Maximum-likelihood fit with uncertainties and correlations
+    #[command(about = verbs::summary("fit"))]
     Fit {
         #[command(flatten)]
         args: InferArgs,
@@ -100,19 +102,19 @@ pub enum InferCommand {
         #[arg(long)]
         yields: bool,
     },
-    /// Nuisance-parameter ranking: pulls, constraints and pre/post-fit impacts on the POI
+    #[command(about = verbs::summary("ranking"))]
     Ranking {
         #[command(flatten)]
         args: InferArgs,
         #[command(flatten)]
         shard: ShardArg,
     },
-    /// Goodness of fit against the saturated model
+    #[command(about = verbs::summary("gof"))]
     Gof {
         #[command(flatten)]
         args: InferArgs,
     },
-    /// Asymptotic CLs at a POI value (pyhf cls)
+    #[command(about = verbs::summary("hypotest"))]
     Hypotest {
         #[command(flatten)]
         args: InferArgs,
@@ -128,7 +130,7 @@ pub enum InferCommand {
         #[command(flatten)]
         shard: ShardArg,
     },
-    /// Toy-based CLs at a POI value (pyhf's calctype="toybased")
+    #[command(about = verbs::summary("hypotest-toys"))]
     HypotestToys {
         #[command(flatten)]
         args: InferArgs,
@@ -150,7 +152,7 @@ pub enum InferCommand {
         #[command(flatten)]
         shard: ShardArg,
     },
-    /// Observed and expected upper limits on the POI at a CLs level
+    #[command(about = verbs::summary("upper-limit"))]
     UpperLimit {
         #[command(flatten)]
         args: InferArgs,
@@ -167,12 +169,12 @@ pub enum InferCommand {
         #[command(flatten)]
         shard: ShardArg,
     },
-    /// Discovery significance (asymptotic q0): p0 and Z, observed and expected
+    #[command(about = verbs::summary("significance"))]
     Significance {
         #[command(flatten)]
         args: InferArgs,
     },
-    /// Profile-likelihood scan of the POI or any parameter
+    #[command(about = verbs::summary("scan"))]
     Scan {
         #[command(flatten)]
         args: InferArgs,

@@ -31,7 +31,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Evaluate twice_nll, the NLL gradient and the expected data at a parameter point
+    #[command(about = ns_api::verbs::summary("eval"))]
     Eval {
         #[command(flatten)]
         model: ModelArgs,
@@ -219,6 +219,26 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_verb_of_the_registry_is_a_subcommand_with_its_summary() {
+        let cli = super::Cli::command();
+        for verb in ns_api::verbs::VERBS {
+            let Some(route) = verb.route else { continue };
+            let command = cli
+                .find_subcommand(route)
+                .unwrap_or_else(|| panic!("no subcommand '{route}'"));
+            assert_eq!(
+                command.get_about().map(ToString::to_string).as_deref(),
+                Some(verb.summary)
+            );
         }
     }
 }

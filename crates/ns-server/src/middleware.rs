@@ -64,7 +64,7 @@ fn route_of(path: &str) -> String {
             "health" | "devices" | "openapi.json" | "models" | "jobs" | "batch",
         ]
         | ["", "metrics"] => path.to_string(),
-        ["", "v1", verb] if crate::routes::VERBS.iter().any(|(p, _)| p == verb) => path.to_string(),
+        ["", "v1", verb] if ns_api::verbs::routed(verb).is_some() => path.to_string(),
         _ => "other".into(),
     }
 }

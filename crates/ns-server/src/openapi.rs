@@ -7,7 +7,7 @@ use ns_api::call::Call;
 use ns_source::ModelRef;
 use serde_json::{Value, json};
 
-use crate::routes::VERBS;
+use ns_api::verbs;
 
 fn error_responses() -> Value {
     let e = json!({"description": "an error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
@@ -64,7 +64,7 @@ pub fn build() -> Value {
     verb_call["required"] = json!(["model", "request"]);
     let mut job = verb_call.clone();
     job["properties"]["verb"] =
-        json!({"type": "string", "enum": VERBS.iter().map(|(p, _)| *p).collect::<Vec<_>>()});
+        json!({"type": "string", "enum": verbs::routes().collect::<Vec<_>>()});
     job["required"] = json!(["model", "request", "verb"]);
     schemas.insert("VerbCall".into(), verb_call);
     schemas.insert("Job".into(), job);
@@ -74,10 +74,11 @@ pub fn build() -> Value {
                "required": ["kind", "message"], "properties": {"kind": {"type": "string"}, "message": {"type": "string"}}}}}),
     );
     let mut paths = serde_json::Map::new();
-    for (path, verb) in VERBS {
+    for verb in verbs::VERBS {
+        let Some(path) = verb.route else { continue };
         paths.insert(
             format!("/v1/{path}"),
-            json!({"post": {"summary": format!("Run the '{verb}' verb"), "operationId": verb,
+            json!({"post": {"summary": verb.summary, "operationId": verb.name,
                             "requestBody": json_body("VerbCall"),
                             "responses": with_errors(json!({"200": answer("the result, as the CLI prints it")}))}}),
         );

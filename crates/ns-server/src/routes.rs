@@ -25,19 +25,6 @@ use crate::state::{AppState, Job, JobState, model_id};
 
 type Shared = State<Arc<AppState>>;
 
-/// The verbs, by path, with the call's `request.verb`.
-pub const VERBS: [(&str, &str); 9] = [
-    ("fit", "fit"),
-    ("hypotest", "hypotest"),
-    ("hypotest-toys", "hypotest_toys"),
-    ("upper-limit", "upper_limit"),
-    ("significance", "significance"),
-    ("scan", "profile_scan"),
-    ("ranking", "ranking"),
-    ("gof", "gof"),
-    ("eval", "eval"),
-];
-
 /// The body as JSON: 413 past the limit, 400 for anything but a JSON object.
 fn json_body(
     body: Result<Bytes, BytesRejection>,
@@ -212,14 +199,12 @@ fn call_of(
     verb_path: &str,
     mut body: serde_json::Map<String, Value>,
 ) -> Result<(Value, Call), ApiError> {
-    let verb = VERBS
-        .iter()
-        .find(|(p, _)| *p == verb_path)
-        .map(|(_, v)| *v)
+    let verb = ns_api::verbs::routed(verb_path)
+        .map(|v| v.name)
         .ok_or_else(|| {
             ApiError::not_found(format!(
                 "no verb '{verb_path}' (verbs: {})",
-                VERBS.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(", ")
+                ns_api::verbs::routes().collect::<Vec<_>>().join(", ")
             ))
         })?;
     let model = body.remove("model").ok_or_else(|| {

@@ -47,7 +47,7 @@ pub fn file_head(path: &Path) -> Option<Result<Vec<u8>>> {
         )?;
         Ok(head)
     };
-    Some(read().map_err(|e| Error::io(&path.display().to_string(), e)))
+    Some(read().map_err(|e| Error::io(path.display().to_string(), e)))
 }
 
 impl<F: Fn(&Path) -> Result<Value>> Reader for F {

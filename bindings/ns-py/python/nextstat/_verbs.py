@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 
 import numpy as np
 
-from . import _core
+from . import _core, _results
 from ._core import InvalidInputError
 from ._model import Model
 from ._results import (
@@ -87,7 +87,8 @@ def _call_text(verb: str, model: Model, data, init_pars, par_bounds, fixed_param
         raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
 
 
-_RESULT_OF_VERB = {}
+#: The engine's verb registry (``ns_api::verbs``): name, route, summary and result class of each.
+_VERBS = json.loads(_core.verbs())
 
 
 def run_call(call: Spec, *, progress=True):
@@ -208,10 +209,8 @@ def hypotest_qtilde_toys_gpu(poi_value: float, model: Model, n_toys: int, seed: 
     return hypotest_toys(poi_value, model, n_toys, seed, data, "qtilde", tolerance=tolerance, device=device, save_call=save_call)
 
 
-_RESULT_OF_VERB.update(
-    fit=FitResult, hypotest=AsymptoticHypotestResult, hypotest_toys=ToyHypotestResult, upper_limit=UpperLimitResult,
-    significance=SignificanceResult, profile_scan=ProfileScanResult, ranking=RankingResult, gof=GofResult,
-)
+#: Request verbs → the result class their report is read into.
+_RESULT_OF_VERB = {v["name"]: getattr(_results, v["result"]) for v in _VERBS if v["result"]}
 
 
 def has_cuda() -> bool:

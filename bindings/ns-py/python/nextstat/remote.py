@@ -23,16 +23,13 @@ from typing import Any, Dict, Optional
 
 from ._core import NextStatError
 from ._validate import _json_text
-from ._verbs import _RESULT_OF_VERB
+from ._verbs import _RESULT_OF_VERB, _VERBS
 from ._workspace import Workspace
 
 __all__ = ["Client", "RemoteModel", "ServerError"]
 
 #: Request verbs (the engine's call) → endpoint paths.
-_PATHS = {
-    "fit": "fit", "hypotest": "hypotest", "hypotest_toys": "hypotest-toys", "upper_limit": "upper-limit",
-    "significance": "significance", "profile_scan": "scan", "ranking": "ranking", "gof": "gof", "eval": "eval",
-}
+_PATHS = {v["name"]: v["route"] for v in _VERBS if v["route"]}
 
 
 class ServerError(NextStatError):
