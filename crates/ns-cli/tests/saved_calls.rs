@@ -161,3 +161,44 @@ fn a_saved_call_never_replaces_an_input_and_keeps_infinities() {
     let (ok, rerun, err) = nextstat(&["run", call.to_str().unwrap()], &dir.0);
     assert!(ok && rerun == direct, "{err}");
 }
+
+#[test]
+fn a_model_that_names_its_format_gives_what_the_untagged_one_gives() {
+    let dir = Scratch::new("saved-calls-format");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let resonance = root.join("unbinned/resonance.json");
+    let run = |model: serde_json::Value| {
+        let call = dir.write(
+            "call.json",
+            &serde_json::json!({"model": model, "request": {"verb": "fit"}}),
+        );
+        nextstat(&["run", call.to_str().unwrap()], &dir.0)
+    };
+    for (untagged, tagged) in [
+        (
+            serde_json::json!({"workspace": example()}),
+            serde_json::json!({"format": "pyhf", "workspace": example()}),
+        ),
+        (
+            serde_json::json!({"workspace": resonance, "measurement": "simPdf_obsData"}),
+            serde_json::json!({"format": "hs3", "document": resonance, "analysis": "simPdf_obsData"}),
+        ),
+    ] {
+        let (ok, expected, err) = run(untagged);
+        assert!(ok, "{err}");
+        let (ok, out, err) = run(tagged);
+        assert!(ok, "{err}");
+        assert_eq!(out, expected);
+    }
+    // A format that does not match the document, and one that does not exist, say so.
+    let (ok, _, err) = run(serde_json::json!({"format": "pyhf", "workspace": resonance}));
+    assert!(
+        !ok && err.contains("is an HS3 model, not a pyhf workspace"),
+        "{err}"
+    );
+    let (ok, _, err) = run(serde_json::json!({"format": "xml", "workspace": example()}));
+    assert!(
+        !ok && err.contains("no input format 'xml' (the formats are: hs3, pyhf)"),
+        "{err}"
+    );
+}

@@ -35,7 +35,7 @@ impl Format for Hs3 {
     /// An HS3 document has a `distributions` list and says which distributions meet which data
     /// (`likelihoods`), or declares itself (`metadata.hs3_version`).
     fn claims(document: &Value) -> bool {
-        ns_unbinned::hs3::is_hs3(document)
+        ns_hs3::is_hs3(document)
     }
 
     /// The document is the pyhf-shaped reference's workspace; its measurement names the

@@ -27,12 +27,7 @@ pub const CHUNK: usize = 2048;
 pub const MAX_TOY_EVENTS: f64 = 1e8;
 
 /// An observable and its range.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Axis {
-    pub name: String,
-    pub lo: f64,
-    pub hi: f64,
-}
+pub use ns_hs3::Axis;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum NodeKind {

@@ -33,8 +33,8 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use crate::events::ChannelEvents;
-use crate::hs3::document::read_axes;
 use crate::model::Axis;
+use ns_hs3::read_axes;
 
 /// The data type of the extension.
 pub const TYPE: &str = "nextstat:parquet";

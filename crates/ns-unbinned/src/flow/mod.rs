@@ -83,7 +83,7 @@ impl FlowPdf {
                 "its \"type\" must be \"nextstat:flow\"",
             ));
         }
-        let observables = crate::hs3::document::read_axes_list(
+        let observables = ns_hs3::read_axes_list(
             doc.get("observables")
                 .ok_or_else(|| manifest_error(path, "no 'observables'"))?,
             &format!("flow manifest {}", path.display()),

@@ -3,9 +3,9 @@
 use ns_core::{FileAccess, Result};
 use serde_json::Value;
 
-use super::document::{invalid, number, read_axes};
 use crate::events::{ChannelEvents, check_events};
 use crate::model::Axis;
+use ns_hs3::{invalid, number, read_axes};
 
 /// The events of an unbinned data entry, checked against its axes.
 pub(super) fn read_events(

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use ns_core::{FileAccess, Result};
 use serde_json::Value;
 
-use super::document::{invalid, number, str_list};
 use super::functions::Reader;
 use super::{FLOW_DIST, MAX_NESTING};
 use crate::expr::{Op, ParamExpr};
 use crate::flow::{FlowLeaf, FlowPdf};
 use crate::model::{Axis, Node, NodeKind};
 use crate::shapes::{Histogram, Shape, Tails};
+use ns_hs3::{invalid, number, str_list};
 
 /// A distribution type's builder: the node of distribution `name` from its JSON (of type
 /// `kind`); the flag says whether it may carry the channel's count.

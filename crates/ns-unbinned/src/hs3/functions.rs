@@ -8,11 +8,11 @@ use std::sync::Arc;
 use ns_core::Result;
 use serde_json::Value;
 
-use super::document::{Variable, invalid};
 use super::{FLOW_DIST, MAX_NESTING};
 use crate::expr::{self, Op, ParamExpr, Tape};
 use crate::flow::FlowPdf;
 use crate::model::Axis;
+use ns_hs3::{Variable, invalid};
 
 /// The most operations one value's expression may take (functions built from functions
 /// included; a function used twice counts once).

@@ -26,13 +26,12 @@ const MAX_NESTING: usize = 64;
 
 mod data;
 mod distributions;
-pub(crate) mod document;
 mod functions;
 
 use data::read_events;
 use distributions::ChannelBuilder;
-use document::{Document, index, invalid};
 use functions::Reader;
+use ns_hs3::{Document, index, invalid};
 
 /// Which analysis of the file to read, and which files (Parquet events, flow manifests) it may
 /// open: none by default.
@@ -51,11 +50,7 @@ impl Default for ReadOptions<'_> {
     }
 }
 
-/// Whether a JSON document is an HS3 model (rather than a pyhf workspace).
-pub fn is_hs3(doc: &Value) -> bool {
-    doc.get("distributions").is_some_and(Value::is_array)
-        && (doc.get("likelihoods").is_some() || doc.pointer("/metadata/hs3_version").is_some())
-}
+pub use ns_hs3::is_hs3;
 
 /// Read the model of an HS3 document.
 pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {

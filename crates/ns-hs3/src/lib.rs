@@ -1,5 +1,7 @@
-//! The layer of an HS3 document that does not depend on what its distributions are: named
-//! entries, numbers and ranges with messages naming their place, the variables of parameter
+//! The layer of an HS3 document that does not depend on what its distributions are — shared by
+//! the readers of unbinned and binned distributions: what makes a document HS3, named entries,
+//! numbers and ranges with messages naming their place, the analysis read (its likelihood's
+//! distributions paired with their data, its parameter of interest), the variables of parameter
 //! points and domains, and the axes of data.
 
 use std::collections::{BTreeMap, HashMap};
@@ -7,14 +9,28 @@ use std::collections::{BTreeMap, HashMap};
 use ns_core::{Error, Result};
 use serde_json::Value;
 
-use crate::model::Axis;
+/// Whether a JSON document is an HS3 model (rather than a pyhf workspace): a `distributions`
+/// list and either `likelihoods` or `metadata.hs3_version`.
+pub fn is_hs3(doc: &Value) -> bool {
+    doc.get("distributions").is_some_and(Value::is_array)
+        && (doc.get("likelihoods").is_some() || doc.pointer("/metadata/hs3_version").is_some())
+}
 
-pub(super) fn invalid(msg: String) -> Error {
+/// One axis of data or of a domain: its name and its range.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    pub name: String,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// An error of the model.
+pub fn invalid(msg: String) -> Error {
     Error::InvalidModel(msg)
 }
 
 /// Named entries of a top-level array.
-pub(super) fn index<'a>(doc: &'a Value, key: &str) -> Result<BTreeMap<&'a str, &'a Value>> {
+pub fn index<'a>(doc: &'a Value, key: &str) -> Result<BTreeMap<&'a str, &'a Value>> {
     let mut out = BTreeMap::new();
     let Some(list) = doc.get(key) else {
         return Ok(out);
@@ -39,7 +55,7 @@ pub(super) fn index<'a>(doc: &'a Value, key: &str) -> Result<BTreeMap<&'a str, &
     Ok(out)
 }
 
-pub(super) fn str_list<'a>(v: &'a Value, what: &str) -> Result<Vec<&'a str>> {
+pub fn str_list<'a>(v: &'a Value, what: &str) -> Result<Vec<&'a str>> {
     v.as_array()
         .ok_or_else(|| invalid(format!("{what} must be a list of names")))?
         .iter()
@@ -50,13 +66,13 @@ pub(super) fn str_list<'a>(v: &'a Value, what: &str) -> Result<Vec<&'a str>> {
         .collect()
 }
 
-pub(super) fn number(v: &Value, what: &str) -> Result<f64> {
+pub fn number(v: &Value, what: &str) -> Result<f64> {
     v.as_f64()
         .ok_or_else(|| invalid(format!("{what} must be a number, not {v}")))
 }
 
 /// `entry[key]` where given: a number, else an error naming `at`.
-pub(super) fn optional_number(entry: &Value, key: &str, at: &str) -> Result<Option<f64>> {
+pub fn optional_number(entry: &Value, key: &str, at: &str) -> Result<Option<f64>> {
     match entry.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
@@ -67,7 +83,7 @@ pub(super) fn optional_number(entry: &Value, key: &str, at: &str) -> Result<Opti
 }
 
 /// The `min`/`max` of a parameter or axis where given: both numbers, min < max.
-pub(super) fn optional_range(entry: &Value, at: &str) -> Result<Option<(f64, f64)>> {
+pub fn optional_range(entry: &Value, at: &str) -> Result<Option<(f64, f64)>> {
     match (
         optional_number(entry, "min", at)?,
         optional_number(entry, "max", at)?,
@@ -82,13 +98,14 @@ pub(super) fn optional_range(entry: &Value, at: &str) -> Result<Option<(f64, f64
 
 /// A variable of the parameter point and the domains.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Variable {
-    pub(super) value: Option<f64>,
-    pub(super) constant: bool,
-    pub(super) range: Option<(f64, f64)>,
+pub struct Variable {
+    pub value: Option<f64>,
+    pub constant: bool,
+    pub range: Option<(f64, f64)>,
 }
 
-pub(crate) fn read_axes(entry: &Value, name: &str) -> Result<Vec<Axis>> {
+/// The axes of the data entry `name`: a non-empty list.
+pub fn read_axes(entry: &Value, name: &str) -> Result<Vec<Axis>> {
     let axes = entry
         .get("axes")
         .ok_or_else(|| invalid(format!("data '{name}' has no list 'axes'")))?;
@@ -100,7 +117,7 @@ pub(crate) fn read_axes(entry: &Value, name: &str) -> Result<Vec<Axis>> {
 }
 
 /// A list of axes `[{"name", "min", "max"}]`; `what` names its owner in messages.
-pub(crate) fn read_axes_list(list: &Value, what: &str) -> Result<Vec<Axis>> {
+pub fn read_axes_list(list: &Value, what: &str) -> Result<Vec<Axis>> {
     let axes = list
         .as_array()
         .ok_or_else(|| invalid(format!("{what}: the axes must be a list")))?;
@@ -121,20 +138,20 @@ pub(crate) fn read_axes_list(list: &Value, what: &str) -> Result<Vec<Axis>> {
 /// What an HS3 document says whatever its distributions are: the likelihood of the analysis
 /// read (its distributions paired with their data), the variables of its parameter point and
 /// domains, and its parameter of interest.
-pub(super) struct Document<'a> {
-    pub(super) likelihood_name: String,
+pub struct Document<'a> {
+    pub likelihood_name: String,
     /// (distribution, data name, data entry), in the likelihood's order.
-    pub(super) pairs: Vec<(&'a str, &'a str, &'a Value)>,
-    pub(super) variables: HashMap<String, Variable>,
+    pub pairs: Vec<(&'a str, &'a str, &'a Value)>,
+    pub variables: HashMap<String, Variable>,
     /// Variables in the order of the parameter point.
-    pub(super) order: Vec<String>,
-    pub(super) poi: Option<&'a str>,
+    pub order: Vec<String>,
+    pub poi: Option<&'a str>,
 }
 
 impl<'a> Document<'a> {
     /// The analysis named `analysis` (default: the first) of `doc`, or its first likelihood
     /// where it has no analysis.
-    pub(super) fn read(doc: &'a Value, analysis: Option<&str>) -> Result<Self> {
+    pub fn read(doc: &'a Value, analysis: Option<&str>) -> Result<Self> {
         let analyses = index(doc, "analyses")?;
         let likelihoods = index(doc, "likelihoods")?;
         let data = index(doc, "data")?;
