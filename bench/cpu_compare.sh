@@ -51,10 +51,20 @@ for d in atlas_ttbar_ljets_xsec atlas_staus_2018-04_comb_DS_100_1 atlas_1Lbb_sim
   run "$d toys" hypotest-toys $ws --n-toys 40
   run "$d ranking" ranking $ws
 done
+report() {  # label, model: `nextstat report` of both builds, every file of the two folders compared
+  "$OLD" report "$2" -o $tmp/report_old > /dev/null 2>&1; "$NEW" report "$2" -o $tmp/report_new > /dev/null 2>&1
+  if diff -r $tmp/report_old $tmp/report_new > /dev/null; then same=$((same+1)); echo "same  $1 report ($(ls $tmp/report_new | wc -l) files)"
+  else diff=$((diff+1)); echo "DIFF  $1 report"; diff -rq $tmp/report_old $tmp/report_new | head -5; fi
+  rm -rf $tmp/report_old $tmp/report_new
+}
+report analysis examples/analysis.json
+report resonance examples/unbinned/resonance.json
 grid="examples/bkgonly.json --patchset examples/patchset.json --all"
 run "grid upper-limit" upper-limit $grid
 run "grid hypotest" hypotest $grid --mu 1
 run "grid shard 1/2" upper-limit $grid --shard 1/2
+run "toys shard 0/2" hypotest-toys examples/analysis.json --n-toys 100 --seed 4 --shard 0/2
+run "ranking shard 1/3" ranking examples/analysis.json --shard 1/3
 run "patchset patch fit" fit examples/bkgonly.json --patchset examples/patchset.json --patch-name "$(python3 -c 'import json; print(json.load(open("examples/patchset.json"))["patches"][0]["metadata"]["name"])')"
 unbinned_verbs() {  # label, model
   run "$1 eval" eval $2

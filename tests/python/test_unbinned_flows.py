@@ -407,3 +407,14 @@ def test_a_flow_model_fits_on_cuda_as_on_the_cpu(flows, tmp_path):
     conditional = unbinned.load(hs3_model(tmp_path / "c.json", shifted, events[(events > 0) & (events < 10)], conditional=True))
     with pytest.raises(nextstat.NextStatError, match="flows with context are evaluated on the CPU"):
         nextstat.fit(conditional, device="cuda")
+
+
+def test_results_and_shard_parts_of_a_flow_model_name_its_flows_as_the_cli_does(flows, tmp_path):
+    _, manifest = flows["spline"]
+    events = np.random.default_rng(2).uniform(0.0, 10.0, 300)
+    path = hs3_model(tmp_path / "model.json", manifest, events)
+    model = unbinned.load(path)
+    cli = json.loads(subprocess.run([str(BIN), "fit", str(path)], capture_output=True, text=True, check=True).stdout)
+    assert cli["flows"] and cli["flows"] == nextstat.fit(model).to_dict()["flows"]
+    part = json.loads(nextstat._core.run_part(model._model, json.dumps({"request": {"verb": "profile_scan", "values": [10.0, 50.0]}}), 0, 2))
+    assert part["flows"] == cli["flows"]

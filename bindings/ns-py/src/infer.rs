@@ -162,10 +162,13 @@ pub(crate) fn infer(
 ) -> PyResult<String> {
     let call = call_of(call)?;
     if let Ok(m) = model.cast::<PyModel>() {
-        return run_call_on(py, &m.get().model, &call, progress);
+        return run_call_on(py, &m.get().model, &call, progress, &|_| {});
     }
     if let Ok(m) = model.cast::<PyUnbinnedModel>() {
-        return run_call_on(py, m.get().model.as_ref(), &call, progress);
+        let unbinned = m.get().model.as_ref();
+        return run_call_on(py, unbinned, &call, progress, &|report| {
+            ns_source::annotate_unbinned(unbinned, report)
+        });
     }
     Err(pyo3::exceptions::PyTypeError::new_err(format!(
         "model must be a nextstat Model or UnbinnedModel, not {}",
@@ -218,18 +221,20 @@ pub(crate) fn run_call(
     let loaded = model_ref
         .load_model(&ns_source::Files)
         .map_err(to_py)?;
-    let verb = serde_json::to_value(&call.request)
-        .ok()
-        .and_then(|v| v["verb"].as_str().map(String::from))
-        .unwrap_or_default();
-    Ok((verb, run_call_on(py, loaded.likelihood(), &call, progress)?))
+    let verb = call.request.verb().name.to_string();
+    let report = run_call_on(py, loaded.likelihood(), &call, progress, &|report| {
+        loaded.annotate(report)
+    })?;
+    Ok((verb, report))
 }
 
+/// Run `call` on `model`: its report, annotated (`annotate`: what the model adds, its flows).
 fn run_call_on(
     py: Python<'_>,
     model: &dyn ns_compute::Likelihood,
     call: &Call,
     progress: Option<&str>,
+    annotate: &(dyn Fn(&mut serde_json::Value) + Sync),
 ) -> PyResult<String> {
     let bar = Progress::new(py, progress, call.request.progress_steps(model));
     let done = bar.as_ref().map(|p| p.done.clone());
@@ -240,6 +245,8 @@ fn run_call_on(
                 done.fetch_max(k, Ordering::Relaxed);
             }
         })?;
-        Ok(json_text(outcome.report(model, true)))
+        let mut report = outcome.report(model, true);
+        annotate(&mut report);
+        Ok(json_text(report))
     })
 }

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ns_inference::fit::Fitter;
 use ns_api::grid::Grid;
-use ns_api::shard::{Job, Shard, check_share};
+use ns_api::shard::{Shard, check_share};
 use ns_source::{ModelRef, PyhfRef, Source};
 use pyo3::prelude::*;
 use serde_json::Value;
@@ -37,10 +36,14 @@ fn stoppable(
     )
 }
 
-/// The likelihood and the model reference (for the job's digest) of a Python model.
+/// What the front ends add to a result of an unbinned model (its flows); none for a binned one.
+type Annotate<'a> = Box<dyn Fn(&mut serde_json::Value) + Sync + 'a>;
+
+/// The likelihood, the model reference (for the job's digest) and the annotation of a Python
+/// model.
 fn model_of<'a>(
     model: &'a Bound<'_, PyAny>,
-) -> PyResult<(&'a dyn ns_compute::Likelihood, ModelRef)> {
+) -> PyResult<(&'a dyn ns_compute::Likelihood, ModelRef, Annotate<'a>)> {
     if let Ok(m) = model.cast::<PyModel>() {
         let m = m.get();
         let source = m.source.as_ref().ok_or_else(|| {
@@ -48,11 +51,16 @@ fn model_of<'a>(
                 "this model was not built from a workspace, so its parts cannot name it",
             )
         })?;
-        return Ok((&m.model, source.model_ref()));
+        return Ok((&m.model, source.model_ref(), Box::new(|_| {})));
     }
     if let Ok(m) = model.cast::<PyUnbinnedModel>() {
         let m = m.get();
-        return Ok((m.model.as_ref(), m.source.clone()));
+        let unbinned = m.model.as_ref();
+        return Ok((
+            unbinned,
+            m.source.clone(),
+            Box::new(move |report| ns_source::annotate_unbinned(unbinned, report)),
+        ));
     }
     Err(pyo3::exceptions::PyTypeError::new_err(
         "model must be a nextstat Model or UnbinnedModel",
@@ -73,21 +81,18 @@ pub(crate) fn run_part(
 ) -> PyResult<String> {
     let call = call_of(call)?;
     let shard = Shard::new(index, count).map_err(to_py)?;
-    let (likelihood, model_ref) = model_of(model)?;
+    let (likelihood, model_ref, annotate) = model_of(model)?;
     stoppable(py, cancelled.as_ref(), |stop| {
-        let device = call.validate()?;
-        let units = ns_api::shard::units(&call, likelihood)?;
-        let fitter = Fitter::on_device(likelihood, device, call.request.workload(likelihood))?
-            .with_interrupt(stop);
-        let job = Job::of_call(
+        let mut document = ns_api::shard::shard_part(
             &call,
+            likelihood,
             model_ref.digest(&ns_source::Files)?,
-            fitter.device(),
-            count,
-            units,
+            shard,
+            Some(stop),
+            &|_, _| {},
         )?;
-        let part = ns_api::shard::run_part(&call, &fitter, shard, &|_| {})?;
-        Ok(job.partial(shard, part).to_string())
+        annotate(&mut document);
+        Ok(document.to_string())
     })
 }
 
@@ -199,6 +204,6 @@ pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> 
 #[pyfunction]
 pub(crate) fn shard_units(model: &Bound<'_, PyAny>, call: &str) -> PyResult<usize> {
     let call = call_of(call)?;
-    let (likelihood, _) = model_of(model)?;
+    let (likelihood, _, _) = model_of(model)?;
     ns_api::shard::units(&call, likelihood).map_err(to_py)
 }

@@ -8,6 +8,7 @@
 pub mod call;
 pub mod grid;
 pub mod merge;
+pub mod overview;
 pub mod report;
 pub mod request;
 pub mod shard;

@@ -17,6 +17,8 @@
 //! units' results with the same code that builds it in one process.
 
 use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use ns_compute::{Device, Likelihood};
 use ns_core::{Error, Result};
@@ -199,6 +201,29 @@ pub fn check_share(shard: Shard, units: usize, what: &str) -> Result<Range<usize
         )));
     }
     Ok(share)
+}
+
+/// Shard `shard` of `call` on `model`, as every front end writes it: the part document — the job
+/// (the model named by `model_digest`, the device the fits ran on) and this share's results.
+/// `progress` receives the share's total steps and the steps done; `stop` interrupts the fits.
+pub fn shard_part(
+    call: &Call,
+    model: &dyn Likelihood,
+    model_digest: String,
+    shard: Shard,
+    stop: Option<Arc<AtomicBool>>,
+    progress: &(dyn Fn(u64, usize) + Sync),
+) -> Result<Value> {
+    let device = call.validate()?;
+    let units = units(call, model)?;
+    let mut fitter = Fitter::on_device(model, device, call.request.workload(model))?;
+    if let Some(stop) = stop {
+        fitter = fitter.with_interrupt(stop);
+    }
+    let job = Job::of_call(call, model_digest, fitter.device(), shard.count, units)?;
+    let total = progress_steps(&call.request, shard.share(units).len());
+    let part = run_part(call, &fitter, shard, &|done| progress(total, done))?;
+    Ok(job.partial(shard, part))
 }
 
 /// Run `shard`'s share of `call` with `fitter` (of the call's model, on its device). `progress`

@@ -5,10 +5,9 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use ns_api::call::{Call, DEFAULT_DEVICE, DEFAULT_TOLERANCE, DataChoice, FitOptions, linspace};
 use ns_api::request::{DEFAULT_CLS_LEVEL, DEFAULT_TEST_STATISTIC, Outcome, Request};
-use ns_api::shard::{Job, Shard};
+use ns_api::shard::Shard;
 use ns_api::verbs;
 use ns_core::{Error, Result};
-use ns_inference::fit::Fitter;
 use ns_inference::params::number_json;
 use ns_inference::{Device, TestStatistic};
 use serde_json::{Map, Value, json};
@@ -471,23 +470,21 @@ fn execute_shard(call: &Call, shard: Shard, out: &OutputArgs) -> Result<()> {
     let model_ref = call.model.clone().ok_or_else(|| {
         Error::InvalidInput("the call names no model (\"model\": {\"workspace\": ...})".into())
     })?;
-    let device = call.validate()?;
     let loaded = model_ref.load_model(&crate::input::Inputs)?;
-    let model = loaded.likelihood();
-    let units = ns_api::shard::units(call, model)?;
-    let fitter = Fitter::on_device(model, device, call.request.workload(model))?;
-    let job = Job::of_call(
+    let bar = progress(0, label(&call.request));
+    let part = ns_api::shard::shard_part(
         call,
+        loaded.likelihood(),
         model_ref.digest(&crate::input::Inputs)?,
-        fitter.device(),
-        shard.count,
-        units,
-    )?;
-    let steps = ns_api::shard::progress_steps(&call.request, shard.share(units).len());
-    let bar = progress(steps, label(&call.request));
-    let part = ns_api::shard::run_part(call, &fitter, shard, &|k| bar.set_position(k as u64));
+        shard,
+        None,
+        &|total, done| {
+            bar.set_length(total);
+            bar.set_position(done as u64);
+        },
+    );
     bar.finish_and_clear();
-    let mut doc = job.partial(shard, part?);
+    let mut doc = part?;
     loaded.annotate(&mut doc);
     emit(&to_json(&doc), out.output.as_ref())
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use clap::Args;
-use ns_api::call::{Call, linspace};
-use ns_api::request::{DEFAULT_CLS_LEVEL, Request};
+use ns_api::overview::{OVERVIEW_STEPS, Overview, overview};
+use ns_api::request::Request;
 use ns_core::{Error, Result};
 use ns_plot::{Format, Options};
 use serde_json::{Value, json};
@@ -77,72 +77,25 @@ pub fn run(report: ReportArgs) -> Result<()> {
         .clone()
         .ok_or_else(|| Error::InvalidInput("the report needs a workspace".into()))?;
     let loaded = model_ref.load_model(&crate::input::Inputs)?;
-    let model = loaded.likelihood();
-    let poi = model.poi()?;
-    // Per-sample yields exist for binned models only: an unbinned report has no yields figures.
-    let binned = model.sample_yields(&model.suggested_init()).is_ok();
-    let stop = Arc::new(AtomicBool::new(false));
-    let bar = progress(5, "report");
-    let run = |what: &str, request: Request| -> Result<Value> {
-        bar.set_message(what.to_string());
-        let call = Call {
-            request,
-            ..template.clone()
-        };
-        let outcome = call.run(model, stop.clone(), &|_| {})?;
-        let mut value = outcome.report(model, true);
-        loaded.annotate(&mut value);
-        bar.inc(1);
-        Ok(value)
-    };
-    let fit = run(
-        "fit",
-        Request::Fit {
-            uncertainties: true,
-            minos: vec![],
-            covariance: true,
-            yields: binned,
+    let poi = loaded.likelihood().poi()?;
+    let bar = progress(OVERVIEW_STEPS.len() as u64, "report");
+    let done = std::cell::Cell::new(0);
+    let Overview {
+        fit,
+        upper_limit: limit,
+        cls_scan: cls,
+        scan,
+        ranking,
+        binned,
+    } = overview(
+        &template,
+        &loaded,
+        Arc::new(AtomicBool::new(false)),
+        &|step| {
+            bar.set_position(done.replace(done.get() + 1));
+            bar.set_message(step.to_string());
         },
     )?;
-    let limit = run(
-        "upper limit",
-        Request::UpperLimit {
-            level: DEFAULT_CLS_LEVEL,
-            scan: None,
-        },
-    )?;
-    // The CLs curve reaches past the +2σ expected and the observed limit; the profile scan spans
-    // ±3σ around the best fit; both within the POI's bounds.
-    let (lo, hi) = model.suggested_bounds()[poi];
-    let reach = [&limit["exp"][4], &limit["obs"]]
-        .iter()
-        .filter_map(|v| v.as_f64())
-        .fold(1.0f64, f64::max)
-        * 1.3;
-    let cls = run(
-        "CLs scan",
-        Request::UpperLimit {
-            level: DEFAULT_CLS_LEVEL,
-            scan: Some(linspace(lo.max(0.0), reach.min(hi), 41.0)?),
-        },
-    )?;
-    let mu_hat = fit["bestfit"][poi].as_f64().unwrap_or(0.0);
-    let sigma = fit["uncertainties"][poi]
-        .as_f64()
-        .filter(|s| *s > 0.0)
-        .unwrap_or(1.0);
-    let scan = run(
-        "profile scan",
-        Request::ProfileScan {
-            parameter: None,
-            values: linspace(
-                (mu_hat - 3.0 * sigma).max(lo),
-                (mu_hat + 3.0 * sigma).min(hi),
-                31.0,
-            )?,
-        },
-    )?;
-    let ranking = run("ranking", Request::Ranking)?;
     bar.finish_and_clear();
 
     let summary = summary_rows(&fit, &limit, poi);

@@ -145,7 +145,7 @@ pub enum Workload {
 }
 
 /// `auto` sends a batch to the GPU when fits × main bins × parameters reaches this. Measured on
-/// an H100 host with 16 cores (docs/benchmarks.md, 2026-11-23): per unit of that work the CPU
+/// an H100 host with 16 cores (docs/benchmarks.md, "GPU: CUDA against the CPU"): per unit of that work the CPU
 /// takes 7.8·10⁻⁸ s (tHq ranking, 732 refits: 0.43 s) to 1.1·10⁻⁷ s (tHq toys), the GPU
 /// 1.1–1.5·10⁻⁸ s, plus 0.25 s to open the CUDA session; the GPU wins above 2.5–4·10⁶. The
 /// threshold takes the larger, so `auto` is never slower: a tHq ranking (5.5·10⁶) goes to the

@@ -19,7 +19,7 @@ mod reference;
 pub use access::{Files, HEAD_BYTES, NoFiles, Reader, file_head};
 pub use document::Source;
 pub use hs3::{Hs3, Hs3Ref};
-pub use loaded::LoadedModel;
+pub use loaded::{LoadedModel, annotate_unbinned};
 pub use pyhf::{Interpolation, PatchsetPatch, Pyhf, PyhfRef};
 pub use reference::{FORMATS, ModelRef, Tagged};
 

@@ -26,11 +26,17 @@ impl LoadedModel {
     /// What a result reports about the model beyond the verb's numbers: the flow PDFs and
     /// the providers they run on (`"flows"`), added to `report` where the model has any.
     pub fn annotate(&self, report: &mut Value) {
-        if let LoadedModel::Unbinned(m) = self
-            && let Some(flows) = m.flows_json()
-            && let Some(object) = report.as_object_mut()
-        {
-            object.insert("flows".into(), flows);
+        if let LoadedModel::Unbinned(m) = self {
+            annotate_unbinned(m, report);
         }
+    }
+}
+
+/// [`LoadedModel::annotate`] of an unbinned model held elsewhere (a Python `UnbinnedModel`).
+pub fn annotate_unbinned(model: &ns_unbinned::UnbinnedModel, report: &mut Value) {
+    if let Some(flows) = model.flows_json()
+        && let Some(object) = report.as_object_mut()
+    {
+        object.insert("flows".into(), flows);
     }
 }
