@@ -196,9 +196,9 @@ fn a_model_that_names_its_format_gives_what_the_untagged_one_gives() {
         !ok && err.contains("is an HS3 model, not a pyhf workspace"),
         "{err}"
     );
-    let (ok, _, err) = run(serde_json::json!({"format": "xml", "workspace": example()}));
+    let (ok, _, err) = run(serde_json::json!({"format": "root", "workspace": example()}));
     assert!(
-        !ok && err.contains("no input format 'xml' (the formats are: hs3, pyhf)"),
+        !ok && err.contains("no input format 'root' (the formats are: hs3, xml, pyhf)"),
         "{err}"
     );
 }

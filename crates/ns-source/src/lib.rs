@@ -15,6 +15,7 @@ mod hs3;
 mod loaded;
 mod pyhf;
 mod reference;
+mod xml;
 
 pub use access::{Files, HEAD_BYTES, NoFiles, Reader, file_head};
 pub use document::Source;
@@ -22,6 +23,7 @@ pub use hs3::{Hs3, Hs3Ref};
 pub use loaded::{LoadedModel, annotate_unbinned};
 pub use pyhf::{Interpolation, PatchsetPatch, Pyhf, PyhfRef};
 pub use reference::{FORMATS, ModelRef, Tagged};
+pub use xml::{Xml, XmlRef};
 
 use ns_core::Result;
 use serde_json::Value;

@@ -11,6 +11,7 @@ use crate::access::Reader;
 use crate::document::Source;
 use crate::hs3::{Hs3, Hs3Ref};
 use crate::pyhf::{Interpolation, Pyhf, PyhfRef};
+use crate::xml::Xml;
 use crate::{Format, LoadedModel};
 
 type PathResult<T> = std::result::Result<T, serde_path_to_error::Error<serde_json::Error>>;
@@ -85,6 +86,7 @@ macro_rules! formats {
 
 formats! {
     Hs3 => Hs3,
+    Xml => Xml,
     Pyhf => Pyhf,
 }
 
@@ -276,7 +278,7 @@ mod tests {
             assert_eq!(json["format"], name);
             assert_eq!(serde_json::from_value::<ModelRef>(json).unwrap(), reference);
         }
-        assert_eq!(FORMATS, &[Hs3::NAME, Pyhf::NAME]);
+        assert_eq!(FORMATS, &[Hs3::NAME, Xml::NAME, Pyhf::NAME]);
     }
 
     #[test]
@@ -298,8 +300,8 @@ mod tests {
                 .to_string()
         };
         assert!(
-            error(r#"{"format": "xml", "workspace": "a.json"}"#)
-                .contains("the formats are: hs3, pyhf")
+            error(r#"{"format": "root", "workspace": "a.json"}"#)
+                .contains("the formats are: hs3, xml, pyhf")
         );
         assert!(
             error(r#"{"format": "hs3", "workspace": "a.json"}"#)

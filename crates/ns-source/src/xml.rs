@@ -1,0 +1,129 @@
+//! HistFactory XML with its ROOT files (`ns_xml`), read into a pyhf workspace: from there on a
+//! pyhf model, with the pyhf options (patchset, patches, measurement, interpolation codes).
+
+use std::path::PathBuf;
+
+use ns_core::{Error, Result};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::access::Reader;
+use crate::document::Source;
+use crate::pyhf::{Interpolation, PatchsetPatch, Pyhf, PyhfRef};
+use crate::{Format, LoadedModel};
+
+/// The HistFactory XML format.
+pub struct Xml;
+
+/// A HistFactory model from a combination XML and the files it names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct XmlRef {
+    /// The top-level combination XML (a file).
+    pub top: Source,
+    /// The folder the XML's paths start from (default: the top XML's folder, or the nearest
+    /// folder above it from which its first channel is found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_dir: Option<PathBuf>,
+    /// A patch of a HEPData patchset, applied to the workspace first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patchset: Option<PatchsetPatch>,
+    /// RFC 6902 JSON patches of the workspace, applied in order after the patchset's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<Source>,
+    /// The measurement (default: the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measurement: Option<String>,
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+impl XmlRef {
+    /// The pyhf reference of the workspace the XML gives.
+    fn pyhf(&self, read: &dyn Reader) -> Result<PyhfRef> {
+        let Source::Path(top) = &self.top else {
+            return Err(Error::InvalidInput(
+                "an XML model is read from its files: give the combination XML's path".into(),
+            ));
+        };
+        let base = self.base_dir.as_deref();
+        let workspace = ns_xml::read(
+            top,
+            &ns_xml::ReadOptions {
+                base_dir: base,
+                access: read.data_files(base.or(top.parent())),
+            },
+        )?;
+        Ok(PyhfRef {
+            workspace: Source::Inline(workspace),
+            patchset: self.patchset.clone(),
+            patches: self.patches.clone(),
+            measurement: self.measurement.clone(),
+            interpolation: self.interpolation.clone(),
+        })
+    }
+}
+
+impl Format for Xml {
+    const NAME: &'static str = "xml";
+    type Reference = XmlRef;
+
+    /// A combination XML starts (after comments and the declaration) with its DOCTYPE or
+    /// `<Combination>`.
+    fn claims_head(head: &[u8]) -> bool {
+        ns_xml::claims_head(head)
+    }
+
+    fn claims(_document: &Value) -> bool {
+        false
+    }
+
+    fn from_untagged(reference: &PyhfRef) -> Result<XmlRef> {
+        Ok(XmlRef {
+            top: reference.workspace.clone(),
+            base_dir: None,
+            patchset: reference.patchset.clone(),
+            patches: reference.patches.clone(),
+            measurement: reference.measurement.clone(),
+            interpolation: reference.interpolation.clone(),
+        })
+    }
+
+    fn document(reference: &XmlRef, read: &dyn Reader) -> Result<Value> {
+        reference.pyhf(read)?.patched(read)
+    }
+
+    fn model(reference: &XmlRef, document: Value, read: &dyn Reader) -> Result<LoadedModel> {
+        Pyhf::model(&Xml::pyhf_options(reference), document, read)
+    }
+
+    fn sources_mut(reference: &mut XmlRef) -> Vec<&mut Source> {
+        let mut sources = vec![&mut reference.top];
+        if let Some(p) = &mut reference.patchset {
+            sources.push(&mut p.patchset);
+        }
+        sources.extend(reference.patches.iter_mut());
+        sources
+    }
+
+    fn identity(reference: &XmlRef) -> (Option<&str>, Interpolation) {
+        (
+            reference.measurement.as_deref(),
+            reference.interpolation.clone(),
+        )
+    }
+}
+
+impl Xml {
+    /// The pyhf options of an XML reference, its workspace named by the XML (for messages).
+    fn pyhf_options(reference: &XmlRef) -> PyhfRef {
+        PyhfRef {
+            workspace: reference.top.clone(),
+            patchset: reference.patchset.clone(),
+            patches: reference.patches.clone(),
+            measurement: reference.measurement.clone(),
+            interpolation: reference.interpolation.clone(),
+        }
+    }
+}

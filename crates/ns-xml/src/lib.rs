@@ -1,0 +1,438 @@
+//! HistFactory XML with its ROOT files — what hist2workspace, TRExFitter and HistFitter read —
+//! into a pyhf workspace (the canonical spec of binned formats), without ROOT.
+//!
+//! [`read`] gives what pyhf 0.7.6's `pyhf.readxml.parse` gives, value for value (integers of
+//! integer histograms included, so the digest is pyhf's): pyhf's semantics, term by term in
+//! docs/histfactory-xml.md. Paths in the XML are relative to the base folder and may not leave
+//! it; entity declarations are refused (no XML bombs, no external entities).
+
+mod files;
+mod numbers;
+
+use std::path::{Path, PathBuf};
+
+use ns_core::{Error, FileAccess, Result};
+use serde_json::{Map, Value, json};
+
+use files::Files;
+use numbers::{Num, histogram};
+
+/// The most channels a combination may list (a bound far beyond real analyses).
+pub const MAX_CHANNELS: usize = 5000;
+
+/// How a read is told where to look.
+pub struct ReadOptions<'a> {
+    /// The folder the XML's paths start from; `None`: the top XML's folder or the nearest folder
+    /// above it from which its first `<Input>` exists.
+    pub base_dir: Option<&'a Path>,
+    /// Which files may be opened (the server's policy opens none).
+    pub access: FileAccess<'a>,
+}
+
+/// Whether the start of a file is a HistFactory combination XML.
+pub fn claims_head(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head);
+    let text = text.trim_start_matches('\u{feff}');
+    // Comments and the XML declaration may come first.
+    let mut rest = text;
+    loop {
+        rest = rest.trim_start();
+        if let Some(after) = rest.strip_prefix("<!--") {
+            match after.find("-->") {
+                Some(end) => rest = &after[end + 3..],
+                None => return false,
+            }
+        } else if rest.starts_with("<?") {
+            match rest.find("?>") {
+                Some(end) => rest = &rest[end + 2..],
+                None => return false,
+            }
+        } else {
+            break;
+        }
+    }
+    rest.starts_with("<!DOCTYPE Combination") || rest.starts_with("<Combination")
+}
+
+/// Parse XML text, refusing entity declarations.
+fn document<'t>(text: &'t str, origin: &Path) -> Result<roxmltree::Document<'t>> {
+    let at = origin.display();
+    if text.contains("<!ENTITY") {
+        return Err(Error::InvalidInput(format!(
+            "{at}: the XML declares entities (<!ENTITY …>): they are not read — an entity can \
+             expand without bound or name a file elsewhere; HistFactory XML needs none"
+        )));
+    }
+    let options = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        nodes_limit: 4_000_000,
+    };
+    roxmltree::Document::parse_with_options(text, options)
+        .map_err(|e| Error::InvalidInput(format!("{at}: not well-formed XML: {e}")))
+}
+
+fn attr<'a>(node: roxmltree::Node<'a, '_>, name: &str, place: &str) -> Result<&'a str> {
+    node.attribute(name).ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "{place}: <{}> has no {name}=\"…\"",
+            node.tag_name().name()
+        ))
+    })
+}
+
+/// Python's `float()` of an attribute (surrounding blanks allowed).
+fn float(node: roxmltree::Node, name: &str, place: &str) -> Result<f64> {
+    let text = attr(node, name, place)?;
+    let t = text.trim();
+    let value = match t.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => Some(f64::INFINITY),
+        "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
+        _ => t
+            .parse::<f64>()
+            .ok()
+            .filter(|v| !v.is_nan() || t.eq_ignore_ascii_case("nan")),
+    };
+    value.ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "{place}: <{} {name}=\"{text}\"> is not a number",
+            node.tag_name().name()
+        ))
+    })
+}
+
+fn number(v: f64) -> Value {
+    json!(v)
+}
+
+/// The folder the XML's paths start from.
+fn base_dir(top: &Path, first_input: Option<&str>) -> PathBuf {
+    let folder = top
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Some(input) = first_input else {
+        return folder.to_path_buf();
+    };
+    folder
+        .ancestors()
+        .find(|dir| dir.join(input.trim()).is_file())
+        .unwrap_or(folder)
+        .to_path_buf()
+}
+
+/// The pyhf workspace of the combination XML `top`, as pyhf's `readxml.parse` gives it.
+pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
+    let top_name = top.display().to_string();
+    options.access.resolve(&top_name)?;
+    let text = ns_translate::load::read_text(top)?;
+    let doc = document(&text, top)?;
+    let root = doc.root_element();
+    if root.tag_name().name() != "Combination" {
+        return Err(Error::InvalidInput(format!(
+            "{top_name}: the top-level element is <{}>; a HistFactory combination XML has \
+             <Combination>",
+            root.tag_name().name()
+        )));
+    }
+    let inputs: Vec<&str> = root
+        .children()
+        .filter(|n| n.has_tag_name("Input"))
+        .filter_map(|n| n.text())
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    if inputs.len() > MAX_CHANNELS {
+        return Err(Error::InvalidInput(format!(
+            "{top_name}: {} <Input> channels; a combination reads at most {MAX_CHANNELS}",
+            inputs.len()
+        )));
+    }
+    let base = match options.base_dir {
+        Some(b) => b.to_path_buf(),
+        None => base_dir(top, inputs.first().copied()),
+    };
+    let mut files = Files::new(base, options.access);
+    let mut channels = Vec::new();
+    let mut observations = Vec::new();
+    let mut configs: Vec<Config> = Vec::new();
+    for input in inputs {
+        let (path, text) = files.xml(input, &format!("{top_name}: <Input>"))?;
+        let channel_doc = document(&text, &path)?;
+        let (channel, observation, channel_configs) =
+            channel(channel_doc.root_element(), &path, &mut files)?;
+        channels.push(channel);
+        observations.push(observation);
+        configs.extend(channel_configs);
+    }
+    let configs = dedupe(configs)?;
+    let measurements = root
+        .children()
+        .filter(|n| n.has_tag_name("Measurement"))
+        .map(|m| measurement(m, &configs, &top_name))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(json!({
+        "measurements": measurements,
+        "channels": channels,
+        "observations": observations,
+        "version": "1.0.0",
+    }))
+}
+
+/// A parameter's configuration in a measurement (`name`, `bounds`, `inits`, `fixed`).
+type Config = Map<String, Value>;
+
+/// One channel: its entry of `channels`, its observation, its NormFactors' parameter configs.
+fn channel(
+    node: roxmltree::Node,
+    path: &Path,
+    files: &mut Files,
+) -> Result<(Value, Value, Vec<Config>)> {
+    let at = path.display().to_string();
+    if node.tag_name().name() != "Channel" {
+        return Err(Error::InvalidInput(format!(
+            "{at}: the top-level element is <{}>; a channel XML has <Channel>",
+            node.tag_name().name()
+        )));
+    }
+    let name = attr(node, "Name", &at)?;
+    let place = format!("{at}, channel '{name}'");
+    let input_file = node.attribute("InputFile").unwrap_or("");
+    let histo_path = node.attribute("HistoPath").unwrap_or("");
+    let data = node
+        .children()
+        .find(|n| n.has_tag_name("Data"))
+        .ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "{place}: no <Data>; a channel needs its observed histogram"
+            ))
+        })?;
+    let data_file = data.attribute("InputFile").unwrap_or(input_file);
+    let data_name = data.attribute("HistoName").unwrap_or("");
+    if data_file.is_empty() || data_name.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "{place}: <Data> names no histogram (InputFile and HistoName); a channel needs its \
+             observed data"
+        )));
+    }
+    let data_path = data.attribute("HistoPath").unwrap_or(histo_path);
+    let observed = histogram(
+        files,
+        data_file,
+        data_path,
+        data_name,
+        &format!("{place}, <Data>"),
+    )?;
+    let mut samples = Vec::new();
+    let mut configs = Vec::new();
+    for sample in node.children().filter(|n| n.has_tag_name("Sample")) {
+        let (entry, sample_configs) =
+            self::sample(sample, name, input_file, histo_path, &place, files)?;
+        samples.push(entry);
+        configs.extend(sample_configs);
+    }
+    Ok((
+        json!({"name": name, "samples": samples}),
+        json!({"name": name, "data": observed.values}),
+        configs,
+    ))
+}
+
+/// One sample: its entry (name, data, modifiers) and its NormFactors' parameter configs.
+fn sample(
+    node: roxmltree::Node,
+    channel: &str,
+    input_file: &str,
+    histo_path: &str,
+    channel_place: &str,
+    files: &mut Files,
+) -> Result<(Value, Vec<Config>)> {
+    let name = attr(node, "Name", channel_place)?;
+    let place = format!("{channel_place}, sample '{name}'");
+    let input_file = node.attribute("InputFile").unwrap_or(input_file);
+    let histo_path = node.attribute("HistoPath").unwrap_or(histo_path);
+    let histo_name = attr(node, "HistoName", &place)?;
+    let nominal = histogram(files, input_file, histo_path, histo_name, &place)?;
+    let mut modifiers = Vec::new();
+    let mut configs = Vec::new();
+    if node.attribute("NormalizeByTheory") == Some("True") {
+        modifiers.push(json!({"name": "lumi", "type": "lumi", "data": null}));
+    }
+    // pyhf reads every element below the sample, in document order.
+    for tag in node.descendants().skip(1).filter(|n| n.is_element()) {
+        let kind = tag.tag_name().name();
+        let here = format!("{place}, <{kind}>");
+        match kind {
+            "OverallSys" => modifiers.push(json!({
+                "name": attr(tag, "Name", &here)?,
+                "type": "normsys",
+                "data": {"lo": number(float(tag, "Low", &here)?), "hi": number(float(tag, "High", &here)?)},
+            })),
+            "NormFactor" => {
+                let parameter = attr(tag, "Name", &here)?;
+                modifiers.push(json!({"name": parameter, "type": "normfactor", "data": null}));
+                let mut config = Map::new();
+                config.insert("name".into(), json!(parameter));
+                config.insert(
+                    "bounds".into(),
+                    json!([[float(tag, "Low", &here)?, float(tag, "High", &here)?]]),
+                );
+                config.insert("inits".into(), json!([float(tag, "Val", &here)?]));
+                if let Some(constant) = tag.attribute("Const").filter(|c| !c.is_empty()) {
+                    config.insert("fixed".into(), json!(constant == "True"));
+                }
+                configs.push(config);
+            }
+            "HistoSys" => {
+                let mut side = |which: &str| -> Result<Vec<Num>> {
+                    let file = tag.attribute(format!("HistoFile{which}").as_str()).unwrap_or(input_file);
+                    let path = tag.attribute(format!("HistoPath{which}").as_str()).unwrap_or("");
+                    let histo = attr(tag, &format!("HistoName{which}"), &here)?;
+                    Ok(histogram(files, file, path, histo, &here)?.values)
+                };
+                let (lo, hi) = (side("Low")?, side("High")?);
+                modifiers.push(json!({
+                    "name": attr(tag, "Name", &here)?,
+                    "type": "histosys",
+                    "data": {"lo_data": lo, "hi_data": hi},
+                }));
+            }
+            "StatError" if attr(tag, "Activate", &here)? == "True" => {
+                let data = match tag.attribute("HistoName").unwrap_or("") {
+                    "" => nominal.errors.clone(),
+                    histo => {
+                        let file = tag.attribute("HistoFile").unwrap_or(input_file);
+                        let path = tag.attribute("HistoPath").unwrap_or("");
+                        let relative = histogram(files, file, path, histo, &here)?.values;
+                        numbers::product(&relative, &nominal.values, &here)?
+                    }
+                };
+                if data.is_empty() {
+                    return Err(Error::InvalidInput(format!("{here}: no statistical errors")));
+                }
+                modifiers.push(json!({
+                    "name": format!("staterror_{channel}"),
+                    "type": "staterror",
+                    "data": data,
+                }));
+            }
+            "ShapeSys" => {
+                let file = tag.attribute("InputFile").unwrap_or(input_file);
+                let path = tag.attribute("HistoPath").unwrap_or("");
+                let histo = attr(tag, "HistoName", &here)?;
+                let relative = histogram(files, file, path, histo, &here)?.values;
+                modifiers.push(json!({
+                    "name": attr(tag, "Name", &here)?,
+                    "type": "shapesys",
+                    "data": numbers::product(&nominal.values, &relative, &here)?,
+                }));
+            }
+            "ShapeFactor" => modifiers.push(json!({
+                "name": attr(tag, "Name", &here)?,
+                "type": "shapefactor",
+                "data": null,
+            })),
+            // Elements pyhf does not read (StatErrorConfig's siblings, an inactive StatError).
+            _ => {}
+        }
+    }
+    Ok((
+        json!({"name": name, "data": nominal.values, "modifiers": modifiers}),
+        configs,
+    ))
+}
+
+/// Parameter configs given once per name; two different configs of one name are an error.
+fn dedupe(configs: Vec<Config>) -> Result<Vec<Config>> {
+    let mut unique: Vec<Config> = Vec::new();
+    for config in configs {
+        match unique.iter().find(|u| u["name"] == config["name"]) {
+            Some(first) if *first != config => {
+                return Err(Error::InvalidInput(format!(
+                    "the NormFactor {} is configured twice, differently ({} and {}): give it one \
+                     Val, Low, High and Const",
+                    config["name"],
+                    Value::Object(first.clone()),
+                    Value::Object(config.clone())
+                )));
+            }
+            Some(_) => {}
+            None => unique.push(config),
+        }
+    }
+    Ok(unique)
+}
+
+/// pyhf's name of a ROOT parameter named in a ParamSetting (`alpha_x` → `x`, `Lumi` → `lumi`).
+fn parameter_name(rootname: &str, place: &str) -> Result<String> {
+    if rootname.starts_with("gamma_") {
+        return Err(Error::InvalidInput(format!(
+            "{place}: '{rootname}' is one bin of a vector of parameters (a gamma): pyhf's \
+             semantics cannot set those constant"
+        )));
+    }
+    Ok(match rootname {
+        "Lumi" => "lumi".to_string(),
+        other => other
+            .strip_prefix("alpha_")
+            .filter(|n| !n.is_empty())
+            .unwrap_or(other)
+            .to_string(),
+    })
+}
+
+/// One measurement: the lumi parameter, then the NormFactors' configs with the ParamSettings
+/// applied (a setting moves its parameter to the end, as pyhf's dictionary does).
+fn measurement(node: roxmltree::Node, configs: &[Config], top: &str) -> Result<Value> {
+    let name = attr(node, "Name", top)?;
+    let place = format!("{top}, measurement '{name}'");
+    let lumi = float(node, "Lumi", &place)?;
+    let sigma = lumi * float(node, "LumiRelErr", &place)?;
+    let poi = node
+        .children()
+        .find(|n| n.has_tag_name("POI"))
+        .ok_or_else(|| Error::InvalidInput(format!("{place}: no <POI>")))?
+        .text()
+        .unwrap_or("")
+        .trim();
+    let mut lumi_config = Map::new();
+    lumi_config.insert("name".into(), json!("lumi"));
+    lumi_config.insert("auxdata".into(), json!([lumi]));
+    lumi_config.insert(
+        "bounds".into(),
+        json!([[lumi - 5.0 * sigma, lumi + 5.0 * sigma]]),
+    );
+    lumi_config.insert("inits".into(), json!([lumi]));
+    lumi_config.insert("sigmas".into(), json!([sigma]));
+    let mut others: Vec<Config> = configs.to_vec();
+    for setting in node.children().filter(|n| n.has_tag_name("ParamSetting")) {
+        let here = format!("{place}, <ParamSetting>");
+        let mut update = Map::new();
+        if let Some(constant) = setting.attribute("Const").filter(|c| !c.is_empty()) {
+            update.insert("fixed".into(), json!(constant == "True"));
+        }
+        if setting.attribute("Val").is_some_and(|v| !v.is_empty()) {
+            update.insert("inits".into(), json!([float(setting, "Val", &here)?]));
+        }
+        let Some(text) = setting.text() else { continue };
+        // pyhf splits on single spaces.
+        for rootname in text.trim().split(' ') {
+            let parameter = parameter_name(rootname, &here)?;
+            if parameter == "lumi" {
+                lumi_config.extend(update.clone());
+                continue;
+            }
+            let mut config = match others.iter().position(|c| c["name"] == parameter.as_str()) {
+                Some(i) => others.remove(i),
+                None => {
+                    let mut fresh = Map::new();
+                    fresh.insert("name".into(), json!(parameter));
+                    fresh
+                }
+            };
+            config.extend(update.clone());
+            others.push(config);
+        }
+    }
+    let mut parameters = vec![Value::Object(lumi_config)];
+    parameters.extend(others.into_iter().map(Value::Object));
+    Ok(json!({"name": name, "config": {"poi": poi, "parameters": parameters}}))
+}

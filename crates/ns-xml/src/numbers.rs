@@ -1,0 +1,133 @@
+//! Histogram values as pyhf reads them through uproot: integer histograms give integers, float
+//! histograms their values widened to f64, and errors √sumw2 where sums of squared weights are
+//! kept, else √content in the histogram's own precision (numpy's square root of a float32 or
+//! int16 array is float32).
+
+use ns_core::{Error, Result};
+use ns_root::Histogram;
+use serde_json::Value;
+
+use crate::files::Files;
+
+/// One number as pyhf's JSON holds it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl Num {
+    fn as_f64(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+}
+
+impl serde::Serialize for Num {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Num::Int(i) => s.serialize_i64(*i),
+            Num::Float(f) => s.serialize_f64(*f),
+        }
+    }
+}
+
+/// The in-range values and errors of one histogram.
+pub(crate) struct Values {
+    pub(crate) values: Vec<Num>,
+    pub(crate) errors: Vec<Num>,
+}
+
+/// Element by element, as numpy's `multiply` of two lists and Python's `a * b` give it:
+/// integers stay integers, anything with a float is a float.
+pub(crate) fn product(a: &[Num], b: &[Num], place: &str) -> Result<Vec<Num>> {
+    if a.len() != b.len() {
+        return Err(Error::InvalidInput(format!(
+            "{place}: the histogram has {} bins but the sample has {}",
+            a.len(),
+            b.len()
+        )));
+    }
+    Ok(a.iter()
+        .zip(b)
+        .map(|(x, y)| match (x, y) {
+            (Num::Int(x), Num::Int(y)) => Num::Int(x.wrapping_mul(*y)),
+            _ => Num::Float(x.as_f64() * y.as_f64()),
+        })
+        .collect())
+}
+
+/// The histogram `name` of `file`, found as pyhf finds it: `name` itself, else `path/name`.
+pub(crate) fn histogram(
+    files: &mut Files,
+    file: &str,
+    path: &str,
+    name: &str,
+    place: &str,
+) -> Result<Values> {
+    if file.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "{place}: histogram '{name}' has no InputFile (on the element or its channel)"
+        )));
+    }
+    let root = files.root(file, place)?;
+    let path = path.trim_matches('/');
+    let full = if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}/{name}")
+    };
+    let histogram = root
+        .histogram(name)
+        .or_else(|first| {
+            if full != name {
+                root.histogram(&full)
+            } else {
+                Err(first)
+            }
+        })
+        .map_err(|e| match e {
+            Error::InvalidInput(m) => Error::InvalidInput(format!("{place}: {m}")),
+            other => other,
+        })?;
+    if histogram.axes.len() != 1 {
+        return Err(Error::InvalidInput(format!(
+            "{place}: '{full}' in {file} is a {} (2-D): pyhf's semantics read 1-D histograms only",
+            histogram.class
+        )));
+    }
+    Ok(values_of(&histogram))
+}
+
+fn values_of(h: &Histogram) -> Values {
+    let integer = matches!(h.class.as_str(), "TH1I" | "TH1S" | "TH1C");
+    let single = matches!(h.class.as_str(), "TH1F" | "TH1S" | "TH1C");
+    let raw = h.values();
+    let values = raw
+        .iter()
+        .map(|&v| {
+            if integer {
+                Num::Int(v as i64)
+            } else {
+                Num::Float(v)
+            }
+        })
+        .collect();
+    let errors = match &h.sumw2 {
+        Some(_) => h.value_errors().into_iter().map(Num::Float).collect(),
+        None if single => raw
+            .iter()
+            .map(|&v| Num::Float(f64::from((v as f32).sqrt())))
+            .collect(),
+        None => raw.iter().map(|&v| Num::Float(v.sqrt())).collect(),
+    };
+    Values { values, errors }
+}
+
+impl From<Num> for Value {
+    fn from(n: Num) -> Value {
+        serde_json::to_value(n).unwrap_or(Value::Null)
+    }
+}
