@@ -61,6 +61,25 @@ fn has_cuda() -> bool {
 }
 
 /// What this build is (version, git commit, backends, embedded CUDA architectures), as JSON.
+/// A HistFactory combination XML and its ROOT files as a pyhf workspace (JSON), as
+/// `pyhf.readxml.parse(top, base_dir)` gives it; `base_dir` `None`: the XML's folder or the
+/// nearest folder above it from which its first channel is found.
+#[pyfunction]
+#[pyo3(signature = (top, base_dir=None))]
+fn readxml(top: std::path::PathBuf, base_dir: Option<std::path::PathBuf>) -> PyResult<String> {
+    let base = base_dir.as_deref();
+    let value = ns_xml::read(
+        &top,
+        &ns_xml::ReadOptions {
+            base_dir: base,
+            access: ns_core::FileAccess::Local { base },
+        },
+    )
+    .map_err(to_py)?;
+    ns_translate::Workspace::from_value(value.clone()).map_err(to_py)?;
+    Ok(value.to_string())
+}
+
 /// The verb registry (`ns_api::verbs`) as JSON: each verb's `name` (the call's `request.verb`),
 /// `route` (CLI subcommand, server path), `summary` and Python `result` class.
 #[pyfunction]
@@ -143,6 +162,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for f in [
         wrap_pyfunction!(infer::infer, m)?,
         wrap_pyfunction!(verbs, m)?,
+        wrap_pyfunction!(readxml, m)?,
         wrap_pyfunction!(unbinned::load_unbinned, m)?,
         wrap_pyfunction!(flow::load_flow, m)?,
         wrap_pyfunction!(reduce::mixture_nll_host, m)?,

@@ -90,6 +90,18 @@ pub enum WorkspaceCommand {
     /// HEPData patchsets: extract, apply, verify, inspect
     #[command(subcommand)]
     Patchset(PatchsetCommand),
+    /// A HistFactory combination XML and its ROOT files as a pyhf workspace (`pyhf xml2json`)
+    Xml2json {
+        /// The top-level combination XML
+        #[arg(value_name = "COMBINATION.xml")]
+        top: PathBuf,
+        /// The folder the XML's paths start from (default: the XML's folder, or the nearest
+        /// folder above it from which its first channel is found)
+        #[arg(long)]
+        basedir: Option<PathBuf>,
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -255,6 +267,23 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             }
         }
         WorkspaceCommand::Patchset(cmd) => run_patchset(cmd),
+        WorkspaceCommand::Xml2json {
+            top,
+            basedir,
+            output,
+        } => {
+            crate::input::remember(&top);
+            let base = basedir.as_deref();
+            let value = ns_xml::read(
+                &top,
+                &ns_xml::ReadOptions {
+                    base_dir: base,
+                    access: ns_core::FileAccess::Local { base },
+                },
+            )?;
+            Workspace::from_value(value.clone())?;
+            emit_pyhf(&dumps(&value, DumpOptions::PYHF_CLI), output.as_ref())
+        }
     }
 }
 
