@@ -185,6 +185,7 @@ def test_no_file_a_client_names_is_ever_opened(server, tmp_path):
         yield {"format": "hs3", "document": path}
         yield {"format": "hs3", "document": {**hs3, "data": [parquet(path)]}}
         yield {"format": "hs3", "document": hs3, "patches": [path]}
+        yield {"format": "xml", "top": path}
         # A patchset whose patch turns the background into an HS3 model reading the file.
         into_hs3 = [{"op": "add", "path": f"/{k}", "value": v} for k, v in {**hs3, "data": [parquet(path)]}.items()]
         patchset = {"metadata": {"references": {}, "description": "", "digests": {"sha256": "0" * 64}, "labels": ["x"]}, "version": "1.0.0",

@@ -20,6 +20,10 @@ use numbers::{Num, histogram};
 /// The most channels a combination may list (a bound far beyond real analyses).
 pub const MAX_CHANNELS: usize = 5000;
 
+/// The deepest element nesting read (HistFactory XML nests four deep; the XML parser recurses
+/// on depth, so deeper documents are refused before it sees them).
+pub const MAX_DEPTH: usize = 64;
+
 /// How a read is told where to look.
 pub struct ReadOptions<'a> {
     /// The folder the XML's paths start from; `None`: the top XML's folder or the nearest folder
@@ -63,12 +67,78 @@ fn document<'t>(text: &'t str, origin: &Path) -> Result<roxmltree::Document<'t>>
              expand without bound or name a file elsewhere; HistFactory XML needs none"
         )));
     }
+    check_depth(text, origin)?;
     let options = roxmltree::ParsingOptions {
         allow_dtd: true,
         nodes_limit: 4_000_000,
     };
     roxmltree::Document::parse_with_options(text, options)
         .map_err(|e| Error::InvalidInput(format!("{at}: not well-formed XML: {e}")))
+}
+
+/// Refuse elements nested deeper than [`MAX_DEPTH`]: a scan of the tags (comments, CDATA,
+/// processing instructions, declarations and quoted attribute values skipped) that keeps only a
+/// counter.
+fn check_depth(text: &str, origin: &Path) -> Result<()> {
+    let bytes = text.as_bytes();
+    let skip_to = |from: usize, end: &str| {
+        text[from..]
+            .find(end)
+            .map_or(bytes.len(), |k| from + k + end.len())
+    };
+    let (mut i, mut depth) = (0, 0usize);
+    while let Some(k) = text[i..].find('<') {
+        let at = i + k;
+        let rest = &text[at..];
+        i = if rest.starts_with("<!--") {
+            skip_to(at, "-->")
+        } else if rest.starts_with("<![CDATA[") {
+            skip_to(at, "]]>")
+        } else if rest.starts_with("<?") {
+            skip_to(at, "?>")
+        } else if rest.starts_with("<!") {
+            // A declaration; an internal subset ends with "]>".
+            let close = rest.find('>').unwrap_or(rest.len());
+            match rest.find('[') {
+                Some(open) if open < close => skip_to(at, "]>"),
+                _ => at + close + 1,
+            }
+        } else if rest.starts_with("</") {
+            depth = depth.saturating_sub(1);
+            skip_to(at, ">")
+        } else {
+            // A start tag: its end is the first '>' outside quotes.
+            let mut quote = None;
+            let mut end = bytes.len();
+            for (j, &b) in bytes.iter().enumerate().skip(at + 1) {
+                match (quote, b) {
+                    (Some(q), _) if b == q => quote = None,
+                    (Some(_), _) => {}
+                    (None, b'"' | b'\'') => quote = Some(b),
+                    (None, b'>') => {
+                        end = j;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            if end < bytes.len() && bytes[end - 1] != b'/' {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: elements nest deeper than {MAX_DEPTH} levels (HistFactory XML needs \
+                         four)",
+                        origin.display()
+                    )));
+                }
+            }
+            end.saturating_add(1)
+        };
+        if i >= bytes.len() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 fn attr<'a>(node: roxmltree::Node<'a, '_>, name: &str, place: &str) -> Result<&'a str> {

@@ -163,6 +163,15 @@ fn a_careless_users_mistakes_are_named() {
     );
     assert!(message(&set).contains("declares entities"));
 
+    let set = scratch_copy("deep");
+    let deep = format!(
+        "<Combination>{}{}</Combination>",
+        "<a>".repeat(100_000),
+        "</a>".repeat(100_000)
+    );
+    std::fs::write(set.join("config/example.xml"), deep).unwrap();
+    assert!(message(&set).contains("nest deeper than 64 levels"));
+
     let set = scratch_copy("no-data");
     edit(
         &set.join("config/example_channel.xml"),
