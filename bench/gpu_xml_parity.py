@@ -1,0 +1,73 @@
+"""CPU against CUDA on every HistFactory XML set that pyhf reads (../shared/histfactory-xml):
+`nextstat fit`, `hypotest --mu 1` and `hypotest-toys --mu 1 --n-toys N` of each combination XML on
+both devices, and the largest relative difference of twice_nll, the best fit, CLs and the toys'
+CLs. Run on the GPU machine:
+
+    python3 bench/gpu_xml_parity.py --bin dist-gpu/nextstat --sets PATH/histfactory-xml [--toys 1000]
+
+Prints a Markdown table; exits 1 when a difference exceeds 1e-6 or a run fails on one device only.
+"""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run(binary, args, device):
+    out = subprocess.run([binary, *args, "--gpu", device], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
+    return json.loads(out.stdout), None
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(a), abs(b), 1e-300) if a != b else 0.0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", default="target/release/nextstat")
+    p.add_argument("--sets", default="../shared/histfactory-xml")
+    p.add_argument("--toys", type=int, default=1000)
+    a = p.parse_args()
+    sets = Path(a.sets)
+    rows, worst = [], 0.0
+    for reference in sorted(sets.glob("*/*/reference.json")) + sorted(sets.glob("*/reference.json")):
+        for top in json.loads(reference.read_text())["tops"]:
+            if "pyhf_readxml_error" in top:
+                continue
+            xml = str(reference.parent / top["top"])
+            diffs, errors, refusals = [], [], []
+            for verb in (["fit"], ["hypotest", "--mu", "1"], ["hypotest-toys", "--mu", "1", "--n-toys", str(a.toys), "--seed", "1"]):
+                cpu, e1 = run(a.bin, [verb[0], xml, *verb[1:]], "cpu")
+                cuda, e2 = run(a.bin, [verb[0], xml, *verb[1:]], "cuda")
+                if e1 and e1 == e2:
+                    # Both devices refuse the request alike (pyhf refuses it too).
+                    refusals.append(f"{verb[0]}: both refuse ({e1[:90]}…)")
+                    continue
+                if e1 or e2:
+                    errors.append(f"{verb[0]}: cpu {e1 or 'ok'} / cuda {e2 or 'ok'}")
+                    continue
+                if verb[0] == "fit":
+                    d = max([rel(cpu["twice_nll"], cuda["twice_nll"])] + [abs(x - y) for x, y in zip(cpu["bestfit"], cuda["bestfit"])])
+                elif verb[0] == "hypotest":
+                    d = max(rel(cpu["CLs_obs"], cuda["CLs_obs"]), *(abs(x - y) for x, y in zip(cpu["CLs_exp"], cuda["CLs_exp"])))
+                else:
+                    d = max(abs(cpu["CLs_obs"] - cuda["CLs_obs"]), *(abs(x - y) for x, y in zip(cpu["CLs_exp"], cuda["CLs_exp"])))
+                diffs.append((verb[0], d))
+            worst = max([worst] + [d for _, d in diffs])
+            rows.append((f"{reference.parent.name}:{top['top']}", diffs, errors, refusals))
+    print("| model | fit (Δ) | hypotest (Δ CLs) | toys (Δ CLs) | notes |\n|---|---|---|---|---|")
+    for name, diffs, errors, refusals in rows:
+        cells = {v: f"{d:.1e}" for v, d in diffs}
+        print(f"| {name} | {cells.get('fit', '—')} | {cells.get('hypotest', '—')} | {cells.get('hypotest-toys', '—')} | {'; '.join(errors + refusals)} |")
+    print(f"\nlargest difference: {worst:.2e} over {len(rows)} models")
+    failed = sum(bool(errors) for _, _, errors, _ in rows)
+    if failed:
+        print(f"{failed} models with errors")
+    sys.exit(0 if worst <= 1e-6 and not failed else 1)
+
+
+if __name__ == "__main__":
+    main()
