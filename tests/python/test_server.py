@@ -528,3 +528,23 @@ def test_a_batch_larger_than_the_queue_still_runs():
         assert [r["patch"] for r in answer["results"]] == names
     finally:
         s.stop()
+
+
+def test_an_xml_model_is_sent_with_its_files(server):
+    """HistFactory XML reaches the server as files sent with the reference (base64), never as a
+    path on the server's disk; the fit is the CLI's of the same files."""
+    import base64
+    import os
+    from pathlib import Path
+    folder = Path(os.environ.get("NEXTSTAT_HISTFACTORY_XML", ROOT.parent / "shared" / "histfactory-xml")) / "pyhf-validation" / "xmlimport_input"
+    names = ["config/example.xml", "config/example_channel.xml", "data/example.root"]
+    files = {name: base64.b64encode((folder / name).read_bytes()).decode() for name in names}
+    model = {"format": "xml", "top": "config/example.xml", "files": files}
+    status, answer, _ = server.call("POST", "/v1/fit", {"model": model})
+    assert status == 200, answer
+    cli = json.loads(subprocess.run([str(BIN), "fit", str(folder / "config/example.xml")], capture_output=True, text=True, check=True).stdout)
+    assert answer["bestfit"] == cli["bestfit"] and answer["twice_nll"] == cli["twice_nll"]
+    status, e, _ = server.call("POST", "/v1/fit", {"model": {**model, "files": {k: v for k, v in files.items() if k != "data/example.root"}}})
+    assert status == 400 and "'data/example.root' is not among the files sent with the XML" in e["error"]["message"], e
+    status, e, _ = server.call("POST", "/v1/fit", {"model": {**model, "files": {**files, "data/example.root": "not base64!"}}})
+    assert status == 400 and "not base64" in e["error"]["message"], e

@@ -73,6 +73,7 @@ fn readxml(top: std::path::PathBuf, base_dir: Option<std::path::PathBuf>) -> PyR
         &ns_xml::ReadOptions {
             base_dir: base,
             access: ns_core::FileAccess::Local { base },
+            sent: None,
         },
     )
     .map_err(to_py)?;

@@ -279,6 +279,7 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
                 &ns_xml::ReadOptions {
                     base_dir: base,
                     access: ns_core::FileAccess::Local { base },
+                    sent: None,
                 },
             )?;
             Workspace::from_value(value.clone())?;

@@ -1,6 +1,7 @@
 //! HistFactory XML with its ROOT files (`ns_xml`), read into a pyhf workspace: from there on a
 //! pyhf model, with the pyhf options (patchset, patches, measurement, interpolation codes).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use ns_core::{Error, Result};
@@ -37,9 +38,34 @@ pub struct XmlRef {
     pub measurement: Option<String>,
     #[serde(default)]
     pub interpolation: Interpolation,
+    /// The files, sent with the reference, that the XML names — the top XML among them — each
+    /// path (relative to the base folder) with its bytes in base64. Given, they are read instead
+    /// of the disk (how the server takes an XML model).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
 }
 
 impl XmlRef {
+    /// The sent files, decoded.
+    fn sent(&self) -> Result<Option<ns_xml::SentFiles>> {
+        if self.files.is_empty() {
+            return Ok(None);
+        }
+        use base64::Engine as _;
+        self.files
+            .iter()
+            .map(|(name, encoded)| {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(encoded.trim())
+                    .map_err(|e| {
+                        Error::InvalidInput(format!("files['{name}']: not base64 ({e})"))
+                    })?;
+                Ok((name.clone(), bytes))
+            })
+            .collect::<Result<_>>()
+            .map(Some)
+    }
+
     /// The pyhf reference of the workspace the XML gives.
     fn pyhf(&self, read: &dyn Reader) -> Result<PyhfRef> {
         let Source::Path(top) = &self.top else {
@@ -48,11 +74,13 @@ impl XmlRef {
             ));
         };
         let base = self.base_dir.as_deref();
+        let sent = self.sent()?;
         let workspace = ns_xml::read(
             top,
             &ns_xml::ReadOptions {
                 base_dir: base,
                 access: read.data_files(base.or(top.parent())),
+                sent: sent.as_ref(),
             },
         )?;
         Ok(PyhfRef {
@@ -87,6 +115,7 @@ impl Format for Xml {
             patches: reference.patches.clone(),
             measurement: reference.measurement.clone(),
             interpolation: reference.interpolation.clone(),
+            files: BTreeMap::new(),
         })
     }
 

@@ -15,6 +15,7 @@ use ns_core::{Error, FileAccess, Result};
 use serde_json::{Map, Value, json};
 
 use files::Files;
+pub use files::SentFiles;
 use numbers::{Num, histogram};
 
 /// The most channels a combination may list (a bound far beyond real analyses).
@@ -29,8 +30,11 @@ pub struct ReadOptions<'a> {
     /// The folder the XML's paths start from; `None`: the top XML's folder or the nearest folder
     /// above it from which its first `<Input>` exists.
     pub base_dir: Option<&'a Path>,
-    /// Which files may be opened (the server's policy opens none).
+    /// Which files on the disk may be opened (the server's policy opens none).
     pub access: FileAccess<'a>,
+    /// The files sent with the XML (paths relative to the base folder, the top XML among them):
+    /// read from here, never from the disk.
+    pub sent: Option<&'a SentFiles>,
 }
 
 /// Whether the start of a file is a HistFactory combination XML.
@@ -193,8 +197,18 @@ fn base_dir(top: &Path, first_input: Option<&str>) -> PathBuf {
 /// The pyhf workspace of the combination XML `top`, as pyhf's `readxml.parse` gives it.
 pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
     let top_name = top.display().to_string();
-    options.access.resolve(&top_name)?;
-    let text = ns_translate::load::read_text(top)?;
+    let text = match options.sent {
+        Some(_) => {
+            let base = options.base_dir.unwrap_or(Path::new(""));
+            Files::new(base.to_path_buf(), FileAccess::Denied, options.sent)
+                .xml(&top_name, "the combination XML")?
+                .1
+        }
+        None => {
+            options.access.resolve(&top_name)?;
+            ns_translate::load::read_text(top)?
+        }
+    };
     let doc = document(&text, top)?;
     let root = doc.root_element();
     if root.tag_name().name() != "Combination" {
@@ -216,11 +230,12 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
             inputs.len()
         )));
     }
-    let base = match options.base_dir {
-        Some(b) => b.to_path_buf(),
-        None => base_dir(top, inputs.first().copied()),
+    let base = match (options.base_dir, options.sent) {
+        (Some(b), _) => b.to_path_buf(),
+        (None, Some(_)) => PathBuf::new(),
+        (None, None) => base_dir(top, inputs.first().copied()),
     };
-    let mut files = Files::new(base, options.access);
+    let mut files = Files::new(base, options.access, options.sent);
     let mut channels = Vec::new();
     let mut observations = Vec::new();
     let mut configs: Vec<Config> = Vec::new();

@@ -34,6 +34,7 @@ fn read_in(set: &Path, top: &str) -> ns_core::Result<Value> {
         &ReadOptions {
             base_dir: Some(set),
             access: FileAccess::Local { base: Some(set) },
+            sent: None,
         },
     )
 }
@@ -199,6 +200,7 @@ fn a_careless_users_mistakes_are_named() {
         &ReadOptions {
             base_dir: Some(&set),
             access: FileAccess::Denied,
+            sent: None,
         },
     );
     assert!(
@@ -207,4 +209,43 @@ fn a_careless_users_mistakes_are_named() {
             .to_string()
             .contains(ns_core::files::NO_FILES)
     );
+}
+
+#[test]
+fn files_sent_with_the_xml_are_read_without_the_disk() {
+    // The set's files, as a client sends them: path → bytes.
+    let set = shared().join("pyhf-validation/xmlimport_input");
+    let mut sent = ns_xml::SentFiles::new();
+    for name in [
+        "config/example.xml",
+        "config/example_channel.xml",
+        "data/example.root",
+    ] {
+        sent.insert(format!("./{name}"), std::fs::read(set.join(name)).unwrap());
+    }
+    fn read_sent(sent: &ns_xml::SentFiles) -> ns_core::Result<Value> {
+        let options = ReadOptions {
+            base_dir: None,
+            access: FileAccess::Denied,
+            sent: Some(sent),
+        };
+        read(Path::new("config/example.xml"), &options)
+    }
+    let ours = read_sent(&sent).unwrap();
+    assert_eq!(ours, read_in(&set, "config/example.xml").unwrap());
+    // A file the XML names but the client did not send is named, with what was sent.
+    sent.remove("./data/example.root");
+    let missing = read_sent(&sent).unwrap_err().to_string();
+    assert!(
+        missing.contains("'data/example.root' is not among the files sent with the XML"),
+        "{missing}"
+    );
+    // Sent paths may not leave the base folder either.
+    let mut escaping = ns_xml::SentFiles::new();
+    escaping.insert(
+        "config/example.xml".into(),
+        b"<Combination><Input>../x.xml</Input></Combination>".to_vec(),
+    );
+    let escape = read_sent(&escaping).unwrap_err().to_string();
+    assert!(escape.contains("leaves the base folder"), "{escape}");
 }
