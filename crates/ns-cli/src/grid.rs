@@ -29,7 +29,10 @@ pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<(
     let patchset_value = read_json(path)?;
     let patchset =
         ns_translate::patch::PatchSet::from_value(patchset_value.clone()).map_err(named)?;
-    let background = read_json(&args.model.ws.path()?)?;
+    // The background as its format reads it (a pyhf workspace, or the one a HistFactory XML
+    // gives), before the `-p` patches, which every point applies after its own patch.
+    let background =
+        ns_source::ModelRef::file(args.model.ws.path()?).document(&crate::input::Inputs)?;
     // The digest is checked once for the whole grid.
     if args.model.skip_verify {
         args.model.warn_unverified();

@@ -202,3 +202,58 @@ fn a_model_that_names_its_format_gives_what_the_untagged_one_gives() {
         "{err}"
     );
 }
+
+#[test]
+fn a_patchset_grid_runs_on_a_histfactory_xml_background() {
+    // A patchset made for the workspace the XML gives (its digest), scaling the signal.
+    let set = std::env::var_os("NEXTSTAT_HISTFACTORY_XML")
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histfactory-xml"),
+            PathBuf::from,
+        )
+        .join("pyhf-validation/xmlimport_input");
+    let top = set.join("config/example.xml");
+    let top = top.to_str().unwrap();
+    let dir = Scratch::new("xml-grid");
+    let (ok, workspace, err) = nextstat(&["xml2json", top], &dir.0);
+    assert!(ok, "{err}");
+    let workspace: serde_json::Value = serde_json::from_slice(&workspace).unwrap();
+    let (ok, digest, err) = nextstat(
+        &["digest", dir.write("ws.json", &workspace).to_str().unwrap()],
+        &dir.0,
+    );
+    assert!(ok, "{err}");
+    let digest = String::from_utf8(digest)
+        .unwrap()
+        .trim()
+        .trim_start_matches("sha256:")
+        .to_string();
+    let patch = |name: &str, scale: f64| {
+        serde_json::json!({"metadata": {"name": name, "values": [scale]},
+            "patch": [{"op": "replace", "path": "/channels/0/samples/0/data", "value": [20.0 * scale, 10.0 * scale]}]})
+    };
+    let patchset = dir.write(
+        "patchset.json",
+        &serde_json::json!({"metadata": {"references": {}, "description": "signal scaled", "digests": {"sha256": digest},
+            "labels": ["scale"]}, "version": "1.0.0", "patches": [patch("x1", 1.0), patch("x2", 2.0)]}),
+    );
+    let (ok, table, err) = nextstat(
+        &[
+            "upper-limit",
+            top,
+            "--patchset",
+            patchset.to_str().unwrap(),
+            "--all",
+        ],
+        &dir.0,
+    );
+    assert!(ok, "{err}");
+    let table: serde_json::Value = serde_json::from_slice(&table).unwrap();
+    let points = table["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    // Twice the signal: a lower limit on its strength.
+    assert!(
+        points[1]["obs"].as_f64().unwrap() < points[0]["obs"].as_f64().unwrap(),
+        "{table}"
+    );
+}
