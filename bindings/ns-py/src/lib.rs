@@ -60,25 +60,14 @@ fn has_cuda() -> bool {
     ns_compute::cuda::has_cuda()
 }
 
-/// What this build is (version, git commit, backends, embedded CUDA architectures), as JSON.
 /// A HistFactory combination XML and its ROOT files as a pyhf workspace (JSON), as
 /// `pyhf.readxml.parse(top, base_dir)` gives it; `base_dir` `None`: the XML's folder or the
 /// nearest folder above it from which its first channel is found.
 #[pyfunction]
 #[pyo3(signature = (top, base_dir=None))]
 fn readxml(top: std::path::PathBuf, base_dir: Option<std::path::PathBuf>) -> PyResult<String> {
-    let base = base_dir.as_deref();
-    let value = ns_xml::read(
-        &top,
-        &ns_xml::ReadOptions {
-            base_dir: base,
-            access: ns_core::FileAccess::Local { base },
-            sent: None,
-        },
-    )
-    .map_err(to_py)?;
-    ns_translate::Workspace::from_value(value.clone()).map_err(to_py)?;
-    Ok(value.to_string())
+    let workspace = ns_xml::workspace_of_files(&top, base_dir.as_deref()).map_err(to_py)?;
+    Ok(workspace.to_string())
 }
 
 /// The verb registry (`ns_api::verbs`) as JSON: each verb's `name` (the call's `request.verb`),
@@ -95,6 +84,7 @@ fn verbs() -> String {
     serde_json::Value::from(verbs).to_string()
 }
 
+/// What this build is (version, git commit, backends, embedded CUDA architectures), as JSON.
 #[pyfunction]
 fn build_info() -> String {
     serde_json::json!(ns_build_info::BuildInfo::current(env!("CARGO_PKG_VERSION"))).to_string()

@@ -273,16 +273,7 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             output,
         } => {
             crate::input::remember(&top);
-            let base = basedir.as_deref();
-            let value = ns_xml::read(
-                &top,
-                &ns_xml::ReadOptions {
-                    base_dir: base,
-                    access: ns_core::FileAccess::Local { base },
-                    sent: None,
-                },
-            )?;
-            Workspace::from_value(value.clone())?;
+            let value = ns_xml::workspace_of_files(&top, basedir.as_deref())?;
             emit_pyhf(&dumps(&value, DumpOptions::PYHF_CLI), output.as_ref())
         }
     }

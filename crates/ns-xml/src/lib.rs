@@ -265,6 +265,19 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
 /// A parameter's configuration in a measurement (`name`, `bounds`, `inits`, `fixed`).
 type Config = Map<String, Value>;
 
+/// The pyhf workspace of the combination XML `top` read from local files (what `pyhf xml2json`
+/// prints and `pyhf.readxml.parse` returns), validated as a workspace.
+pub fn workspace_of_files(top: &Path, base_dir: Option<&Path>) -> Result<Value> {
+    let options = ReadOptions {
+        base_dir,
+        access: FileAccess::Local { base: base_dir },
+        sent: None,
+    };
+    let workspace = read(top, &options)?;
+    ns_translate::Workspace::from_value(workspace.clone())?;
+    Ok(workspace)
+}
+
 /// One channel: its entry of `channels`, its observation, its NormFactors' parameter configs.
 fn channel(
     node: roxmltree::Node,
