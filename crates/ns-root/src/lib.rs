@@ -32,6 +32,9 @@ const MAX_DEPTH: usize = 64;
 pub struct RootFile {
     name: String,
     data: Data,
+    /// The keys of each directory read so far (by path): a model reads hundreds of histograms
+    /// from a few directories.
+    directories: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<Vec<Key>>>>,
 }
 
 enum Data {
@@ -63,7 +66,11 @@ impl RootFile {
     }
 
     fn with_data(name: String, data: Data) -> Result<RootFile> {
-        let file = RootFile { name, data };
+        let file = RootFile {
+            name,
+            data,
+            directories: Default::default(),
+        };
         file.top_keys()?;
         Ok(file)
     }
@@ -96,6 +103,37 @@ impl RootFile {
     /// The keys of the directory at `path` (`""`: the top directory; `"a/b"`: nested), every
     /// cycle listed.
     pub fn keys(&self, path: &str) -> Result<Vec<Key>> {
+        Ok(self.directory(path)?.as_ref().clone())
+    }
+
+    /// The keys of a directory, read once.
+    fn directory(&self, path: &str) -> Result<std::sync::Arc<Vec<Key>>> {
+        let path = path.trim_matches('/');
+        if let Some(keys) = self.cached(path) {
+            return Ok(keys);
+        }
+        let keys = std::sync::Arc::new(self.read_directory(path)?);
+        if let Ok(mut cache) = self.directories.lock() {
+            cache.insert(path.to_string(), keys.clone());
+        }
+        Ok(keys)
+    }
+
+    fn cached(&self, path: &str) -> Option<std::sync::Arc<Vec<Key>>> {
+        self.directories.lock().ok()?.get(path).cloned()
+    }
+
+    /// Whether the file holds an object at `path` (`"dir/name"`, `"name;cycle"`).
+    pub fn contains(&self, path: &str) -> bool {
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let (name, cycle) = split_cycle(name);
+        self.directory(dir).is_ok_and(|keys| {
+            keys.iter()
+                .any(|k| k.name == name && cycle.is_none_or(|c| k.cycle == c))
+        })
+    }
+
+    fn read_directory(&self, path: &str) -> Result<Vec<Key>> {
         let mut keys = self.top_keys()?;
         let mut walked = String::new();
         for (depth, part) in path.split('/').filter(|p| !p.is_empty()).enumerate() {
@@ -125,13 +163,7 @@ impl RootFile {
 
     /// The key named `name` (`name;cycle` for one cycle; else the highest) in `keys`.
     fn find(&self, keys: &[Key], name: &str, dir: &str) -> Result<Key> {
-        let (name, cycle) = match name.rsplit_once(';') {
-            Some((n, c)) => match c.parse::<i16>() {
-                Ok(c) => (n, Some(c)),
-                Err(_) => (name, None),
-            },
-            None => (name, None),
-        };
+        let (name, cycle) = split_cycle(name);
         keys.iter()
             .filter(|k| k.name == name && cycle.is_none_or(|c| k.cycle == c))
             .max_by_key(|k| k.cycle)
@@ -185,7 +217,7 @@ impl RootFile {
     /// The histogram at `path` (`"name"`, `"dir/sub/name"`, `"name;cycle"`).
     pub fn histogram(&self, path: &str) -> Result<Histogram> {
         let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
-        let keys = self.keys(dir)?;
+        let keys = self.directory(dir)?;
         let key = self.find(&keys, name, dir)?;
         let what = format!("{} '{path}'", key.class);
         if !hist::is_histogram(&key.class) {
@@ -200,5 +232,16 @@ impl RootFile {
         let origin = self.origin(&what, None);
         let mut cursor = Cursor::new(&bytes, 0, &origin);
         hist::read(&mut cursor, &key.class)
+    }
+}
+
+/// `name;cycle` → (name, Some(cycle)); a name without a numeric cycle → (name, None).
+fn split_cycle(name: &str) -> (&str, Option<i16>) {
+    match name.rsplit_once(';') {
+        Some((n, c)) => match c.parse::<i16>() {
+            Ok(c) => (n, Some(c)),
+            Err(_) => (name, None),
+        },
+        None => (name, None),
     }
 }

@@ -79,19 +79,12 @@ pub(crate) fn histogram(
     } else {
         format!("{path}/{name}")
     };
-    let histogram = root
-        .histogram(name)
-        .or_else(|first| {
-            if full != name {
-                root.histogram(&full)
-            } else {
-                Err(first)
-            }
-        })
-        .map_err(|e| match e {
-            Error::InvalidInput(m) => Error::InvalidInput(format!("{place}: {m}")),
-            other => other,
-        })?;
+    // pyhf's order: the name itself, else under the path.
+    let found = if root.contains(name) { name } else { &full };
+    let histogram = root.histogram(found).map_err(|e| match e {
+        Error::InvalidInput(m) => Error::InvalidInput(format!("{place}: {m}")),
+        other => other,
+    })?;
     if histogram.axes.len() != 1 {
         return Err(Error::InvalidInput(format!(
             "{place}: '{full}' in {file} is a {} (2-D): pyhf's semantics read 1-D histograms only",
