@@ -173,11 +173,12 @@ pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> 
         .map_err(to_py)?
     {
         ns_source::LoadedModel::Binned { workspace, model } => {
-            let options = model_ref.pyhf().cloned().unwrap_or_else(|| PyhfRef::file(""));
+            // The measurement and codes the model was built with, whatever its format.
+            let (measurement, interpolation) = model_ref.identity();
             let source = crate::model::ModelSource {
                 workspace: Arc::from(workspace),
-                measurement: options.measurement,
-                interpolation: options.interpolation,
+                measurement: measurement.map(String::from),
+                interpolation,
             };
             Ok(Py::new(
                 py,

@@ -64,8 +64,14 @@ impl Source {
 /// The document after RFC 6902 patches, applied in order.
 pub(crate) fn patched(document: &Source, patches: &[Source], read: &dyn Reader) -> Result<Value> {
     let mut doc = document.value(read)?;
-    for patch in patches {
-        ns_translate::patch::apply_patch(&mut doc, &patch.value(read)?, &patch.patch_origin())?;
-    }
+    apply_patches(&mut doc, patches, read)?;
     Ok(doc)
+}
+
+/// Apply RFC 6902 patches to `doc`, in order; an error names the patch.
+pub(crate) fn apply_patches(doc: &mut Value, patches: &[Source], read: &dyn Reader) -> Result<()> {
+    for patch in patches {
+        ns_translate::patch::apply_patch(doc, &patch.value(read)?, &patch.patch_origin())?;
+    }
+    Ok(())
 }

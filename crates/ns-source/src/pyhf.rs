@@ -3,7 +3,7 @@
 
 use ns_core::{Error, HistFactoryModel, HistosysCode, InterpCodes, NormsysCode, Result};
 use ns_translate::load::{origin_of, parse_json};
-use ns_translate::patch::{PatchSet, apply_patch};
+use ns_translate::patch::PatchSet;
 use ns_translate::{FromWorkspace, ModelOptions, Workspace};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -148,9 +148,7 @@ impl PyhfRef {
             }
             doc = patchset.apply_unverified(&doc, &p.patch)?;
         }
-        for patch in &self.patches {
-            apply_patch(&mut doc, &patch.value(read)?, &patch.patch_origin())?;
-        }
+        crate::document::apply_patches(&mut doc, &self.patches, read)?;
         Ok(doc)
     }
 

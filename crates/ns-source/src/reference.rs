@@ -143,12 +143,12 @@ impl ModelRef {
         ModelRef::ByContent(PyhfRef::file(path))
     }
 
-    /// The pyhf options of a reference that has them (a pyhf reference, or one without a
-    /// format).
-    pub fn pyhf(&self) -> Option<&PyhfRef> {
+    /// The options that make two equal documents different models: the selection (measurement
+    /// or analysis) and the interpolation codes, whatever the format.
+    pub fn identity(&self) -> (Option<&str>, Interpolation) {
         match self {
-            ModelRef::ByContent(r) | ModelRef::Tagged(Tagged::Pyhf(r)) => Some(r),
-            ModelRef::Tagged(_) => None,
+            ModelRef::Tagged(t) => t.identity(),
+            ModelRef::ByContent(r) => Pyhf::identity(r),
         }
     }
 
@@ -184,13 +184,12 @@ impl ModelRef {
     /// the measurement): equal digests, one model, wherever its files lie and whether or not the
     /// reference names its format. Event files an HS3 model reads are named, not hashed.
     pub fn digest(&self, read: &dyn Reader) -> Result<String> {
-        let (document, (selection, interpolation)) = match self {
-            ModelRef::Tagged(t) => (t.document(read)?, t.identity()),
-            ModelRef::ByContent(r) => match Tagged::claimed_by_head(r, read)? {
-                Some(t) => return ModelRef::Tagged(t).digest(read),
-                None => (r.patched(read)?, Pyhf::identity(r)),
-            },
-        };
+        if let ModelRef::ByContent(r) = self
+            && let Some(t) = Tagged::claimed_by_head(r, read)?
+        {
+            return ModelRef::Tagged(t).digest(read);
+        }
+        let (document, (selection, interpolation)) = (self.document(read)?, self.identity());
         let identity = serde_json::json!({
             "workspace": document,
             "measurement": selection,
@@ -334,6 +333,20 @@ mod tests {
             analysis: None,
         });
         assert!(pyhf_as_hs3.load_model(&Files).is_err());
+    }
+
+    #[test]
+    fn every_format_reports_its_selection_and_codes() {
+        let xml: ModelRef = serde_json::from_str(
+            r#"{"format": "xml", "top": "c.xml", "measurement": "m", "interpolation": {"defaults": "legacy"}}"#,
+        )
+        .unwrap();
+        let (selection, codes) = xml.identity();
+        assert_eq!((selection, codes.defaults.as_str()), (Some("m"), "legacy"));
+        let hs3: ModelRef =
+            serde_json::from_str(r#"{"format": "hs3", "document": "d.json", "analysis": "a"}"#)
+                .unwrap();
+        assert_eq!(hs3.identity().0, Some("a"));
     }
 
     #[test]

@@ -157,25 +157,15 @@ fn attr<'a>(node: roxmltree::Node<'a, '_>, name: &str, place: &str) -> Result<&'
 /// Python's `float()` of an attribute (surrounding blanks allowed).
 fn float(node: roxmltree::Node, name: &str, place: &str) -> Result<f64> {
     let text = attr(node, name, place)?;
-    let t = text.trim();
-    let value = match t.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => Some(f64::INFINITY),
-        "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
-        _ => t
-            .parse::<f64>()
-            .ok()
-            .filter(|v| !v.is_nan() || t.eq_ignore_ascii_case("nan")),
-    };
+    // Rust's parse takes what Python's float() takes here: signs, "inf", "infinity", "nan" in
+    // any case, ".5", "1.", exponents.
+    let value = text.trim().parse::<f64>().ok();
     value.ok_or_else(|| {
         Error::InvalidInput(format!(
             "{place}: <{} {name}=\"{text}\"> is not a number",
             node.tag_name().name()
         ))
     })
-}
-
-fn number(v: f64) -> Value {
-    json!(v)
 }
 
 /// The folder the XML's paths start from.
@@ -362,7 +352,7 @@ fn sample(
             "OverallSys" => modifiers.push(json!({
                 "name": attr(tag, "Name", &here)?,
                 "type": "normsys",
-                "data": {"lo": number(float(tag, "Low", &here)?), "hi": number(float(tag, "High", &here)?)},
+                "data": {"lo": float(tag, "Low", &here)?, "hi": float(tag, "High", &here)?},
             })),
             "NormFactor" => {
                 let parameter = attr(tag, "Name", &here)?;
@@ -381,8 +371,12 @@ fn sample(
             }
             "HistoSys" => {
                 let mut side = |which: &str| -> Result<Vec<Num>> {
-                    let file = tag.attribute(format!("HistoFile{which}").as_str()).unwrap_or(input_file);
-                    let path = tag.attribute(format!("HistoPath{which}").as_str()).unwrap_or("");
+                    let file = tag
+                        .attribute(format!("HistoFile{which}").as_str())
+                        .unwrap_or(input_file);
+                    let path = tag
+                        .attribute(format!("HistoPath{which}").as_str())
+                        .unwrap_or("");
                     let histo = attr(tag, &format!("HistoName{which}"), &here)?;
                     Ok(histogram(files, file, path, histo, &here)?.values)
                 };
@@ -404,7 +398,9 @@ fn sample(
                     }
                 };
                 if data.is_empty() {
-                    return Err(Error::InvalidInput(format!("{here}: no statistical errors")));
+                    return Err(Error::InvalidInput(format!(
+                        "{here}: no statistical errors"
+                    )));
                 }
                 modifiers.push(json!({
                     "name": format!("staterror_{channel}"),
@@ -533,4 +529,31 @@ fn measurement(node: roxmltree::Node, configs: &[Config], top: &str) -> Result<V
     let mut parameters = vec![Value::Object(lumi_config)];
     parameters.extend(others.into_iter().map(Value::Object));
     Ok(json!({"name": name, "config": {"poi": poi, "parameters": parameters}}))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_are_read_as_pythons_float_reads_them() {
+        let doc = roxmltree::Document::parse(
+            r#"<r a=" 1.05 " b=".95" c="1." d="-Infinity" e="+inf" f="NaN" g="1e-3" h="1,05" i=""/>"#,
+        )
+        .unwrap();
+        let node = doc.root_element();
+        let value = |name| super::float(node, name, "here");
+        assert_eq!(value("a").unwrap(), 1.05);
+        assert_eq!(value("b").unwrap(), 0.95);
+        assert_eq!(value("c").unwrap(), 1.0);
+        assert_eq!(value("d").unwrap(), f64::NEG_INFINITY);
+        assert_eq!(value("e").unwrap(), f64::INFINITY);
+        assert!(value("f").unwrap().is_nan());
+        assert_eq!(value("g").unwrap(), 1e-3);
+        assert!(
+            value("h")
+                .unwrap_err()
+                .to_string()
+                .contains("<r h=\"1,05\"> is not a number")
+        );
+        assert!(value("i").is_err());
+    }
 }
