@@ -157,15 +157,20 @@ fn attr<'a>(node: roxmltree::Node<'a, '_>, name: &str, place: &str) -> Result<&'
 /// Python's `float()` of an attribute (surrounding blanks allowed).
 fn float(node: roxmltree::Node, name: &str, place: &str) -> Result<f64> {
     let text = attr(node, name, place)?;
-    // Rust's parse takes what Python's float() takes here: signs, "inf", "infinity", "nan" in
-    // any case, ".5", "1.", exponents.
-    let value = text.trim().parse::<f64>().ok();
-    value.ok_or_else(|| {
-        Error::InvalidInput(format!(
-            "{place}: <{} {name}=\"{text}\"> is not a number",
-            node.tag_name().name()
-        ))
-    })
+    // Rust's parse takes what Python's float() takes (signs, ".5", "1.", exponents, "inf",
+    // "nan"); a workspace holds finite numbers only, so the XML is refused where one is not.
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        parsed => Err(Error::InvalidInput(format!(
+            "{place}: <{} {name}=\"{text}\"> is not {}",
+            node.tag_name().name(),
+            if parsed.is_ok() {
+                "a finite number"
+            } else {
+                "a number"
+            }
+        ))),
+    }
 }
 
 /// The folder the XML's paths start from.
@@ -544,9 +549,13 @@ mod tests {
         assert_eq!(value("a").unwrap(), 1.05);
         assert_eq!(value("b").unwrap(), 0.95);
         assert_eq!(value("c").unwrap(), 1.0);
-        assert_eq!(value("d").unwrap(), f64::NEG_INFINITY);
-        assert_eq!(value("e").unwrap(), f64::INFINITY);
-        assert!(value("f").unwrap().is_nan());
+        for (name, text) in [("d", "-Infinity"), ("e", "+inf"), ("f", "NaN")] {
+            let message = value(name).unwrap_err().to_string();
+            assert!(
+                message.contains(&format!("<r {name}=\"{text}\"> is not a finite number")),
+                "{message}"
+            );
+        }
         assert_eq!(value("g").unwrap(), 1e-3);
         assert!(
             value("h")
