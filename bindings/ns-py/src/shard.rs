@@ -172,7 +172,9 @@ pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> 
         .load_model(&ns_source::Files)
         .map_err(to_py)?
     {
-        ns_source::LoadedModel::Binned { workspace, model } => {
+        ns_source::LoadedModel::Binned {
+            workspace, model, ..
+        } => {
             // The measurement and codes the model was built with, whatever its format.
             let (measurement, interpolation) = model_ref.identity();
             let source = crate::model::ModelSource {

@@ -31,16 +31,26 @@ pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<(
         ns_translate::patch::PatchSet::from_value(patchset_value.clone()).map_err(named)?;
     // The background as its format reads it (a pyhf workspace, or the one a HistFactory XML
     // gives), before the `-p` patches, which every point applies after its own patch.
-    let background =
-        ns_source::ModelRef::file(args.model.ws.path()?).document(&crate::input::Inputs)?;
+    let background = args
+        .model
+        .background_ref()?
+        .document(&crate::input::Inputs)?;
     // The digest is checked once for the whole grid.
     if args.model.skip_verify {
         args.model.warn_unverified();
     } else {
         patchset.verify(&background).map_err(|e| {
+            let root = background
+                .get(ns_translate::model::root::ROOT_SEMANTICS_KEY)
+                .is_some();
             Error::InvalidInput(format!(
-                "{}: {e}; --skip-verify applies its patches anyway",
-                path.display()
+                "{}: {e}; {}--skip-verify applies its patches anyway",
+                path.display(),
+                if root {
+                    "the background is HistFactory XML read with ROOT's semantics, whose                      workspace differs from pyhf's reading (a patchset made for that verifies                      with --semantics pyhf); "
+                } else {
+                    ""
+                }
             ))
         })?;
     }

@@ -3,6 +3,7 @@
 use clap::Args;
 use ns_core::{Error, Result};
 use ns_source::{Interpolation, ModelRef, PatchsetPatch, PyhfRef, Source};
+use ns_xml::Semantics;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -135,11 +136,33 @@ pub struct ModelArgs {
     /// Base set of interpolation codes: pyhf (normsys=code4, histosys=code4p) or legacy (code1, code0)
     #[arg(long, value_name = "SET", default_value = "pyhf")]
     pub interp_defaults: String,
+    /// HistFactory XML read as ROOT's hist2workspace builds it (root, the default) or as
+    /// pyhf.readxml reads it (pyhf); see docs/histfactory-xml.md
+    #[arg(long, value_name = "root|pyhf")]
+    pub semantics: Option<String>,
 }
 
 impl ModelArgs {
     /// The model these options name, as the serialisable call holds it.
     pub fn model_ref(&self) -> Result<ModelRef> {
+        let reference = self.pyhf_ref()?;
+        match &self.semantics {
+            Some(name) => reference.with_xml_semantics(Semantics::from_name(name)?, &Inputs),
+            None => Ok(reference),
+        }
+    }
+
+    /// The background model of a patchset grid: the file with `--semantics`, nothing applied.
+    pub fn background_ref(&self) -> Result<ModelRef> {
+        let reference = ModelRef::file(self.ws.path()?);
+        match &self.semantics {
+            Some(name) => reference.with_xml_semantics(Semantics::from_name(name)?, &Inputs),
+            None => Ok(reference),
+        }
+    }
+
+    /// The reference without a format (told by the file's head or content).
+    fn pyhf_ref(&self) -> Result<ModelRef> {
         Ok(ModelRef::ByContent(PyhfRef {
             workspace: Source::Path(self.ws.path()?),
             patchset: match (&self.patchset, &self.patch_name) {

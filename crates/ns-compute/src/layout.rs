@@ -16,6 +16,22 @@ pub(crate) const NORMSYS_WORDS: usize = 8;
 /// without a staterror link).
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// Refuse, by name, a model with terms the GPU kernels do not evaluate yet: ROOT's clipped
+/// sample yields and range-normalised Gaussian constraints (HistFactory XML read with ROOT's
+/// semantics).
+pub fn check_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
+    if m.clip_sample_yields || !m.gaussian_ranges.is_empty() {
+        return Err(ns_core::Error::Device(
+            "this model has ROOT's HistFactory terms (sample yields clipped at zero, Gaussian \
+             constraints normalised over their global observable's range), which the GPU \
+             kernels do not evaluate yet: run it on the CPU (device \"cpu\"), or read the XML \
+             with pyhf's semantics (semantics \"pyhf\")"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Host copy of every array the kernels read, in the kernels' layout.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelLayout {

@@ -66,6 +66,36 @@ pub struct PoissonConstraint {
     pub tau: f64,
 }
 
+/// The normalisation of a Gaussian constraint over a bounded range of its auxiliary datum:
+/// `ln(Φ((high − θ)/σ) − Φ((low − θ)/σ))` joins the NLL (RooFit's truncated Gaussian, which ROOT
+/// builds for widths above a fifth of the range its mean keeps from the bounds).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GaussianRange {
+    pub param: u32,
+    pub sigma: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl GaussianRange {
+    /// The term `ln N(θ)` and its first two derivatives in θ.
+    pub fn log_norm(&self, theta: f64) -> (f64, f64, f64) {
+        let (a, b) = (
+            (self.low - theta) / self.sigma,
+            (self.high - theta) / self.sigma,
+        );
+        let density = |x: f64| (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        // Φ(b) − Φ(a) as a difference of upper tails, exact where both are small.
+        let tail = |x: f64| 0.5 * libm::erfc(x / std::f64::consts::SQRT_2);
+        let norm = tail(a) - tail(b);
+        let (fa, fb) = (density(a), density(b));
+        let slope = (fa - fb) / (self.sigma * norm);
+        let second = (a * fa - b * fb) / (self.sigma * self.sigma * norm);
+        (norm.ln(), slope, second - slope * slope)
+    }
+}
+
 /// The flat, backend-independent form of a HistFactory model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompiledModel {
@@ -89,6 +119,12 @@ pub struct CompiledModel {
     pub histosys_delta: Vec<f64>,
     pub gaussian: Vec<GaussianConstraint>,
     pub poisson: Vec<PoissonConstraint>,
+    /// Normalisations of Gaussian constraints over bounded ranges (ROOT's semantics).
+    pub gaussian_ranges: Vec<GaussianRange>,
+    /// Each sample's yield in a bin (nominal plus histosys) is clipped at zero, as ROOT's
+    /// positive-definite interpolation does; at zero its derivatives are those of the clipped
+    /// side.
+    pub clip_sample_yields: bool,
 }
 
 impl CompiledModel {

@@ -11,6 +11,8 @@ pub enum LoadedModel {
     Binned {
         workspace: Box<Workspace>,
         model: Box<HistFactoryModel>,
+        /// Whose reading of a HistFactory XML built it (`None`: not read from XML).
+        xml_semantics: Option<ns_xml::Semantics>,
     },
     Unbinned(Box<ns_unbinned::UnbinnedModel>),
 }
@@ -23,11 +25,26 @@ impl LoadedModel {
         }
     }
 
-    /// What a result reports about the model beyond the verb's numbers: the flow PDFs and
-    /// the providers they run on (`"flows"`), added to `report` where the model has any.
+    /// What a result reports about the model beyond the verb's numbers, added to `report`:
+    /// the flow PDFs and the providers they run on (`"flows"`) where the model has any; whose
+    /// semantics built a HistFactory model read from XML (`"semantics"`: `root` or `pyhf`).
     pub fn annotate(&self, report: &mut Value) {
-        if let LoadedModel::Unbinned(m) = self {
-            annotate_unbinned(m, report);
+        match self {
+            LoadedModel::Unbinned(m) => annotate_unbinned(m, report),
+            LoadedModel::Binned {
+                workspace,
+                xml_semantics,
+                ..
+            } => {
+                let semantics = match xml_semantics {
+                    Some(s) => s.name(),
+                    None if workspace.root_semantics.is_some() => ns_xml::Semantics::Root.name(),
+                    None => return,
+                };
+                if let Some(object) = report.as_object_mut() {
+                    object.insert("semantics".into(), semantics.into());
+                }
+            }
         }
     }
 }

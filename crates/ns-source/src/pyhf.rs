@@ -169,6 +169,7 @@ impl PyhfRef {
         Ok(LoadedModel::Binned {
             workspace: Box::new(workspace),
             model: Box::new(model),
+            xml_semantics: None,
         })
     }
 

@@ -209,9 +209,35 @@ impl ModelRef {
         match self {
             ModelRef::ByContent(r) => Ok(ModelRef::ByContent(point(r))),
             ModelRef::Tagged(Tagged::Pyhf(r)) => Ok(point(r).into()),
+            // The XML's workspace, its ROOT semantics included, is a pyhf workspace from here.
+            ModelRef::Tagged(Tagged::Xml(r)) => Ok(point(&Xml::pyhf_options(r)).into()),
             ModelRef::Tagged(t) => Err(Error::InvalidInput(format!(
                 "patchsets apply to pyhf workspaces, not to {} models",
                 t.format()
+            ))),
+        }
+    }
+
+    /// The reference with HistFactory XML read with `semantics`; an error where the model is
+    /// not HistFactory XML.
+    pub fn with_xml_semantics(
+        self,
+        semantics: ns_xml::Semantics,
+        read: &dyn Reader,
+    ) -> Result<ModelRef> {
+        let tagged = match self {
+            ModelRef::ByContent(r) => Tagged::claimed_by_head(&r, read)?.unwrap_or(Tagged::Pyhf(r)),
+            ModelRef::Tagged(t) => t,
+        };
+        match tagged {
+            Tagged::Xml(mut r) => {
+                r.semantics = semantics;
+                Ok(ModelRef::Tagged(Tagged::Xml(r)))
+            }
+            other => Err(Error::InvalidInput(format!(
+                "semantics '{}' apply to HistFactory XML; this model is {}",
+                semantics.name(),
+                other.format(),
             ))),
         }
     }

@@ -13,6 +13,7 @@ use crate::access::Reader;
 use crate::document::Source;
 use crate::pyhf::{Interpolation, PatchsetPatch, Pyhf, PyhfRef};
 use crate::{Format, LoadedModel};
+use ns_translate::model::root::ROOT_SEMANTICS_KEY;
 
 /// The HistFactory XML format.
 pub struct Xml;
@@ -38,11 +39,20 @@ pub struct XmlRef {
     pub measurement: Option<String>,
     #[serde(default)]
     pub interpolation: Interpolation,
+    /// Whose reading of the XML the model follows: `root` (hist2workspace's model, the
+    /// default) or `pyhf` (pyhf.readxml's).
+    #[serde(default, skip_serializing_if = "is_root")]
+    #[schemars(with = "String")]
+    pub semantics: ns_xml::Semantics,
     /// The files, sent with the reference, that the XML names — the top XML among them — each
     /// path (relative to the base folder) with its bytes in base64. Given, they are read instead
     /// of the disk (how the server takes an XML model).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, String>,
+}
+
+fn is_root(semantics: &ns_xml::Semantics) -> bool {
+    *semantics == ns_xml::Semantics::Root
 }
 
 impl XmlRef {
@@ -66,8 +76,9 @@ impl XmlRef {
             .map(Some)
     }
 
-    /// The pyhf reference of the workspace the XML gives.
-    fn pyhf(&self, read: &dyn Reader) -> Result<PyhfRef> {
+    /// The pyhf reference of the workspace the XML gives, and apart from it the ROOT semantics
+    /// the read found (a patchset's digest is over the pyhf workspace).
+    fn pyhf(&self, read: &dyn Reader) -> Result<(PyhfRef, Option<Value>)> {
         let Source::Path(top) = &self.top else {
             return Err(Error::InvalidInput(
                 "an XML model is read from its files: give the combination XML's path".into(),
@@ -75,21 +86,26 @@ impl XmlRef {
         };
         let base = self.base_dir.as_deref();
         let sent = self.sent()?;
-        let workspace = ns_xml::read(
+        let mut workspace = ns_xml::read(
             top,
             &ns_xml::ReadOptions {
+                semantics: self.semantics,
                 base_dir: base,
                 access: read.data_files(base.or(top.parent())),
                 sent: sent.as_ref(),
             },
         )?;
-        Ok(PyhfRef {
+        let root = workspace
+            .as_object_mut()
+            .and_then(|w| w.remove(ROOT_SEMANTICS_KEY));
+        let pyhf = PyhfRef {
             workspace: Source::Inline(workspace),
             patchset: self.patchset.clone(),
             patches: self.patches.clone(),
             measurement: self.measurement.clone(),
             interpolation: self.interpolation.clone(),
-        })
+        };
+        Ok((pyhf, root))
     }
 }
 
@@ -115,16 +131,26 @@ impl Format for Xml {
             patches: reference.patches.clone(),
             measurement: reference.measurement.clone(),
             interpolation: reference.interpolation.clone(),
+            semantics: ns_xml::Semantics::default(),
             files: BTreeMap::new(),
         })
     }
 
     fn document(reference: &XmlRef, read: &dyn Reader) -> Result<Value> {
-        reference.pyhf(read)?.patched(read)
+        let (pyhf, root) = reference.pyhf(read)?;
+        let mut document = pyhf.patched(read)?;
+        if let (Some(root), Some(object)) = (root, document.as_object_mut()) {
+            object.insert(ROOT_SEMANTICS_KEY.into(), root);
+        }
+        Ok(document)
     }
 
     fn model(reference: &XmlRef, document: Value, read: &dyn Reader) -> Result<LoadedModel> {
-        Pyhf::model(&Xml::pyhf_options(reference), document, read)
+        let mut loaded = Pyhf::model(&Xml::pyhf_options(reference), document, read)?;
+        if let LoadedModel::Binned { xml_semantics, .. } = &mut loaded {
+            *xml_semantics = Some(reference.semantics);
+        }
+        Ok(loaded)
     }
 
     fn sources_mut(reference: &mut XmlRef) -> Vec<&mut Source> {
@@ -146,7 +172,7 @@ impl Format for Xml {
 
 impl Xml {
     /// The pyhf options of an XML reference, its workspace named by the XML (for messages).
-    fn pyhf_options(reference: &XmlRef) -> PyhfRef {
+    pub(crate) fn pyhf_options(reference: &XmlRef) -> PyhfRef {
         PyhfRef {
             workspace: reference.top.clone(),
             patchset: reference.patchset.clone(),

@@ -26,6 +26,51 @@ fn gradient_matches_finite_differences_everywhere() {
 /// whole vectors; parameters shared by histosys and normsys across samples and channels.
 #[test]
 fn gradient_matches_finite_differences_on_every_block_layout() {
+    let text = block_layout_workspace().to_string();
+    let ws = ns_translate::Workspace::from_json_str(&text).expect("the generated workspace loads");
+    let mut checked = 0;
+    for codes in all_code_pairs() {
+        let mut rng = TestRng::new(11 + checked);
+        checked += check_gradient("every block layout", &ws, codes, &mut rng);
+    }
+    assert!(checked >= 12, "only {checked} points were checked");
+}
+
+/// The same under ROOT's HistFactory semantics: Poisson staterror, Gaussian shapesys wide
+/// enough for RooFit's range normalisation, and a histosys that drives a sample's yield below
+/// zero, where it is clipped.
+#[test]
+fn gradient_matches_finite_differences_under_root_semantics() {
+    let mut value = block_layout_workspace();
+    for channel in value["channels"].as_array_mut().unwrap() {
+        let other = &mut channel["samples"][2];
+        let nominal: Vec<f64> = serde_json::from_value(other["data"].clone()).unwrap();
+        let (hi, lo): (Vec<f64>, Vec<f64>) = nominal.iter().map(|v| (2.0 * v, -3.0 * v)).unzip();
+        other["modifiers"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!(
+            {"name": "clipper", "type": "histosys", "data": {"hi_data": hi, "lo_data": lo}}));
+    }
+    value["nextstat:root_semantics"] = serde_json::json!({
+        "shapesys": {
+            "uncorr_0": {"constraint": "gaussian", "relative": [0.3, 0.25, 0.1, 0.5, 0.2]},
+            "uncorr_1": {"constraint": "poisson", "relative": vec![0.1; 9]},
+        },
+    });
+    let ws = ns_translate::Workspace::from_value(value).expect("the generated workspace loads");
+    let (model, _) = model_and_data(&ws, ns_core::InterpCodes::default());
+    assert!(model.compiled.clip_sample_yields && !model.compiled.gaussian_ranges.is_empty());
+    let mut checked = 0;
+    for codes in all_code_pairs() {
+        let mut rng = TestRng::new(23 + checked);
+        checked += check_gradient("ROOT semantics", &ws, codes, &mut rng);
+    }
+    assert!(checked >= 12, "only {checked} points were checked");
+}
+
+/// The model of `gradient_matches_finite_differences_on_every_block_layout`.
+fn block_layout_workspace() -> serde_json::Value {
     let mut rng = TestRng::new(7);
     let mut values = |n: usize, around: f64| -> Vec<f64> {
         (0..n)
@@ -76,20 +121,12 @@ fn gradient_matches_finite_differences_on_every_block_layout() {
         observations
             .push(serde_json::json!({"name": format!("ch{c}"), "data": values(n_bins, 75.0)}));
     }
-    let text = serde_json::json!({
+    serde_json::json!({
         "channels": channels,
         "observations": observations,
         "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": []}}],
         "version": "1.0.0",
     })
-    .to_string();
-    let ws = ns_translate::Workspace::from_json_str(&text).expect("the generated workspace loads");
-    let mut checked = 0;
-    for codes in all_code_pairs() {
-        let mut rng = TestRng::new(11 + checked);
-        checked += check_gradient("every block layout", &ws, codes, &mut rng);
-    }
-    assert!(checked >= 12, "only {checked} points were checked");
 }
 
 /// Two random points of `ws` with `codes`: the analytic gradient against Richardson-extrapolated

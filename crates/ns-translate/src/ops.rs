@@ -204,6 +204,7 @@ impl Workspace {
                 })
                 .collect(),
             version: self.version.clone(),
+            root_semantics: self.root_semantics.clone(),
         };
         new.validate()
             .map_err(|e| op_error(format!("the result is not a valid workspace: {e}")))?;
@@ -251,6 +252,14 @@ impl Workspace {
         if merge_channels && join == Join::None {
             return Err(Error::InvalidInput(
                 "channels can only be merged with the 'outer', 'left outer' or 'right outer' join"
+                    .into(),
+            ));
+        }
+        if left.root_semantics.is_some() || right.root_semantics.is_some() {
+            return Err(op_error(
+                "a workspace read from HistFactory XML with ROOT's semantics cannot be combined: \
+                 combine pyhf workspaces (read the XML with --semantics pyhf) or the XML \
+                 channels themselves"
                     .into(),
             ));
         }

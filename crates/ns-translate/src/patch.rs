@@ -204,6 +204,19 @@ impl PatchSet {
     /// pyhf's `PatchSet.verify`: every digest in the metadata must match the background-only
     /// workspace exactly as read (the hex digits in either case).
     pub fn verify(&self, background: &Value) -> Result<()> {
+        // The digest is pyhf's, of the pyhf workspace: a workspace read from XML with ROOT's
+        // semantics is checked without them.
+        let without_root;
+        let background = match background.get(crate::model::root::ROOT_SEMANTICS_KEY) {
+            Some(_) => {
+                let mut copy = background.clone();
+                copy.as_object_mut()
+                    .map(|o| o.remove(crate::model::root::ROOT_SEMANTICS_KEY));
+                without_root = copy;
+                &without_root
+            }
+            None => background,
+        };
         for (alg, expected) in &self.metadata.digests {
             let expected = expected.as_str().unwrap_or_default();
             let got = match alg.as_str() {

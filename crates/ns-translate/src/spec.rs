@@ -14,6 +14,14 @@ pub struct Workspace {
     pub measurements: Vec<Measurement>,
     pub observations: Vec<Observation>,
     pub version: String,
+    /// ROOT HistFactory's semantics, where the workspace was read from HistFactory XML with
+    /// them; a workspace without them is pyhf's.
+    #[serde(
+        rename = "nextstat:root_semantics",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub root_semantics: Option<crate::model::root::RootSemantics>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,8 +1,10 @@
 //! HistFactory XML with its ROOT files — what hist2workspace, TRExFitter and HistFitter read —
 //! into a pyhf workspace (the canonical spec of binned formats), without ROOT.
 //!
-//! [`read`] gives what pyhf 0.7.6's `pyhf.readxml.parse` gives, value for value (integers of
-//! integer histograms included, so the digest is pyhf's): pyhf's semantics, term by term in
+//! [`read`] with [`Semantics::Pyhf`] gives what pyhf 0.7.6's `pyhf.readxml.parse` gives, value
+//! for value (integers of integer histograms included, so the digest is pyhf's). With
+//! [`Semantics::Root`] (the default) it gives the model ROOT's `hist2workspace` builds: the
+//! workspace then carries [`RootSemantics`] for what pyhf's JSON cannot say. Both term by term in
 //! docs/histfactory-xml.md. Paths in the XML are relative to the base folder and may not leave
 //! it; entity declarations are refused (no XML bombs, no external entities).
 
@@ -12,6 +14,10 @@ mod numbers;
 use std::path::{Path, PathBuf};
 
 use ns_core::{Error, FileAccess, Result};
+use ns_translate::model::root::{
+    ConstraintTerm, ConstraintType, ROOT_SEMANTICS_KEY, RootSemantics, ShapeSysConfig,
+    StatErrorConfig,
+};
 use serde_json::{Map, Value, json};
 
 use files::Files;
@@ -25,8 +31,41 @@ pub const MAX_CHANNELS: usize = 5000;
 /// on depth, so deeper documents are refused before it sees them).
 pub const MAX_DEPTH: usize = 64;
 
+/// Whose reading of the XML a model follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Semantics {
+    /// ROOT's `hist2workspace`: the model RooFit fits.
+    #[default]
+    Root,
+    /// pyhf's `readxml`: the workspace `pyhf xml2json` writes.
+    Pyhf,
+}
+
+impl Semantics {
+    pub fn name(self) -> &'static str {
+        match self {
+            Semantics::Root => "root",
+            Semantics::Pyhf => "pyhf",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Result<Semantics> {
+        match name {
+            "root" => Ok(Semantics::Root),
+            "pyhf" => Ok(Semantics::Pyhf),
+            other => Err(Error::InvalidInput(format!(
+                "semantics '{other}': HistFactory XML is read with 'root' (hist2workspace's \
+                 model, the default) or 'pyhf' (pyhf.readxml's)"
+            ))),
+        }
+    }
+}
+
 /// How a read is told where to look.
 pub struct ReadOptions<'a> {
+    /// Whose reading of the XML the model follows.
+    pub semantics: Semantics,
     /// The folder the XML's paths start from; `None`: the top XML's folder or the nearest folder
     /// above it from which its first `<Input>` exists.
     pub base_dir: Option<&'a Path>,
@@ -231,6 +270,10 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
         (None, None) => base_dir(top, inputs.first().copied()),
     };
     let mut files = Files::new(base, options.access, options.sent);
+    let mut reader = Reader {
+        semantics: options.semantics,
+        root: RootSemantics::default(),
+    };
     let mut channels = Vec::new();
     let mut observations = Vec::new();
     let mut configs: Vec<Config> = Vec::new();
@@ -238,32 +281,86 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
         let (path, text) = files.xml(input, &format!("{top_name}: <Input>"))?;
         let channel_doc = document(&text, &path)?;
         let (channel, observation, channel_configs) =
-            channel(channel_doc.root_element(), &path, &mut files)?;
+            reader.channel(channel_doc.root_element(), &path, &mut files)?;
         channels.push(channel);
         observations.push(observation);
         configs.extend(channel_configs);
     }
     let configs = dedupe(configs)?;
+    if reader.semantics == Semantics::Root {
+        refuse_functions(root, &configs, &top_name)?;
+    }
     let measurements = root
         .children()
         .filter(|n| n.has_tag_name("Measurement"))
-        .map(|m| measurement(m, &configs, &top_name))
+        .map(|m| reader.measurement(m, &configs, &top_name))
         .collect::<Result<Vec<_>>>()?;
-    Ok(json!({
+    let mut workspace = json!({
         "measurements": measurements,
         "channels": channels,
         "observations": observations,
         "version": "1.0.0",
-    }))
+    });
+    if reader.semantics == Semantics::Root {
+        workspace[ROOT_SEMANTICS_KEY] = serde_json::to_value(&reader.root)
+            .map_err(|e| Error::Computation(format!("ROOT semantics as JSON: {e}")))?;
+    }
+    Ok(workspace)
+}
+
+/// A `<Function Name Expression Dependents>` that defines a NormFactor as a function of other
+/// parameters (ROOT builds it; pyhf ignores it) is refused by name: the engine's factors are
+/// parameters, not expressions of them.
+fn refuse_functions(combination: roxmltree::Node, configs: &[Config], top: &str) -> Result<()> {
+    for function in combination
+        .children()
+        .filter(|n| n.has_tag_name("Function"))
+    {
+        let name = function.attribute("Name").unwrap_or("");
+        if configs.iter().any(|c| c["name"] == name) {
+            return Err(Error::InvalidInput(format!(
+                "{top}: <Function Name=\"{name}\" Expression=\"{}\"> defines the NormFactor \
+                 '{name}' as a function of {}: NormFactors defined by functions are not read \
+                 (pyhf's semantics, --semantics pyhf, ignore the function, as pyhf does)",
+                function.attribute("Expression").unwrap_or(""),
+                function
+                    .attribute("Dependents")
+                    .unwrap_or("other parameters")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One read's semantics, and what ROOT's semantics collect on the way.
+struct Reader {
+    semantics: Semantics,
+    root: RootSemantics,
+}
+
+/// A measurement's number as ROOT reads it: `std::stof`, a float32 widened back (0.1 →
+/// 0.10000000149011612); pyhf's as Python's `float()`.
+fn measurement_float(
+    node: roxmltree::Node,
+    name: &str,
+    place: &str,
+    semantics: Semantics,
+) -> Result<f64> {
+    let value = float(node, name, place)?;
+    Ok(match semantics {
+        Semantics::Root => f64::from(value as f32),
+        Semantics::Pyhf => value,
+    })
 }
 
 /// A parameter's configuration in a measurement (`name`, `bounds`, `inits`, `fixed`).
 type Config = Map<String, Value>;
 
-/// The pyhf workspace of the combination XML `top` read from local files (what `pyhf xml2json`
-/// prints and `pyhf.readxml.parse` returns), validated as a workspace.
+/// The pyhf workspace of the combination XML `top` read from local files with pyhf's semantics
+/// (what `pyhf xml2json` prints and `pyhf.readxml.parse` returns), validated as a workspace.
 pub fn workspace_of_files(top: &Path, base_dir: Option<&Path>) -> Result<Value> {
     let options = ReadOptions {
+        semantics: Semantics::Pyhf,
         base_dir,
         access: FileAccess::Local { base: base_dir },
         sent: None,
@@ -273,170 +370,351 @@ pub fn workspace_of_files(top: &Path, base_dir: Option<&Path>) -> Result<Value> 
     Ok(workspace)
 }
 
-/// One channel: its entry of `channels`, its observation, its NormFactors' parameter configs.
-fn channel(
-    node: roxmltree::Node,
-    path: &Path,
-    files: &mut Files,
-) -> Result<(Value, Value, Vec<Config>)> {
-    let at = path.display().to_string();
-    if node.tag_name().name() != "Channel" {
-        return Err(Error::InvalidInput(format!(
-            "{at}: the top-level element is <{}>; a channel XML has <Channel>",
-            node.tag_name().name()
-        )));
+impl Reader {
+    /// One channel: its entry of `channels`, its observation, its NormFactors' parameter
+    /// configs.
+    fn channel(
+        &mut self,
+        node: roxmltree::Node,
+        path: &Path,
+        files: &mut Files,
+    ) -> Result<(Value, Value, Vec<Config>)> {
+        let at = path.display().to_string();
+        if node.tag_name().name() != "Channel" {
+            return Err(Error::InvalidInput(format!(
+                "{at}: the top-level element is <{}>; a channel XML has <Channel>",
+                node.tag_name().name()
+            )));
+        }
+        let name = attr(node, "Name", &at)?;
+        let place = format!("{at}, channel '{name}'");
+        let input_file = node.attribute("InputFile").unwrap_or("");
+        let histo_path = node.attribute("HistoPath").unwrap_or("");
+        let data = node
+            .children()
+            .find(|n| n.has_tag_name("Data"))
+            .ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "{place}: no <Data>; a channel needs its observed histogram"
+                ))
+            })?;
+        let data_file = data.attribute("InputFile").unwrap_or(input_file);
+        let data_name = data.attribute("HistoName").unwrap_or("");
+        if data_file.is_empty() || data_name.is_empty() {
+            return Err(Error::InvalidInput(format!(
+                "{place}: <Data> names no histogram (InputFile and HistoName); a channel needs \
+                 its observed data"
+            )));
+        }
+        let data_path = data.attribute("HistoPath").unwrap_or(histo_path);
+        let observed = histogram(
+            files,
+            data_file,
+            data_path,
+            data_name,
+            &format!("{place}, <Data>"),
+            self.semantics,
+        )?;
+        if self.semantics == Semantics::Root {
+            self.stat_error_config(node, name, &place)?;
+        }
+        let mut samples = Vec::new();
+        let mut configs = Vec::new();
+        for sample in node.children().filter(|n| n.has_tag_name("Sample")) {
+            let (entry, sample_configs) =
+                self.sample(sample, name, input_file, histo_path, &place, files)?;
+            samples.push(entry);
+            configs.extend(sample_configs);
+        }
+        Ok((
+            json!({"name": name, "samples": samples}),
+            json!({"name": name, "data": observed.values}),
+            configs,
+        ))
     }
-    let name = attr(node, "Name", &at)?;
-    let place = format!("{at}, channel '{name}'");
-    let input_file = node.attribute("InputFile").unwrap_or("");
-    let histo_path = node.attribute("HistoPath").unwrap_or("");
-    let data = node
-        .children()
-        .find(|n| n.has_tag_name("Data"))
-        .ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "{place}: no <Data>; a channel needs its observed histogram"
-            ))
-        })?;
-    let data_file = data.attribute("InputFile").unwrap_or(input_file);
-    let data_name = data.attribute("HistoName").unwrap_or("");
-    if data_file.is_empty() || data_name.is_empty() {
-        return Err(Error::InvalidInput(format!(
-            "{place}: <Data> names no histogram (InputFile and HistoName); a channel needs its \
-             observed data"
-        )));
-    }
-    let data_path = data.attribute("HistoPath").unwrap_or(histo_path);
-    let observed = histogram(
-        files,
-        data_file,
-        data_path,
-        data_name,
-        &format!("{place}, <Data>"),
-    )?;
-    let mut samples = Vec::new();
-    let mut configs = Vec::new();
-    for sample in node.children().filter(|n| n.has_tag_name("Sample")) {
-        let (entry, sample_configs) =
-            self::sample(sample, name, input_file, histo_path, &place, files)?;
-        samples.push(entry);
-        configs.extend(sample_configs);
-    }
-    Ok((
-        json!({"name": name, "samples": samples}),
-        json!({"name": name, "data": observed.values}),
-        configs,
-    ))
-}
 
-/// One sample: its entry (name, data, modifiers) and its NormFactors' parameter configs.
-fn sample(
-    node: roxmltree::Node,
-    channel: &str,
-    input_file: &str,
-    histo_path: &str,
-    channel_place: &str,
-    files: &mut Files,
-) -> Result<(Value, Vec<Config>)> {
-    let name = attr(node, "Name", channel_place)?;
-    let place = format!("{channel_place}, sample '{name}'");
-    let input_file = node.attribute("InputFile").unwrap_or(input_file);
-    let histo_path = node.attribute("HistoPath").unwrap_or(histo_path);
-    let histo_name = attr(node, "HistoName", &place)?;
-    let nominal = histogram(files, input_file, histo_path, histo_name, &place)?;
-    let mut modifiers = Vec::new();
-    let mut configs = Vec::new();
-    if node.attribute("NormalizeByTheory") == Some("True") {
-        modifiers.push(json!({"name": "lumi", "type": "lumi", "data": null}));
+    /// ROOT's reading of a channel's `<StatErrorConfig>` (Poisson and threshold 0.05 where an
+    /// attribute or the element is absent).
+    fn stat_error_config(
+        &mut self,
+        node: roxmltree::Node,
+        channel: &str,
+        place: &str,
+    ) -> Result<()> {
+        let mut config = StatErrorConfig::default();
+        if let Some(element) = node.children().find(|n| n.has_tag_name("StatErrorConfig")) {
+            let here = format!("{place}, <StatErrorConfig>");
+            if element.attribute("RelErrorThreshold").is_some() {
+                config.threshold = float(element, "RelErrorThreshold", &here)?;
+            }
+            if let Some(kind) = element.attribute("ConstraintType") {
+                config.constraint = constraint_type(kind, &here)?;
+            }
+        }
+        self.root
+            .staterror
+            .insert(format!("staterror_{channel}"), config);
+        Ok(())
     }
-    // pyhf reads every element below the sample, in document order.
-    for tag in node.descendants().skip(1).filter(|n| n.is_element()) {
-        let kind = tag.tag_name().name();
-        let here = format!("{place}, <{kind}>");
-        match kind {
-            "OverallSys" => modifiers.push(json!({
-                "name": attr(tag, "Name", &here)?,
-                "type": "normsys",
-                "data": {"lo": float(tag, "Low", &here)?, "hi": float(tag, "High", &here)?},
-            })),
-            "NormFactor" => {
-                let parameter = attr(tag, "Name", &here)?;
-                modifiers.push(json!({"name": parameter, "type": "normfactor", "data": null}));
-                let mut config = Map::new();
-                config.insert("name".into(), json!(parameter));
-                config.insert(
-                    "bounds".into(),
-                    json!([[float(tag, "Low", &here)?, float(tag, "High", &here)?]]),
-                );
-                config.insert("inits".into(), json!([float(tag, "Val", &here)?]));
-                if let Some(constant) = tag.attribute("Const").filter(|c| !c.is_empty()) {
-                    config.insert("fixed".into(), json!(constant == "True"));
-                }
-                configs.push(config);
-            }
-            "HistoSys" => {
-                let mut side = |which: &str| -> Result<Vec<Num>> {
-                    let file = tag
-                        .attribute(format!("HistoFile{which}").as_str())
-                        .unwrap_or(input_file);
-                    let path = tag
-                        .attribute(format!("HistoPath{which}").as_str())
-                        .unwrap_or("");
-                    let histo = attr(tag, &format!("HistoName{which}"), &here)?;
-                    Ok(histogram(files, file, path, histo, &here)?.values)
-                };
-                let (lo, hi) = (side("Low")?, side("High")?);
-                modifiers.push(json!({
+
+    /// One sample: its entry (name, data, modifiers) and its NormFactors' parameter configs.
+    fn sample(
+        &mut self,
+        node: roxmltree::Node,
+        channel: &str,
+        input_file: &str,
+        histo_path: &str,
+        channel_place: &str,
+        files: &mut Files,
+    ) -> Result<(Value, Vec<Config>)> {
+        let root = self.semantics == Semantics::Root;
+        let name = attr(node, "Name", channel_place)?;
+        let place = format!("{channel_place}, sample '{name}'");
+        let input_file = node.attribute("InputFile").unwrap_or(input_file);
+        let histo_path = node.attribute("HistoPath").unwrap_or(histo_path);
+        // ROOT's systematics inherit the sample's (and so the channel's) HistoPath; pyhf's do not.
+        let inherited_path = if root { histo_path } else { "" };
+        let histo_name = attr(node, "HistoName", &place)?;
+        let nominal = histogram(
+            files,
+            input_file,
+            histo_path,
+            histo_name,
+            &place,
+            self.semantics,
+        )?;
+        let mut modifiers = Vec::new();
+        let mut configs = Vec::new();
+        // ROOT 6.40 scales every sample by the Lumi parameter, NormalizeByTheory="False" ones
+        // included (it reuses the one Lumi variable); pyhf only those declared "True".
+        if root || node.attribute("NormalizeByTheory") == Some("True") {
+            modifiers.push(json!({"name": "lumi", "type": "lumi", "data": null}));
+        }
+        // pyhf reads every element below the sample, in document order.
+        for tag in node.descendants().skip(1).filter(|n| n.is_element()) {
+            let kind = tag.tag_name().name();
+            let here = format!("{place}, <{kind}>");
+            match kind {
+                "OverallSys" => modifiers.push(json!({
                     "name": attr(tag, "Name", &here)?,
-                    "type": "histosys",
-                    "data": {"lo_data": lo, "hi_data": hi},
-                }));
+                    "type": "normsys",
+                    "data": {"lo": float(tag, "Low", &here)?, "hi": float(tag, "High", &here)?},
+                })),
+                "NormFactor" => {
+                    let parameter = attr(tag, "Name", &here)?;
+                    modifiers.push(json!({"name": parameter, "type": "normfactor", "data": null}));
+                    let mut config = Map::new();
+                    config.insert("name".into(), json!(parameter));
+                    config.insert(
+                        "bounds".into(),
+                        json!([[float(tag, "Low", &here)?, float(tag, "High", &here)?]]),
+                    );
+                    config.insert("inits".into(), json!([float(tag, "Val", &here)?]));
+                    if let Some(constant) = tag.attribute("Const").filter(|c| !c.is_empty()) {
+                        config.insert("fixed".into(), json!(constant == "True"));
+                    }
+                    configs.push(config);
+                }
+                "HistoSys" => {
+                    let mut side = |which: &str| -> Result<Vec<Num>> {
+                        let file = tag
+                            .attribute(format!("HistoFile{which}").as_str())
+                            .unwrap_or(input_file);
+                        let path = tag
+                            .attribute(format!("HistoPath{which}").as_str())
+                            .unwrap_or(inherited_path);
+                        let histo = attr(tag, &format!("HistoName{which}"), &here)?;
+                        Ok(histogram(files, file, path, histo, &here, self.semantics)?.values)
+                    };
+                    let (lo, hi) = (side("Low")?, side("High")?);
+                    modifiers.push(json!({
+                        "name": attr(tag, "Name", &here)?,
+                        "type": "histosys",
+                        "data": {"lo_data": lo, "hi_data": hi},
+                    }));
+                }
+                "StatError" if attr(tag, "Activate", &here)? == "True" => {
+                    let data = match tag.attribute("HistoName").unwrap_or("") {
+                        "" => nominal.errors.clone(),
+                        histo => {
+                            // ROOT names the file InputFile, pyhf HistoFile.
+                            let file_attribute = if root { "InputFile" } else { "HistoFile" };
+                            let file = tag.attribute(file_attribute).unwrap_or(input_file);
+                            let path = tag.attribute("HistoPath").unwrap_or(inherited_path);
+                            let relative =
+                                histogram(files, file, path, histo, &here, self.semantics)?.values;
+                            numbers::product(&relative, &nominal.values, &here)?
+                        }
+                    };
+                    if data.is_empty() {
+                        return Err(Error::InvalidInput(format!(
+                            "{here}: no statistical errors"
+                        )));
+                    }
+                    modifiers.push(json!({
+                        "name": format!("staterror_{channel}"),
+                        "type": "staterror",
+                        "data": data,
+                    }));
+                }
+                "ShapeSys" => {
+                    let file = tag.attribute("InputFile").unwrap_or(input_file);
+                    let path = tag.attribute("HistoPath").unwrap_or(inherited_path);
+                    let histo = attr(tag, "HistoName", &here)?;
+                    let relative =
+                        histogram(files, file, path, histo, &here, self.semantics)?.values;
+                    let modifier = attr(tag, "Name", &here)?;
+                    if root {
+                        let kind = tag.attribute("ConstraintType").unwrap_or("Gaussian");
+                        let config = ShapeSysConfig {
+                            constraint: constraint_type(kind, &here)?,
+                            // ROOT keeps a ShapeSys's relative widths in single precision.
+                            relative: numbers::floats(&relative)
+                                .into_iter()
+                                .map(|v| f64::from(v as f32))
+                                .collect(),
+                        };
+                        self.root.shapesys.insert(modifier.to_string(), config);
+                    }
+                    modifiers.push(json!({
+                        "name": modifier,
+                        "type": "shapesys",
+                        "data": numbers::product(&nominal.values, &relative, &here)?,
+                    }));
+                }
+                "ShapeFactor" => modifiers.push(json!({
+                    "name": attr(tag, "Name", &here)?,
+                    "type": "shapefactor",
+                    "data": null,
+                })),
+                // Elements pyhf does not read (StatErrorConfig's siblings, an inactive StatError).
+                _ => {}
             }
-            "StatError" if attr(tag, "Activate", &here)? == "True" => {
-                let data = match tag.attribute("HistoName").unwrap_or("") {
-                    "" => nominal.errors.clone(),
-                    histo => {
-                        let file = tag.attribute("HistoFile").unwrap_or(input_file);
-                        let path = tag.attribute("HistoPath").unwrap_or("");
-                        let relative = histogram(files, file, path, histo, &here)?.values;
-                        numbers::product(&relative, &nominal.values, &here)?
+        }
+        Ok((
+            json!({"name": name, "data": nominal.values, "modifiers": modifiers}),
+            configs,
+        ))
+    }
+
+    /// One measurement: the lumi parameter, then the NormFactors' configs with the
+    /// ParamSettings applied (a setting moves its parameter to the end, as pyhf's dictionary
+    /// does); with ROOT's semantics its ConstraintTerms too.
+    fn measurement(
+        &mut self,
+        node: roxmltree::Node,
+        configs: &[Config],
+        top: &str,
+    ) -> Result<Value> {
+        let name = attr(node, "Name", top)?;
+        let place = format!("{top}, measurement '{name}'");
+        let lumi = measurement_float(node, "Lumi", &place, self.semantics)?;
+        let sigma = lumi * measurement_float(node, "LumiRelErr", &place, self.semantics)?;
+        let poi = node
+            .children()
+            .find(|n| n.has_tag_name("POI"))
+            .ok_or_else(|| Error::InvalidInput(format!("{place}: no <POI>")))?
+            .text()
+            .unwrap_or("")
+            .trim();
+        // ROOT's Lumi ranges over [0, 10·Lumi]; pyhf's readxml sets ±5σ.
+        let lumi_bounds = match self.semantics {
+            Semantics::Root => [0.0, 10.0 * lumi],
+            Semantics::Pyhf => [lumi - 5.0 * sigma, lumi + 5.0 * sigma],
+        };
+        let mut lumi_config = Map::new();
+        lumi_config.insert("name".into(), json!("lumi"));
+        lumi_config.insert("auxdata".into(), json!([lumi]));
+        lumi_config.insert("bounds".into(), json!([lumi_bounds]));
+        lumi_config.insert("inits".into(), json!([lumi]));
+        lumi_config.insert("sigmas".into(), json!([sigma]));
+        let mut others: Vec<Config> = configs.to_vec();
+        for setting in node.children().filter(|n| n.has_tag_name("ParamSetting")) {
+            let here = format!("{place}, <ParamSetting>");
+            let mut update = Map::new();
+            if let Some(constant) = setting.attribute("Const").filter(|c| !c.is_empty()) {
+                update.insert("fixed".into(), json!(constant == "True"));
+            }
+            if setting.attribute("Val").is_some_and(|v| !v.is_empty()) {
+                update.insert("inits".into(), json!([float(setting, "Val", &here)?]));
+            }
+            let Some(text) = setting.text() else { continue };
+            // pyhf splits on single spaces.
+            for rootname in text.trim().split(' ') {
+                let parameter = parameter_name(rootname, &here)?;
+                if parameter == "lumi" {
+                    lumi_config.extend(update.clone());
+                    continue;
+                }
+                let mut config = match others.iter().position(|c| c["name"] == parameter.as_str()) {
+                    Some(i) => others.remove(i),
+                    None => {
+                        let mut fresh = Map::new();
+                        fresh.insert("name".into(), json!(parameter));
+                        fresh
                     }
                 };
-                if data.is_empty() {
+                config.extend(update.clone());
+                others.push(config);
+            }
+        }
+        if self.semantics == Semantics::Root {
+            self.constraint_terms(node, name, &place)?;
+        }
+        let mut parameters = vec![Value::Object(lumi_config)];
+        parameters.extend(others.into_iter().map(Value::Object));
+        Ok(json!({"name": name, "config": {"poi": poi, "parameters": parameters}}))
+    }
+
+    /// A measurement's `<ConstraintTerm Type RelativeUncertainty>alpha names</ConstraintTerm>`s.
+    fn constraint_terms(
+        &mut self,
+        node: roxmltree::Node,
+        measurement: &str,
+        place: &str,
+    ) -> Result<()> {
+        for element in node.children().filter(|n| n.has_tag_name("ConstraintTerm")) {
+            let here = format!("{place}, <ConstraintTerm>");
+            let relative =
+                || measurement_float(element, "RelativeUncertainty", &here, Semantics::Root);
+            let term = match attr(element, "Type", &here)? {
+                "Gamma" => ConstraintTerm::Gamma {
+                    relative_uncertainty: relative()?,
+                },
+                "LogNormal" => ConstraintTerm::LogNormal {
+                    relative_uncertainty: relative()?,
+                },
+                "Uniform" => ConstraintTerm::Uniform,
+                "NoConstraint" => ConstraintTerm::NoConstraint,
+                other => {
                     return Err(Error::InvalidInput(format!(
-                        "{here}: no statistical errors"
+                        "{here}: Type=\"{other}\" is not a ConstraintTerm (Gamma, LogNormal, \
+                         Uniform or NoConstraint)"
                     )));
                 }
-                modifiers.push(json!({
-                    "name": format!("staterror_{channel}"),
-                    "type": "staterror",
-                    "data": data,
-                }));
+            };
+            for rootname in element.text().unwrap_or("").split_whitespace() {
+                let parameter = rootname.strip_prefix("alpha_").unwrap_or(rootname);
+                self.root
+                    .constraint_terms
+                    .entry(measurement.to_string())
+                    .or_default()
+                    .insert(parameter.to_string(), term);
             }
-            "ShapeSys" => {
-                let file = tag.attribute("InputFile").unwrap_or(input_file);
-                let path = tag.attribute("HistoPath").unwrap_or("");
-                let histo = attr(tag, "HistoName", &here)?;
-                let relative = histogram(files, file, path, histo, &here)?.values;
-                modifiers.push(json!({
-                    "name": attr(tag, "Name", &here)?,
-                    "type": "shapesys",
-                    "data": numbers::product(&nominal.values, &relative, &here)?,
-                }));
-            }
-            "ShapeFactor" => modifiers.push(json!({
-                "name": attr(tag, "Name", &here)?,
-                "type": "shapefactor",
-                "data": null,
-            })),
-            // Elements pyhf does not read (StatErrorConfig's siblings, an inactive StatError).
-            _ => {}
         }
+        Ok(())
     }
-    Ok((
-        json!({"name": name, "data": nominal.values, "modifiers": modifiers}),
-        configs,
-    ))
+}
+
+/// A `ConstraintType` attribute (`Gaussian`, `Poisson` or its short `Pois`).
+fn constraint_type(text: &str, place: &str) -> Result<ConstraintType> {
+    match text {
+        "Gaussian" | "Gauss" => Ok(ConstraintType::Gaussian),
+        "Poisson" | "Pois" => Ok(ConstraintType::Poisson),
+        other => Err(Error::InvalidInput(format!(
+            "{place}: ConstraintType=\"{other}\" is neither Gaussian nor Poisson"
+        ))),
+    }
 }
 
 /// Parameter configs given once per name; two different configs of one name are an error.
@@ -476,64 +754,6 @@ fn parameter_name(rootname: &str, place: &str) -> Result<String> {
             .unwrap_or(other)
             .to_string(),
     })
-}
-
-/// One measurement: the lumi parameter, then the NormFactors' configs with the ParamSettings
-/// applied (a setting moves its parameter to the end, as pyhf's dictionary does).
-fn measurement(node: roxmltree::Node, configs: &[Config], top: &str) -> Result<Value> {
-    let name = attr(node, "Name", top)?;
-    let place = format!("{top}, measurement '{name}'");
-    let lumi = float(node, "Lumi", &place)?;
-    let sigma = lumi * float(node, "LumiRelErr", &place)?;
-    let poi = node
-        .children()
-        .find(|n| n.has_tag_name("POI"))
-        .ok_or_else(|| Error::InvalidInput(format!("{place}: no <POI>")))?
-        .text()
-        .unwrap_or("")
-        .trim();
-    let mut lumi_config = Map::new();
-    lumi_config.insert("name".into(), json!("lumi"));
-    lumi_config.insert("auxdata".into(), json!([lumi]));
-    lumi_config.insert(
-        "bounds".into(),
-        json!([[lumi - 5.0 * sigma, lumi + 5.0 * sigma]]),
-    );
-    lumi_config.insert("inits".into(), json!([lumi]));
-    lumi_config.insert("sigmas".into(), json!([sigma]));
-    let mut others: Vec<Config> = configs.to_vec();
-    for setting in node.children().filter(|n| n.has_tag_name("ParamSetting")) {
-        let here = format!("{place}, <ParamSetting>");
-        let mut update = Map::new();
-        if let Some(constant) = setting.attribute("Const").filter(|c| !c.is_empty()) {
-            update.insert("fixed".into(), json!(constant == "True"));
-        }
-        if setting.attribute("Val").is_some_and(|v| !v.is_empty()) {
-            update.insert("inits".into(), json!([float(setting, "Val", &here)?]));
-        }
-        let Some(text) = setting.text() else { continue };
-        // pyhf splits on single spaces.
-        for rootname in text.trim().split(' ') {
-            let parameter = parameter_name(rootname, &here)?;
-            if parameter == "lumi" {
-                lumi_config.extend(update.clone());
-                continue;
-            }
-            let mut config = match others.iter().position(|c| c["name"] == parameter.as_str()) {
-                Some(i) => others.remove(i),
-                None => {
-                    let mut fresh = Map::new();
-                    fresh.insert("name".into(), json!(parameter));
-                    fresh
-                }
-            };
-            config.extend(update.clone());
-            others.push(config);
-        }
-    }
-    let mut parameters = vec![Value::Object(lumi_config)];
-    parameters.extend(others.into_iter().map(Value::Object));
-    Ok(json!({"name": name, "config": {"poi": poi, "parameters": parameters}}))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use ns_core::{Error, Result};
 use ns_root::Histogram;
 use serde_json::Value;
 
+use crate::Semantics;
 use crate::files::Files;
 
 /// One number as pyhf's JSON holds it.
@@ -32,6 +33,11 @@ impl serde::Serialize for Num {
             Num::Float(f) => s.serialize_f64(*f),
         }
     }
+}
+
+/// The numbers as f64.
+pub(crate) fn floats(numbers: &[Num]) -> Vec<f64> {
+    numbers.iter().map(|n| n.as_f64()).collect()
 }
 
 /// The in-range values and errors of one histogram.
@@ -66,6 +72,7 @@ pub(crate) fn histogram(
     path: &str,
     name: &str,
     place: &str,
+    semantics: Semantics,
 ) -> Result<Values> {
     if file.is_empty() {
         return Err(Error::InvalidInput(format!(
@@ -85,9 +92,11 @@ pub(crate) fn histogram(
         Error::InvalidInput(m) => Error::InvalidInput(format!("{place}: {m}")),
         other => other,
     })?;
-    if histogram.axes.len() != 1 {
+    // ROOT's HistFactory reads a 2-D histogram's cells as one row of bins, x fastest.
+    if histogram.axes.len() != 1 && semantics == Semantics::Pyhf {
         return Err(Error::InvalidInput(format!(
-            "{place}: '{full}' in {file} is a {} (2-D): pyhf's semantics read 1-D histograms only",
+            "{place}: '{full}' in {file} is a {} (2-D): pyhf's semantics read 1-D histograms \
+             only (ROOT's, the default, read 2-D ones)",
             histogram.class
         )));
     }
@@ -95,8 +104,9 @@ pub(crate) fn histogram(
 }
 
 fn values_of(h: &Histogram) -> Values {
-    let integer = matches!(h.class.as_str(), "TH1I" | "TH1S" | "TH1C");
-    let single = matches!(h.class.as_str(), "TH1F" | "TH1S" | "TH1C");
+    let kind = h.class.get(3..).unwrap_or("");
+    let integer = matches!(kind, "I" | "S" | "C");
+    let single = matches!(kind, "F" | "S" | "C");
     let raw = h.values();
     let values = raw
         .iter()

@@ -32,6 +32,7 @@ fn read_in(set: &Path, top: &str) -> ns_core::Result<Value> {
     read(
         &set.join(top),
         &ReadOptions {
+            semantics: ns_xml::Semantics::Pyhf,
             base_dir: Some(set),
             access: FileAccess::Local { base: Some(set) },
             sent: None,
@@ -198,6 +199,7 @@ fn a_careless_users_mistakes_are_named() {
     let denied = read(
         &set.join("config/example.xml"),
         &ReadOptions {
+            semantics: ns_xml::Semantics::Pyhf,
             base_dir: Some(&set),
             access: FileAccess::Denied,
             sent: None,
@@ -225,6 +227,7 @@ fn files_sent_with_the_xml_are_read_without_the_disk() {
     }
     fn read_sent(sent: &ns_xml::SentFiles) -> ns_core::Result<Value> {
         let options = ReadOptions {
+            semantics: ns_xml::Semantics::Pyhf,
             base_dir: None,
             access: FileAccess::Denied,
             sent: Some(sent),

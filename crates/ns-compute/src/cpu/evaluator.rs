@@ -416,11 +416,16 @@ impl<'m> CpuEvaluator<'m> {
                 let start = block.columns_start;
                 histosys_base(
                     &mut base[bins.clone()],
-                    &nominal[bins],
+                    &nominal[bins.clone()],
                     &histosys_param[block.histosys.clone()],
                     histosys_weights,
                     &columns[start..start + padded * 2 * block.histosys.len()],
                 );
+                if m.clip_sample_yields {
+                    for v in &mut base[bins] {
+                        *v = v.max(0.0);
+                    }
+                }
             }
             let base = plan.block_base(base, block);
             let expected = &mut expected[block.bin_start..block.bin_start + n];
@@ -566,6 +571,9 @@ impl<'m> CpuEvaluator<'m> {
             let rate = params[c.param as usize] * c.tau;
             nll += poisson_deviance(data.aux[c.aux_index as usize], rate);
         }
+        for r in &m.gaussian_ranges {
+            nll += r.log_norm(params[r.param as usize]).0;
+        }
         if let Some(grad) = grad {
             grad.fill(0.0);
             self.backward(params, data, s, grad);
@@ -700,6 +708,14 @@ impl<'m> CpuEvaluator<'m> {
                 for w in entry_weight.iter_mut() {
                     *w *= scale;
                 }
+                if m.clip_sample_yields {
+                    // A clipped yield does not move with its histosys parameters.
+                    for (w, &base) in entry_weight.iter_mut().zip(base) {
+                        if base == 0.0 {
+                            *w = 0.0;
+                        }
+                    }
+                }
                 let (start, sums) = (block.rows_start, block.sums_start);
                 sum_rows(
                     &mut histosys_sums[sums..sums + row_len],
@@ -779,6 +795,9 @@ impl<'m> CpuEvaluator<'m> {
             } else {
                 c.tau - aux / gamma
             };
+        }
+        for r in &m.gaussian_ranges {
+            grad[r.param as usize] += r.log_norm(params[r.param as usize]).1;
         }
     }
 

@@ -228,7 +228,9 @@ impl CpuEvaluator<'_> {
                 let t = bin_weight(data.main[bin], s.expected[bin]) * factor;
                 histosys_now.clear();
                 let row = &m.histosys_delta[deltas + i * row_len..];
-                for (k, &p) in histosys.iter().enumerate() {
+                // A clipped yield does not move with its histosys parameters.
+                let clipped = m.clip_sample_yields && base == 0.0;
+                for (k, &p) in histosys.iter().enumerate().filter(|_| !clipped) {
                     let w = s.histosys_weights[p as usize];
                     let (c_up, c_down) =
                         HistosysWeights::curvature(m.codes.histosys, params[p as usize]);
@@ -353,6 +355,9 @@ impl CpuEvaluator<'_> {
                 c.param,
                 data.aux[c.aux_index as usize] / (gamma * gamma),
             );
+        }
+        for r in &m.gaussian_ranges {
+            sink.add(r.param, r.param, r.log_norm(params[r.param as usize]).2);
         }
         sink.finish();
         Ok(Some(values))

@@ -3,6 +3,7 @@
 //! per-channel parameter sets resolved to global bins.
 
 use super::*;
+use root::StatErrorConfig;
 
 /// A staterror parameter set: which global bins it covers and its per-bin relative widths.
 pub(super) struct StatErrorSet {
@@ -19,7 +20,12 @@ pub(super) struct StatErrorSets {
 impl StatErrorSets {
     /// pyhf's staterror builder: σ_b = √(Σ δ²) / Σ ν over the samples carrying it; a zero σ is
     /// fixed (with σ set to 1). Every carrying sample must cover the same bins.
-    pub(super) fn collect(placed: &[PlacedSample], channels: &[ChannelInfo]) -> Result<Self> {
+    /// With ROOT's semantics (`root`) each set follows its channel's StatErrorConfig.
+    pub(super) fn collect(
+        placed: &[PlacedSample],
+        channels: &[ChannelInfo],
+        root: Option<&RootSemantics>,
+    ) -> Result<Self> {
         // name -> sample name -> channels where that sample carries it.
         let mut carriers: BTreeMap<&str, BTreeMap<&str, BTreeSet<usize>>> = BTreeMap::new();
         for p in placed {
@@ -96,18 +102,8 @@ impl StatErrorSets {
                     }
                 }
             }
-            let sigmas: Vec<f64> = rel_sq.iter().map(|r| r.sqrt()).collect();
-            let fixed: Vec<bool> = sigmas.iter().map(|&s| s == 0.0).collect();
-            let sigmas = sigmas
-                .into_iter()
-                .map(|s| if s == 0.0 { 1.0 } else { s })
-                .collect();
-            let requirement = Requirement {
-                auxdata: Some(vec![1.0; bins.len()]),
-                sigmas: Some(sigmas),
-                fixed,
-                ..Requirement::new("staterror", bins.len())
-            };
+            let deltas: Vec<f64> = rel_sq.iter().map(|r| r.sqrt()).collect();
+            let requirement = staterror_requirement(&deltas, root.map(|r| r.staterror(name)));
             sets.insert(
                 name.to_string(),
                 StatErrorSet {
@@ -120,16 +116,64 @@ impl StatErrorSets {
     }
 }
 
+/// A staterror set's requirement from its bins' relative widths δ: pyhf's Gaussian (σ = δ; a
+/// zero δ fixed, with σ set to 1), or with ROOT's semantics (`root`: the channel's
+/// StatErrorConfig) a Gaussian or a Poisson (τ = 1/δ²) whose bins below the threshold are
+/// constant, every γ ranging over [0, 1 + 5δ].
+fn staterror_requirement(deltas: &[f64], root: Option<StatErrorConfig>) -> Requirement {
+    let n = deltas.len();
+    let or_one = |x: f64, ok: bool| if ok { x } else { 1.0 };
+    let Some(config) = root else {
+        return Requirement {
+            auxdata: Some(vec![1.0; n]),
+            sigmas: Some(deltas.iter().map(|&d| or_one(d, d != 0.0)).collect()),
+            fixed: deltas.iter().map(|&d| d == 0.0).collect(),
+            ..Requirement::new("staterror", n)
+        };
+    };
+    let fixed: Vec<bool> = deltas
+        .iter()
+        .map(|&d| d == 0.0 || d < config.threshold)
+        .collect();
+    let bounds = Some(deltas.iter().map(|&d| root::gamma_bounds(d)).collect());
+    match config.constraint {
+        ConstraintType::Gaussian => Requirement {
+            auxdata: Some(vec![1.0; n]),
+            sigmas: Some(deltas.iter().map(|&d| or_one(d, d != 0.0)).collect()),
+            fixed,
+            bounds,
+            ..Requirement::new("staterror", n)
+        },
+        ConstraintType::Poisson => {
+            let factors: Vec<f64> = deltas
+                .iter()
+                .map(|&d| or_one(1.0 / (d * d), d != 0.0))
+                .collect();
+            Requirement {
+                constraint: Constraint::Poisson,
+                auxdata: Some(factors.clone()),
+                factors: Some(factors),
+                sigmas: None,
+                fixed,
+                bounds,
+                uses: [true, false, true],
+                ..Requirement::new("staterror", n)
+            }
+        }
+    }
+}
+
 /// Lower the placed samples into the flat layout.
 pub(super) fn lower(
     placed: &[PlacedSample],
     channels: &[ChannelInfo],
     sets: &[ParameterSet],
     staterror: &StatErrorSets,
-    n_main: usize,
-    n_params: usize,
     codes: InterpCodes,
+    root: bool,
 ) -> Result<CompiledModel> {
+    let n_main = channels.iter().map(|c| c.n_bins).sum();
+    let n_params = sets.iter().map(|s| s.n_parameters).sum();
     let offset_of: HashMap<&str, &ParameterSet> =
         sets.iter().map(|s| (s.name.as_str(), s)).collect();
     let mut model = CompiledModel {
@@ -151,11 +195,16 @@ pub(super) fn lower(
         histosys_delta: vec![],
         gaussian: vec![],
         poisson: vec![],
+        gaussian_ranges: vec![],
+        clip_sample_yields: root,
     };
     for p in placed {
         lower_sample(&mut model, p, &channels[p.channel], &offset_of, staterror)?;
     }
     add_constraints(&mut model, sets)?;
+    if root {
+        model.gaussian_ranges = root::gaussian_ranges(sets);
+    }
     Ok(model)
 }
 
@@ -208,7 +257,12 @@ fn lower_sample(
             model.histosys_delta.push(down[i]);
         }
     }
-    model.nominal.extend_from_slice(&nominal);
+    if model.clip_sample_yields && terms.histosys.is_empty() {
+        // Without histosys terms a sample's yield is its nominal one, clipped once here.
+        model.nominal.extend(nominal.iter().map(|&v| v.max(0.0)));
+    } else {
+        model.nominal.extend_from_slice(&nominal);
+    }
     for list in terms.entry_params {
         model.entry_factor_param.extend(list);
         model

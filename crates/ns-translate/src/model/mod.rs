@@ -17,11 +17,13 @@ use ns_core::{CompiledModel, Error, InterpCodes, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 mod lower;
+pub mod root;
 
 use crate::spec::{
     MODIFIER_TYPES, Modifier, ModifierKind, ParameterConfig, Sample, Workspace, f64_of, f64s,
 };
 use lower::{StatErrorSets, lower};
+use root::{ConstraintType, RootSemantics};
 
 /// Options for building a model from a workspace.
 #[derive(Clone, Debug, Default)]
@@ -176,19 +178,20 @@ impl FromWorkspace for HistFactoryModel {
     fn from_workspace(workspace: &Workspace, options: &ModelOptions) -> Result<Self> {
         let measurement = workspace.measurement(options.measurement.as_deref())?;
         let (channels, samples, placed) = place_samples(workspace)?;
-        let n_main = channels.iter().map(|c| c.n_bins).sum();
-        let staterror = StatErrorSets::collect(&placed, &channels)?;
-        let (order, requirements) = requirements_in_order(&placed, &channels, &staterror)?;
-        let parameter_sets = lay_out_parameters(&order, requirements, measurement)?;
-        let n_params = parameter_sets.iter().map(|s| s.n_parameters).sum();
+        let root = workspace.root_semantics.as_ref();
+        let staterror = StatErrorSets::collect(&placed, &channels, root)?;
+        let (order, requirements) = requirements_in_order(&placed, &channels, &staterror, root)?;
+        let mut parameter_sets = lay_out_parameters(&order, requirements, measurement)?;
+        if let Some(terms) = root.and_then(|r| r.constraint_terms(&measurement.name)) {
+            root::apply_constraint_terms(&mut parameter_sets, terms, &measurement.name)?;
+        }
         let compiled = lower(
             &placed,
             &channels,
             &parameter_sets,
             &staterror,
-            n_main,
-            n_params,
             options.codes,
+            root.is_some(),
         )?;
         let mut model = HistFactoryModel::new(
             measurement.name.clone(),
@@ -266,6 +269,7 @@ fn requirements_in_order(
     placed: &[PlacedSample],
     channels: &[ChannelInfo],
     staterror: &StatErrorSets,
+    root: Option<&RootSemantics>,
 ) -> Result<(Vec<String>, HashMap<String, Requirement>)> {
     let invalid = |m: String| Error::InvalidModel(m);
     // Requirements per name, in pyhf's order: by type, then first appearance.
@@ -322,10 +326,28 @@ fn requirements_in_order(
                                 channels[p.channel].name
                             )));
                         }
-                        add(&m.name, &|| {
-                            shapesys_requirement(&f64s(&p.sample.data), &f64s(unc))
-                        })?;
+                        let nominal = f64s(&p.sample.data);
+                        let uncertainty = f64s(unc);
+                        let requirement = match root {
+                            None => shapesys_requirement(&nominal, &uncertainty),
+                            Some(r) => root_shapesys_requirement(
+                                &nominal,
+                                &uncertainty,
+                                r.shapesys(&m.name),
+                            )
+                            .map_err(|e| {
+                                invalid(format!(
+                                    "shapesys '{}' of sample '{}' in channel '{}': {e}",
+                                    m.name, p.sample.name, channels[p.channel].name
+                                ))
+                            })?,
+                        };
+                        add(&m.name, &|| requirement.clone())?;
                     }
+                    ModifierKind::ShapeFactor if root.is_some() => add(&m.name, &|| Requirement {
+                        bounds: Some(vec![(0.0, root::ROOT_SHAPEFACTOR_MAX); n_bins]),
+                        ..Requirement::new(modifier_type, n_bins)
+                    })?,
                     _ => add(&m.name, &|| Requirement::new(modifier_type, n_bins))?,
                 }
             }
@@ -391,6 +413,72 @@ fn shapesys_requirement(nominal: &[f64], uncertainty: &[f64]) -> Requirement {
         fixed: valid.iter().map(|v| !v).collect(),
         ..Requirement::new("shapesys", nominal.len())
     }
+}
+
+/// ROOT's shapesys requirement: relative widths δ (the XML's histogram where given, else
+/// pyhf's data over the nominal yields); a Gaussian (σ = δ) or Poisson (τ = 1/δ²) constraint;
+/// a bin with δ ≤ 0 constant; every γ over [0, 1 + 5δ].
+fn root_shapesys_requirement(
+    nominal: &[f64],
+    uncertainty: &[f64],
+    config: Option<&root::ShapeSysConfig>,
+) -> std::result::Result<Requirement, String> {
+    let relative: Vec<f64> = match config {
+        Some(c) if c.relative.len() != nominal.len() => {
+            return Err(format!(
+                "ROOT's semantics give {} relative widths for {} bins",
+                c.relative.len(),
+                nominal.len()
+            ));
+        }
+        Some(c) => c.relative.clone(),
+        None => nominal
+            .iter()
+            .zip(uncertainty)
+            .map(|(&n, &u)| if n > 0.0 { u / n } else { 0.0 })
+            .collect(),
+    };
+    let constraint = config.map_or(ConstraintType::Gaussian, |c| c.constraint);
+    let n = nominal.len();
+    let valid: Vec<bool> = relative.iter().map(|&d| d > 0.0).collect();
+    let or_one = |x: f64, ok: bool| if ok { x } else { 1.0 };
+    let common = Requirement {
+        bounds: Some(
+            relative
+                .iter()
+                .map(|&d| root::gamma_bounds(d.max(0.0)))
+                .collect(),
+        ),
+        fixed: valid.iter().map(|v| !v).collect(),
+        ..Requirement::new("shapesys", n)
+    };
+    Ok(match constraint {
+        ConstraintType::Poisson => {
+            let factors: Vec<f64> = relative
+                .iter()
+                .zip(&valid)
+                .map(|(&d, &ok)| or_one(1.0 / (d * d), ok))
+                .collect();
+            Requirement {
+                auxdata: Some(factors.clone()),
+                factors: Some(factors),
+                ..common
+            }
+        }
+        ConstraintType::Gaussian => Requirement {
+            constraint: Constraint::Gaussian,
+            auxdata: Some(vec![1.0; n]),
+            sigmas: Some(
+                relative
+                    .iter()
+                    .zip(&valid)
+                    .map(|(&d, &ok)| or_one(d, ok))
+                    .collect(),
+            ),
+            uses: [true, true, false],
+            ..common
+        },
+    })
 }
 
 /// Apply a measurement's parameter configuration to a requirement, with pyhf's checks.

@@ -1,0 +1,189 @@
+//! ROOT HistFactory's semantics of a model read from HistFactory XML, where they differ from
+//! pyhf's: what `hist2workspace` (ROOT 6.40) builds and pyhf's JSON cannot say. A workspace
+//! carries them under [`ROOT_SEMANTICS_KEY`]; without them a workspace is pyhf's.
+//!
+//! Term by term (docs/histfactory-xml.md has the table and the measurements behind it):
+//! - staterror: each channel's `<StatErrorConfig>`: a Poisson (τ = 1/δ², ROOT's default) or
+//!   Gaussian (σ = δ) constraint; bins whose relative error δ is below `RelErrorThreshold` are
+//!   constant;
+//! - shapesys: Gaussian (σ = δ, ROOT's default) or Poisson (τ = 1/δ²), as declared;
+//! - every γ (staterror, shapesys) ranges over [0, 1 + 5δ]; a shapefactor over [0, 1000];
+//! - a measurement's `<ConstraintTerm>`s: `Uniform` is a Gaussian of width 100 in ROOT 6.40,
+//!   `NoConstraint` none;
+//! - each sample's yield in a bin is clipped at zero (ROOT's positive-definite interpolation).
+
+use std::collections::BTreeMap;
+
+use ns_core::layout::GaussianRange;
+use ns_core::model::{Constraint, ParameterSet};
+use ns_core::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// The workspace key of [`RootSemantics`].
+pub const ROOT_SEMANTICS_KEY: &str = "nextstat:root_semantics";
+
+/// ROOT's default relative-error threshold of a staterror (`<StatErrorConfig>`).
+pub const ROOT_STAT_ERROR_THRESHOLD: f64 = 0.05;
+
+/// The width ROOT 6.40 gives a `Uniform` ConstraintTerm's Gaussian.
+pub const ROOT_UNIFORM_WIDTH: f64 = 100.0;
+
+/// The upper bound of a shapefactor in ROOT.
+pub const ROOT_SHAPEFACTOR_MAX: f64 = 1000.0;
+
+/// A constraint type as HistFactory XML names one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConstraintType {
+    Gaussian,
+    Poisson,
+}
+
+/// A channel's `<StatErrorConfig>`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatErrorConfig {
+    pub constraint: ConstraintType,
+    /// Bins whose relative MC error is below it are constant.
+    pub threshold: f64,
+}
+
+impl Default for StatErrorConfig {
+    /// ROOT 6.40's default: Poisson, threshold 0.05.
+    fn default() -> Self {
+        StatErrorConfig {
+            constraint: ConstraintType::Poisson,
+            threshold: ROOT_STAT_ERROR_THRESHOLD,
+        }
+    }
+}
+
+/// A `<ShapeSys>`: its constraint and the relative widths of its histogram (ROOT reads them
+/// as they are, where pyhf's data, their product with the nominal yields, lose those of empty
+/// bins).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShapeSysConfig {
+    pub constraint: ConstraintType,
+    pub relative: Vec<f64>,
+}
+
+/// A measurement's `<ConstraintTerm Type=…>` on a normsys parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ConstraintTerm {
+    Gamma { relative_uncertainty: f64 },
+    LogNormal { relative_uncertainty: f64 },
+    Uniform,
+    NoConstraint,
+}
+
+/// What ROOT's HistFactory builds differently from pyhf for one workspace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootSemantics {
+    /// Per staterror parameter set (`staterror_<channel>`): its channel's configuration
+    /// (ROOT's default where a set is not listed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub staterror: BTreeMap<String, StatErrorConfig>,
+    /// Per shapesys: its constraint and relative widths (a Gaussian of the widths pyhf's data
+    /// give where not listed, as in ROOT).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub shapesys: BTreeMap<String, ShapeSysConfig>,
+    /// Per measurement, per normsys parameter: its ConstraintTerm.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub constraint_terms: BTreeMap<String, BTreeMap<String, ConstraintTerm>>,
+}
+
+impl RootSemantics {
+    pub fn staterror(&self, set: &str) -> StatErrorConfig {
+        self.staterror.get(set).copied().unwrap_or_default()
+    }
+
+    pub fn shapesys(&self, name: &str) -> Option<&ShapeSysConfig> {
+        self.shapesys.get(name)
+    }
+
+    /// The ConstraintTerms of a measurement.
+    pub fn constraint_terms(&self, measurement: &str) -> Option<&BTreeMap<String, ConstraintTerm>> {
+        self.constraint_terms.get(measurement)
+    }
+}
+
+/// ROOT's range of a γ whose constraint has relative width `delta`.
+pub fn gamma_bounds(delta: f64) -> (f64, f64) {
+    (0.0, 1.0 + 5.0 * delta)
+}
+
+/// A measurement's ConstraintTerms on its parameter sets: `Uniform` widens the Gaussian to
+/// [`ROOT_UNIFORM_WIDTH`], `NoConstraint` removes it. `Gamma` and `LogNormal` (a constraint on a
+/// β that the normsys reads through a transform) are refused by name until the engine has them.
+pub(super) fn apply_constraint_terms(
+    sets: &mut [ParameterSet],
+    terms: &BTreeMap<String, ConstraintTerm>,
+    measurement: &str,
+) -> Result<()> {
+    for (name, term) in terms {
+        let at = format!("measurement '{measurement}', <ConstraintTerm> on '{name}'");
+        let set = sets.iter_mut().find(|s| &s.name == name).ok_or_else(|| {
+            Error::InvalidModel(format!(
+                "{at}: the model has no parameter '{name}' (a ConstraintTerm names an \
+                 OverallSys or HistoSys, without its alpha_ prefix)"
+            ))
+        })?;
+        if !matches!(set.modifier_type, "normsys" | "histosys") {
+            return Err(Error::InvalidModel(format!(
+                "{at}: '{name}' is a {} parameter; a ConstraintTerm applies to an OverallSys or \
+                 HistoSys",
+                set.modifier_type
+            )));
+        }
+        match term {
+            ConstraintTerm::Uniform => set.sigmas = vec![ROOT_UNIFORM_WIDTH],
+            ConstraintTerm::NoConstraint => {
+                set.constraint = Constraint::None;
+                set.auxdata.clear();
+                set.sigmas.clear();
+            }
+            ConstraintTerm::Gamma { .. } | ConstraintTerm::LogNormal { .. } => {
+                return Err(Error::InvalidModel(format!(
+                    "{at}: Gamma and LogNormal ConstraintTerms are not built yet under ROOT's \
+                     semantics; read the XML with pyhf's semantics (--semantics pyhf), which \
+                     treats them as Gaussian, as pyhf does"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// RooFit's normalisation of a Gaussian constraint: over its global observable's range —
+/// [0, 10] for a γ, [−10, 10] for an α, [0, L + 10σ] for the luminosity L — except where RooFit
+/// takes the full normal density: an α or the luminosity whose start keeps 4.99 σ from both
+/// ends of its range. (A γ's width is a variable in ROOT's model, which keeps RooFit off that
+/// shortcut; measured: a shapesys γ of width 0.2 starting 5 σ from 0.)
+pub(super) fn gaussian_ranges(sets: &[ParameterSet]) -> Vec<GaussianRange> {
+    let mut ranges = Vec::new();
+    for set in sets.iter().filter(|s| s.constraint == Constraint::Gaussian) {
+        let is_gamma = matches!(set.modifier_type, "staterror" | "shapesys");
+        for i in 0..set.n_parameters {
+            let (start, (low, high), sigma) = (set.inits[i], set.bounds[i], set.sigmas[i]);
+            let full_density = !is_gamma && (start - low).min(high - start) / sigma >= 4.99;
+            if set.fixed[i] || full_density {
+                continue;
+            }
+            let (low, high) = match set.modifier_type {
+                "normsys" | "histosys" => (-10.0, 10.0),
+                "lumi" => (0.0, set.auxdata[i] + 10.0 * sigma),
+                _ => (0.0, 10.0),
+            };
+            ranges.push(GaussianRange {
+                param: (set.offset + i) as u32,
+                sigma,
+                low,
+                high,
+            });
+        }
+    }
+    ranges
+}
