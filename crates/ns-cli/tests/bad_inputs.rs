@@ -155,6 +155,14 @@ fn each_bad_request_is_a_clear_error() {
         (vec!["fit", ws, "--threads", "0"], "--threads 0"),
         (vec!["fit", ws, "--bound", "mu=nan,2"], "not a number"),
         (
+            vec!["fit", ws, "--semantics", "root"],
+            "semantics 'root' apply to HistFactory XML; this model is pyhf",
+        ),
+        (
+            vec!["fit", ws, "--semantics", "roofit"],
+            "semantics 'roofit': HistFactory XML is read with 'root'",
+        ),
+        (
             vec!["inspect", ws, "--measurement", "nope"],
             "no measurement named 'nope' (the workspace has: meas)",
         ),

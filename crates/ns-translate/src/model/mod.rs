@@ -177,6 +177,20 @@ impl FromWorkspace for HistFactoryModel {
     /// Build the model of `workspace` for a measurement, pyhf-exact.
     fn from_workspace(workspace: &Workspace, options: &ModelOptions) -> Result<Self> {
         let measurement = workspace.measurement(options.measurement.as_deref())?;
+        // ROOT leaves out an OverallSys whose ConstraintTerm is NoConstraint.
+        let without_unconstrained;
+        let workspace = match workspace
+            .root_semantics
+            .as_ref()
+            .and_then(|r| r.constraint_terms(&measurement.name))
+            .map(root::unconstrained)
+        {
+            Some(names) if !names.is_empty() => {
+                without_unconstrained = root::without_normsys(workspace, &names);
+                &without_unconstrained
+            }
+            _ => workspace,
+        };
         let (channels, samples, placed) = place_samples(workspace)?;
         let root = workspace.root_semantics.as_ref();
         let staterror = StatErrorSets::collect(&placed, &channels, root)?;

@@ -19,6 +19,8 @@ use ns_core::model::{Constraint, ParameterSet};
 use ns_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::spec::{ModifierKind, Workspace};
+
 /// The workspace key of [`RootSemantics`].
 pub const ROOT_SEMANTICS_KEY: &str = "nextstat:root_semantics";
 
@@ -116,7 +118,7 @@ pub fn gamma_bounds(delta: f64) -> (f64, f64) {
 }
 
 /// A measurement's ConstraintTerms on its parameter sets: `Uniform` widens the Gaussian to
-/// [`ROOT_UNIFORM_WIDTH`], `NoConstraint` removes it. `Gamma` and `LogNormal` (a constraint on a
+/// [`ROOT_UNIFORM_WIDTH`]; `NoConstraint` left the OverallSys out before. `Gamma` and `LogNormal` (a constraint on a
 /// β that the normsys reads through a transform) are refused by name until the engine has them.
 pub(super) fn apply_constraint_terms(
     sets: &mut [ParameterSet],
@@ -124,6 +126,9 @@ pub(super) fn apply_constraint_terms(
     measurement: &str,
 ) -> Result<()> {
     for (name, term) in terms {
+        if *term == ConstraintTerm::NoConstraint && !sets.iter().any(|s| &s.name == name) {
+            continue;
+        }
         let at = format!("measurement '{measurement}', <ConstraintTerm> on '{name}'");
         let set = sets.iter_mut().find(|s| &s.name == name).ok_or_else(|| {
             Error::InvalidModel(format!(
@@ -140,11 +145,9 @@ pub(super) fn apply_constraint_terms(
         }
         match term {
             ConstraintTerm::Uniform => set.sigmas = vec![ROOT_UNIFORM_WIDTH],
-            ConstraintTerm::NoConstraint => {
-                set.constraint = Constraint::None;
-                set.auxdata.clear();
-                set.sigmas.clear();
-            }
+            // Its OverallSys modifiers were left out (`without_normsys`); a HistoSys of the name
+            // keeps its Gaussian, as in ROOT.
+            ConstraintTerm::NoConstraint => {}
             ConstraintTerm::Gamma { .. } | ConstraintTerm::LogNormal { .. } => {
                 return Err(Error::InvalidModel(format!(
                     "{at}: Gamma and LogNormal ConstraintTerms are not built yet under ROOT's \
@@ -186,4 +189,28 @@ pub(super) fn gaussian_ranges(sets: &[ParameterSet]) -> Vec<GaussianRange> {
         }
     }
     ranges
+}
+
+/// The normsys names a measurement's ConstraintTerms leave out (`NoConstraint`).
+pub(super) fn unconstrained(terms: &BTreeMap<String, ConstraintTerm>) -> Vec<&str> {
+    terms
+        .iter()
+        .filter(|(_, t)| **t == ConstraintTerm::NoConstraint)
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+/// The workspace without the normsys modifiers named `names`.
+pub(super) fn without_normsys(workspace: &Workspace, names: &[&str]) -> Workspace {
+    let mut pruned = workspace.clone();
+    for sample in pruned
+        .channels
+        .iter_mut()
+        .flat_map(|c| c.samples.iter_mut())
+    {
+        sample.modifiers.retain(|m| {
+            !(matches!(m.kind, ModifierKind::NormSys { .. }) && names.contains(&m.name.as_str()))
+        });
+    }
+    pruned
 }

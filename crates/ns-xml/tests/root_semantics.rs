@@ -1,0 +1,161 @@
+//! HistFactory XML read with ROOT's semantics (the default): what ROOT's hist2workspace reads
+//! and pyhf does not (a channel's HistoPath inherited, TH2 histograms, the channels'
+//! StatErrorConfig, ShapeSys constraint types, a measurement's ConstraintTerms, Lumi in single
+//! precision), and what it refuses by name.
+
+use std::path::{Path, PathBuf};
+
+use ns_core::FileAccess;
+use ns_translate::model::root::{
+    ConstraintTerm, ConstraintType, ROOT_SEMANTICS_KEY, RootSemantics,
+};
+use ns_translate::{FromWorkspace, HistFactoryModel, ModelOptions, Workspace};
+use ns_xml::{ReadOptions, Semantics, read};
+use serde_json::Value;
+
+fn shared() -> PathBuf {
+    std::env::var_os("NEXTSTAT_HISTFACTORY_XML").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histfactory-xml"),
+        PathBuf::from,
+    )
+}
+
+fn read_in(set: &Path, top: &str, semantics: Semantics) -> ns_core::Result<Value> {
+    read(
+        &set.join(top),
+        &ReadOptions {
+            semantics,
+            base_dir: Some(set),
+            access: FileAccess::Local { base: Some(set) },
+            sent: None,
+        },
+    )
+}
+
+fn semantics_of(workspace: &Value) -> RootSemantics {
+    serde_json::from_value(workspace[ROOT_SEMANTICS_KEY].clone()).unwrap()
+}
+
+#[test]
+fn the_all_modifier_set_reads_as_root_reads_it() {
+    let set = shared().join("allmodifiers");
+    let workspace = read_in(&set, "config/combination.xml", Semantics::Root).unwrap();
+    let root = semantics_of(&workspace);
+    // SR declares Poisson with threshold 0.05; CR has no StatErrorConfig: ROOT's default, the same.
+    for channel in ["staterror_SR", "staterror_CR"] {
+        let config = root.staterror[channel];
+        assert_eq!(config.constraint, ConstraintType::Poisson, "{channel}");
+        assert_eq!(config.threshold, 0.05, "{channel}");
+    }
+    assert_eq!(
+        root.shapesys["bkg2_shape"].constraint,
+        ConstraintType::Poisson
+    );
+    assert_eq!(
+        root.shapesys["dd_extrap"].constraint,
+        ConstraintType::Gaussian
+    );
+    let terms = &root.constraint_terms["allmod"];
+    assert_eq!(
+        terms["bkg2_gamma"],
+        ConstraintTerm::Gamma {
+            relative_uncertainty: 0.5
+        }
+    );
+    // std::stof: 0.2 in single precision.
+    assert_eq!(
+        terms["bkg1_norm"],
+        ConstraintTerm::LogNormal {
+            relative_uncertainty: f64::from(0.2f32)
+        }
+    );
+    assert_eq!(terms["bkg2_uniform"], ConstraintTerm::Uniform);
+    let lumi = &workspace["measurements"][0]["config"]["parameters"][0];
+    assert_eq!(lumi["sigmas"][0].as_f64(), Some(f64::from(0.05f32)));
+    assert_eq!(lumi["bounds"][0], serde_json::json!([0.0, 10.0]));
+    // Every sample is scaled by Lumi, NormalizeByTheory="False" ones included (ROOT 6.40).
+    for channel in workspace["channels"].as_array().unwrap() {
+        for sample in channel["samples"].as_array().unwrap() {
+            assert!(
+                sample["modifiers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|m| m["type"] == "lumi"),
+                "{}",
+                sample["name"]
+            );
+        }
+    }
+    // The channel's HistoPath is inherited by its systematics' histograms: the same workspace
+    // (but for the measurement's name), where pyhf's reading fails.
+    let mut inherited = read_in(&set, "config/combination_inherit.xml", Semantics::Root).unwrap();
+    inherited["measurements"][0]["name"] = "allmod".into();
+    let constraint_terms = &mut inherited[ROOT_SEMANTICS_KEY]["constraint_terms"];
+    let terms = constraint_terms["allmod_inherit"].take();
+    *constraint_terms = serde_json::json!({"allmod": terms});
+    assert_eq!(inherited, workspace);
+    let pyhf = read_in(&set, "config/combination_inherit.xml", Semantics::Pyhf).unwrap_err();
+    assert!(pyhf.to_string().contains("signal_jes_dn"), "{pyhf}");
+}
+
+#[test]
+fn two_dimensional_histograms_read_as_one_row_of_bins() {
+    let set = shared().join("pyhf-validation/xmlimport_input");
+    let top = "config/examples/example_ShapeSys2D.xml";
+    let workspace = read_in(&set, top, Semantics::Root).unwrap();
+    let data = workspace["observations"][0]["data"].as_array().unwrap();
+    assert_eq!(data.len(), 4);
+    let pyhf = read_in(&set, top, Semantics::Pyhf).unwrap_err().to_string();
+    assert!(
+        pyhf.contains("(2-D): pyhf's semantics read 1-D histograms only"),
+        "{pyhf}"
+    );
+}
+
+#[test]
+fn a_normfactor_defined_by_a_function_is_refused_by_name() {
+    let set = shared().join("pyhf-validation/xmlimport_input");
+    let top = "config/examples/example_Expression.xml";
+    let error = read_in(&set, top, Semantics::Root).unwrap_err().to_string();
+    assert!(
+        error.contains("<Function Name=\"rootPOI\" Expression=\"sqrt(SigXsecOverSM)\">")
+            && error.contains("--semantics pyhf"),
+        "{error}"
+    );
+    // pyhf ignores the function.
+    read_in(&set, top, Semantics::Pyhf).unwrap();
+}
+
+#[test]
+fn constraint_terms_shape_the_model() {
+    let set = shared().join("pyhf-validation/xmlimport_input");
+    let mut workspace = read_in(&set, "config/example.xml", Semantics::Root).unwrap();
+    let build = |workspace: &Value, measurement: &str| {
+        let workspace = Workspace::from_value(workspace.clone()).unwrap();
+        let options = ModelOptions {
+            measurement: Some(measurement.into()),
+            ..ModelOptions::default()
+        };
+        HistFactoryModel::from_workspace(&workspace, &options)
+    };
+    // Gamma and LogNormal are refused by name.
+    let error = build(&workspace, "GammaExample").unwrap_err().to_string();
+    assert!(
+        error.contains("<ConstraintTerm> on 'syst2': Gamma and LogNormal"),
+        "{error}"
+    );
+    // NoConstraint leaves the OverallSys out; Uniform is a Gaussian of width 100.
+    workspace[ROOT_SEMANTICS_KEY]["constraint_terms"]["GaussExample"] = serde_json::json!({
+        "syst2": {"type": "noconstraint"},
+        "syst3": {"type": "uniform"},
+    });
+    let model = build(&workspace, "GaussExample").unwrap();
+    assert!(
+        !model.par_names.iter().any(|n| n == "syst2"),
+        "{:?}",
+        model.par_names
+    );
+    assert_eq!(model.parameter_set("syst3").unwrap().sigmas, vec![100.0]);
+    assert!(model.compiled.clip_sample_yields);
+}
