@@ -77,10 +77,22 @@ __device__ void ns_histosys_weights(int code, double a, double* w) {
     }
 }
 
+// ln(Φ((high − θ)/σ) − Φ((low − θ)/σ)) of a range-normalised Gaussian constraint (values: σ,
+// low, high) and its slope in θ: the twin of ns_core::layout::GaussianRange::log_norm.
+__device__ double ns_range_log_norm(const double* values, double theta, double* slope) {
+    const double sigma = values[0];
+    const double a = (values[1] - theta) / sigma, b = (values[2] - theta) / sigma;
+    const double norm = 0.5 * erfc(a / NS_SQRT_2) - 0.5 * erfc(b / NS_SQRT_2);
+    const double inv_root_2pi = 0.3989422804014327;
+    const double fa = exp(-0.5 * a * a) * inv_root_2pi, fb = exp(-0.5 * b * b) * inv_root_2pi;
+    *slope = (fa - fb) / (sigma * norm);
+    return log(norm);
+}
+
 // Doubles of scratch one block needs (the host sizes the scratch area with the same formula,
 // scratch_doubles_per_block in src/cuda/layout.rs).
 __device__ size_t ns_scratch_stride(const ModelView& m) {
-    size_t slots = (size_t)m.n_scalar + m.n_histosys + m.n_entry_factors + m.n_gauss + m.n_pois;
+    size_t slots = (size_t)m.n_scalar + m.n_histosys + m.n_entry_factors + m.n_gauss + m.n_pois + m.n_ranges;
     return 2 * (size_t)m.n_scalar + m.n_blocks + 2 * (size_t)m.n_entries + m.n_main + slots;
 }
 
@@ -151,6 +163,7 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
     const int entry_slot0 = histosys_slot0 + m.n_histosys;
     const int gauss_slot0 = entry_slot0 + m.n_entry_factors;
     const int pois_slot0 = gauss_slot0 + m.n_gauss;
+    const int range_slot0 = pois_slot0 + m.n_pois;
 
     // 1. Scalar factors.
     for (int k = tid; k < m.n_scalar; k += nt) {
@@ -184,7 +197,8 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
             const double down = ext != NS_NONE ? s - row[2 * j + 1] : row[2 * j + 1];
             acc += w[0] * up + w[1] * down;
         }
-        base[e] = acc;
+        // ROOT's semantics: a sample's yield is clipped at zero.
+        base[e] = m.clip_sample_yields && acc < 0.0 ? 0.0 : acc;
         double prod = 1.0;
         for (unsigned f = m.entry_factor_start[e]; f < m.entry_factor_start[e + 1]; ++f) prod *= p[m.entry_factor_param[f]];
         product[e] = prod;
@@ -211,6 +225,11 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
     }
     for (int c = tid; c < m.n_pois; c += nt)
         local += ns_deviance(aux[m.pois_aux[c]], p[m.pois_param[c]] * m.pois_tau[c]);
+    for (int r = tid; r < m.n_ranges; r += nt) {
+        double slope;
+        local += ns_range_log_norm(m.range_values + 3 * (size_t)r, p[m.range_param[r]], &slope);
+        contrib[range_slot0 + r] = slope;
+    }
     const double nll = ns_block_sum(local, red);
 
     // 4. Gradient contributions, one slot per term.
@@ -245,6 +264,8 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         const double* col = (ext ? sv.templates : m.histosys_delta) + blk[7] + 2 * (size_t)j;
         double sum_up = 0.0, sum_down = 0.0;
         for (unsigned i = 0; i < blk[1]; ++i) {
+            // A clipped yield does not move with its histosys parameters.
+            if (m.clip_sample_yields && base[blk[2] + i] == 0.0) continue;
             double w = bin_weight[blk[0] + i] * product[blk[2] + i];
             const double* pair = col + (size_t)i * 2 * nh;
             const double s = ext ? srow[sv.entry_signal[blk[2] + i]] : 0.0;
@@ -283,6 +304,7 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
                 ns_histosys_weights(m.histosys_code, p[m.histosys_param[h]], w);
                 slope += w[1] - w[0];
             }
+            if (m.clip_sample_yields && base[e] == 0.0) slope = 0.0;
             double d = block_scale[b] * product[e] * slope * bin_weight[blk[0] + (e - blk[2])];
             for (unsigned k = sv.signal_link_start[i]; k < sv.signal_link_start[i + 1]; ++k) {
                 const unsigned l = sv.signal_links[k], c = sv.link_gauss[l];

@@ -190,8 +190,7 @@ impl Device {
     }
 
     /// The concrete device for `workload` on `model`: `Auto` picks CUDA only for batches large
-    /// enough to repay opening a session, only for models the kernels evaluate, and only where
-    /// a GPU exists. Sequential work (single
+    /// enough to repay opening a session, and only where a GPU exists. Sequential work (single
     /// fits, scans, limits) stays on the CPU, which is faster for it on every model measured.
     pub fn resolve(self, model: &CompiledModel, workload: Workload) -> Device {
         match self {
@@ -201,7 +200,6 @@ impl Device {
                         .saturating_mul(model.n_main)
                         .saturating_mul(model.n_params)
                         >= AUTO_MIN_BATCH_WORK
-                        && crate::layout::check_device_terms(model).is_ok()
                         && has_cuda() =>
                 {
                     Device::Cuda(CudaGpus::FIRST)

@@ -16,16 +16,16 @@ pub(crate) const NORMSYS_WORDS: usize = 8;
 /// without a staterror link).
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// Refuse, by name, a model with terms the GPU kernels do not evaluate yet: ROOT's clipped
-/// sample yields and range-normalised Gaussian constraints (HistFactory XML read with ROOT's
-/// semantics).
-pub fn check_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
+/// Refuse, by name, a model with terms the f32 kernels (Vulkan, Metal) do not evaluate yet:
+/// ROOT's clipped sample yields and range-normalised Gaussian constraints (HistFactory XML read
+/// with ROOT's semantics). CUDA evaluates them.
+pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
     if m.clip_sample_yields || !m.gaussian_ranges.is_empty() {
         return Err(ns_core::Error::Device(
             "this model has ROOT's HistFactory terms (sample yields clipped at zero, Gaussian \
-             constraints normalised over their global observable's range), which the GPU \
-             kernels do not evaluate yet: run it on the CPU (device \"cpu\"), or read the XML \
-             with pyhf's semantics (semantics \"pyhf\")"
+             constraints normalised over their global observable's range), which the f32 \
+             kernels (Vulkan, Metal) do not evaluate yet: run it on the CPU or CUDA, or read \
+             the XML with pyhf's semantics (semantics \"pyhf\")"
                 .into(),
         ));
     }
@@ -54,6 +54,11 @@ pub struct KernelLayout {
     pub pois_param: Vec<u32>,
     pub pois_aux: Vec<u32>,
     pub pois_tau: Vec<f64>,
+    /// Range-normalised Gaussian constraints: the parameter, and σ, low, high of each.
+    pub range_param: Vec<u32>,
+    pub range_values: Vec<f64>,
+    /// 1 where each sample's yield is clipped at zero (ROOT's semantics).
+    pub clip_sample_yields: i32,
     pub param_slot_start: Vec<u32>,
     pub param_slots: Vec<u32>,
     pub normsys_code: i32,
@@ -127,8 +132,13 @@ impl KernelLayout {
             l.pois_aux.push(c.aux_index);
             l.pois_tau.push(c.tau);
         }
+        for r in &m.gaussian_ranges {
+            l.range_param.push(r.param);
+            l.range_values.extend_from_slice(&[r.sigma, r.low, r.high]);
+        }
+        l.clip_sample_yields = i32::from(m.clip_sample_yields);
         // Gradient slots in the kernel's order: scalar factors, histosys terms, entry factors,
-        // Gaussian constraints, Poisson constraints.
+        // Gaussian constraints, Poisson constraints, range normalisations.
         let slot_params = m
             .scalar_factors
             .iter()
@@ -136,7 +146,8 @@ impl KernelLayout {
             .chain(m.histosys_param.iter().copied())
             .chain(m.entry_factor_param.iter().copied())
             .chain(m.gaussian.iter().map(|c| c.param))
-            .chain(m.poisson.iter().map(|c| c.param));
+            .chain(m.poisson.iter().map(|c| c.param))
+            .chain(m.gaussian_ranges.iter().map(|r| r.param));
         let mut per_param: Vec<Vec<u32>> = vec![Vec::new(); m.n_params];
         for (slot, p) in slot_params.enumerate() {
             per_param[p as usize].push(slot as u32);

@@ -85,7 +85,8 @@ impl GaussianRange {
             (self.low - theta) / self.sigma,
             (self.high - theta) / self.sigma,
         );
-        let density = |x: f64| (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        // 1/√(2π), as the CUDA twin (kernels/nll_grad.cu, ns_range_log_norm) writes it.
+        let density = |x: f64| (-0.5 * x * x).exp() * 0.398_942_280_401_432_7;
         // Φ(b) − Φ(a) as a difference of upper tails, exact where both are small.
         let tail = |x: f64| 0.5 * libm::erfc(x / std::f64::consts::SQRT_2);
         let norm = tail(a) - tail(b);

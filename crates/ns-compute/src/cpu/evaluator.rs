@@ -606,9 +606,16 @@ impl<'m> CpuEvaluator<'m> {
             let w = s.histosys_weights[p as usize];
             histosys_slope += w.w_down - w.w_up;
         }
+        let base = self.plan.block_base(&s.base, &self.plan.blocks[block]);
         let scale = s.block_scale[block];
         for i in 0..n {
-            out[i] = scale * s.entry_product[e0 + i] * histosys_slope;
+            // A clipped yield does not move with its nominal.
+            let clipped = m.clip_sample_yields && base[i] == 0.0;
+            out[i] = if clipped {
+                0.0
+            } else {
+                scale * s.entry_product[e0 + i] * histosys_slope
+            };
         }
         Ok(())
     }

@@ -104,6 +104,9 @@ kernel_struct! {
         pois_param: u64 => "const unsigned*",
         pois_aux: u64 => "const unsigned*",
         pois_tau: u64 => "const double*",
+        range_param: u64 => "const unsigned*",
+        /// Per range-normalised Gaussian: σ, low, high.
+        range_values: u64 => "const double*",
         param_slot_start: u64 => "const unsigned*",
         param_slots: u64 => "const unsigned*",
         n_params: i32 => "int",
@@ -116,6 +119,9 @@ kernel_struct! {
         n_entry_factors: i32 => "int",
         n_gauss: i32 => "int",
         n_pois: i32 => "int",
+        n_ranges: i32 => "int",
+        /// 1: each sample's yield is clipped at zero.
+        clip_sample_yields: i32 => "int",
         /// 1 or 4.
         normsys_code: i32 => "int",
         /// 0, 2 or 4 (code4p).

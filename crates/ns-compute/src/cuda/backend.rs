@@ -33,7 +33,6 @@ pub struct CudaBackend {
 impl CudaBackend {
     /// Open device `ordinal`, load (or compile) the kernels and upload `model`.
     pub fn new(model: &CompiledModel, ordinal: usize) -> Result<Self> {
-        crate::layout::check_device_terms(model)?;
         Ok(CudaBackend {
             ordinal,
             model_address: model as *const CompiledModel as usize,

@@ -76,7 +76,6 @@ impl MultiCudaBackend {
     /// name the backend reports. The same ordinal may repeat (two sessions on one GPU), which
     /// tests the sharding where a host has one GPU.
     pub fn new(model: &CompiledModel, ordinals: &[usize], set: CudaGpus) -> Result<Self> {
-        crate::layout::check_device_terms(model)?;
         if ordinals.is_empty() {
             return Err(Error::InvalidInput("no CUDA GPU was named".into()));
         }

@@ -352,7 +352,7 @@ impl WgpuBackend {
     /// Open the best adapter of `device` (`Vulkan` or `Metal`), build the shader and upload
     /// `model`.
     pub fn new(model: &CompiledModel, device: Device) -> Result<Self> {
-        crate::layout::check_device_terms(model)?;
+        crate::layout::check_f32_device_terms(model)?;
         if !matches!(device, Device::Vulkan | Device::Metal) {
             return Err(Error::InvalidInput(format!(
                 "the wgpu backend runs on 'vulkan' or 'metal', not '{}'",

@@ -301,6 +301,8 @@ fn upload_model(
         pois_param: up.u32(&l.pois_param)?,
         pois_aux: up.u32(&l.pois_aux)?,
         pois_tau: up.f64(&l.pois_tau)?,
+        range_param: up.u32(&l.range_param)?,
+        range_values: up.f64(&l.range_values)?,
         param_slot_start: up.u32(&l.param_slot_start)?,
         param_slots: up.u32(&l.param_slots)?,
         n_params: model.n_params as i32,
@@ -313,6 +315,8 @@ fn upload_model(
         n_entry_factors: l.entry_factor_param.len() as i32,
         n_gauss: l.gauss_param.len() as i32,
         n_pois: l.pois_param.len() as i32,
+        n_ranges: l.range_param.len() as i32,
+        clip_sample_yields: l.clip_sample_yields,
         normsys_code: l.normsys_code,
         histosys_code: l.histosys_code,
     };
@@ -349,7 +353,6 @@ pub struct CudaSession {
 impl CudaSession {
     /// Open device `ordinal`, load (or compile) the kernels and upload `model`.
     pub fn new(model: &CompiledModel, ordinal: usize) -> Result<Self> {
-        crate::layout::check_device_terms(model)?;
         if !has_cuda() {
             return Err(cuda_unavailable());
         }
