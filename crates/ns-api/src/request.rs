@@ -221,7 +221,7 @@ impl Request {
                     uncertainties: *uncertainties || *yields,
                     ..config.clone()
                 };
-                let fit = fitter.fit(data, &config)?;
+                let fit = fitter.fit_global(data, &config)?;
                 // The same refusal as every other verb where the likelihood is undefined at the
                 // start, not a result with `converged: false`.
                 ns_inference::checks::started(fitter, &fit, data)?;

@@ -309,3 +309,65 @@ fn f32_devices_refuse_roots_terms_by_name() {
         }
     }
 }
+
+/// The coupled-histosys validation model has two minima; RooFit and pyhf stop in the higher one
+/// from the default start (μ̂ = 0.636). The fit verb's fit finds the lower one (μ̂ = 0.427, at
+/// RooFit's and pyhf's global minimum) and says that there are two, from XML under either
+/// semantics and from the pyhf JSON of it.
+#[test]
+fn the_fit_finds_the_lower_of_two_minima_and_says_so() {
+    let set = shared().join("pyhf-validation/multichan_coupledhistosys_histfactory");
+    let top = set.join("config/example.xml");
+    let json = ModelRef::ByContent(PyhfRef::file(set.join("pyhf_json/config__example.json")));
+    for (what, reference) in [
+        (
+            "XML, ROOT's semantics",
+            xml_model(&top, "GaussExample", Semantics::Root),
+        ),
+        (
+            "XML, pyhf's semantics",
+            xml_model(&top, "GaussExample", Semantics::Pyhf),
+        ),
+        ("pyhf JSON", json),
+    ] {
+        let loaded = reference.load_model(&Files).unwrap();
+        let model = loaded.likelihood();
+        let fitter = Fitter::new(model);
+        let data = model.observed().unwrap();
+        let config = FitConfig::suggested(model);
+        let single = fitter.fit(&data, &config).unwrap();
+        let global = fitter.fit_global(&data, &config).unwrap();
+        let poi = global.parameters[model.poi_index().unwrap()];
+        assert!((poi - 0.42706).abs() < 1e-4, "{what}: μ̂ = {poi}");
+        assert!(global.twice_nll < single.twice_nll - 1.0, "{what}");
+        let warning = global.warning.as_deref().unwrap_or("");
+        assert!(warning.contains("several minima"), "{what}: {warning}");
+        if what == "pyhf JSON" {
+            // pyhf's global minimum (its scipy fit from a POI start of 0).
+            assert!(
+                (global.twice_nll - 26.563838).abs() < 1e-5,
+                "{}",
+                global.twice_nll
+            );
+        }
+    }
+    // A likelihood with one minimum (histosys parameters pulled to both sides): the same fit,
+    // no warning.
+    let loaded = xml_model(
+        &shared().join("pyhf-docs/binderexample/meas.xml"),
+        "meas",
+        Semantics::Root,
+    )
+    .load_model(&Files)
+    .unwrap();
+    let model = loaded.likelihood();
+    let fitter = Fitter::new(model);
+    let data = model.observed().unwrap();
+    let config = FitConfig::suggested(model);
+    let (single, global) = (
+        fitter.fit(&data, &config).unwrap(),
+        fitter.fit_global(&data, &config).unwrap(),
+    );
+    assert_eq!(single.parameters, global.parameters);
+    assert!(global.warning.is_none(), "{:?}", global.warning);
+}

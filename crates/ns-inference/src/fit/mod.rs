@@ -49,6 +49,10 @@ pub(crate) const DENSE_PARAMETER_LIMIT: usize = 2000;
 /// in f64 but finished there.
 const F32_EXACT_COUNT: f64 = 16_777_216.0;
 
+/// Two fits whose twice_nll differ by more than this ended in different minima
+/// ([`Fitter::fit_global`]); fits of one minimum agree to the optimizer's tolerance, far below.
+pub const SEVERAL_MINIMA_GAP: f64 = 1e-3;
+
 /// The f64 verdict on a fit's end point ([`Fitter::check_in_f64`]).
 struct F64Check {
     twice_nll: f64,
@@ -360,6 +364,74 @@ impl<'m> Fitter<'m> {
             }
         };
         self.complete(result, data, config, &run)
+    }
+
+    /// The fit from `config`'s start and a second one from where it ended with its free histosys
+    /// parameters mirrored (α → −α): a HistoSys interpolation joins two extrapolations at α = 0,
+    /// and the likelihood can have a minimum on each side, of which a fit finds the one its
+    /// start leads to (RooFit and pyhf stop in the higher one of the coupled-histosys validation
+    /// model). The lower minimum is returned; where the two differ by more than
+    /// [`SEVERAL_MINIMA_GAP`] in twice_nll, with a warning that names both. The uncertainties
+    /// are computed once, at the minimum returned.
+    pub fn fit_global(&self, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
+        let single = FitConfig {
+            uncertainties: false,
+            ..config.clone()
+        };
+        let first = self.fit(data, &single)?;
+        let model = self.model;
+        let mirrored: Vec<f64> = first
+            .parameters
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                if !config.fixed[i] && model.parameter_kind(i) == "histosys" {
+                    -v
+                } else {
+                    v
+                }
+            })
+            .collect();
+        let moved = mirrored
+            .iter()
+            .zip(&first.parameters)
+            .any(|(a, b)| (a - b).abs() > 1e-3);
+        let mut best = first;
+        if best.converged && moved {
+            let second = self.fit(data, &single.starting_at(&mirrored))?;
+            let gap = best.twice_nll - second.twice_nll;
+            if second.converged && gap.abs() > SEVERAL_MINIMA_GAP {
+                let (low, high) = if gap > 0.0 {
+                    (second, best)
+                } else {
+                    (best, second)
+                };
+                let poi = |fit: &FitResult| {
+                    model
+                        .poi_index()
+                        .map(|p| format!(", POI {:.6}", fit.parameters[p]))
+                        .unwrap_or_default()
+                };
+                best = low;
+                let message = format!(
+                    "the likelihood has several minima: fits from the start and from its \
+                     histosys parameters mirrored (α → −α) ended at twice_nll {:.6}{} and \
+                     {:.6}{}; the lower is reported",
+                    best.twice_nll,
+                    poi(&best),
+                    high.twice_nll,
+                    poi(&high)
+                );
+                best.warn(message);
+            }
+        }
+        if config.uncertainties && best.termination != Termination::NonFiniteStart {
+            let free: Vec<usize> = (0..config.fixed.len())
+                .filter(|&i| !config.fixed[i])
+                .collect();
+            self.add_uncertainties(&mut best, data, &free)?;
+        }
+        Ok(best)
     }
 
     fn finish(&self, run: &FitRun, data: &PreparedData, config: &FitConfig) -> Result<FitResult> {
