@@ -10,6 +10,13 @@ use ns_core::Result;
 
 use crate::bytes::{Cursor, Origin};
 
+thread_local! {
+    /// One zlib inflater per thread, reset for each block: a fresh one allocates its 32 kB
+    /// window every time, most of the cost of a small histogram.
+    static INFLATE: std::cell::RefCell<flate2::Decompress> =
+        std::cell::RefCell::new(flate2::Decompress::new(true));
+}
+
 /// The object's bytes: `raw` itself when stored uncompressed, else its blocks decompressed into
 /// exactly `objlen` bytes.
 pub(crate) fn object_bytes<'a>(
@@ -51,10 +58,20 @@ pub(crate) fn object_bytes<'a>(
         let failed = |e: String| origin.error(start, format!("{} block: {e}", name(tag)));
         match &tag {
             b"ZL" => {
-                flate2::read::ZlibDecoder::new(payload)
-                    .take(expanded as u64)
-                    .read_to_end(&mut out)
+                // One call into room for exactly the block: no stream buffers per block (an XML
+                // model reads thousands of small histograms).
+                out.reserve(expanded);
+                let status = INFLATE
+                    .with_borrow_mut(|inflate| {
+                        inflate.reset(true);
+                        inflate.decompress_vec(payload, &mut out, flate2::FlushDecompress::Finish)
+                    })
                     .map_err(|e| failed(e.to_string()))?;
+                if status != flate2::Status::StreamEnd {
+                    return Err(failed(
+                        "the zlib stream does not end within the block".into(),
+                    ));
+                }
             }
             b"XZ" => {
                 let mut input = payload;

@@ -133,32 +133,38 @@ impl RootFile {
         })
     }
 
+    /// The keys of the directory at `path` (trimmed of slashes), its parent's taken from the
+    /// cache: each directory of the file is read once however many paths name it. The depth
+    /// is checked before the parents are walked.
     fn read_directory(&self, path: &str) -> Result<Vec<Key>> {
-        let mut keys = self.top_keys()?;
-        let mut walked = String::new();
-        for (depth, part) in path.split('/').filter(|p| !p.is_empty()).enumerate() {
-            if depth >= MAX_DEPTH {
-                return Err(Error::InvalidInput(format!(
-                    "{}: '{path}' is deeper than {MAX_DEPTH} directories",
-                    self.name
-                )));
-            }
-            let key = self.find(&keys, part, &walked)?;
-            if !key.is_directory() {
-                return Err(Error::InvalidInput(format!(
-                    "{}: '{walked}{part}' is a {}, not a directory",
-                    self.name, key.class
-                )));
-            }
-            let what = format!("directory '{walked}{part}'");
-            let bytes = self.object(&key, &what)?;
-            let origin = self.origin(&what, None);
-            let dir = file::directory(&bytes, 0, &origin)?;
-            keys = file::keys(self.bytes(), &dir, &self.origin(&what, Some(0)))?;
-            walked.push_str(part);
-            walked.push('/');
+        if path.is_empty() {
+            return self.top_keys();
         }
-        Ok(keys)
+        if path.split('/').filter(|p| !p.is_empty()).count() > MAX_DEPTH {
+            return Err(Error::InvalidInput(format!(
+                "{}: '{path}' is deeper than {MAX_DEPTH} directories",
+                self.name
+            )));
+        }
+        let (parent, part) = path.rsplit_once('/').unwrap_or(("", path));
+        let keys = self.directory(parent)?;
+        let walked = if parent.is_empty() {
+            String::new()
+        } else {
+            format!("{parent}/")
+        };
+        let key = self.find(&keys, part, &walked)?;
+        if !key.is_directory() {
+            return Err(Error::InvalidInput(format!(
+                "{}: '{walked}{part}' is a {}, not a directory",
+                self.name, key.class
+            )));
+        }
+        let what = format!("directory '{walked}{part}'");
+        let bytes = self.object(&key, &what)?;
+        let origin = self.origin(&what, None);
+        let dir = file::directory(&bytes, 0, &origin)?;
+        file::keys(self.bytes(), &dir, &self.origin(&what, Some(0)))
     }
 
     /// The key named `name` (`name;cycle` for one cycle; else the highest) in `keys`.

@@ -1,6 +1,7 @@
 //! Reading workspaces: JSON text → `serde_json::Value` → typed [`Workspace`], validated.
 
 use ns_core::{Error, Result};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -244,7 +245,12 @@ impl Workspace {
                  'version'; this is {found}"
             )));
         }
-        let ws: Workspace = from_value(value, "workspace")?;
+        // The plain deserializer reads the tree in place; only a document it refuses is read
+        // again with the path-tracking one, for a message that says where.
+        let ws: Workspace = match Workspace::deserialize(&value) {
+            Ok(ws) => ws,
+            Err(_) => from_value(value, "workspace")?,
+        };
         ws.validate()?;
         Ok(ws)
     }

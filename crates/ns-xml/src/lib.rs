@@ -295,12 +295,12 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
         .filter(|n| n.has_tag_name("Measurement"))
         .map(|m| reader.measurement(m, &configs, &top_name))
         .collect::<Result<Vec<_>>>()?;
-    let mut workspace = json!({
-        "measurements": measurements,
-        "channels": channels,
-        "observations": observations,
-        "version": "1.0.0",
-    });
+    let mut workspace = object([
+        ("measurements", Value::Array(measurements)),
+        ("channels", Value::Array(channels)),
+        ("observations", Value::Array(observations)),
+        ("version", "1.0.0".into()),
+    ]);
     if reader.semantics == Semantics::Root {
         workspace[ROOT_SEMANTICS_KEY] = serde_json::to_value(&reader.root)
             .map_err(|e| Error::Computation(format!("ROOT semantics as JSON: {e}")))?;
@@ -427,8 +427,11 @@ impl Reader {
             configs.extend(sample_configs);
         }
         Ok((
-            json!({"name": name, "samples": samples}),
-            json!({"name": name, "data": observed.values}),
+            object([("name", name.into()), ("samples", Value::Array(samples))]),
+            object([
+                ("name", name.into()),
+                ("data", numbers::array(observed.values)),
+            ]),
             configs,
         ))
     }
@@ -527,11 +530,11 @@ impl Reader {
                         Ok(histogram(files, file, path, histo, &here, self.semantics)?.values)
                     };
                     let (lo, hi) = (side("Low")?, side("High")?);
-                    modifiers.push(json!({
-                        "name": attr(tag, "Name", &here)?,
-                        "type": "histosys",
-                        "data": {"lo_data": lo, "hi_data": hi},
-                    }));
+                    let data = object([
+                        ("lo_data", numbers::array(lo)),
+                        ("hi_data", numbers::array(hi)),
+                    ]);
+                    modifiers.push(modifier(attr(tag, "Name", &here)?, "histosys", data));
                 }
                 "StatError" if attr(tag, "Activate", &here)? == "True" => {
                     let data = match tag.attribute("HistoName").unwrap_or("") {
@@ -551,11 +554,8 @@ impl Reader {
                             "{here}: no statistical errors"
                         )));
                     }
-                    modifiers.push(json!({
-                        "name": format!("staterror_{channel}"),
-                        "type": "staterror",
-                        "data": data,
-                    }));
+                    let name = format!("staterror_{channel}");
+                    modifiers.push(modifier(&name, "staterror", numbers::array(data)));
                 }
                 "ShapeSys" => {
                     let file = tag.attribute("InputFile").unwrap_or(input_file);
@@ -576,11 +576,8 @@ impl Reader {
                         };
                         self.root.shapesys.insert(modifier.to_string(), config);
                     }
-                    modifiers.push(json!({
-                        "name": modifier,
-                        "type": "shapesys",
-                        "data": numbers::product(&nominal.values, &relative, &here)?,
-                    }));
+                    let data = numbers::product(&nominal.values, &relative, &here)?;
+                    modifiers.push(self::modifier(modifier, "shapesys", numbers::array(data)));
                 }
                 "ShapeFactor" => modifiers.push(json!({
                     "name": attr(tag, "Name", &here)?,
@@ -592,7 +589,11 @@ impl Reader {
             }
         }
         Ok((
-            json!({"name": name, "data": nominal.values, "modifiers": modifiers}),
+            object([
+                ("name", name.into()),
+                ("data", numbers::array(nominal.values)),
+                ("modifiers", Value::Array(modifiers)),
+            ]),
             configs,
         ))
     }
@@ -663,7 +664,11 @@ impl Reader {
         }
         let mut parameters = vec![Value::Object(lumi_config)];
         parameters.extend(others.into_iter().map(Value::Object));
-        Ok(json!({"name": name, "config": {"poi": poi, "parameters": parameters}}))
+        let config = object([
+            ("poi", poi.into()),
+            ("parameters", Value::Array(parameters)),
+        ]);
+        Ok(object([("name", name.into()), ("config", config)]))
     }
 
     /// A measurement's `<ConstraintTerm Type RelativeUncertainty>alpha names</ConstraintTerm>`s.
@@ -704,6 +709,21 @@ impl Reader {
         }
         Ok(())
     }
+}
+
+/// A JSON object of owned values (`json!` would copy each value through serde).
+fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Object(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+/// A pyhf modifier.
+fn modifier(name: &str, kind: &str, data: Value) -> Value {
+    object([("name", name.into()), ("type", kind.into()), ("data", data)])
 }
 
 /// A `ConstraintType` attribute (`Gaussian`, `Poisson` or its short `Pois`).

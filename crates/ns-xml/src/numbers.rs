@@ -35,6 +35,11 @@ impl serde::Serialize for Num {
     }
 }
 
+/// The numbers as a JSON array.
+pub(crate) fn array(numbers: Vec<Num>) -> Value {
+    Value::Array(numbers.into_iter().map(Value::from).collect())
+}
+
 /// The numbers as f64.
 pub(crate) fn floats(numbers: &[Num]) -> Vec<f64> {
     numbers.iter().map(|n| n.as_f64()).collect()
@@ -131,6 +136,11 @@ fn values_of(h: &Histogram) -> Values {
 
 impl From<Num> for Value {
     fn from(n: Num) -> Value {
-        serde_json::to_value(n).unwrap_or(Value::Null)
+        match n {
+            Num::Int(i) => i.into(),
+            // Finite: the XML's numbers are checked where read, histogram values are f64s of
+            // the file's floats and integers.
+            Num::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        }
     }
 }
