@@ -42,6 +42,11 @@ def test_fit_matches_tight_pyhf(name, tight_jax):
     assert ours["parameter_names"] == model.config.par_names
     assert ours["converged"], ours["termination_reason"]
     assert ours["twice_nll"] <= float(twice_nll) + 1e-6, f"{name}: {ours['twice_nll']} vs tight pyhf {float(twice_nll)}"
+    if ours["twice_nll"] < float(twice_nll) - 1e-3:
+        # A lower minimum than the one pyhf's fit stops in (the coupled-histosys model has two):
+        # the fit says so, and its parameters are another minimum's.
+        assert "several minima" in (ours["warning"] or ""), ours["warning"]
+        return
     cov = np.asarray(obj.minuit.covariance)
     # The exact covariance at our minimum: C = 2·H⁻¹ with H = jax.hessian(twice_nll) over the free parameters.
     import jax

@@ -31,6 +31,7 @@ impl ModelSource {
             patches: Vec::new(),
             measurement: self.measurement.clone(),
             interpolation: self.interpolation.clone(),
+            clip_yields: false,
         })
     }
 }

@@ -171,6 +171,7 @@ pub(super) fn lower(
     staterror: &StatErrorSets,
     codes: InterpCodes,
     root: bool,
+    clip: bool,
 ) -> Result<CompiledModel> {
     let n_main = channels.iter().map(|c| c.n_bins).sum();
     let n_params = sets.iter().map(|s| s.n_parameters).sum();
@@ -196,7 +197,7 @@ pub(super) fn lower(
         gaussian: vec![],
         poisson: vec![],
         gaussian_ranges: vec![],
-        clip_sample_yields: root,
+        clip_sample_yields: clip,
     };
     for p in placed {
         lower_sample(&mut model, p, &channels[p.channel], &offset_of, staterror)?;
