@@ -31,7 +31,6 @@ impl ModelSource {
             patches: Vec::new(),
             measurement: self.measurement.clone(),
             interpolation: self.interpolation.clone(),
-            clip_yields: false,
         })
     }
 }

@@ -72,7 +72,6 @@ impl PyWorkspace {
         let options = ModelOptions {
             measurement: measurement_name,
             codes,
-            clip_yields: false,
         };
         Ok(PyModel {
             model: HistFactoryModel::from_workspace(&self.ws, &options).map_err(to_py)?,

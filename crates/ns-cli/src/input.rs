@@ -140,10 +140,6 @@ pub struct ModelArgs {
     /// pyhf.readxml reads it (pyhf); see docs/histfactory-xml.md
     #[arg(long, value_name = "root|pyhf")]
     pub semantics: Option<String>,
-    /// Clip each sample's yield in a bin at zero, as ROOT's HistFactory does (a pyhf workspace
-    /// whose yields can turn negative is then bounded below)
-    #[arg(long)]
-    pub clip_yields: bool,
 }
 
 impl ModelArgs {
@@ -193,7 +189,6 @@ impl ModelArgs {
                 defaults: self.interp_defaults.clone(),
                 codes: self.interp_codes.clone(),
             },
-            clip_yields: self.clip_yields,
         }))
     }
 

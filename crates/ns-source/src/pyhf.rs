@@ -32,10 +32,6 @@ pub struct PyhfRef {
     pub measurement: Option<String>,
     #[serde(default)]
     pub interpolation: Interpolation,
-    /// Clip each sample's yield in a bin at zero, as ROOT's HistFactory does: a likelihood whose
-    /// yields can turn negative is then bounded below (pyhf's is not there).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub clip_yields: bool,
 }
 
 /// One patch of a HEPData patchset, applied after checking the patchset's digest of the
@@ -135,7 +131,6 @@ impl PyhfRef {
             patches: Vec::new(),
             measurement: None,
             interpolation: Interpolation::default(),
-            clip_yields: false,
         }
     }
 
@@ -169,7 +164,6 @@ impl PyhfRef {
         let options = ModelOptions {
             measurement: self.measurement.clone(),
             codes: self.interpolation.codes()?,
-            clip_yields: self.clip_yields,
         };
         let model = HistFactoryModel::from_workspace(&workspace, &options)?;
         Ok(LoadedModel::Binned {

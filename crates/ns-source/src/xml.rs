@@ -104,7 +104,6 @@ impl XmlRef {
             patches: self.patches.clone(),
             measurement: self.measurement.clone(),
             interpolation: self.interpolation.clone(),
-            clip_yields: false,
         };
         Ok((pyhf, root))
     }
@@ -180,7 +179,6 @@ impl Xml {
             patches: reference.patches.clone(),
             measurement: reference.measurement.clone(),
             interpolation: reference.interpolation.clone(),
-            clip_yields: false,
         }
     }
 }

@@ -242,7 +242,6 @@ pub fn model_and_data(
         &ns_translate::ModelOptions {
             measurement: None,
             codes,
-            clip_yields: false,
         },
     )
     .expect("model builds");

@@ -140,7 +140,6 @@ fn exercise(doc: Value) {
         let options = ModelOptions {
             measurement: None,
             codes,
-            clip_yields: false,
         };
         let Ok(model) = HistFactoryModel::from_workspace(&ws, &options) else {
             continue;

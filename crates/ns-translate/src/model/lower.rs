@@ -171,7 +171,6 @@ pub(super) fn lower(
     staterror: &StatErrorSets,
     codes: InterpCodes,
     root: bool,
-    clip: bool,
 ) -> Result<CompiledModel> {
     let n_main = channels.iter().map(|c| c.n_bins).sum();
     let n_params = sets.iter().map(|s| s.n_parameters).sum();
@@ -197,7 +196,7 @@ pub(super) fn lower(
         gaussian: vec![],
         poisson: vec![],
         gaussian_ranges: vec![],
-        clip_sample_yields: clip,
+        clip_sample_yields: root,
     };
     for p in placed {
         lower_sample(&mut model, p, &channels[p.channel], &offset_of, staterror)?;

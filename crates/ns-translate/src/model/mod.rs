@@ -31,9 +31,6 @@ pub struct ModelOptions {
     /// Measurement name; the first measurement when `None`.
     pub measurement: Option<String>,
     pub codes: InterpCodes,
-    /// Clip each sample's yield in a bin at zero (ROOT's rule; always so under ROOT's
-    /// semantics).
-    pub clip_yields: bool,
 }
 
 /// What one modifier type asks of a parameter set, before the measurement's configuration.
@@ -209,7 +206,6 @@ impl FromWorkspace for HistFactoryModel {
             &staterror,
             options.codes,
             root.is_some(),
-            root.is_some() || options.clip_yields,
         )?;
         let mut model = HistFactoryModel::new(
             measurement.name.clone(),
