@@ -170,7 +170,20 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         double theta = p[m.scalar_param[k]];
         unsigned term = m.scalar_normsys[k];
         if (term == NS_LINEAR) { scalar_value[k] = theta; scalar_slope[k] = 1.0; }
-        else ns_normsys(m.normsys + NS_NORMSYS_WORDS * (size_t)term, m.normsys_code, theta, &scalar_value[k], &scalar_slope[k]);
+        else {
+            // A parameter read through α' = τ(κ^θ − 1) (ROOT's LogNormal): the slope chained.
+            double chain = 1.0;
+            if (m.has_normsys_input) {
+                const double* in = m.normsys_input + 2 * (size_t)m.scalar_param[k];
+                if (in[1] != 0.0) {
+                    const double power = pow(in[1], theta), ln_kappa = log(in[1]);
+                    chain = in[0] * power * ln_kappa;
+                    theta = in[0] * (power - 1.0);
+                }
+            }
+            ns_normsys(m.normsys + NS_NORMSYS_WORDS * (size_t)term, m.normsys_code, theta, &scalar_value[k], &scalar_slope[k]);
+            scalar_slope[k] *= chain;
+        }
     }
     __syncthreads();
 

@@ -20,10 +20,11 @@ pub(crate) const NONE: u32 = u32::MAX;
 /// ROOT's clipped sample yields and range-normalised Gaussian constraints (HistFactory XML read
 /// with ROOT's semantics). CUDA evaluates them.
 pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
-    if m.clip_sample_yields || !m.gaussian_ranges.is_empty() {
+    if m.clip_sample_yields || !m.gaussian_ranges.is_empty() || !m.normsys_inputs.is_empty() {
         return Err(ns_core::Error::Device(
             "this model has ROOT's HistFactory terms (sample yields clipped at zero, Gaussian \
-             constraints normalised over their global observable's range), which the f32 \
+             constraints normalised over their global observable's range, LogNormal \
+             ConstraintTerms), which the f32 \
              kernels (Vulkan, Metal) do not evaluate yet: run it on the CPU or CUDA, or read \
              the XML with pyhf's semantics (semantics \"pyhf\")"
                 .into(),
@@ -59,6 +60,9 @@ pub struct KernelLayout {
     pub range_values: Vec<f64>,
     /// 1 where each sample's yield is clipped at zero (ROOT's semantics).
     pub clip_sample_yields: i32,
+    /// Per parameter, τ and κ of the transform its normsys terms read it through (κ = 0: none);
+    /// empty where no parameter has one (ROOT's LogNormal ConstraintTerm).
+    pub normsys_input: Vec<f64>,
     pub param_slot_start: Vec<u32>,
     pub param_slots: Vec<u32>,
     pub normsys_code: i32,
@@ -137,6 +141,13 @@ impl KernelLayout {
             l.range_values.extend_from_slice(&[r.sigma, r.low, r.high]);
         }
         l.clip_sample_yields = i32::from(m.clip_sample_yields);
+        if !m.normsys_inputs.is_empty() {
+            l.normsys_input = vec![0.0; 2 * m.n_params];
+            for input in &m.normsys_inputs {
+                let at = 2 * input.param as usize;
+                l.normsys_input[at..at + 2].copy_from_slice(&[input.tau, input.kappa]);
+            }
+        }
         // Gradient slots in the kernel's order: scalar factors, histosys terms, entry factors,
         // Gaussian constraints, Poisson constraints, range normalisations.
         let slot_params = m

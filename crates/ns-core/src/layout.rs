@@ -97,6 +97,26 @@ impl GaussianRange {
     }
 }
 
+/// A normsys parameter read through ROOT's LogNormal ConstraintTerm: its OverallSys
+/// interpolations take α' = τ(κ^θ − 1) of the parameter θ (τ = 1/rel, κ = 1 + rel); its
+/// Gaussian constraint stays on θ.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NormsysInput {
+    pub param: u32,
+    pub tau: f64,
+    pub kappa: f64,
+}
+
+impl NormsysInput {
+    /// α' and its first two derivatives in θ.
+    pub fn apply(&self, theta: f64) -> (f64, f64, f64) {
+        let (power, ln_kappa) = (self.kappa.powf(theta), self.kappa.ln());
+        let slope = self.tau * power * ln_kappa;
+        (self.tau * (power - 1.0), slope, slope * ln_kappa)
+    }
+}
+
 /// The flat, backend-independent form of a HistFactory model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompiledModel {
@@ -122,6 +142,9 @@ pub struct CompiledModel {
     pub poisson: Vec<PoissonConstraint>,
     /// Normalisations of Gaussian constraints over bounded ranges (ROOT's semantics).
     pub gaussian_ranges: Vec<GaussianRange>,
+    /// Normsys parameters read through a transform (ROOT's LogNormal ConstraintTerm), at most
+    /// one per parameter.
+    pub normsys_inputs: Vec<NormsysInput>,
     /// Each sample's yield in a bin (nominal plus histosys) is clipped at zero, as ROOT's
     /// positive-definite interpolation does; at zero its derivatives are those of the clipped
     /// side.

@@ -139,12 +139,19 @@ fn constraint_terms_shape_the_model() {
         };
         HistFactoryModel::from_workspace(&workspace, &options)
     };
-    // Gamma and LogNormal are refused by name.
+    // Gamma is refused by name; LogNormal reads the normsys through τ(κ^α − 1).
     let error = build(&workspace, "GammaExample").unwrap_err().to_string();
     assert!(
-        error.contains("<ConstraintTerm> on 'syst2': Gamma and LogNormal"),
+        error.contains("<ConstraintTerm> on 'syst2': Gamma ConstraintTerms"),
         "{error}"
     );
+    let lognormal = build(&workspace, "LogNormExample").unwrap();
+    let input = lognormal.compiled.normsys_inputs[0];
+    let syst2 = lognormal.parameter_index("syst2").unwrap();
+    assert_eq!(input.param as usize, syst2);
+    // ROOT's tau_syst2 = 1/rel and kappa_syst2 = 1 + rel, rel = 0.3 in single precision.
+    let rel = f64::from(0.3f32);
+    assert_eq!((input.tau, input.kappa), (1.0 / rel, 1.0 + rel));
     // NoConstraint leaves the OverallSys out; Uniform is a Gaussian of width 100.
     workspace[ROOT_SEMANTICS_KEY]["constraint_terms"]["GaussExample"] = serde_json::json!({
         "syst2": {"type": "noconstraint"},

@@ -310,9 +310,36 @@ impl<'m> CpuEvaluator<'m> {
         let (ln_hi, ln_lo) = (&plan.ln_hi[..], &plan.ln_lo[..]);
         let [c0, c1, c2, c3, c4, c5] = &plan.poly;
         let (c0, c1, c2, c3, c4, c5) = (&c0[..], &c1[..], &c2[..], &c3[..], &c4[..], &c5[..]);
-        for g in &plan.groups {
-            let alpha = params[g.param as usize];
+        for (g, input) in plan.groups.iter().zip(&plan.group_inputs) {
+            let theta = params[g.param as usize];
+            // A parameter read through a transform: the interpolation at α', slopes chained.
+            let (alpha, chain) = match input {
+                Some(input) => {
+                    let (alpha, chain, _) = input.apply(theta);
+                    (alpha, chain)
+                }
+                None => (theta, 1.0),
+            };
             let r = g.start as usize..g.end as usize;
+            if input.is_some() {
+                let (value, slope, log_slope) = (
+                    &mut values[r.clone()],
+                    &mut slopes[r.clone()],
+                    &mut log_slopes[r.clone()],
+                );
+                for (t, ((v, s), l)) in r.clone().zip(value.iter_mut().zip(slope).zip(log_slope)) {
+                    let term = &self.model.normsys[plan.term_normsys[t] as usize];
+                    let (value_at, slope_at) = term.factor_and_derivative(plan.normsys_code, alpha);
+                    *v = value_at;
+                    *s = slope_at * chain;
+                    *l = if value_at != 0.0 {
+                        slope_at / value_at * chain
+                    } else {
+                        0.0
+                    };
+                }
+                continue;
+            }
             let value = &mut values[r.clone()];
             let slope = &mut slopes[r.clone()];
             let log_slope = &mut log_slopes[r.clone()];

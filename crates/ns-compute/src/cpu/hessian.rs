@@ -140,18 +140,29 @@ impl CpuEvaluator<'_> {
 
         // ∂²ln f/∂α² of every normsys term: 0 on the exponential branches.
         let mut normsys_curvature = vec![0.0; plan.term_param.len()];
-        for g in &plan.groups {
+        for (g, input) in plan.groups.iter().zip(&plan.group_inputs) {
+            if let Some(input) = input {
+                // Read through α'(θ): ∂²ln f/∂θ² = ∂²ln f/∂α'² · α'_θ² + ∂ln f/∂α' · α'_θθ.
+                let (alpha, chain, chain2) = input.apply(params[g.param as usize]);
+                for t in g.range() {
+                    let term = &m.normsys[plan.term_normsys[t] as usize];
+                    let (value, slope) = term.factor_and_derivative(plan.normsys_code, alpha);
+                    let log_slope = slope / value;
+                    let curvature = if plan.normsys_code == NormsysCode::Code4 && alpha.abs() < 1.0
+                    {
+                        let dd = code4_second_powers(alpha);
+                        let second: f64 = (0..6).map(|k| plan.poly[k][t] * dd[k]).sum();
+                        second / value - log_slope * log_slope
+                    } else {
+                        0.0
+                    };
+                    normsys_curvature[t] = curvature * chain * chain + log_slope * chain2;
+                }
+                continue;
+            }
             let alpha = params[g.param as usize];
             if plan.normsys_code == NormsysCode::Code4 && alpha.abs() < 1.0 {
-                let a2 = alpha * alpha;
-                let dd = [
-                    0.0,
-                    2.0,
-                    6.0 * alpha,
-                    12.0 * a2,
-                    20.0 * a2 * alpha,
-                    30.0 * a2 * a2,
-                ];
+                let dd = code4_second_powers(alpha);
                 for t in g.start as usize..g.end as usize {
                     let second: f64 = (0..6).map(|k| plan.poly[k][t] * dd[k]).sum();
                     let log_slope = s.normsys_log_slope[t];
@@ -362,4 +373,18 @@ impl CpuEvaluator<'_> {
         sink.finish();
         Ok(Some(values))
     }
+}
+
+/// The second derivatives of α, α², …, α⁶: code 4's polynomial curvature is their dot product
+/// with a term's coefficients.
+fn code4_second_powers(alpha: f64) -> [f64; 6] {
+    let a2 = alpha * alpha;
+    [
+        0.0,
+        2.0,
+        6.0 * alpha,
+        12.0 * a2,
+        20.0 * a2 * alpha,
+        30.0 * a2 * a2,
+    ]
 }

@@ -12,7 +12,7 @@ use std::ops::Range;
 use ns_core::CompiledModel;
 use ns_core::interp::NormsysCode;
 use ns_core::lanes::LANES;
-use ns_core::layout::{SampleBlock, ScalarFactor};
+use ns_core::layout::{NormsysInput, SampleBlock, ScalarFactor};
 
 /// Length of a block's histosys row `[up, down]` per term, padded to whole vectors.
 pub(crate) fn padded_histosys_row(block: &SampleBlock) -> usize {
@@ -140,6 +140,10 @@ pub(crate) struct Plan {
     pub normsys_code: NormsysCode,
     /// Normsys terms grouped by parameter (ascending), in model order within a parameter.
     pub groups: Vec<ParamGroup>,
+    /// Per group: the transform its parameter is read through (ROOT's LogNormal), if any.
+    pub group_inputs: Vec<Option<NormsysInput>>,
+    /// Per term: its index in the model's normsys terms.
+    pub term_normsys: Vec<u32>,
     /// Per term: the code-4 polynomial coefficient of α^(k+1) in `poly[k]`.
     pub poly: [Vec<f64>; 6],
     pub ln_hi: Vec<f64>,
@@ -198,6 +202,8 @@ impl Plan {
             histosys_params,
             normsys_code: m.codes.normsys,
             groups: param_groups(terms.iter().map(|t| t.0)),
+            group_inputs: Vec::new(),
+            term_normsys: Vec::with_capacity(terms.len()),
             poly: Default::default(),
             ln_hi: Vec::with_capacity(terms.len()),
             ln_lo: Vec::with_capacity(terms.len()),
@@ -212,6 +218,16 @@ impl Plan {
             histosys_term_pair: Vec::new(),
             nominal: Vec::with_capacity(padded_entries_len(m)),
         };
+        plan.group_inputs = plan
+            .groups
+            .iter()
+            .map(|g| {
+                m.normsys_inputs
+                    .iter()
+                    .find(|i| i.param == g.param)
+                    .copied()
+            })
+            .collect();
         let mut terms_of_block: Vec<Vec<u32>> = vec![Vec::new(); m.samples.len()];
         for (t, &(param, block, normsys)) in terms.iter().enumerate() {
             let term = &m.normsys[normsys as usize];
@@ -222,6 +238,7 @@ impl Plan {
             plan.ln_lo.push(term.ln_lo);
             plan.term_block.push(block);
             plan.term_param.push(param);
+            plan.term_normsys.push(normsys);
             terms_of_block[block as usize].push(t as u32);
         }
 

@@ -107,6 +107,9 @@ kernel_struct! {
         range_param: u64 => "const unsigned*",
         /// Per range-normalised Gaussian: σ, low, high.
         range_values: u64 => "const double*",
+        /// Per parameter, τ and κ of its normsys input α' = τ(κ^θ − 1) (κ = 0: none); empty
+        /// where `has_normsys_input` is 0.
+        normsys_input: u64 => "const double*",
         param_slot_start: u64 => "const unsigned*",
         param_slots: u64 => "const unsigned*",
         n_params: i32 => "int",
@@ -122,6 +125,7 @@ kernel_struct! {
         n_ranges: i32 => "int",
         /// 1: each sample's yield is clipped at zero.
         clip_sample_yields: i32 => "int",
+        has_normsys_input: i32 => "int",
         /// 1 or 4.
         normsys_code: i32 => "int",
         /// 0, 2 or 4 (code4p).
@@ -361,7 +365,7 @@ mod tests {
         let view = ModelView::c_definition();
         assert!(view.starts_with("struct ModelView {\n    const unsigned* blocks;\n"));
         assert!(
-            view.contains("    int histosys_code;\n};\nstatic_assert(sizeof(ModelView) == 240,")
+            view.contains("    int histosys_code;\n};\nstatic_assert(sizeof(ModelView) == 256,")
         );
         let args = FitArgs::c_definition();
         assert!(args.contains("    double* workspace;\n    double pg_tol;\n    int n_fits;\n"));
@@ -379,7 +383,7 @@ mod tests {
         let offsets = field_offsets();
         assert!(offsets.contains(&("FitArgs::pg_tol".to_string(), 128)));
         assert!(offsets.contains(&("FitArgs::n_fits".to_string(), 136)));
-        assert!(offsets.contains(&("NllGradArgs::signal".to_string(), 240)));
+        assert!(offsets.contains(&("NllGradArgs::signal".to_string(), 256)));
         let kernel = layout_kernel();
         assert_eq!(kernel.matches("out[k++]").count(), offsets.len());
         assert!(kernel.contains("{ FitArgs s;\n"));

@@ -196,6 +196,7 @@ pub(super) fn lower(
         gaussian: vec![],
         poisson: vec![],
         gaussian_ranges: vec![],
+        normsys_inputs: vec![],
         clip_sample_yields: root,
     };
     for p in placed {

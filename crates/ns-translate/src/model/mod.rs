@@ -196,10 +196,13 @@ impl FromWorkspace for HistFactoryModel {
         let staterror = StatErrorSets::collect(&placed, &channels, root)?;
         let (order, requirements) = requirements_in_order(&placed, &channels, &staterror, root)?;
         let mut parameter_sets = lay_out_parameters(&order, requirements, measurement)?;
-        if let Some(terms) = root.and_then(|r| r.constraint_terms(&measurement.name)) {
-            root::apply_constraint_terms(&mut parameter_sets, terms, &measurement.name)?;
-        }
-        let compiled = lower(
+        let normsys_inputs = match root.and_then(|r| r.constraint_terms(&measurement.name)) {
+            Some(terms) => {
+                root::apply_constraint_terms(&mut parameter_sets, terms, &measurement.name)?
+            }
+            None => Vec::new(),
+        };
+        let mut compiled = lower(
             &placed,
             &channels,
             &parameter_sets,
@@ -207,6 +210,7 @@ impl FromWorkspace for HistFactoryModel {
             options.codes,
             root.is_some(),
         )?;
+        compiled.normsys_inputs = normsys_inputs;
         let mut model = HistFactoryModel::new(
             measurement.name.clone(),
             channels,

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use ns_core::layout::GaussianRange;
+use ns_core::layout::{GaussianRange, NormsysInput};
 use ns_core::model::{Constraint, ParameterSet};
 use ns_core::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -118,13 +118,17 @@ pub fn gamma_bounds(delta: f64) -> (f64, f64) {
 }
 
 /// A measurement's ConstraintTerms on its parameter sets: `Uniform` widens the Gaussian to
-/// [`ROOT_UNIFORM_WIDTH`]; `NoConstraint` left the OverallSys out before. `Gamma` and `LogNormal` (a constraint on a
+/// [`ROOT_UNIFORM_WIDTH`]; `NoConstraint` left the OverallSys out before; `LogNormal` gives the
+/// normsys input α' = τ(κ^α − 1) it returns (τ = 1/rel, κ = 1 + rel, rel in single precision as
+/// ROOT reads it). `Gamma` (a constraint on a β that the normsys reads through (β − 1)/rel,
+/// normalised numerically by RooFit) is refused by name until the engine has it. `Gamma` and `LogNormal` (a constraint on a
 /// β that the normsys reads through a transform) are refused by name until the engine has them.
 pub(super) fn apply_constraint_terms(
     sets: &mut [ParameterSet],
     terms: &BTreeMap<String, ConstraintTerm>,
     measurement: &str,
-) -> Result<()> {
+) -> Result<Vec<NormsysInput>> {
+    let mut inputs = Vec::new();
     for (name, term) in terms {
         if *term == ConstraintTerm::NoConstraint && !sets.iter().any(|s| &s.name == name) {
             continue;
@@ -148,16 +152,23 @@ pub(super) fn apply_constraint_terms(
             // Its OverallSys modifiers were left out (`without_normsys`); a HistoSys of the name
             // keeps its Gaussian, as in ROOT.
             ConstraintTerm::NoConstraint => {}
-            ConstraintTerm::Gamma { .. } | ConstraintTerm::LogNormal { .. } => {
+            ConstraintTerm::LogNormal {
+                relative_uncertainty,
+            } => inputs.push(NormsysInput {
+                param: set.offset as u32,
+                tau: 1.0 / relative_uncertainty,
+                kappa: 1.0 + relative_uncertainty,
+            }),
+            ConstraintTerm::Gamma { .. } => {
                 return Err(Error::InvalidModel(format!(
-                    "{at}: Gamma and LogNormal ConstraintTerms are not built yet under ROOT's \
-                     semantics; read the XML with pyhf's semantics (--semantics pyhf), which \
-                     treats them as Gaussian, as pyhf does"
+                    "{at}: Gamma ConstraintTerms are not built yet under ROOT's semantics; read \
+                     the XML with pyhf's semantics (--semantics pyhf), which treats them as \
+                     Gaussian, as pyhf does"
                 )));
             }
         }
     }
-    Ok(())
+    Ok(inputs)
 }
 
 /// RooFit's normalisation of a Gaussian constraint: over its global observable's range —

@@ -303,6 +303,7 @@ fn upload_model(
         pois_tau: up.f64(&l.pois_tau)?,
         range_param: up.u32(&l.range_param)?,
         range_values: up.f64(&l.range_values)?,
+        normsys_input: up.f64(&l.normsys_input)?,
         param_slot_start: up.u32(&l.param_slot_start)?,
         param_slots: up.u32(&l.param_slots)?,
         n_params: model.n_params as i32,
@@ -317,6 +318,7 @@ fn upload_model(
         n_pois: l.pois_param.len() as i32,
         n_ranges: l.range_param.len() as i32,
         clip_sample_yields: l.clip_sample_yields,
+        has_normsys_input: i32::from(!l.normsys_input.is_empty()),
         normsys_code: l.normsys_code,
         histosys_code: l.histosys_code,
     };
