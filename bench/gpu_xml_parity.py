@@ -40,27 +40,9 @@ def main():
             if "pyhf_readxml_error" in top and a.semantics == "pyhf":
                 continue
             xml = str(reference.parent / top["top"])
-            diffs, errors, refusals = [], [], []
-            for verb in (["fit"], ["hypotest", "--mu", "1"], ["hypotest-toys", "--mu", "1", "--n-toys", str(a.toys), "--seed", "1"]):
-                args = [verb[0], xml, "--semantics", a.semantics, *verb[1:]]
-                cpu, e1 = run(a.bin, args, "cpu")
-                cuda, e2 = run(a.bin, args, "cuda")
-                if e1 and e1 == e2:
-                    # Both devices refuse the request alike (as pyhf or ROOT's reading does).
-                    refusals.append(f"{verb[0]}: both refuse ({e1[:90]}…)")
-                    continue
-                if e1 or e2:
-                    errors.append(f"{verb[0]}: cpu {e1 or 'ok'} / cuda {e2 or 'ok'}")
-                    continue
-                if verb[0] == "fit":
-                    d = max([rel(cpu["twice_nll"], cuda["twice_nll"])] + [abs(x - y) for x, y in zip(cpu["bestfit"], cuda["bestfit"])])
-                elif verb[0] == "hypotest":
-                    d = max(rel(cpu["CLs_obs"], cuda["CLs_obs"]), *(abs(x - y) for x, y in zip(cpu["CLs_exp"], cuda["CLs_exp"])))
-                else:
-                    d = max(abs(cpu["CLs_obs"] - cuda["CLs_obs"]), *(abs(x - y) for x, y in zip(cpu["CLs_exp"], cuda["CLs_exp"])))
-                diffs.append((verb[0], d))
-            worst = max([worst] + [d for _, d in diffs])
-            rows.append((f"{reference.parent.name}:{top['top']}", diffs, errors, refusals))
+            for measurement in [m["name"] for m in top.get("measurements", [])] or [None]:
+                rows.append(compare(a, xml, measurement, f"{reference.parent.name}:{top['top']}"))
+                worst = max([worst] + [d for _, d in rows[-1][1]])
     print("| model | fit (Δ) | hypotest (Δ CLs) | toys (Δ CLs) | notes |\n|---|---|---|---|---|")
     for name, diffs, errors, refusals in rows:
         cells = {v: f"{d:.1e}" for v, d in diffs}
@@ -70,6 +52,31 @@ def main():
     if failed:
         print(f"{failed} models with errors")
     sys.exit(0 if worst <= 1e-6 and not failed else 1)
+
+
+def compare(a, xml, measurement, name):
+    """One measurement of one combination XML on both devices: (name, diffs, errors, refusals)."""
+    diffs, errors, refusals = [], [], []
+    chosen = ["--measurement", measurement] if measurement else []
+    for verb in (["fit"], ["hypotest", "--mu", "1"], ["hypotest-toys", "--mu", "1", "--n-toys", str(a.toys), "--seed", "1"]):
+        args = [verb[0], xml, "--semantics", a.semantics, *chosen, *verb[1:]]
+        cpu, e1 = run(a.bin, args, "cpu")
+        cuda, e2 = run(a.bin, args, "cuda")
+        if e1 and e1 == e2:
+            # Both devices refuse the request alike (as pyhf or ROOT's reading does).
+            refusals.append(f"{verb[0]}: both refuse ({e1[:90]}…)")
+            continue
+        if e1 or e2:
+            errors.append(f"{verb[0]}: cpu {e1 or 'ok'} / cuda {e2 or 'ok'}")
+            continue
+        if verb[0] == "fit":
+            d = max([rel(cpu["twice_nll"], cuda["twice_nll"])] + [abs(x - y) for x, y in zip(cpu["bestfit"], cuda["bestfit"])])
+        elif verb[0] == "hypotest":
+            d = max(rel(cpu["CLs_obs"], cuda["CLs_obs"]), *(abs(x - y) for x, y in zip(cpu["CLs_exp"], cuda["CLs_exp"])))
+        else:
+            d = max(abs(cpu["CLs_obs"] - cuda["CLs_obs"]), *(abs(x - y) for x, y in zip(cpu["CLs_exp"], cuda["CLs_exp"])))
+        diffs.append((verb[0], d))
+    return (f"{name} {measurement or ''}".strip(), diffs, errors, refusals)
 
 
 if __name__ == "__main__":
