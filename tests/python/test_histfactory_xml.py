@@ -68,3 +68,21 @@ def test_careless_calls_are_refused_clearly(tmp_path):
         nextstat.readxml.parse(folder / "config/nope.xml", folder)
     with pytest.raises(TypeError, match="configfile must be a path"):
         nextstat.readxml.parse(open(folder / "config/example.xml", "rb"), folder)
+
+
+def test_roots_reading_from_python_is_the_clis():
+    """`semantics="root"` gives the workspace of ROOT's reading: nextstat's model of it fits to
+    what `nextstat fit combination.xml` (ROOT's semantics, the default) gives, and differs from
+    pyhf's reading where the semantics do (a Poisson staterror here)."""
+    folder = SETS / "pyhf-validation" / "xmlimport_input"
+    top = folder / "config" / "example.xml"
+    spec = nextstat.readxml.parse(top, folder, semantics="root")
+    assert "nextstat:root_semantics" in spec
+    ours = nextstat.fit(nextstat.Workspace(spec).model())
+    cli = json.loads(subprocess.run([str(BIN), "fit", str(top)], capture_output=True, text=True, check=True).stdout)
+    assert cli["semantics"] == "root"
+    assert ours.twice_nll == pytest.approx(cli["twice_nll"], rel=1e-12, abs=1e-12)
+    pyhf_reading = nextstat.fit(nextstat.Workspace(nextstat.readxml.parse(top, folder)).model())
+    assert abs(pyhf_reading.twice_nll - ours.twice_nll) > 1e-3
+    with pytest.raises(nextstat.InvalidInputError, match="semantics 'roofit'"):
+        nextstat.readxml.parse(top, folder, semantics="roofit")

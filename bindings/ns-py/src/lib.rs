@@ -60,13 +60,20 @@ fn has_cuda() -> bool {
     ns_compute::cuda::has_cuda()
 }
 
-/// A HistFactory combination XML and its ROOT files as a pyhf workspace (JSON), as
-/// `pyhf.readxml.parse(top, base_dir)` gives it; `base_dir` `None`: the XML's folder or the
-/// nearest folder above it from which its first channel is found.
+/// A HistFactory combination XML and its ROOT files as a workspace (JSON): with `semantics`
+/// "pyhf" as `pyhf.readxml.parse(top, base_dir)` gives it, with "root" the model ROOT's
+/// hist2workspace builds; `base_dir` `None`: the XML's folder or the nearest folder above it
+/// from which its first channel is found.
 #[pyfunction]
-#[pyo3(signature = (top, base_dir=None))]
-fn readxml(top: std::path::PathBuf, base_dir: Option<std::path::PathBuf>) -> PyResult<String> {
-    let workspace = ns_xml::workspace_of_files(&top, base_dir.as_deref()).map_err(to_py)?;
+#[pyo3(signature = (top, base_dir=None, semantics="pyhf"))]
+fn readxml(
+    top: std::path::PathBuf,
+    base_dir: Option<std::path::PathBuf>,
+    semantics: &str,
+) -> PyResult<String> {
+    let semantics = ns_xml::Semantics::from_name(semantics).map_err(to_py)?;
+    let workspace =
+        ns_xml::workspace_of_files(&top, base_dir.as_deref(), semantics).map_err(to_py)?;
     Ok(workspace.to_string())
 }
 

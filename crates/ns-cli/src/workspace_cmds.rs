@@ -273,7 +273,8 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             output,
         } => {
             crate::input::remember(&top);
-            let value = ns_xml::workspace_of_files(&top, basedir.as_deref())?;
+            let value =
+                ns_xml::workspace_of_files(&top, basedir.as_deref(), ns_xml::Semantics::Pyhf)?;
             emit_pyhf(&dumps(&value, DumpOptions::PYHF_CLI), output.as_ref())
         }
     }

@@ -356,11 +356,16 @@ fn measurement_float(
 /// A parameter's configuration in a measurement (`name`, `bounds`, `inits`, `fixed`).
 type Config = Map<String, Value>;
 
-/// The pyhf workspace of the combination XML `top` read from local files with pyhf's semantics
-/// (what `pyhf xml2json` prints and `pyhf.readxml.parse` returns), validated as a workspace.
-pub fn workspace_of_files(top: &Path, base_dir: Option<&Path>) -> Result<Value> {
+/// The workspace of the combination XML `top` read from local files with `semantics` —
+/// pyhf's: what `pyhf xml2json` prints and `pyhf.readxml.parse` returns — validated as a
+/// workspace.
+pub fn workspace_of_files(
+    top: &Path,
+    base_dir: Option<&Path>,
+    semantics: Semantics,
+) -> Result<Value> {
     let options = ReadOptions {
-        semantics: Semantics::Pyhf,
+        semantics,
         base_dir,
         access: FileAccess::Local { base: base_dir },
         sent: None,

@@ -55,8 +55,8 @@ def run_call(call: str, base: Optional[str] = None, progress: Optional[str] = No
     """Run a saved call (relative paths read from ``base``): (verb, report JSON)."""
     ...
 def has_cuda() -> bool: ...
-def readxml(top: str, base_dir: Optional[str] = None) -> str:
-    """A HistFactory combination XML and its ROOT files as a pyhf workspace (JSON)."""
+def readxml(top: str, base_dir: Optional[str] = None, semantics: str = "pyhf") -> str:
+    """A HistFactory combination XML and its ROOT files as a workspace (JSON), with pyhf's or ROOT's semantics."""
 def verbs() -> str:
     """The verb registry as JSON: each verb's name, route, summary and Python result class."""
 def verify_patchset(patchset_json: str, document_json: str) -> None: ...
