@@ -47,7 +47,9 @@ pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<(
                 "{}: {e}; {}--skip-verify applies its patches anyway",
                 path.display(),
                 if root {
-                    "the background is HistFactory XML read with ROOT's semantics, whose                      workspace differs from pyhf's reading (a patchset made for that verifies                      with --semantics pyhf); "
+                    "the background is HistFactory XML read with ROOT's semantics, whose \
+                     workspace differs from pyhf's reading (a patchset made for that verifies \
+                     with --semantics pyhf); "
                 } else {
                     ""
                 }

@@ -210,8 +210,9 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
             const double down = ext != NS_NONE ? s - row[2 * j + 1] : row[2 * j + 1];
             acc += w[0] * up + w[1] * down;
         }
-        // ROOT's semantics: a sample's yield is clipped at zero.
-        base[e] = m.clip_sample_yields && acc < 0.0 ? 0.0 : acc;
+        // ROOT's semantics: a sample's yield is clipped at zero (one without histosys terms was
+        // clipped once in the model, as on the CPU).
+        base[e] = m.clip_sample_yields && nh > 0 && acc < 0.0 ? 0.0 : acc;
         double prod = 1.0;
         for (unsigned f = m.entry_factor_start[e]; f < m.entry_factor_start[e + 1]; ++f) prod *= p[m.entry_factor_param[f]];
         product[e] = prod;

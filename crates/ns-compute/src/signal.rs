@@ -337,7 +337,10 @@ fn staterror_links(
                 .position(|g| g.param as usize == p)
                 .ok_or_else(|| {
                     Error::InvalidModel(format!(
-                        "internal: staterror parameter {p} has no constraint"
+                        "the staterror parameter {p} has no Gaussian constraint (a Poisson one, \
+                         as ROOT's StatErrorConfig gives): an external signal's yields move \
+                         Gaussian staterror widths only; read HistFactory XML with pyhf's \
+                         semantics or declare a Gaussian StatErrorConfig"
                     ))
                 })?;
             let (mut total, mut fixed_nominal) = (0.0, 0.0);

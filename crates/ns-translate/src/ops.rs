@@ -218,6 +218,14 @@ impl Workspace {
 
     /// pyhf's `Workspace.rename`.
     pub fn rename(&self, rename: &Rename) -> Result<Workspace> {
+        if self.root_semantics.is_some() {
+            return Err(op_error(
+                "a workspace read from HistFactory XML with ROOT's semantics cannot be renamed: \
+                 its ROOT terms are keyed by the names (rename in the XML, or read it with \
+                 --semantics pyhf)"
+                    .into(),
+            ));
+        }
         self.prune_and_rename(&Prune::default(), rename)
     }
 

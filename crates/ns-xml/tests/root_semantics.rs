@@ -152,6 +152,24 @@ fn constraint_terms_shape_the_model() {
     // ROOT's tau_syst2 = 1/rel and kappa_syst2 = 1 + rel, rel = 0.3 in single precision.
     let rel = f64::from(0.3f32);
     assert_eq!((input.tau, input.kappa), (1.0 / rel, 1.0 + rel));
+    // A width that is no width is refused by name (not a NaN likelihood).
+    let mut zero = workspace.clone();
+    zero[ROOT_SEMANTICS_KEY]["constraint_terms"]["LogNormExample"]["syst2"] =
+        serde_json::json!({"type": "lognormal", "relative_uncertainty": 0.0});
+    let error = build(&zero, "LogNormExample").unwrap_err().to_string();
+    assert!(
+        error.contains("RelativeUncertainty=\"0\" must be a positive"),
+        "{error}"
+    );
+    // ROOT's terms are keyed by name: renaming is refused rather than dropping them.
+    let typed = Workspace::from_value(workspace.clone()).unwrap();
+    let mut rename = ns_translate::ops::Rename::default();
+    rename.modifiers.insert("syst2".into(), "other".into());
+    let error = typed.rename(&rename).unwrap_err().to_string();
+    assert!(
+        error.contains("ROOT's semantics cannot be renamed"),
+        "{error}"
+    );
     // NoConstraint leaves the OverallSys out; Uniform is a Gaussian of width 100.
     workspace[ROOT_SEMANTICS_KEY]["constraint_terms"]["GaussExample"] = serde_json::json!({
         "syst2": {"type": "noconstraint"},

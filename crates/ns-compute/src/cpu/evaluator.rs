@@ -449,8 +449,11 @@ impl<'m> CpuEvaluator<'m> {
                     &columns[start..start + padded * 2 * block.histosys.len()],
                 );
                 if m.clip_sample_yields {
+                    // As the CUDA kernel: below zero clipped, NaN kept.
                     for v in &mut base[bins] {
-                        *v = v.max(0.0);
+                        if *v < 0.0 {
+                            *v = 0.0;
+                        }
                     }
                 }
             }

@@ -9,7 +9,7 @@
 //! - shapesys: Gaussian (σ = δ, ROOT's default) or Poisson (τ = 1/δ²), as declared;
 //! - every γ (staterror, shapesys) ranges over [0, 1 + 5δ]; a shapefactor over [0, 1000];
 //! - a measurement's `<ConstraintTerm>`s: `Uniform` is a Gaussian of width 100 in ROOT 6.40,
-//!   `NoConstraint` none;
+//!   `NoConstraint` leaves the OverallSys out, `LogNormal` reads it through τ(κ^α − 1);
 //! - each sample's yield in a bin is clipped at zero (ROOT's positive-definite interpolation).
 
 use std::collections::BTreeMap;
@@ -121,8 +121,7 @@ pub fn gamma_bounds(delta: f64) -> (f64, f64) {
 /// [`ROOT_UNIFORM_WIDTH`]; `NoConstraint` left the OverallSys out before; `LogNormal` gives the
 /// normsys input α' = τ(κ^α − 1) it returns (τ = 1/rel, κ = 1 + rel, rel in single precision as
 /// ROOT reads it). `Gamma` (a constraint on a β that the normsys reads through (β − 1)/rel,
-/// normalised numerically by RooFit) is refused by name until the engine has it. `Gamma` and `LogNormal` (a constraint on a
-/// β that the normsys reads through a transform) are refused by name until the engine has them.
+/// normalised numerically by RooFit) is refused by name until the engine has it.
 pub(super) fn apply_constraint_terms(
     sets: &mut [ParameterSet],
     terms: &BTreeMap<String, ConstraintTerm>,
@@ -152,6 +151,14 @@ pub(super) fn apply_constraint_terms(
             // Its OverallSys modifiers were left out (`without_normsys`); a HistoSys of the name
             // keeps its Gaussian, as in ROOT.
             ConstraintTerm::NoConstraint => {}
+            ConstraintTerm::LogNormal {
+                relative_uncertainty,
+            } if !(*relative_uncertainty > 0.0 && relative_uncertainty.is_finite()) => {
+                return Err(Error::InvalidModel(format!(
+                    "{at}: RelativeUncertainty=\"{relative_uncertainty}\" must be a positive \
+                     number (it is the relative width of the log-normal)"
+                )));
+            }
             ConstraintTerm::LogNormal {
                 relative_uncertainty,
             } => inputs.push(NormsysInput {
