@@ -22,6 +22,56 @@ fn shared() -> PathBuf {
 #[test]
 fn every_set_pyhf_reads_gives_pyhfs_numbers() {
     let mut measurements = 0;
+    for (path, top, m) in reference_measurements() {
+        if top.get("pyhf_readxml_error").is_some() {
+            continue;
+        }
+        let pyhf = &m["pyhf_code4_code4p"];
+        if pyhf.is_null() || pyhf.get("twice_nll_init").is_none() {
+            continue;
+        }
+        let name = m["name"].as_str().unwrap();
+        let at = format!("{} {name}", path.display());
+        let loaded = xml_model(&path, name, Semantics::Pyhf)
+            .load_model(&Files)
+            .unwrap_or_else(|e| panic!("{at}: {e}"));
+        let model = loaded.likelihood();
+        let names: Vec<&str> = pyhf["par_names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(model.parameter_names(), names, "{at}");
+        let fitter = Fitter::new(model);
+        let data = model.observed().unwrap();
+        let init = model.suggested_init();
+        let expected = pyhf["twice_nll_init"].as_f64().unwrap();
+        let ours = fitter.twice_nll(&init, &data).unwrap();
+        assert!(
+            (ours - expected).abs() <= 1e-9 * expected.abs().max(1.0),
+            "{at}: {ours} vs {expected}"
+        );
+        let fit = fitter.fit(&data, &FitConfig::suggested(model)).unwrap();
+        let minuit = pyhf["fit_minuit"]["twice_nll"].as_f64().unwrap();
+        assert!(fit.converged, "{at}");
+        assert!(
+            fit.twice_nll <= minuit + 1e-6,
+            "{at}: {} vs pyhf's {minuit}",
+            fit.twice_nll
+        );
+        measurements += 1;
+    }
+    assert!(
+        measurements >= 18,
+        "only {measurements} measurements compared"
+    );
+}
+
+/// Every measurement of every top of `../shared/histfactory-xml` that has reference numbers:
+/// the top XML's path, the top's entry of `reference.json` and the measurement's.
+fn reference_measurements() -> Vec<(PathBuf, Value, Value)> {
+    let mut found = Vec::new();
     for group in ["pyhf-validation", "pyhf-docs", "."] {
         for entry in std::fs::read_dir(shared().join(group)).unwrap() {
             let set = entry.unwrap().path();
@@ -30,54 +80,14 @@ fn every_set_pyhf_reads_gives_pyhfs_numbers() {
             };
             let reference: Value = serde_json::from_str(&text).unwrap();
             for top in reference["tops"].as_array().unwrap() {
-                if top.get("pyhf_readxml_error").is_some() {
-                    continue;
-                }
                 let path = set.join(top["top"].as_str().unwrap());
                 for m in top["measurements"].as_array().unwrap() {
-                    let pyhf = &m["pyhf_code4_code4p"];
-                    if pyhf.is_null() || pyhf.get("twice_nll_init").is_none() {
-                        continue;
-                    }
-                    let name = m["name"].as_str().unwrap();
-                    let at = format!("{} {name}", path.display());
-                    let loaded = xml_model(&path, name, Semantics::Pyhf)
-                        .load_model(&Files)
-                        .unwrap_or_else(|e| panic!("{at}: {e}"));
-                    let model = loaded.likelihood();
-                    let names: Vec<&str> = pyhf["par_names"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.as_str().unwrap())
-                        .collect();
-                    assert_eq!(model.parameter_names(), names, "{at}");
-                    let fitter = Fitter::new(model);
-                    let data = model.observed().unwrap();
-                    let init = model.suggested_init();
-                    let expected = pyhf["twice_nll_init"].as_f64().unwrap();
-                    let ours = fitter.twice_nll(&init, &data).unwrap();
-                    assert!(
-                        (ours - expected).abs() <= 1e-9 * expected.abs().max(1.0),
-                        "{at}: {ours} vs {expected}"
-                    );
-                    let fit = fitter.fit(&data, &FitConfig::suggested(model)).unwrap();
-                    let minuit = pyhf["fit_minuit"]["twice_nll"].as_f64().unwrap();
-                    assert!(fit.converged, "{at}");
-                    assert!(
-                        fit.twice_nll <= minuit + 1e-6,
-                        "{at}: {} vs pyhf's {minuit}",
-                        fit.twice_nll
-                    );
-                    measurements += 1;
+                    found.push((path.clone(), top.clone(), m.clone()));
                 }
             }
         }
     }
-    assert!(
-        measurements >= 18,
-        "only {measurements} measurements compared"
-    );
+    found
 }
 
 /// The model of measurement `name` of the combination XML `path` as the CLI names it (a path,
@@ -166,34 +176,22 @@ fn point_of(
 fn every_set_gives_roofits_numbers_under_root_semantics() {
     let mut compared = 0;
     let (mut refused, mut failures) = (Vec::new(), Vec::new());
-    for group in ["pyhf-validation", "pyhf-docs", "."] {
-        for entry in std::fs::read_dir(shared().join(group)).unwrap() {
-            let set = entry.unwrap().path();
-            let Ok(text) = std::fs::read_to_string(set.join("reference.json")) else {
-                continue;
-            };
-            let reference: Value = serde_json::from_str(&text).unwrap();
-            for top in reference["tops"].as_array().unwrap() {
-                let path = set.join(top["top"].as_str().unwrap());
-                for m in top["measurements"].as_array().unwrap() {
-                    let roofit = &m["roofit_root_defaults"];
-                    if roofit.get("nll_init").is_none() {
-                        continue;
-                    }
-                    let name = m["name"].as_str().unwrap();
-                    let at = format!("{} {name}", path.display());
-                    let loaded = match xml_model(&path, name, Semantics::Root).load_model(&Files) {
-                        Ok(loaded) => loaded,
-                        Err(e) => {
-                            refused.push(format!("{at}: {e}"));
-                            continue;
-                        }
-                    };
-                    failures.extend(compare_with_roofit(loaded.likelihood(), roofit, &at));
-                    compared += 1;
-                }
-            }
+    for (path, _, m) in reference_measurements() {
+        let roofit = &m["roofit_root_defaults"];
+        if roofit.get("nll_init").is_none() {
+            continue;
         }
+        let name = m["name"].as_str().unwrap();
+        let at = format!("{} {name}", path.display());
+        let loaded = match xml_model(&path, name, Semantics::Root).load_model(&Files) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                refused.push(format!("{at}: {e}"));
+                continue;
+            }
+        };
+        failures.extend(compare_with_roofit(loaded.likelihood(), roofit, &at));
+        compared += 1;
     }
     assert!(failures.is_empty(), "{failures:#?}\nrefused: {refused:#?}");
     assert!(
