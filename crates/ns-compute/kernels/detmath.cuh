@@ -73,15 +73,27 @@ __device__ double ns_cos_2pi(double t) {
     }
 }
 
+__device__ double ns_stirling_ln_gamma(double x) {
+    double inv = 1.0 / x;
+    double inv2 = inv * inv;
+    double series = inv * (1.0 / 12.0 + inv2 * (-1.0 / 360.0 + inv2 * (1.0 / 1260.0 + inv2 * (-1.0 / 1680.0 + inv2 / 1188.0))));
+    return (x - 0.5) * ns_ln(x) - x + 0.9189385332046726695 + series;
+}
+
 __device__ double ns_ln_factorial(double k) {
     if (k < 20.0) {
         double f = 1.0;
         for (double i = 2.0; i <= k; i += 1.0) f *= i;
         return ns_ln(f);
     }
-    double x = k + 1.0;
-    double inv = 1.0 / x;
-    double inv2 = inv * inv;
-    double series = inv * (1.0 / 12.0 + inv2 * (-1.0 / 360.0 + inv2 * (1.0 / 1260.0 + inv2 * (-1.0 / 1680.0 + inv2 / 1188.0))));
-    return (x - 0.5) * ns_ln(x) - x + 0.9189385332046726695 + series;
+    return ns_stirling_ln_gamma(k + 1.0);
+}
+
+__device__ double ns_ln_gamma_1p(double t) {
+    double x = t + 1.0, product = 1.0;
+    while (x < 20.0) {
+        product *= x;
+        x += 1.0;
+    }
+    return ns_stirling_ln_gamma(x) - ns_ln(product);
 }

@@ -89,10 +89,35 @@ __device__ double ns_range_log_norm(const double* values, double theta, double* 
     return log(norm);
 }
 
+// ln ∫₀^high e^−λ λ^t / Γ(t + 1) dt of a range-normalised Poisson constraint (values: τ, high;
+// λ = θτ) and its slope in θ: the twin of ns_core::layout::PoissonRange::log_norm, the same
+// Gauss–Legendre panels.
+__device__ double ns_pois_range_log_norm(const double* values, double theta, double* slope) {
+    const double tau = values[0];
+    const double lambda = fmax(theta * tau, 2.2250738585072014e-308);
+    theta = lambda / tau;
+    const double log_rate = log(lambda);
+    const double half = 0.5 * values[1] / NS_POISSON_RANGE_PANELS;
+    double max = -__longlong_as_double(0x7ff0000000000000LL);
+    for (int k = 0; k < 8 * NS_POISSON_RANGE_PANELS; ++k) {
+        const double t = half * (2 * (k / 8) + 1) + half * NS_GL8_NODE[k % 8];
+        max = fmax(max, t * log_rate - lgamma(t + 1.0));
+    }
+    double s0 = 0.0, s1 = 0.0;
+    for (int k = 0; k < 8 * NS_POISSON_RANGE_PANELS; ++k) {
+        const double t = half * (2 * (k / 8) + 1) + half * NS_GL8_NODE[k % 8];
+        const double w = NS_GL8_WEIGHT[k % 8] * exp(t * log_rate - lgamma(t + 1.0) - max);
+        s0 += w;
+        s1 += w * t;
+    }
+    *slope = (s1 / s0 - lambda) / theta;
+    return -lambda + max + log(half * s0);
+}
+
 // Doubles of scratch one block needs (the host sizes the scratch area with the same formula,
 // scratch_doubles_per_block in src/cuda/layout.rs).
 __device__ size_t ns_scratch_stride(const ModelView& m) {
-    size_t slots = (size_t)m.n_scalar + m.n_histosys + m.n_entry_factors + m.n_gauss + m.n_pois + m.n_ranges;
+    size_t slots = (size_t)m.n_scalar + m.n_histosys + m.n_entry_factors + m.n_gauss + m.n_pois + m.n_ranges + m.n_pois_ranges;
     return 2 * (size_t)m.n_scalar + m.n_blocks + 2 * (size_t)m.n_entries + m.n_main + slots;
 }
 
@@ -171,14 +196,18 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         unsigned term = m.scalar_normsys[k];
         if (term == NS_LINEAR) { scalar_value[k] = theta; scalar_slope[k] = 1.0; }
         else {
-            // A parameter read through α' = τ(κ^θ − 1) (ROOT's LogNormal): the slope chained.
+            // A parameter read through α' = τ(κ^θ − 1) (ROOT's LogNormal) or α' = s(θ − 1)
+            // (ROOT's Gamma): the slope chained.
             double chain = 1.0;
             if (m.has_normsys_input) {
-                const double* in = m.normsys_input + 2 * (size_t)m.scalar_param[k];
-                if (in[1] != 0.0) {
-                    const double power = pow(in[1], theta), ln_kappa = log(in[1]);
-                    chain = in[0] * power * ln_kappa;
-                    theta = in[0] * (power - 1.0);
+                const double* in = m.normsys_input + NS_NORMSYS_INPUT_WORDS * (size_t)m.scalar_param[k];
+                if (in[0] == 1.0) {
+                    const double power = pow(in[2], theta), ln_kappa = log(in[2]);
+                    chain = in[1] * power * ln_kappa;
+                    theta = in[1] * (power - 1.0);
+                } else if (in[0] == 2.0) {
+                    chain = in[1];
+                    theta = in[1] * (theta - 1.0);
                 }
             }
             ns_normsys(m.normsys + NS_NORMSYS_WORDS * (size_t)term, m.normsys_code, theta, &scalar_value[k], &scalar_slope[k]);
@@ -243,6 +272,11 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         double slope;
         local += ns_range_log_norm(m.range_values + 3 * (size_t)r, p[m.range_param[r]], &slope);
         contrib[range_slot0 + r] = slope;
+    }
+    for (int r = tid; r < m.n_pois_ranges; r += nt) {
+        double slope;
+        local += ns_pois_range_log_norm(m.pois_range_values + 2 * (size_t)r, p[m.pois_range_param[r]], &slope);
+        contrib[range_slot0 + m.n_ranges + r] = slope;
     }
     const double nll = ns_block_sum(local, red);
 

@@ -60,6 +60,25 @@ __device__ double ns_normal(NsToyStream* s) {
     return sqrt(-2.0 * ns_ln(u)) * ns_cos_2pi(v);
 }
 
+// rng.rs's truncated_normal.
+__device__ double ns_truncated_normal(NsToyStream* s, double mean, double sigma, double low, double high) {
+    for (int i = 0; i < NS_MAX_REJECTIONS; ++i) {
+        double x = mean + sigma * ns_normal(s);
+        if (x >= low && x <= high) return x;
+    }
+    return fmin(fmax(mean, low), high);
+}
+
+// rng.rs's continuous_poisson; shape: ln λ, envelope, mode.
+__device__ double ns_continuous_poisson(NsToyStream* s, const double* shape, double high) {
+    for (int i = 0; i < NS_MAX_REJECTIONS; ++i) {
+        double t = high * ns_uniform(s);
+        double u = ns_uniform(s);
+        if (ns_ln(u) <= t * shape[0] - ns_ln_gamma_1p(t) - shape[1]) return t;
+    }
+    return shape[2];
+}
+
 __device__ double ns_poisson(NsToyStream* s, double lambda) {
     if (!(lambda > 0.0)) return 0.0;
     if (lambda < 12.0) {
@@ -99,7 +118,9 @@ __device__ __forceinline__ void ns_sample_toys(
     const double* __restrict__ main_rate, int n_main,
     const double* __restrict__ gauss_mean, const double* __restrict__ gauss_sigma,
     const unsigned* __restrict__ gauss_aux, int n_gauss,
-    const double* __restrict__ pois_rate, const unsigned* __restrict__ pois_aux, int n_pois,
+    const double* __restrict__ gauss_range,
+    const double* __restrict__ pois_rate, const double* __restrict__ pois_shape,
+    const double* __restrict__ pois_high, const unsigned* __restrict__ pois_aux, int n_pois,
     int n_aux, unsigned long long seed, const unsigned* __restrict__ streams, unsigned first_toy,
     int n_toys, int n_ensembles, double* __restrict__ main_out, double* __restrict__ aux_out) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -110,19 +131,28 @@ __device__ __forceinline__ void ns_sample_toys(
     const double* rate = main_rate + (size_t)e * n_main;
     const double* mean = gauss_mean + (size_t)e * n_gauss;
     const double* prate = pois_rate + (size_t)e * n_pois;
+    const double* pshape = pois_shape + (size_t)e * 3 * n_pois;
     double* main_row = main_out + (size_t)t * n_main;
     double* aux_row = aux_out + (size_t)t * n_aux;
     for (int a = 0; a < n_aux; ++a) aux_row[a] = 0.0;
     for (int b = 0; b < n_main; ++b) main_row[b] = ns_poisson(&s, rate[b]);
-    for (int c = 0; c < n_gauss; ++c) aux_row[gauss_aux[c]] = mean[c] + gauss_sigma[c] * ns_normal(&s);
-    for (int c = 0; c < n_pois; ++c) aux_row[pois_aux[c]] = ns_poisson(&s, prate[c]);
+    for (int c = 0; c < n_gauss; ++c) {
+        const double low = gauss_range[2 * c], high = gauss_range[2 * c + 1];
+        aux_row[gauss_aux[c]] = isfinite(low) || isfinite(high)
+            ? ns_truncated_normal(&s, mean[c], gauss_sigma[c], low, high)
+            : mean[c] + gauss_sigma[c] * ns_normal(&s);
+    }
+    for (int c = 0; c < n_pois; ++c)
+        aux_row[pois_aux[c]] = isfinite(pois_high[c]) ? ns_continuous_poisson(&s, pshape + 3 * c, pois_high[c])
+                                                      : ns_poisson(&s, prate[c]);
 }
 
 // The kernel takes one argument struct (ns_compute::cuda::abi::ToyArgs); the body above keeps its
 // parameter list, inlined.
 extern "C" __global__ void sample_toys(const ToyArgs args) {
     ns_sample_toys(args.main_rate, args.n_main, args.gauss_mean, args.gauss_sigma, args.gauss_aux,
-                   args.n_gauss, args.pois_rate, args.pois_aux, args.n_pois, args.n_aux, args.seed,
+                   args.n_gauss, args.gauss_range, args.pois_rate, args.pois_shape, args.pois_high,
+                   args.pois_aux, args.n_pois, args.n_aux, args.seed,
                    args.streams, args.first_toy, args.n_toys, args.n_ensembles, args.main_out,
                    args.aux_out);
 }

@@ -4,7 +4,7 @@
 
 use ns_core::CompiledModel;
 use ns_core::interp::{HistosysCode, NormsysCode};
-use ns_core::layout::ScalarFactor;
+use ns_core::layout::{NormsysTransform, ScalarFactor};
 
 use crate::signal::ExternalSignal;
 
@@ -16,14 +16,22 @@ pub(crate) const NORMSYS_WORDS: usize = 8;
 /// without a staterror link).
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// Values per parameter in `KernelLayout::normsys_input`: kind (0 none, 1 LogNormal, 2 linear)
+/// and two coefficients.
+pub(crate) const NORMSYS_INPUT_WORDS: usize = 3;
+
 /// Refuse, by name, a model with terms the f32 kernels (Vulkan, Metal) do not evaluate yet:
-/// ROOT's clipped sample yields and range-normalised Gaussian constraints (HistFactory XML read
-/// with ROOT's semantics). CUDA evaluates them.
+/// ROOT's clipped sample yields and range-normalised constraints (HistFactory XML read with
+/// ROOT's semantics). CUDA evaluates them.
 pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
-    if m.clip_sample_yields || !m.gaussian_ranges.is_empty() || !m.normsys_inputs.is_empty() {
+    if m.clip_sample_yields
+        || !m.gaussian_ranges.is_empty()
+        || !m.normsys_inputs.is_empty()
+        || !m.poisson_ranges.is_empty()
+    {
         return Err(ns_core::Error::Device(
-            "this model has ROOT's HistFactory terms (sample yields clipped at zero, Gaussian \
-             constraints normalised over their global observable's range, LogNormal \
+            "this model has ROOT's HistFactory terms (sample yields clipped at zero, constraints \
+             normalised over their global observable's range, LogNormal or Gamma \
              ConstraintTerms), which the f32 \
              kernels (Vulkan, Metal) do not evaluate yet: run it on the CPU or CUDA, or read \
              the XML with pyhf's semantics (semantics \"pyhf\")"
@@ -60,9 +68,13 @@ pub struct KernelLayout {
     pub range_values: Vec<f64>,
     /// 1 where each sample's yield is clipped at zero (ROOT's semantics).
     pub clip_sample_yields: i32,
-    /// Per parameter, τ and κ of the transform its normsys terms read it through (κ = 0: none);
-    /// empty where no parameter has one (ROOT's LogNormal ConstraintTerm).
+    /// Per parameter, `NORMSYS_INPUT_WORDS` values: the transform its normsys terms read it
+    /// through (ROOT's LogNormal: 1, τ, κ; Gamma: 2, scale, 0; none: 0); empty where no
+    /// parameter has one.
     pub normsys_input: Vec<f64>,
+    /// Range-normalised Poisson constraints (ROOT's Gamma): the parameter, and τ, high of each.
+    pub pois_range_param: Vec<u32>,
+    pub pois_range_values: Vec<f64>,
     pub param_slot_start: Vec<u32>,
     pub param_slots: Vec<u32>,
     pub normsys_code: i32,
@@ -140,16 +152,25 @@ impl KernelLayout {
             l.range_param.push(r.param);
             l.range_values.extend_from_slice(&[r.sigma, r.low, r.high]);
         }
+        for r in &m.poisson_ranges {
+            l.pois_range_param.push(r.param);
+            l.pois_range_values.extend_from_slice(&[r.tau, r.high]);
+        }
         l.clip_sample_yields = i32::from(m.clip_sample_yields);
         if !m.normsys_inputs.is_empty() {
-            l.normsys_input = vec![0.0; 2 * m.n_params];
+            l.normsys_input = vec![0.0; NORMSYS_INPUT_WORDS * m.n_params];
             for input in &m.normsys_inputs {
-                let at = 2 * input.param as usize;
-                l.normsys_input[at..at + 2].copy_from_slice(&[input.tau, input.kappa]);
+                let at = NORMSYS_INPUT_WORDS * input.param as usize;
+                l.normsys_input[at..at + NORMSYS_INPUT_WORDS].copy_from_slice(
+                    &match input.transform {
+                        NormsysTransform::LogNormal { tau, kappa } => [1.0, tau, kappa],
+                        NormsysTransform::Linear { scale } => [2.0, scale, 0.0],
+                    },
+                );
             }
         }
         // Gradient slots in the kernel's order: scalar factors, histosys terms, entry factors,
-        // Gaussian constraints, Poisson constraints, range normalisations.
+        // Gaussian constraints, Poisson constraints, Gaussian and Poisson range normalisations.
         let slot_params = m
             .scalar_factors
             .iter()
@@ -158,7 +179,8 @@ impl KernelLayout {
             .chain(m.entry_factor_param.iter().copied())
             .chain(m.gaussian.iter().map(|c| c.param))
             .chain(m.poisson.iter().map(|c| c.param))
-            .chain(m.gaussian_ranges.iter().map(|r| r.param));
+            .chain(m.gaussian_ranges.iter().map(|r| r.param))
+            .chain(m.poisson_ranges.iter().map(|r| r.param));
         let mut per_param: Vec<Vec<u32>> = vec![Vec::new(); m.n_params];
         for (slot, p) in slot_params.enumerate() {
             per_param[p as usize].push(slot as u32);

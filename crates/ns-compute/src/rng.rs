@@ -30,6 +30,48 @@ pub fn philox4x32(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     c
 }
 
+/// Most draws of a rejection sampler of a bounded density before it gives up.
+pub(crate) const MAX_REJECTIONS: u32 = 10_000;
+
+/// A continuous Poisson density e^{tL − ln Γ(t+1)} on [0, high] as its sampler needs it: L,
+/// the log of an envelope above its maximum, and its mode. Computed once per ensemble on the
+/// host with [`crate::detmath`], so every device samples the same values.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ContinuousPoisson {
+    pub log_rate: f64,
+    pub log_max: f64,
+    pub mode: f64,
+}
+
+impl ContinuousPoisson {
+    /// The density of rate `rate` on [0, high] (a rate of zero as the smallest positive one).
+    pub fn at(rate: f64, high: f64) -> Self {
+        let log_rate = detmath::ln(rate.max(f64::MIN_POSITIVE));
+        let f = |t: f64| t * log_rate - detmath::ln_gamma_1p(t);
+        // The log-density is concave: golden-section search for its maximum.
+        let (mut a, mut b) = (0.0, high);
+        let ratio = 0.618_033_988_749_894_9;
+        for _ in 0..200 {
+            let (c, d) = (b - ratio * (b - a), a + ratio * (b - a));
+            if f(c) < f(d) {
+                a = c;
+            } else {
+                b = d;
+            }
+        }
+        let mode = [0.0, 0.5 * (a + b), high]
+            .into_iter()
+            .fold(0.0, |best, t| if f(t) > f(best) { t } else { best });
+        // A margin over rounding keeps the envelope above the density.
+        let log_max = f(mode) + 1e-9 * (1.0 + f(mode).abs());
+        ContinuousPoisson {
+            log_rate,
+            log_max,
+            mode,
+        }
+    }
+}
+
 /// The random stream of one toy of one hypothesis.
 #[derive(Clone, Debug)]
 pub struct ToyStream {
@@ -81,6 +123,32 @@ impl ToyStream {
     pub fn normal(&mut self) -> f64 {
         let (u, v) = (self.uniform(), self.uniform());
         (-2.0 * detmath::ln(u)).sqrt() * detmath::cos_2pi(v)
+    }
+
+    /// mean + σ·N(0, 1) conditioned on [low, high] (a global observable of bounded range), by
+    /// rejection; the mean, clamped, after `MAX_REJECTIONS` draws outside.
+    pub fn truncated_normal(&mut self, mean: f64, sigma: f64, low: f64, high: f64) -> f64 {
+        for _ in 0..MAX_REJECTIONS {
+            let x = mean + sigma * self.normal();
+            if x >= low && x <= high {
+                return x;
+            }
+        }
+        mean.clamp(low, high)
+    }
+
+    /// A continuous Poisson datum on [0, high]: density ∝ e^{tL − ln Γ(t+1)} with L = ln λ, by
+    /// rejection from the uniform under the envelope's maximum (`ContinuousPoisson::at`); its
+    /// mode after `MAX_REJECTIONS` rejections.
+    pub fn continuous_poisson(&mut self, shape: &ContinuousPoisson, high: f64) -> f64 {
+        for _ in 0..MAX_REJECTIONS {
+            let t = high * self.uniform();
+            let u = self.uniform();
+            if detmath::ln(u) <= t * shape.log_rate - detmath::ln_gamma_1p(t) - shape.log_max {
+                return t;
+            }
+        }
+        shape.mode
     }
 
     /// Poisson(λ): inversion below λ = 12, Hörmann's PTRS transformed rejection above.
@@ -163,5 +231,44 @@ mod tests {
         // Same (seed, stream, toy) → same numbers.
         let (mut a, mut b) = (ToyStream::new(1, 1, 3), ToyStream::new(1, 1, 3));
         assert_eq!(a.poisson(17.0), b.poisson(17.0));
+    }
+
+    #[test]
+    fn bounded_samplers_stay_in_range_with_the_right_means() {
+        let mut s = ToyStream::new(5, 2, 11);
+        let n = 200_000;
+        // A γ's global observable N(1, 0.6) on [0, 10]: mean 1 + σ φ(a)/(1 − Φ(a)), a = −1/0.6.
+        let xs: Vec<f64> = (0..n)
+            .map(|_| s.truncated_normal(1.0, 0.6, 0.0, 10.0))
+            .collect();
+        assert!(xs.iter().all(|x| (0.0..=10.0).contains(x)));
+        let a: f64 = -1.0 / 0.6;
+        let density = (-0.5 * a * a).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        let tail = 0.5 * libm::erfc(a / std::f64::consts::SQRT_2);
+        let want = 1.0 + 0.6 * density / tail;
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        assert!(
+            (mean - want).abs() < 5.0 * 0.6 / (n as f64).sqrt(),
+            "{mean} vs {want}"
+        );
+        // ROOT's Gamma global observables: rates 11.1 and 4 (β = 1), 0.5 and 30, on [0, 10]; the
+        // mean is the quadrature's E[t] = λ + θ·d ln N/dθ.
+        for rate in [1.0 / 0.09, 4.0, 0.5, 30.0] {
+            let shape = ContinuousPoisson::at(rate, 10.0);
+            let ts: Vec<f64> = (0..n).map(|_| s.continuous_poisson(&shape, 10.0)).collect();
+            assert!(ts.iter().all(|t| (0.0..=10.0).contains(t)));
+            let range = ns_core::layout::PoissonRange {
+                param: 0,
+                tau: rate,
+                high: 10.0,
+            };
+            let want = rate + range.log_norm(1.0).1;
+            let mean = ts.iter().sum::<f64>() / n as f64;
+            let spread = (ts.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+            assert!(
+                (mean - want).abs() < 5.0 * spread / (n as f64).sqrt(),
+                "rate {rate}: mean {mean} vs {want}"
+            );
+        }
     }
 }

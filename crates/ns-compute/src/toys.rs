@@ -1,5 +1,7 @@
 //! What a toy ensemble is drawn from, and the host sampler: main bins ~ Poisson(ν), Gaussian
-//! auxiliary data ~ Normal(θ, σ), Poisson auxiliary data ~ Poisson(γτ), from the counter-based
+//! auxiliary data ~ Normal(θ, σ), Poisson auxiliary data ~ Poisson(γτ) — where a constraint is
+//! normalised over a bounded range of its global observable (ROOT's semantics), the normal
+//! truncated to it and the Poisson datum continuous on it — from the counter-based
 //! generator of [`crate::rng`] — toy `i` of stream `s` with seed `k` is the same dataset on every
 //! thread count and every backend (the CUDA sampler is a bit-exact twin).
 
@@ -7,23 +9,79 @@ use ns_core::{CompiledModel, Error, Result};
 
 use crate::cpu::{CpuEvaluator, Scratch};
 use crate::data::PreparedData;
-use crate::rng::ToyStream;
+use crate::rng::{ContinuousPoisson, ToyStream};
 
 /// What one toy ensemble is sampled from: the expected main data, the means of the Gaussian
 /// auxiliary data and the rates of the Poisson ones (in the compiled model's constraint order),
-/// and the ensemble's random stream number.
+/// the densities of the continuous Poisson ones (default where a Poisson datum is a count), and
+/// the ensemble's random stream number.
 #[derive(Clone, Debug)]
 pub struct ToyEnsembleRates {
     pub main: Vec<f64>,
     pub gauss_mean: Vec<f64>,
     pub pois_rate: Vec<f64>,
+    pub pois_shape: Vec<ContinuousPoisson>,
     pub stream: u32,
+}
+
+/// The ranges of the global observables that bound them (ROOT's semantics): per Gaussian
+/// constraint [low, high] (infinite where unbounded), per Poisson constraint its upper end
+/// (infinite where the datum is a count).
+#[derive(Clone, Debug)]
+pub struct AuxRanges {
+    pub gauss: Vec<(f64, f64)>,
+    pub pois_high: Vec<f64>,
+}
+
+impl AuxRanges {
+    pub fn of(model: &CompiledModel) -> Self {
+        let gauss = model
+            .gaussian
+            .iter()
+            .map(|c| {
+                model
+                    .gaussian_ranges
+                    .iter()
+                    .find(|r| r.param == c.param)
+                    .map_or((f64::NEG_INFINITY, f64::INFINITY), |r| (r.low, r.high))
+            })
+            .collect();
+        let pois_high = model
+            .poisson
+            .iter()
+            .map(|c| {
+                model
+                    .poisson_ranges
+                    .iter()
+                    .find(|r| r.param == c.param)
+                    .map_or(f64::INFINITY, |r| r.high)
+            })
+            .collect();
+        AuxRanges { gauss, pois_high }
+    }
 }
 
 impl ToyEnsembleRates {
     /// The ensemble generated at parameters `params`.
     pub fn at(model: &CompiledModel, params: &[f64], stream: u32) -> Result<Self> {
         let (main, _) = CpuEvaluator::new(model).expected_data(params, &mut Scratch::new(model))?;
+        let pois_rate: Vec<f64> = model
+            .poisson
+            .iter()
+            .map(|c| params[c.param as usize] * c.tau)
+            .collect();
+        let pois_shape = AuxRanges::of(model)
+            .pois_high
+            .iter()
+            .zip(&pois_rate)
+            .map(|(&high, &rate)| {
+                if high.is_finite() {
+                    ContinuousPoisson::at(rate, high)
+                } else {
+                    ContinuousPoisson::default()
+                }
+            })
+            .collect();
         Ok(ToyEnsembleRates {
             main,
             gauss_mean: model
@@ -31,11 +89,8 @@ impl ToyEnsembleRates {
                 .iter()
                 .map(|c| params[c.param as usize])
                 .collect(),
-            pois_rate: model
-                .poisson
-                .iter()
-                .map(|c| params[c.param as usize] * c.tau)
-                .collect(),
+            pois_rate,
+            pois_shape,
             stream,
         })
     }
@@ -45,6 +100,7 @@ impl ToyEnsembleRates {
         if self.main.len() != model.n_main
             || self.gauss_mean.len() != model.gaussian.len()
             || self.pois_rate.len() != model.poisson.len()
+            || self.pois_shape.len() != model.poisson.len()
         {
             return Err(Error::InvalidInput(
                 "toy rates do not match the model".into(),
@@ -62,12 +118,32 @@ impl ToyEnsembleRates {
             .iter()
             .map(|&lambda| rng.poisson(lambda))
             .collect();
+        let ranges = AuxRanges::of(model);
         let mut aux = vec![0.0; model.n_aux];
-        for (c, &mean) in model.gaussian.iter().zip(&self.gauss_mean) {
-            aux[c.aux_index as usize] = mean + c.sigma * rng.normal();
+        for ((c, &mean), &(low, high)) in model
+            .gaussian
+            .iter()
+            .zip(&self.gauss_mean)
+            .zip(&ranges.gauss)
+        {
+            aux[c.aux_index as usize] = if low.is_finite() || high.is_finite() {
+                rng.truncated_normal(mean, c.sigma, low, high)
+            } else {
+                mean + c.sigma * rng.normal()
+            };
         }
-        for (c, &rate) in model.poisson.iter().zip(&self.pois_rate) {
-            aux[c.aux_index as usize] = rng.poisson(rate);
+        for (((c, &rate), shape), &high) in model
+            .poisson
+            .iter()
+            .zip(&self.pois_rate)
+            .zip(&self.pois_shape)
+            .zip(&ranges.pois_high)
+        {
+            aux[c.aux_index as usize] = if high.is_finite() {
+                rng.continuous_poisson(shape, high)
+            } else {
+                rng.poisson(rate)
+            };
         }
         PreparedData::new(model, main, aux)
     }

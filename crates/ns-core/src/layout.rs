@@ -97,23 +97,98 @@ impl GaussianRange {
     }
 }
 
-/// A normsys parameter read through ROOT's LogNormal ConstraintTerm: its OverallSys
-/// interpolations take α' = τ(κ^θ − 1) of the parameter θ (τ = 1/rel, κ = 1 + rel); its
-/// Gaussian constraint stays on θ.
-#[repr(C)]
+/// How the OverallSys interpolations of a normsys parameter θ read it, where ROOT's
+/// ConstraintTerms transform it (its constraint stays on θ).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NormsysTransform {
+    /// LogNormal: α' = τ(κ^θ − 1), with τ = 1/rel and κ = 1 + rel.
+    LogNormal { tau: f64, kappa: f64 },
+    /// Gamma: θ is ROOT's β, read as α' = scale·(θ − 1), with scale = 1/rel.
+    Linear { scale: f64 },
+}
+
+/// A normsys parameter read through a [`NormsysTransform`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NormsysInput {
     pub param: u32,
-    pub tau: f64,
-    pub kappa: f64,
+    pub transform: NormsysTransform,
 }
 
 impl NormsysInput {
     /// α' and its first two derivatives in θ.
     pub fn apply(&self, theta: f64) -> (f64, f64, f64) {
-        let (power, ln_kappa) = (self.kappa.powf(theta), self.kappa.ln());
-        let slope = self.tau * power * ln_kappa;
-        (self.tau * (power - 1.0), slope, slope * ln_kappa)
+        match self.transform {
+            NormsysTransform::LogNormal { tau, kappa } => {
+                let (power, ln_kappa) = (kappa.powf(theta), kappa.ln());
+                let slope = tau * power * ln_kappa;
+                (tau * (power - 1.0), slope, slope * ln_kappa)
+            }
+            NormsysTransform::Linear { scale } => (scale * (theta - 1.0), scale, 0.0),
+        }
+    }
+}
+
+/// Gauss–Legendre nodes and weights of 8 points on [−1, 1]: the rule of
+/// [`PoissonRange::log_norm`], panel by panel (the CUDA kernels read the same numbers).
+pub const GAUSS_LEGENDRE_8: [(f64, f64); 8] = [
+    (-0.960_289_856_497_536_3, 0.101_228_536_290_376_26),
+    (-0.796_666_477_413_626_7, 0.222_381_034_453_374_48),
+    (-0.525_532_409_916_329, 0.313_706_645_877_887_27),
+    (-0.183_434_642_495_649_8, 0.362_683_783_378_362),
+    (0.183_434_642_495_649_8, 0.362_683_783_378_362),
+    (0.525_532_409_916_329, 0.313_706_645_877_887_27),
+    (0.796_666_477_413_626_7, 0.222_381_034_453_374_48),
+    (0.960_289_856_497_536_3, 0.101_228_536_290_376_26),
+];
+
+/// Panels of the quadrature of [`PoissonRange::log_norm`]: 320 nodes over the range, exact to
+/// rounding for rates down to e^−20.
+pub const POISSON_RANGE_PANELS: usize = 40;
+
+/// The normalisation of a Poisson constraint `Pois(y | θτ)` read as a density of a continuous
+/// auxiliary datum y over [0, high] (ROOT's Gamma ConstraintTerm: a RooGamma in β normalised
+/// over its global observable's range): `ln ∫₀^high e^−λ λ^t / Γ(t + 1) dt` with λ = θτ joins
+/// the NLL.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PoissonRange {
+    pub param: u32,
+    pub tau: f64,
+    pub high: f64,
+}
+
+impl PoissonRange {
+    /// The term `ln N(θ)` and its first two derivatives in θ.
+    ///
+    /// With L = ln λ and the density p(t) ∝ e^{tL − ln Γ(t+1)} on [0, high]:
+    /// ln N = −λ + ln ∫ e^{tL − ln Γ(t+1)} dt, d/dθ = (E[t] − λ)/θ, d²/dθ² = (Var[t] − E[t])/θ².
+    pub fn log_norm(&self, theta: f64) -> (f64, f64, f64) {
+        // A rate of zero is the limit of the smallest positive one (θ stays in [0, high]).
+        let lambda = (theta * self.tau).max(f64::MIN_POSITIVE);
+        let theta = lambda / self.tau;
+        let log_rate = lambda.ln();
+        let half = 0.5 * self.high / POISSON_RANGE_PANELS as f64;
+        let mut exponents = [0.0; POISSON_RANGE_PANELS * 8];
+        let mut max = f64::NEG_INFINITY;
+        for (k, e) in exponents.iter_mut().enumerate() {
+            let t = half * (2 * (k / 8) + 1) as f64 + half * GAUSS_LEGENDRE_8[k % 8].0;
+            *e = t * log_rate - libm::lgamma(t + 1.0);
+            max = max.max(*e);
+        }
+        let (mut s0, mut s1, mut s2) = (0.0, 0.0, 0.0);
+        for (k, e) in exponents.iter().enumerate() {
+            let t = half * (2 * (k / 8) + 1) as f64 + half * GAUSS_LEGENDRE_8[k % 8].0;
+            let w = GAUSS_LEGENDRE_8[k % 8].1 * (e - max).exp();
+            s0 += w;
+            s1 += w * t;
+            s2 += w * t * t;
+        }
+        let (mean, second) = (s1 / s0, s2 / s0);
+        let variance = second - mean * mean;
+        (
+            -lambda + max + (half * s0).ln(),
+            (mean - lambda) / theta,
+            (variance - mean) / (theta * theta),
+        )
     }
 }
 
@@ -142,9 +217,12 @@ pub struct CompiledModel {
     pub poisson: Vec<PoissonConstraint>,
     /// Normalisations of Gaussian constraints over bounded ranges (ROOT's semantics).
     pub gaussian_ranges: Vec<GaussianRange>,
-    /// Normsys parameters read through a transform (ROOT's LogNormal ConstraintTerm), at most
-    /// one per parameter.
+    /// Normsys parameters read through a transform (ROOT's LogNormal and Gamma
+    /// ConstraintTerms), at most one per parameter.
     pub normsys_inputs: Vec<NormsysInput>,
+    /// Normalisations of Poisson constraints over a bounded range of their continuous
+    /// auxiliary datum (ROOT's Gamma ConstraintTerm).
+    pub poisson_ranges: Vec<PoissonRange>,
     /// Each sample's yield in a bin (nominal plus histosys) is clipped at zero, as ROOT's
     /// positive-definite interpolation does; at zero its derivatives are those of the clipped
     /// side.
@@ -161,5 +239,54 @@ impl CompiledModel {
     pub fn entry_factor_params(&self, entry: usize) -> &[u32] {
         &self.entry_factor_param
             [self.entry_factor_start[entry] as usize..self.entry_factor_start[entry + 1] as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ln ∫₀^high e^−λ λ^t / Γ(t+1) dt by the composite Simpson rule on 200,000 intervals.
+    fn simpson_log_norm(lambda: f64, high: f64) -> f64 {
+        let n = 200_000;
+        let h = high / n as f64;
+        let f = |t: f64| (-lambda + t * lambda.ln() - libm::lgamma(t + 1.0)).exp();
+        let mut sum = f(0.0) + f(high);
+        for i in 1..n {
+            sum += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+        }
+        (sum * h / 3.0).ln()
+    }
+
+    #[test]
+    fn poisson_range_normalisation_and_its_derivatives_are_exact() {
+        // ROOT's Gamma ConstraintTerms of the shared sets: rel 0.3 (τ = 11.1) and 0.5 (τ = 4).
+        for tau in [1.0 / (0.3f64 * 0.3), 4.0] {
+            let range = PoissonRange {
+                param: 0,
+                tau,
+                high: 10.0,
+            };
+            for theta in [1e-6, 0.05, 0.5, 1.0, 2.23, 6.0, 10.0] {
+                let (value, slope, curvature) = range.log_norm(theta);
+                let want = simpson_log_norm(theta * tau, 10.0);
+                assert!(
+                    (value - want).abs() < 1e-10 * want.abs().max(1.0),
+                    "τ {tau} θ {theta}: {value} vs {want}"
+                );
+                let h = 1e-5 * theta;
+                let (up, down) = (range.log_norm(theta + h), range.log_norm(theta - h));
+                let fd_slope = (up.0 - down.0) / (2.0 * h);
+                let fd_curvature = (up.1 - down.1) / (2.0 * h);
+                assert!(
+                    (slope - fd_slope).abs() < 1e-6 * slope.abs().max(1.0),
+                    "τ {tau} θ {theta}: slope {slope} vs {fd_slope}"
+                );
+                assert!(
+                    (curvature - fd_curvature).abs() < 1e-5 * curvature.abs().max(1.0),
+                    "τ {tau} θ {theta}: curvature {curvature} vs {fd_curvature}"
+                );
+            }
+        }
     }
 }

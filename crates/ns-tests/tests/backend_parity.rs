@@ -265,6 +265,7 @@ fn backend_toys_are_the_cpu_toys_bit_for_bit(device: Device) {
         main: main.clone(),
         gauss_mean: vec![0.25; compiled.gaussian.len()],
         pois_rate: vec![37.5; compiled.poisson.len()],
+        pois_shape: vec![Default::default(); compiled.poisson.len()],
         stream: 7,
     };
     let backend = open(device, compiled).unwrap();

@@ -38,7 +38,7 @@ fn gradient_matches_finite_differences_on_every_block_layout() {
 
 /// The same under ROOT's HistFactory semantics: Poisson staterror, Gaussian shapesys wide
 /// enough for RooFit's range normalisation, a histosys that drives a sample's yield below zero,
-/// where it is clipped, and a LogNormal ConstraintTerm.
+/// where it is clipped, and LogNormal and Gamma ConstraintTerms.
 #[test]
 fn gradient_matches_finite_differences_under_root_semantics() {
     let mut value = block_layout_workspace();
@@ -57,13 +57,18 @@ fn gradient_matches_finite_differences_under_root_semantics() {
             "uncorr_0": {"constraint": "gaussian", "relative": [0.3, 0.25, 0.1, 0.5, 0.2]},
             "uncorr_1": {"constraint": "poisson", "relative": vec![0.1; 9]},
         },
-        // A LogNormal ConstraintTerm on a parameter that a histosys shares.
-        "constraint_terms": {"m": {"shape_3": {"type": "lognormal", "relative_uncertainty": 0.3}}},
+        // A LogNormal ConstraintTerm on a parameter that a histosys shares, and a Gamma one
+        // (its global observable at the end of its range: 1/0.3² > 10).
+        "constraint_terms": {"m": {
+            "shape_3": {"type": "lognormal", "relative_uncertainty": 0.3},
+            "norm_b": {"type": "gamma", "relative_uncertainty": 0.3},
+        }},
     });
     let ws = ns_translate::Workspace::from_value(value).expect("the generated workspace loads");
     let (model, _) = model_and_data(&ws, ns_core::InterpCodes::default());
     assert!(model.compiled.clip_sample_yields && !model.compiled.gaussian_ranges.is_empty());
-    assert_eq!(model.compiled.normsys_inputs.len(), 1);
+    assert_eq!(model.compiled.normsys_inputs.len(), 2);
+    assert_eq!(model.compiled.poisson_ranges.len(), 1);
     let mut checked = 0;
     for codes in all_code_pairs() {
         let mut rng = TestRng::new(23 + checked);

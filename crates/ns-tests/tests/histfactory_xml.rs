@@ -194,14 +194,23 @@ fn every_set_gives_roofits_numbers_under_root_semantics() {
         compared += 1;
     }
     assert!(failures.is_empty(), "{failures:#?}\nrefused: {refused:#?}");
+    // Every RooFit-built measurement but the one whose POI is a <Function>.
     assert!(
-        compared >= 16,
+        compared >= 21,
         "only {compared} measurements compared; refused: {refused:#?}"
     );
 }
 
+/// How far RooFit's own numbers may be off where it normalises a Gamma ConstraintTerm (a
+/// `beta_` parameter) numerically: its default integrator (RooIntegrator1D, ε = 1e-7) misses the
+/// exact integral by 2.5e-6 at GammaExample's minimum. (tests/python/test_histfactory_xml.py
+/// compares with RooFit integrating precisely, to 1e-9.)
+const ROOFIT_GAMMA_INTEGRAL_ERROR: f64 = 1e-5;
+
 /// One measurement against RooFit: the NLL at RooFit's init and best points differs by one
-/// constant; our fit ends at RooFit's minimum or lower; q(μ) and Hesse errors agree.
+/// constant; our fit ends at RooFit's minimum or lower; q(μ) agrees, and so do Hesse errors where
+/// no parameter of RooFit's fit is at a bound (there Minuit's bounded-parameter transform makes
+/// the errors a convention: allmodifiers' Uniform-constrained α ends at 5).
 fn compare_with_roofit(
     model: &dyn ns_compute::Likelihood,
     roofit: &Value,
@@ -235,8 +244,18 @@ fn compare_with_roofit(
     let offset_init = roofit["nll_init"].as_f64().unwrap() - nll(&init);
     let offset_best = roofit["nll_best"].as_f64().unwrap() - nll(&best);
     let scale = roofit["nll_init"].as_f64().unwrap().abs().max(1.0);
+    let integrates = roofit["bestfit"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .any(|k| k.starts_with("beta_"));
+    let (nll_tolerance, q_tolerance) = if integrates {
+        (ROOFIT_GAMMA_INTEGRAL_ERROR, ROOFIT_GAMMA_INTEGRAL_ERROR)
+    } else {
+        (1e-9 * scale, 1e-6)
+    };
     check!(
-        (offset_init - offset_best).abs() <= 1e-9 * scale,
+        (offset_init - offset_best).abs() <= nll_tolerance,
         "{at}: RooFit's NLL minus ours is {offset_init} at the init point, {offset_best} at the best"
     );
     // RooFit's constant parameters are fixed here too.
@@ -256,19 +275,28 @@ fn compare_with_roofit(
     let ours_best = fit.twice_nll / 2.0 + offset_init;
     let roofit_best = roofit["nll_best"].as_f64().unwrap();
     check!(
-        ours_best <= roofit_best + 1e-7,
+        ours_best <= roofit_best + nll_tolerance.max(1e-7),
         "{at}: minimum {ours_best} vs RooFit's {roofit_best}"
     );
     let errors = fit.uncertainties.as_ref().unwrap();
     let bounds = model.suggested_bounds();
-    for (name, value) in roofit["bestfit"].as_object().unwrap() {
-        let i = names.iter().position(|n| *n == our_name(name)).unwrap();
+    let bestfit = roofit["bestfit"].as_object().unwrap();
+    let index = |name: &str| names.iter().position(|n| *n == our_name(name)).unwrap();
+    let at_bound = bestfit.iter().any(|(name, value)| {
+        let ((low, high), x) = (bounds[index(name)], value[0].as_f64().unwrap());
+        (x - low).min(high - x) <= 1e-6 * (high - low)
+    });
+    for (name, value) in bestfit {
+        let i = index(name);
         let (theirs, error) = (value[0].as_f64().unwrap(), value[1].as_f64().unwrap());
         check!(
             (fit.parameters[i] - theirs).abs() <= 2e-3 * error.max(1e-3),
             "{at}: {name} = {} vs RooFit's {theirs} ± {error}",
             fit.parameters[i]
         );
+        if at_bound {
+            continue;
+        }
         let minuit = minuit_error(fit.parameters[i], errors[i], bounds[i]);
         check!(
             (minuit - error).abs() <= 1e-3 * error,
@@ -283,7 +311,7 @@ fn compare_with_roofit(
         let fixed_fit = fitter.fit(&data, &config.with_fixed(poi, mu)).unwrap();
         let ours = fixed_fit.twice_nll - fit.twice_nll;
         check!(
-            (ours - q).abs() <= 1e-6 * q.abs().max(1.0),
+            (ours - q).abs() <= q_tolerance * q.abs().max(1.0),
             "{at}: q({mu}) = {ours} vs RooFit's {q}"
         );
     }

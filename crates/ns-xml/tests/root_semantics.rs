@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use ns_core::FileAccess;
+use ns_core::layout::{NormsysTransform, PoissonRange};
 use ns_translate::model::root::{
     ConstraintTerm, ConstraintType, ROOT_SEMANTICS_KEY, RootSemantics,
 };
@@ -139,19 +140,56 @@ fn constraint_terms_shape_the_model() {
         };
         HistFactoryModel::from_workspace(&workspace, &options)
     };
-    // Gamma is refused by name; LogNormal reads the normsys through τ(κ^α − 1).
-    let error = build(&workspace, "GammaExample").unwrap_err().to_string();
-    assert!(
-        error.contains("<ConstraintTerm> on 'syst2': Gamma ConstraintTerms"),
-        "{error}"
+    // Gamma makes syst2 ROOT's β: start 1 in [0, 10], read as (β − 1)/rel, Poisson-constrained
+    // with its global observable at min(1/rel², 10) and normalised over [0, 10].
+    let gamma = build(&workspace, "GammaExample").unwrap();
+    let syst2 = gamma.parameter_set("syst2").unwrap();
+    let rel = f64::from(0.3f32);
+    let tau = 1.0 / (rel * rel);
+    assert_eq!(
+        (syst2.inits.clone(), syst2.bounds.clone()),
+        (vec![1.0], vec![(0.0, 10.0)])
     );
+    assert_eq!(
+        (syst2.auxdata.clone(), syst2.factors.clone()),
+        (vec![10.0], vec![tau])
+    );
+    assert_eq!(
+        gamma.compiled.normsys_inputs[0].transform,
+        NormsysTransform::Linear { scale: 1.0 / rel }
+    );
+    assert_eq!(
+        gamma.compiled.poisson_ranges,
+        vec![PoissonRange {
+            param: syst2.offset as u32,
+            tau,
+            high: 10.0
+        }]
+    );
+    // ROOT's β replaces only an OverallSys's α: a Gamma term on a HistoSys's name is refused.
+    let mut on_histosys = workspace.clone();
+    let sample = &mut on_histosys["channels"][0]["samples"][1];
+    let nominal = sample["data"].clone();
+    sample["modifiers"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(
+        {"name": "syst2", "type": "histosys", "data": {"hi_data": nominal, "lo_data": nominal}}));
+    let error = build(&on_histosys, "GammaExample").unwrap_err().to_string();
+    assert!(error.contains("also read by a HistoSys"), "{error}");
+    // LogNormal reads the normsys through τ(κ^α − 1).
     let lognormal = build(&workspace, "LogNormExample").unwrap();
     let input = lognormal.compiled.normsys_inputs[0];
     let syst2 = lognormal.parameter_index("syst2").unwrap();
     assert_eq!(input.param as usize, syst2);
     // ROOT's tau_syst2 = 1/rel and kappa_syst2 = 1 + rel, rel = 0.3 in single precision.
-    let rel = f64::from(0.3f32);
-    assert_eq!((input.tau, input.kappa), (1.0 / rel, 1.0 + rel));
+    assert_eq!(
+        input.transform,
+        NormsysTransform::LogNormal {
+            tau: 1.0 / rel,
+            kappa: 1.0 + rel
+        }
+    );
     // A width that is no width is refused by name (not a NaN likelihood).
     let mut zero = workspace.clone();
     zero[ROOT_SEMANTICS_KEY]["constraint_terms"]["LogNormExample"]["syst2"] =

@@ -604,6 +604,9 @@ impl<'m> CpuEvaluator<'m> {
         for r in &m.gaussian_ranges {
             nll += r.log_norm(params[r.param as usize]).0;
         }
+        for r in &m.poisson_ranges {
+            nll += r.log_norm(params[r.param as usize]).0;
+        }
         if let Some(grad) = grad {
             grad.fill(0.0);
             self.backward(params, data, s, grad);
@@ -834,6 +837,9 @@ impl<'m> CpuEvaluator<'m> {
             };
         }
         for r in &m.gaussian_ranges {
+            grad[r.param as usize] += r.log_norm(params[r.param as usize]).1;
+        }
+        for r in &m.poisson_ranges {
             grad[r.param as usize] += r.log_norm(params[r.param as usize]).1;
         }
     }

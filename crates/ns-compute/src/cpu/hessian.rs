@@ -370,6 +370,9 @@ impl CpuEvaluator<'_> {
         for r in &m.gaussian_ranges {
             sink.add(r.param, r.param, r.log_norm(params[r.param as usize]).2);
         }
+        for r in &m.poisson_ranges {
+            sink.add(r.param, r.param, r.log_norm(params[r.param as usize]).2);
+        }
         sink.finish();
         Ok(Some(values))
     }

@@ -197,6 +197,7 @@ pub(super) fn lower(
         poisson: vec![],
         gaussian_ranges: vec![],
         normsys_inputs: vec![],
+        poisson_ranges: vec![],
         clip_sample_yields: root,
     };
     for p in placed {

@@ -196,11 +196,22 @@ impl FromWorkspace for HistFactoryModel {
         let staterror = StatErrorSets::collect(&placed, &channels, root)?;
         let (order, requirements) = requirements_in_order(&placed, &channels, &staterror, root)?;
         let mut parameter_sets = lay_out_parameters(&order, requirements, measurement)?;
-        let normsys_inputs = match root.and_then(|r| r.constraint_terms(&measurement.name)) {
+        let parts = match root.and_then(|r| r.constraint_terms(&measurement.name)) {
             Some(terms) => {
-                root::apply_constraint_terms(&mut parameter_sets, terms, &measurement.name)?
+                let histosys_names: BTreeSet<&str> = placed
+                    .iter()
+                    .flat_map(|p| &p.modifiers)
+                    .filter(|m| matches!(m.kind, ModifierKind::HistoSys { .. }))
+                    .map(|m| m.name.as_str())
+                    .collect();
+                root::apply_constraint_terms(
+                    &mut parameter_sets,
+                    terms,
+                    &measurement.name,
+                    &histosys_names,
+                )?
             }
-            None => Vec::new(),
+            None => root::ConstraintTermParts::default(),
         };
         let mut compiled = lower(
             &placed,
@@ -210,7 +221,8 @@ impl FromWorkspace for HistFactoryModel {
             options.codes,
             root.is_some(),
         )?;
-        compiled.normsys_inputs = normsys_inputs;
+        compiled.normsys_inputs = parts.normsys_inputs;
+        compiled.poisson_ranges = parts.poisson_ranges;
         let mut model = HistFactoryModel::new(
             measurement.name.clone(),
             channels,

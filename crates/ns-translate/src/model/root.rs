@@ -9,12 +9,13 @@
 //! - shapesys: Gaussian (σ = δ, ROOT's default) or Poisson (τ = 1/δ²), as declared;
 //! - every γ (staterror, shapesys) ranges over [0, 1 + 5δ]; a shapefactor over [0, 1000];
 //! - a measurement's `<ConstraintTerm>`s: `Uniform` is a Gaussian of width 100 in ROOT 6.40,
-//!   `NoConstraint` leaves the OverallSys out, `LogNormal` reads it through τ(κ^α − 1);
+//!   `NoConstraint` leaves the OverallSys out, `LogNormal` reads it through τ(κ^α − 1), `Gamma`
+//!   makes the parameter ROOT's β, read as (β − 1)/rel under a Gamma constraint;
 //! - each sample's yield in a bin is clipped at zero (ROOT's positive-definite interpolation).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use ns_core::layout::{GaussianRange, NormsysInput};
+use ns_core::layout::{GaussianRange, NormsysInput, NormsysTransform, PoissonRange};
 use ns_core::model::{Constraint, ParameterSet};
 use ns_core::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,9 @@ pub const ROOT_STAT_ERROR_THRESHOLD: f64 = 0.05;
 
 /// The width ROOT 6.40 gives a `Uniform` ConstraintTerm's Gaussian.
 pub const ROOT_UNIFORM_WIDTH: f64 = 100.0;
+
+/// The range of ROOT's β of a Gamma ConstraintTerm, and of its global observable.
+pub const ROOT_GAMMA_BETA_MAX: f64 = 10.0;
 
 /// The upper bound of a shapefactor in ROOT.
 pub const ROOT_SHAPEFACTOR_MAX: f64 = 1000.0;
@@ -117,17 +121,28 @@ pub fn gamma_bounds(delta: f64) -> (f64, f64) {
     (0.0, 1.0 + 5.0 * delta)
 }
 
+/// What a measurement's ConstraintTerms add to the compiled model.
+#[derive(Default)]
+pub(super) struct ConstraintTermParts {
+    pub normsys_inputs: Vec<NormsysInput>,
+    pub poisson_ranges: Vec<PoissonRange>,
+}
+
 /// A measurement's ConstraintTerms on its parameter sets: `Uniform` widens the Gaussian to
-/// [`ROOT_UNIFORM_WIDTH`]; `NoConstraint` left the OverallSys out before; `LogNormal` gives the
-/// normsys input α' = τ(κ^α − 1) it returns (τ = 1/rel, κ = 1 + rel, rel in single precision as
-/// ROOT reads it). `Gamma` (a constraint on a β that the normsys reads through (β − 1)/rel,
-/// normalised numerically by RooFit) is refused by name until the engine has it.
+/// [`ROOT_UNIFORM_WIDTH`]; `NoConstraint` left the OverallSys out before; `LogNormal` reads the
+/// normsys through α' = τ(κ^α − 1) (τ = 1/rel, κ = 1 + rel, rel in single precision as ROOT
+/// reads it); `Gamma` makes the parameter ROOT's β ∈ [0, 10] (start 1), read by the normsys as
+/// (β − 1)/rel, under a Gamma constraint: a continuous Poisson of rate β/rel² for its global
+/// observable min(1/rel², 10), normalised over [0, 10] (`RooGamma` with k = y + 1, θ = rel²,
+/// which RooFit normalises numerically over y). `histosys_names` are the parameters a HistoSys
+/// reads: ROOT's β replaces only the OverallSys's α, so a Gamma term on one is refused.
 pub(super) fn apply_constraint_terms(
     sets: &mut [ParameterSet],
     terms: &BTreeMap<String, ConstraintTerm>,
     measurement: &str,
-) -> Result<Vec<NormsysInput>> {
-    let mut inputs = Vec::new();
+    histosys_names: &BTreeSet<&str>,
+) -> Result<ConstraintTermParts> {
+    let mut parts = ConstraintTermParts::default();
     for (name, term) in terms {
         if *term == ConstraintTerm::NoConstraint && !sets.iter().any(|s| &s.name == name) {
             continue;
@@ -146,36 +161,64 @@ pub(super) fn apply_constraint_terms(
                 set.modifier_type
             )));
         }
-        match term {
-            ConstraintTerm::Uniform => set.sigmas = vec![ROOT_UNIFORM_WIDTH],
+        let relative = match term {
+            ConstraintTerm::Uniform => {
+                set.sigmas = vec![ROOT_UNIFORM_WIDTH];
+                continue;
+            }
             // Its OverallSys modifiers were left out (`without_normsys`); a HistoSys of the name
             // keeps its Gaussian, as in ROOT.
-            ConstraintTerm::NoConstraint => {}
+            ConstraintTerm::NoConstraint => continue,
             ConstraintTerm::LogNormal {
                 relative_uncertainty,
-            } if !(*relative_uncertainty > 0.0 && relative_uncertainty.is_finite()) => {
-                return Err(Error::InvalidModel(format!(
-                    "{at}: RelativeUncertainty=\"{relative_uncertainty}\" must be a positive \
-                     number (it is the relative width of the log-normal)"
-                )));
             }
-            ConstraintTerm::LogNormal {
+            | ConstraintTerm::Gamma {
                 relative_uncertainty,
-            } => inputs.push(NormsysInput {
-                param: set.offset as u32,
-                tau: 1.0 / relative_uncertainty,
-                kappa: 1.0 + relative_uncertainty,
-            }),
-            ConstraintTerm::Gamma { .. } => {
-                return Err(Error::InvalidModel(format!(
-                    "{at}: Gamma ConstraintTerms are not built yet under ROOT's semantics; read \
-                     the XML with pyhf's semantics (--semantics pyhf), which treats them as \
-                     Gaussian, as pyhf does"
-                )));
-            }
+            } => *relative_uncertainty,
+        };
+        if !(relative > 0.0 && relative.is_finite()) {
+            return Err(Error::InvalidModel(format!(
+                "{at}: RelativeUncertainty=\"{relative}\" must be a positive number (it is the \
+                 relative width of the constraint)"
+            )));
         }
+        let param = set.offset as u32;
+        if let ConstraintTerm::LogNormal { .. } = term {
+            parts.normsys_inputs.push(NormsysInput {
+                param,
+                transform: NormsysTransform::LogNormal {
+                    tau: 1.0 / relative,
+                    kappa: 1.0 + relative,
+                },
+            });
+            continue;
+        }
+        if histosys_names.contains(name.as_str()) {
+            return Err(Error::InvalidModel(format!(
+                "{at}: '{name}' is also read by a HistoSys; ROOT's Gamma ConstraintTerm replaces \
+                 only the OverallSys's alpha_{name} by a β, leaving the HistoSys its own alpha_{name}, \
+                 two parameters of one name that a model here cannot hold"
+            )));
+        }
+        let tau = 1.0 / (relative * relative);
+        set.constraint = Constraint::Poisson;
+        set.auxdata = vec![tau.min(ROOT_GAMMA_BETA_MAX)];
+        set.factors = vec![tau];
+        set.inits = vec![1.0];
+        set.bounds = vec![(0.0, ROOT_GAMMA_BETA_MAX)];
+        parts.normsys_inputs.push(NormsysInput {
+            param,
+            transform: NormsysTransform::Linear {
+                scale: 1.0 / relative,
+            },
+        });
+        parts.poisson_ranges.push(PoissonRange {
+            param,
+            tau,
+            high: ROOT_GAMMA_BETA_MAX,
+        });
     }
-    Ok(inputs)
+    Ok(parts)
 }
 
 /// RooFit's normalisation of a Gaussian constraint: over its global observable's range —

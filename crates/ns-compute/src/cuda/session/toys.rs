@@ -5,7 +5,7 @@ use ns_core::{CompiledModel, Result};
 
 use super::{CudaSession, DeviceDatasets, TOY_BLOCK, driver, upload};
 use crate::cuda::abi::ToyArgs;
-use crate::toys::ToyEnsembleRates;
+use crate::toys::{AuxRanges, ToyEnsembleRates};
 
 impl CudaSession {
     /// Generate toys `first_toy .. first_toy + n_toys` of each ensemble on the device, all in
@@ -20,13 +20,19 @@ impl CudaSession {
         n_toys: usize,
     ) -> Result<DeviceDatasets> {
         let (mut rate, mut mean, mut prate, mut streams) = (vec![], vec![], vec![], vec![]);
+        let mut pshape = vec![];
         for e in ensembles {
             e.check(model)?;
             rate.extend_from_slice(&e.main);
             mean.extend_from_slice(&e.gauss_mean);
             prate.extend_from_slice(&e.pois_rate);
+            for shape in &e.pois_shape {
+                pshape.extend_from_slice(&[shape.log_rate, shape.log_max, shape.mode]);
+            }
             streams.push(e.stream);
         }
+        let ranges = AuxRanges::of(model);
+        let gauss_range: Vec<f64> = ranges.gauss.iter().flat_map(|&(l, h)| [l, h]).collect();
         let total = n_toys * ensembles.len();
         let s = &self.stream;
         let up = |v: &[f64]| upload(s, v);
@@ -44,6 +50,9 @@ impl CudaSession {
         )
         .map_err(err)?;
         let prate = up(&prate).map_err(err)?;
+        let pshape = up(&pshape).map_err(err)?;
+        let pois_high = up(&ranges.pois_high).map_err(err)?;
+        let gauss_range = up(&gauss_range).map_err(err)?;
         let pois_aux = up32(
             &model
                 .poisson
@@ -66,6 +75,9 @@ impl CudaSession {
             gauss_sigma: sigma.device_ptr(s).0,
             gauss_aux: gauss_aux.device_ptr(s).0,
             pois_rate: prate.device_ptr(s).0,
+            pois_shape: pshape.device_ptr(s).0,
+            pois_high: pois_high.device_ptr(s).0,
+            gauss_range: gauss_range.device_ptr(s).0,
             pois_aux: pois_aux.device_ptr(s).0,
             streams: streams.device_ptr(s).0,
             main_out: main.device_ptr(s).0,
