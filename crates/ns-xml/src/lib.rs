@@ -9,6 +9,7 @@
 //! it; entity declarations are refused (no XML bombs, no external entities).
 
 mod files;
+mod functions;
 mod numbers;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use serde_json::{Map, Value, json};
 
 use files::Files;
 pub use files::SentFiles;
+use functions::Functions;
 use numbers::{Num, histogram};
 
 /// The most channels a combination may list (a bound far beyond real analyses).
@@ -273,6 +275,12 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
     let mut reader = Reader {
         semantics: options.semantics,
         root: RootSemantics::default(),
+        // pyhf ignores a combination's functions.
+        functions: match options.semantics {
+            Semantics::Root => Functions::read(root, &top_name)?,
+            Semantics::Pyhf => Functions::default(),
+        },
+        function_parameters: Vec::new(),
     };
     let mut channels = Vec::new();
     let mut observations = Vec::new();
@@ -286,10 +294,22 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
         observations.push(observation);
         configs.extend(channel_configs);
     }
+    // A function's dependents are created first in ROOT: their ranges win over a NormFactor's.
+    let dependents: Vec<Config> = reader
+        .functions
+        .dependents
+        .iter()
+        .filter(|d| {
+            reader
+                .function_parameters
+                .iter()
+                .any(|p| d["name"] == p.as_str())
+        })
+        .cloned()
+        .collect();
+    configs.retain(|c| !dependents.iter().any(|d| d["name"] == c["name"]));
+    configs.extend(dependents);
     let configs = dedupe(configs)?;
-    if reader.semantics == Semantics::Root {
-        refuse_functions(root, &configs, &top_name)?;
-    }
     let measurements = root
         .children()
         .filter(|n| n.has_tag_name("Measurement"))
@@ -308,34 +328,14 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
     Ok(workspace)
 }
 
-/// A `<Function Name Expression Dependents>` that defines a NormFactor as a function of other
-/// parameters (ROOT builds it; pyhf ignores it) is refused by name: the engine's factors are
-/// parameters, not expressions of them.
-fn refuse_functions(combination: roxmltree::Node, configs: &[Config], top: &str) -> Result<()> {
-    for function in combination
-        .children()
-        .filter(|n| n.has_tag_name("Function"))
-    {
-        let name = function.attribute("Name").unwrap_or("");
-        if configs.iter().any(|c| c["name"] == name) {
-            return Err(Error::InvalidInput(format!(
-                "{top}: <Function Name=\"{name}\" Expression=\"{}\"> defines the NormFactor \
-                 '{name}' as a function of {}: NormFactors defined by functions are not read \
-                 (pyhf's semantics, --semantics pyhf, ignore the function, as pyhf does)",
-                function.attribute("Expression").unwrap_or(""),
-                function
-                    .attribute("Dependents")
-                    .unwrap_or("other parameters")
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// One read's semantics, and what ROOT's semantics collect on the way.
 struct Reader {
     semantics: Semantics,
     root: RootSemantics,
+    /// The combination's `<Function>`s (ROOT's semantics).
+    functions: Functions,
+    /// The dependents of functions that some sample's NormFactors read.
+    function_parameters: Vec<String>,
 }
 
 /// A measurement's number as ROOT reads it: `std::stof`, a float32 widened back (0.1 →
@@ -493,6 +493,8 @@ impl Reader {
         )?;
         let mut modifiers = Vec::new();
         let mut configs = Vec::new();
+        // With functions, the NormFactors are multiplied out after the loop.
+        let mut function_normfactors = Vec::new();
         // ROOT 6.40 scales every sample by the Lumi parameter, NormalizeByTheory="False" ones
         // included (it reuses the one Lumi variable); pyhf only those declared "True".
         if root || node.attribute("NormalizeByTheory") == Some("True") {
@@ -508,9 +510,24 @@ impl Reader {
                     "type": "normsys",
                     "data": {"lo": float(tag, "Low", &here)?, "hi": float(tag, "High", &here)?},
                 })),
+                "NormFactor"
+                    if self
+                        .functions
+                        .by_name
+                        .contains_key(attr(tag, "Name", &here)?) =>
+                {
+                    // Its Val, Low and High are not read: the function's dependents are the
+                    // parameters.
+                    function_normfactors.push(attr(tag, "Name", &here)?);
+                }
                 "NormFactor" => {
                     let parameter = attr(tag, "Name", &here)?;
-                    modifiers.push(json!({"name": parameter, "type": "normfactor", "data": null}));
+                    if self.functions.is_empty() {
+                        modifiers
+                            .push(json!({"name": parameter, "type": "normfactor", "data": null}));
+                    } else {
+                        function_normfactors.push(parameter);
+                    }
                     let mut config = Map::new();
                     config.insert("name".into(), json!(parameter));
                     config.insert(
@@ -591,6 +608,27 @@ impl Reader {
                 })),
                 // Elements pyhf does not read (StatErrorConfig's siblings, an inactive StatError).
                 _ => {}
+            }
+        }
+        if !function_normfactors.is_empty() {
+            let (parameters, constant) =
+                functions::sample_normfactors(&function_normfactors, &self.functions, &place)?;
+            for parameter in parameters {
+                if !function_normfactors.contains(&parameter.as_str()) {
+                    self.function_parameters.push(parameter.clone());
+                }
+                modifiers.push(modifier(&parameter, "normfactor", Value::Null));
+            }
+            if constant != 1.0 {
+                // A fixed normfactor holds the functions' constant factor.
+                let parameter = format!("{channel}_{name}_function_constant");
+                modifiers.push(modifier(&parameter, "normfactor", Value::Null));
+                let mut config = Map::new();
+                config.insert("name".into(), json!(parameter));
+                config.insert("bounds".into(), json!([[constant, constant]]));
+                config.insert("inits".into(), json!([constant]));
+                config.insert("fixed".into(), json!(true));
+                configs.push(config);
             }
         }
         Ok((

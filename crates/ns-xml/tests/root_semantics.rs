@@ -115,17 +115,63 @@ fn two_dimensional_histograms_read_as_one_row_of_bins() {
 }
 
 #[test]
-fn a_normfactor_defined_by_a_function_is_refused_by_name() {
+fn a_normfactor_that_names_a_function_is_its_expression() {
     let set = shared().join("pyhf-validation/xmlimport_input");
     let top = "config/examples/example_Expression.xml";
-    let error = read_in(&set, top, Semantics::Root).unwrap_err().to_string();
-    assert!(
-        error.contains("<Function Name=\"rootPOI\" Expression=\"sqrt(SigXsecOverSM)\">")
-            && error.contains("--semantics pyhf"),
-        "{error}"
+    // sqrt(SigXsecOverSM) twice on the signal: SigXsecOverSM itself, starting in the middle of
+    // its Dependents range [0, 3] as RooFit's factory puts it; rootPOI is no parameter.
+    let workspace = Workspace::from_value(read_in(&set, top, Semantics::Root).unwrap()).unwrap();
+    let model = HistFactoryModel::from_workspace(&workspace, &ModelOptions::default()).unwrap();
+    let poi = model.parameter_set("SigXsecOverSM").unwrap();
+    assert_eq!(
+        (poi.inits.clone(), poi.bounds.clone()),
+        (vec![1.5], vec![(0.0, 3.0)])
     );
-    // pyhf ignores the function.
+    assert!(model.parameter_set("rootPOI").is_none());
+    // pyhf ignores the function (and then misses the POI).
     read_in(&set, top, Semantics::Pyhf).unwrap();
+    // Variants: what multiplies out to a power other than 1, or is no product, is refused.
+    let folder = std::env::temp_dir().join(format!("ns-xml-functions-{}", std::process::id()));
+    std::fs::create_dir_all(folder.join("data")).unwrap();
+    std::fs::copy(
+        set.join("data/example.root"),
+        folder.join("data/example.root"),
+    )
+    .unwrap();
+    let channel =
+        std::fs::read_to_string(set.join("config/examples/example_Expression_channel.xml"))
+            .unwrap()
+            .replace("./config/examples/", "");
+    let combination = std::fs::read_to_string(set.join(top)).unwrap();
+    std::fs::write(folder.join("example_Expression_channel.xml"), &channel).unwrap();
+    for (expression, expected) in [
+        ("SigXsecOverSM", Err("SigXsecOverSM^2")),
+        ("2*SigXsecOverSM^0.5", Ok(4.0)),
+        ("1+SigXsecOverSM", Err("an operator other than")),
+        ("sqrt(other)", Err("'other' is not one of its Dependents")),
+    ] {
+        let text = combination
+            .replace("./config/examples/", "")
+            .replace("sqrt(SigXsecOverSM)", expression);
+        std::fs::write(folder.join("top.xml"), text).unwrap();
+        let read = read_in(&folder, "top.xml", Semantics::Root);
+        match expected {
+            Ok(constant) => {
+                let workspace = Workspace::from_value(read.unwrap()).unwrap();
+                let model =
+                    HistFactoryModel::from_workspace(&workspace, &ModelOptions::default()).unwrap();
+                let fixed = model
+                    .parameter_set("channel1_signal_function_constant")
+                    .unwrap();
+                assert_eq!((fixed.inits[0], fixed.fixed[0]), (constant, true));
+            }
+            Err(message) => {
+                let error = read.unwrap_err().to_string();
+                assert!(error.contains(message), "{expression}: {error}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[test]
