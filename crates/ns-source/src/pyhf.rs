@@ -137,7 +137,21 @@ impl PyhfRef {
     /// The document after the patchset patch and the patches (`hs3`: the document is HS3,
     /// where a patchset is refused).
     pub(crate) fn patched(&self, read: &dyn Reader) -> Result<Value> {
-        let mut doc = self.workspace.value(read)?;
+        self.patch(self.workspace.value(read)?, read)
+    }
+
+    /// [`Self::patched`] of a reference used once: an inline document is moved, not copied
+    /// (an XML model's workspace, read just before).
+    pub(crate) fn into_patched(mut self, read: &dyn Reader) -> Result<Value> {
+        let doc = match &mut self.workspace {
+            Source::Inline(value) => std::mem::take(value),
+            Source::Path(_) => self.workspace.value(read)?,
+        };
+        self.patch(doc, read)
+    }
+
+    /// The patchset patch and the patches applied to `doc`, this reference's document.
+    fn patch(&self, mut doc: Value, read: &dyn Reader) -> Result<Value> {
         if self.patchset.is_some() && crate::hs3::Hs3::claims(&doc) {
             return Err(self.not_pyhf("patchsets"));
         }

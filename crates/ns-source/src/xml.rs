@@ -138,7 +138,7 @@ impl Format for Xml {
 
     fn document(reference: &XmlRef, read: &dyn Reader) -> Result<Value> {
         let (pyhf, root) = reference.pyhf(read)?;
-        let mut document = pyhf.patched(read)?;
+        let mut document = pyhf.into_patched(read)?;
         if let (Some(root), Some(object)) = (root, document.as_object_mut()) {
             object.insert(ROOT_SEMANTICS_KEY.into(), root);
         }

@@ -1,9 +1,10 @@
 //! The files a HistFactory XML names: paths relative to the base folder, never outside it, read
 //! from the disk (as the load's `FileAccess` allows) or from the files sent with the XML, and ROOT
-//! files opened once per read.
+//! files opened once per read (shared by the threads that read the channels).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use ns_core::{Error, FileAccess, Result};
 use ns_root::RootFile;
@@ -16,7 +17,7 @@ pub(crate) struct Files<'a> {
     pub(crate) base: PathBuf,
     access: FileAccess<'a>,
     sent: Option<&'a SentFiles>,
-    roots: HashMap<PathBuf, RootFile>,
+    roots: Mutex<HashMap<PathBuf, Arc<RootFile>>>,
 }
 
 /// `named` as a path inside the base folder (`./a/../b` → `b`), or why it is not one.
@@ -41,7 +42,7 @@ impl<'a> Files<'a> {
             base,
             access,
             sent,
-            roots: HashMap::new(),
+            roots: Mutex::new(HashMap::new()),
         }
     }
 
@@ -112,21 +113,25 @@ impl<'a> Files<'a> {
     }
 
     /// The ROOT file `named`, opened once.
-    pub(crate) fn root(&mut self, named: &str, place: &str) -> Result<&RootFile> {
+    pub(crate) fn root(&self, named: &str, place: &str) -> Result<Arc<RootFile>> {
         let path = self.path(named, place)?;
-        if !self.roots.contains_key(&path) {
-            let file = match self.sent_bytes(&path, place) {
-                Some(bytes) => RootFile::from_bytes(&path.display().to_string(), bytes?.to_vec())?,
-                None => RootFile::open(&path).map_err(|e| match e {
-                    Error::Io { source, .. } => Error::InvalidInput(format!(
-                        "{place}: the ROOT file {}: {source}",
-                        path.display()
-                    )),
-                    other => other,
-                })?,
-            };
-            self.roots.insert(path.clone(), file);
+        // Opened under the lock: two channels of one file open it once.
+        let mut roots = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(file) = roots.get(&path) {
+            return Ok(Arc::clone(file));
         }
-        Ok(&self.roots[&path])
+        let file = match self.sent_bytes(&path, place) {
+            Some(bytes) => RootFile::from_bytes(&path.display().to_string(), bytes?.to_vec())?,
+            None => RootFile::open(&path).map_err(|e| match e {
+                Error::Io { source, .. } => Error::InvalidInput(format!(
+                    "{place}: the ROOT file {}: {source}",
+                    path.display()
+                )),
+                other => other,
+            })?,
+        };
+        let file = Arc::new(file);
+        roots.insert(path, Arc::clone(&file));
+        Ok(file)
     }
 }

@@ -19,6 +19,7 @@ use ns_translate::model::root::{
     ConstraintTerm, ConstraintType, ROOT_SEMANTICS_KEY, RootSemantics, ShapeSysConfig,
     StatErrorConfig,
 };
+use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
 use files::Files;
@@ -271,28 +272,33 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
         (None, Some(_)) => PathBuf::new(),
         (None, None) => base_dir(top, inputs.first().copied()),
     };
-    let mut files = Files::new(base, options.access, options.sent);
-    let mut reader = Reader {
-        semantics: options.semantics,
-        root: RootSemantics::default(),
-        // pyhf ignores a combination's functions.
-        functions: match options.semantics {
-            Semantics::Root => Functions::read(root, &top_name)?,
-            Semantics::Pyhf => Functions::default(),
-        },
-        function_parameters: Vec::new(),
+    let files = Files::new(base, options.access, options.sent);
+    // pyhf ignores a combination's functions.
+    let functions = match options.semantics {
+        Semantics::Root => Functions::read(root, &top_name)?,
+        Semantics::Pyhf => Functions::default(),
     };
+    let mut reader = Reader::new(options.semantics, &functions);
+    // The channels are read in parallel, each into its own reader, merged in input order (the
+    // first error in that order is the one reported).
+    let read_channel = |input: &&str| -> Result<(Value, Value, Vec<Config>, Reader)> {
+        let mut local = Reader::new(options.semantics, &functions);
+        let (path, text) = files.xml(input, &format!("{top_name}: <Input>"))?;
+        let channel_doc = document(&text, &path)?;
+        let (channel, observation, configs) =
+            local.channel(channel_doc.root_element(), &path, &files)?;
+        Ok((channel, observation, configs, local))
+    };
+    let read: Vec<_> = inputs.par_iter().map(read_channel).collect();
     let mut channels = Vec::new();
     let mut observations = Vec::new();
     let mut configs: Vec<Config> = Vec::new();
-    for input in inputs {
-        let (path, text) = files.xml(input, &format!("{top_name}: <Input>"))?;
-        let channel_doc = document(&text, &path)?;
-        let (channel, observation, channel_configs) =
-            reader.channel(channel_doc.root_element(), &path, &mut files)?;
+    for result in read {
+        let (channel, observation, channel_configs, local) = result?;
         channels.push(channel);
         observations.push(observation);
         configs.extend(channel_configs);
+        reader.merge(local);
     }
     // A function's dependents are created first in ROOT: their ranges win over a NormFactor's.
     let dependents: Vec<Config> = reader
@@ -329,11 +335,11 @@ pub fn read(top: &Path, options: &ReadOptions) -> Result<Value> {
 }
 
 /// One read's semantics, and what ROOT's semantics collect on the way.
-struct Reader {
+struct Reader<'f> {
     semantics: Semantics,
     root: RootSemantics,
     /// The combination's `<Function>`s (ROOT's semantics).
-    functions: Functions,
+    functions: &'f Functions,
     /// The dependents of functions that some sample's NormFactors read.
     function_parameters: Vec<String>,
 }
@@ -375,14 +381,31 @@ pub fn workspace_of_files(
     Ok(workspace)
 }
 
-impl Reader {
+impl<'f> Reader<'f> {
+    fn new(semantics: Semantics, functions: &'f Functions) -> Self {
+        Reader {
+            semantics,
+            root: RootSemantics::default(),
+            functions,
+            function_parameters: Vec::new(),
+        }
+    }
+
+    /// What a channel's reader collected, added after the channels before it (a ShapeSys of
+    /// one name in two channels keeps the later one's configuration, as a sequential read does).
+    fn merge(&mut self, channel: Reader) {
+        self.root.staterror.extend(channel.root.staterror);
+        self.root.shapesys.extend(channel.root.shapesys);
+        self.function_parameters.extend(channel.function_parameters);
+    }
+
     /// One channel: its entry of `channels`, its observation, its NormFactors' parameter
     /// configs.
     fn channel(
         &mut self,
         node: roxmltree::Node,
         path: &Path,
-        files: &mut Files,
+        files: &Files,
     ) -> Result<(Value, Value, Vec<Config>)> {
         let at = path.display().to_string();
         if node.tag_name().name() != "Channel" {
@@ -473,7 +496,7 @@ impl Reader {
         input_file: &str,
         histo_path: &str,
         channel_place: &str,
-        files: &mut Files,
+        files: &Files,
     ) -> Result<(Value, Vec<Config>)> {
         let root = self.semantics == Semantics::Root;
         let name = attr(node, "Name", channel_place)?;
@@ -541,7 +564,7 @@ impl Reader {
                     configs.push(config);
                 }
                 "HistoSys" => {
-                    let mut side = |which: &str| -> Result<Vec<Num>> {
+                    let side = |which: &str| -> Result<Vec<Num>> {
                         let file = tag
                             .attribute(format!("HistoFile{which}").as_str())
                             .unwrap_or(input_file);
@@ -612,7 +635,7 @@ impl Reader {
         }
         if !function_normfactors.is_empty() {
             let (parameters, constant) =
-                functions::sample_normfactors(&function_normfactors, &self.functions, &place)?;
+                functions::sample_normfactors(&function_normfactors, self.functions, &place)?;
             for parameter in parameters {
                 if !function_normfactors.contains(&parameter.as_str()) {
                     self.function_parameters.push(parameter.clone());

@@ -72,7 +72,7 @@ pub(crate) fn product(a: &[Num], b: &[Num], place: &str) -> Result<Vec<Num>> {
 
 /// The histogram `name` of `file`, found as pyhf finds it: `name` itself, else `path/name`.
 pub(crate) fn histogram(
-    files: &mut Files,
+    files: &Files,
     file: &str,
     path: &str,
     name: &str,
