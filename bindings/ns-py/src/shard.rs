@@ -177,16 +177,16 @@ pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> 
         } => {
             // The measurement and codes the model was built with, whatever its format.
             let (measurement, interpolation) = model_ref.identity();
-            let source = crate::model::ModelSource {
+            let source = workspace.map(|workspace| crate::model::ModelSource {
                 workspace: Arc::from(workspace),
                 measurement: measurement.map(String::from),
                 interpolation,
-            };
+            });
             Ok(Py::new(
                 py,
                 PyModel {
                     model: *model,
-                    source: Some(source),
+                    source,
                 },
             )?
             .into_any())

@@ -43,6 +43,16 @@ __device__ void ns_normsys(const double* t, int code, double alpha, double* valu
         const double* p = t + 2;
         *value = 1.0 + alpha * (p[0] + alpha * (p[1] + alpha * (p[2] + alpha * (p[3] + alpha * (p[4] + alpha * p[5])))));
         *slope = p[0] + alpha * (2.0 * p[1] + alpha * (3.0 * p[2] + alpha * (4.0 * p[3] + alpha * (5.0 * p[4] + alpha * 6.0 * p[5]))));
+    } else if (code == 5 && alpha < 0.5 && alpha > -0.5) {
+        // Combine's AsymPow inside its blend (ns_core::NormsysTerm::asympow_log).
+        const double a = 0.5 * (t[0] - t[1]), b = 0.5 * (t[0] + t[1]);
+        const double x = 2.0 * alpha, x2 = x * x;
+        const double s = x * (x2 * (3.0 * x2 - 10.0) + 15.0) / 8.0;
+        const double ds = 15.0 * (x2 - 1.0) * (x2 - 1.0) / 8.0;
+        const double log_kappa = a + b * s;
+        const double f = exp(alpha * log_kappa);
+        *value = f;
+        *slope = f * (log_kappa + 2.0 * alpha * b * ds);
     } else if (alpha >= 0.0) {
         double f = exp(alpha * t[0]);
         *value = f;

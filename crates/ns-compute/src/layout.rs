@@ -24,6 +24,13 @@ pub(crate) const NORMSYS_INPUT_WORDS: usize = 3;
 /// ROOT's clipped sample yields and range-normalised constraints (HistFactory XML read with
 /// ROOT's semantics). CUDA evaluates them.
 pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
+    if m.codes.normsys == NormsysCode::AsymPow {
+        return Err(ns_core::Error::Device(
+            "this model has CMS Combine's lnN interpolation (AsymPow), which the f32 kernels \
+             (Vulkan, Metal) do not evaluate yet: run it on the CPU or CUDA"
+                .into(),
+        ));
+    }
     if m.clip_sample_yields
         || !m.gaussian_ranges.is_empty()
         || !m.normsys_inputs.is_empty()
@@ -32,9 +39,8 @@ pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
         return Err(ns_core::Error::Device(
             "this model has ROOT's HistFactory terms (sample yields clipped at zero, constraints \
              normalised over their global observable's range, LogNormal or Gamma \
-             ConstraintTerms), which the f32 \
-             kernels (Vulkan, Metal) do not evaluate yet: run it on the CPU or CUDA, or read \
-             the XML with pyhf's semantics (semantics \"pyhf\")"
+             ConstraintTerms), which the f32 kernels (Vulkan, Metal) do not evaluate yet: run \
+             it on the CPU or CUDA, or read the XML with pyhf's semantics (semantics \"pyhf\")"
                 .into(),
         ));
     }
@@ -92,6 +98,7 @@ impl KernelLayout {
             normsys_code: match m.codes.normsys {
                 NormsysCode::Code1 => 1,
                 NormsysCode::Code4 => 4,
+                NormsysCode::AsymPow => 5,
             },
             histosys_code: match m.codes.histosys {
                 HistosysCode::Code0 => 0,

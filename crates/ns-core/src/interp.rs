@@ -14,6 +14,20 @@ pub enum NormsysCode {
     Code1,
     /// Exponential outside |α| ≥ 1, a sixth-order polynomial inside (pyhf's default).
     Code4,
+    /// CMS Combine's `AsymPow` (its lnN): exp(α·L(α)), with L = ln hi for α ≥ ½, −ln lo for
+    /// α ≤ −½, and inside A + B·s(2α) (A, B the half difference and half sum of ln hi and
+    /// ln lo, s the odd quintic (3x⁵ − 10x³ + 15x)/8). A symmetric κ (lo = 1/κ) is κ^α.
+    AsymPow,
+}
+
+/// The odd quintic of Combine's smooth interpolations, and its first two derivatives.
+fn smooth_step(x: f64) -> (f64, f64, f64) {
+    let x2 = x * x;
+    (
+        x * (x2 * (3.0 * x2 - 10.0) + 15.0) / 8.0,
+        15.0 * (x2 - 1.0) * (x2 - 1.0) / 8.0,
+        7.5 * x * (x2 - 1.0),
+    )
 }
 
 /// Interpolation code for `histosys` modifiers (additive).
@@ -70,6 +84,7 @@ impl NormsysCode {
         match self {
             NormsysCode::Code1 => "code1",
             NormsysCode::Code4 => "code4",
+            NormsysCode::AsymPow => "asympow",
         }
     }
 }
@@ -203,6 +218,12 @@ impl NormsysTerm {
         };
         match code {
             NormsysCode::Code1 => exp_branch(alpha),
+            NormsysCode::AsymPow if alpha.abs() >= 0.5 => exp_branch(alpha),
+            NormsysCode::AsymPow => {
+                let (log, log_slope, _) = self.asympow_log(alpha);
+                let f = log.exp();
+                (f, f * log_slope)
+            }
             NormsysCode::Code4 => {
                 if alpha >= 1.0 || alpha <= -1.0 {
                     exp_branch(alpha)
@@ -228,6 +249,23 @@ impl NormsysTerm {
                 }
             }
         }
+    }
+}
+
+impl NormsysTerm {
+    /// ln f of [`NormsysCode::AsymPow`] inside |α| < ½ and its first two derivatives in α.
+    pub fn asympow_log(&self, alpha: f64) -> (f64, f64, f64) {
+        let (a, b) = (
+            0.5 * (self.ln_hi - self.ln_lo),
+            0.5 * (self.ln_hi + self.ln_lo),
+        );
+        let (s, ds, dds) = smooth_step(2.0 * alpha);
+        let log_kappa = a + b * s;
+        (
+            alpha * log_kappa,
+            log_kappa + 2.0 * alpha * b * ds,
+            4.0 * b * ds + 4.0 * alpha * b * dds,
+        )
     }
 }
 

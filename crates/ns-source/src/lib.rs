@@ -10,6 +10,7 @@
 //! and one line there (docs/ARCHITECTURE.md, "Add an input format").
 
 mod access;
+mod datacard;
 mod document;
 mod hs3;
 mod loaded;
@@ -18,6 +19,7 @@ mod reference;
 mod xml;
 
 pub use access::{Files, HEAD_BYTES, NoFiles, Reader, file_head};
+pub use datacard::{Datacard, DatacardRef};
 pub use document::Source;
 pub use hs3::{Hs3, Hs3Ref};
 pub use loaded::{LoadedModel, annotate_unbinned};

@@ -9,7 +9,8 @@ use serde_json::Value;
 /// every binned format) or unbinned.
 pub enum LoadedModel {
     Binned {
-        workspace: Box<Workspace>,
+        /// The pyhf workspace it was built from (`None`: a format of its own, a datacard).
+        workspace: Option<Box<Workspace>>,
         model: Box<HistFactoryModel>,
         /// Whose reading of a HistFactory XML built it (`None`: not read from XML).
         xml_semantics: Option<ns_xml::Semantics>,
@@ -38,7 +39,12 @@ impl LoadedModel {
             } => {
                 let semantics = match xml_semantics {
                     Some(s) => s.name(),
-                    None if workspace.root_semantics.is_some() => ns_xml::Semantics::Root.name(),
+                    None if workspace
+                        .as_ref()
+                        .is_some_and(|w| w.root_semantics.is_some()) =>
+                    {
+                        ns_xml::Semantics::Root.name()
+                    }
                     None => return,
                 };
                 if let Some(object) = report.as_object_mut() {

@@ -181,7 +181,7 @@ impl PyhfRef {
         };
         let model = HistFactoryModel::from_workspace(&workspace, &options)?;
         Ok(LoadedModel::Binned {
-            workspace: Box::new(workspace),
+            workspace: Some(Box::new(workspace)),
             model: Box::new(model),
             xml_semantics: None,
         })

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::access::Reader;
+use crate::datacard::Datacard;
 use crate::document::Source;
 use crate::hs3::{Hs3, Hs3Ref};
 use crate::pyhf::{Interpolation, Pyhf, PyhfRef};
@@ -87,6 +88,7 @@ macro_rules! formats {
 formats! {
     Hs3 => Hs3,
     Xml => Xml,
+    Datacard => Datacard,
     Pyhf => Pyhf,
 }
 
@@ -303,7 +305,7 @@ mod tests {
             assert_eq!(json["format"], name);
             assert_eq!(serde_json::from_value::<ModelRef>(json).unwrap(), reference);
         }
-        assert_eq!(FORMATS, &[Hs3::NAME, Xml::NAME, Pyhf::NAME]);
+        assert_eq!(FORMATS, &[Hs3::NAME, Xml::NAME, Datacard::NAME, Pyhf::NAME]);
     }
 
     #[test]

@@ -321,7 +321,9 @@ impl<'m> CpuEvaluator<'m> {
                 None => (theta, 1.0),
             };
             let r = g.start as usize..g.end as usize;
-            if input.is_some() {
+            // Term by term where a transform reads the parameter, or inside AsymPow's blend.
+            let blend = plan.normsys_code == NormsysCode::AsymPow && alpha.abs() < 0.5;
+            if input.is_some() || blend {
                 let (value, slope, log_slope) = (
                     &mut values[r.clone()],
                     &mut slopes[r.clone()],

@@ -141,33 +141,31 @@ impl CpuEvaluator<'_> {
         // ∂²ln f/∂α² of every normsys term: 0 on the exponential branches.
         let mut normsys_curvature = vec![0.0; plan.term_param.len()];
         for (g, input) in plan.groups.iter().zip(&plan.group_inputs) {
-            if let Some(input) = input {
-                // Read through α'(θ): ∂²ln f/∂θ² = ∂²ln f/∂α'² · α'_θ² + ∂ln f/∂α' · α'_θθ.
-                let (alpha, chain, chain2) = input.apply(params[g.param as usize]);
-                for t in g.range() {
-                    let term = &m.normsys[plan.term_normsys[t] as usize];
-                    let (value, slope) = term.factor_and_derivative(plan.normsys_code, alpha);
-                    let log_slope = slope / value;
-                    let curvature = if plan.normsys_code == NormsysCode::Code4 && alpha.abs() < 1.0
-                    {
-                        let dd = code4_second_powers(alpha);
-                        let second: f64 = (0..6).map(|k| plan.poly[k][t] * dd[k]).sum();
-                        second / value - log_slope * log_slope
-                    } else {
-                        0.0
-                    };
-                    normsys_curvature[t] = curvature * chain * chain + log_slope * chain2;
-                }
+            // Read through α'(θ): ∂²ln f/∂θ² = ∂²ln f/∂α'² · α'_θ² + ∂ln f/∂α' · α'_θθ.
+            let theta = params[g.param as usize];
+            let (alpha, chain, chain2) = input.map_or((theta, 1.0, 0.0), |i| i.apply(theta));
+            let polynomial = match plan.normsys_code {
+                NormsysCode::Code4 => alpha.abs() < 1.0,
+                NormsysCode::AsymPow => alpha.abs() < 0.5,
+                NormsysCode::Code1 => false,
+            };
+            if !polynomial && input.is_none() {
                 continue;
             }
-            let alpha = params[g.param as usize];
-            if plan.normsys_code == NormsysCode::Code4 && alpha.abs() < 1.0 {
-                let dd = code4_second_powers(alpha);
-                for t in g.start as usize..g.end as usize {
-                    let second: f64 = (0..6).map(|k| plan.poly[k][t] * dd[k]).sum();
-                    let log_slope = s.normsys_log_slope[t];
-                    normsys_curvature[t] = second / s.normsys_value[t] - log_slope * log_slope;
-                }
+            let dd = code4_second_powers(alpha);
+            for t in g.range() {
+                let term = &m.normsys[plan.term_normsys[t] as usize];
+                let (value, slope) = term.factor_and_derivative(plan.normsys_code, alpha);
+                let log_slope = if value != 0.0 { slope / value } else { 0.0 };
+                let curvature = match plan.normsys_code {
+                    _ if !polynomial => 0.0,
+                    NormsysCode::AsymPow => term.asympow_log(alpha).2,
+                    _ => {
+                        let second: f64 = (0..6).map(|k| plan.poly[k][t] * dd[k]).sum();
+                        second / value - log_slope * log_slope
+                    }
+                };
+                normsys_curvature[t] = curvature * chain * chain + log_slope * chain2;
             }
         }
 
