@@ -1,10 +1,12 @@
 """CPU against CUDA on every HistFactory XML set of ../shared/histfactory-xml, read with ROOT's
-semantics (the default) or pyhf's (`--semantics pyhf`: the sets pyhf reads):
-`nextstat fit`, `hypotest --mu 1` and `hypotest-toys --mu 1 --n-toys N` of each combination XML on
-both devices, and the largest relative difference of twice_nll, the best fit, CLs and the toys'
-CLs. Run on the GPU machine:
+semantics (the default) or pyhf's (`--semantics pyhf`: the sets pyhf reads), or on every CMS
+Combine datacard of ../shared/combine (`--combine`; cards whose model is not built are listed as
+refused alike): `nextstat fit`, `hypotest --mu 1` and `hypotest-toys --mu 1 --n-toys N` of each
+model on both devices, and the largest relative difference of twice_nll, the best fit, CLs and
+the toys' CLs. Run on the GPU machine:
 
     python3 bench/gpu_xml_parity.py --bin dist-gpu/nextstat --sets PATH/histfactory-xml [--toys 1000] [--semantics pyhf]
+    python3 bench/gpu_xml_parity.py --bin dist-gpu/nextstat --combine PATH/combine [--toys 1000]
 
 Prints a Markdown table; exits 1 when a difference exceeds 1e-6 or a run fails on one device only.
 """
@@ -32,17 +34,24 @@ def main():
     p.add_argument("--sets", default="../shared/histfactory-xml")
     p.add_argument("--toys", type=int, default=1000)
     p.add_argument("--semantics", default="root", choices=["root", "pyhf"])
+    p.add_argument("--combine", help="the folder of the Combine corpus: compare its datacards instead")
     a = p.parse_args()
-    sets = Path(a.sets)
-    rows, worst = [], 0.0
-    for reference in sorted(sets.glob("*/*/reference.json")) + sorted(sets.glob("*/reference.json")):
-        for top in json.loads(reference.read_text())["tops"]:
-            if "pyhf_readxml_error" in top and a.semantics == "pyhf":
-                continue
-            xml = str(reference.parent / top["top"])
-            for measurement in [m["name"] for m in top.get("measurements", [])] or [None]:
-                rows.append(compare(a, xml, measurement, f"{reference.parent.name}:{top['top']}"))
-                worst = max([worst] + [d for _, d in rows[-1][1]])
+    rows = []
+    if a.combine:
+        cards = json.loads((Path(a.combine) / "reference.json").read_text())["cards"]
+        for name, card in sorted(cards.items()):
+            rows.append(compare(a, str(Path(a.combine) / card["card"]), [], name))
+    else:
+        sets = Path(a.sets)
+        for reference in sorted(sets.glob("*/*/reference.json")) + sorted(sets.glob("*/reference.json")):
+            for top in json.loads(reference.read_text())["tops"]:
+                if "pyhf_readxml_error" in top and a.semantics == "pyhf":
+                    continue
+                xml = str(reference.parent / top["top"])
+                for measurement in [m["name"] for m in top.get("measurements", [])] or [None]:
+                    chosen = ["--semantics", a.semantics] + (["--measurement", measurement] if measurement else [])
+                    rows.append(compare(a, xml, chosen, f"{reference.parent.name}:{top['top']} {measurement or ''}".strip()))
+    worst = max([0.0] + [d for _, diffs, _, _ in rows for _, d in diffs])
     print("| model | fit (Δ) | hypotest (Δ CLs) | toys (Δ CLs) | notes |\n|---|---|---|---|---|")
     for name, diffs, errors, refusals in rows:
         cells = {v: f"{d:.1e}" for v, d in diffs}
@@ -54,12 +63,11 @@ def main():
     sys.exit(0 if worst <= 1e-6 and not failed else 1)
 
 
-def compare(a, xml, measurement, name):
-    """One measurement of one combination XML on both devices: (name, diffs, errors, refusals)."""
+def compare(a, model, options, name):
+    """One model (a file and its options) on both devices: (name, diffs, errors, refusals)."""
     diffs, errors, refusals = [], [], []
-    chosen = ["--measurement", measurement] if measurement else []
     for verb in (["fit"], ["hypotest", "--mu", "1"], ["hypotest-toys", "--mu", "1", "--n-toys", str(a.toys), "--seed", "1"]):
-        args = [verb[0], xml, "--semantics", a.semantics, *chosen, *verb[1:]]
+        args = [verb[0], model, *options, *verb[1:]]
         cpu, e1 = run(a.bin, args, "cpu")
         cuda, e2 = run(a.bin, args, "cuda")
         if e1 and e1 == e2:
@@ -76,7 +84,7 @@ def compare(a, xml, measurement, name):
         else:
             d = max(abs(cpu["CLs_obs"] - cuda["CLs_obs"]), *(abs(x - y) for x, y in zip(cpu["CLs_exp"], cuda["CLs_exp"])))
         diffs.append((verb[0], d))
-    return (f"{name} {measurement or ''}".strip(), diffs, errors, refusals)
+    return (name, diffs, errors, refusals)
 
 
 if __name__ == "__main__":

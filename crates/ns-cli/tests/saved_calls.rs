@@ -198,7 +198,7 @@ fn a_model_that_names_its_format_gives_what_the_untagged_one_gives() {
     );
     let (ok, _, err) = run(serde_json::json!({"format": "root", "workspace": example()}));
     assert!(
-        !ok && err.contains("no input format 'root' (the formats are: hs3, xml, pyhf)"),
+        !ok && err.contains("no input format 'root' (the formats are: hs3, xml, datacard, pyhf)"),
         "{err}"
     );
 }

@@ -328,7 +328,7 @@ mod tests {
         };
         assert!(
             error(r#"{"format": "root", "workspace": "a.json"}"#)
-                .contains("the formats are: hs3, xml, pyhf")
+                .contains("the formats are: hs3, xml, datacard, pyhf")
         );
         assert!(
             error(r#"{"format": "hs3", "workspace": "a.json"}"#)
