@@ -186,6 +186,7 @@ def test_no_file_a_client_names_is_ever_opened(server, tmp_path):
         yield {"format": "hs3", "document": {**hs3, "data": [parquet(path)]}}
         yield {"format": "hs3", "document": hs3, "patches": [path]}
         yield {"format": "xml", "top": path}
+        yield {"format": "datacard", "card": path}
         # A patchset whose patch turns the background into an HS3 model reading the file.
         into_hs3 = [{"op": "add", "path": f"/{k}", "value": v} for k, v in {**hs3, "data": [parquet(path)]}.items()]
         patchset = {"metadata": {"references": {}, "description": "", "digests": {"sha256": "0" * 64}, "labels": ["x"]}, "version": "1.0.0",
@@ -548,3 +549,16 @@ def test_an_xml_model_is_sent_with_its_files(server):
     assert status == 400 and "'data/example.root' is not among the files sent with the XML" in e["error"]["message"], e
     status, e, _ = server.call("POST", "/v1/fit", {"model": {**model, "files": {**files, "data/example.root": "not base64!"}}})
     assert status == 400 and "not base64" in e["error"]["message"], e
+
+
+def test_a_datacard_is_sent_as_its_text(server):
+    """A CMS Combine datacard reaches the server as its text; the fit is the CLI's of the file."""
+    import os
+    from pathlib import Path
+    card = Path(os.environ.get("NEXTSTAT_COMBINE", ROOT.parent / "shared" / "combine")) / "data/tutorials/counting/realistic-counting-experiment.txt"
+    status, answer, _ = server.call("POST", "/v1/fit", {"model": {"format": "datacard", "text": card.read_text()}})
+    assert status == 200, answer
+    cli = json.loads(subprocess.run([str(BIN), "fit", str(card)], capture_output=True, text=True, check=True).stdout)
+    assert answer["bestfit"] == cli["bestfit"] and answer["twice_nll"] == cli["twice_nll"]
+    status, e, _ = server.call("POST", "/v1/fit", {"model": {"format": "datacard", "text": "imax 1\nbin b\nobservation 3\n"}})
+    assert status == 400 and "no rate line" in e["error"]["message"], e

@@ -218,6 +218,9 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
                 } else if (in[0] == 2.0) {
                     chain = in[1];
                     theta = in[1] * (theta - 1.0);
+                } else if (in[0] == 3.0) {
+                    chain = 1.0 / theta;
+                    theta = log(theta);
                 }
             }
             ns_normsys(m.normsys + NS_NORMSYS_WORDS * (size_t)term, m.normsys_code, theta, &scalar_value[k], &scalar_slope[k]);

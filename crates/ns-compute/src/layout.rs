@@ -75,8 +75,8 @@ pub struct KernelLayout {
     /// 1 where each sample's yield is clipped at zero (ROOT's semantics).
     pub clip_sample_yields: i32,
     /// Per parameter, `NORMSYS_INPUT_WORDS` values: the transform its normsys terms read it
-    /// through (ROOT's LogNormal: 1, τ, κ; Gamma: 2, scale, 0; none: 0); empty where no
-    /// parameter has one.
+    /// through (ROOT's LogNormal: 1, τ, κ; Gamma: 2, scale, 0; a logarithm: 3; none: 0); empty
+    /// where no parameter has one.
     pub normsys_input: Vec<f64>,
     /// Range-normalised Poisson constraints (ROOT's Gamma): the parameter, and τ, high of each.
     pub pois_range_param: Vec<u32>,
@@ -172,6 +172,7 @@ impl KernelLayout {
                     &match input.transform {
                         NormsysTransform::LogNormal { tau, kappa } => [1.0, tau, kappa],
                         NormsysTransform::Linear { scale } => [2.0, scale, 0.0],
+                        NormsysTransform::Log => [3.0, 0.0, 0.0],
                     },
                 );
             }

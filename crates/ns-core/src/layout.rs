@@ -105,6 +105,9 @@ pub enum NormsysTransform {
     LogNormal { tau: f64, kappa: f64 },
     /// Gamma: θ is ROOT's β, read as α' = scale·(θ − 1), with scale = 1/rel.
     Linear { scale: f64 },
+    /// α' = ln θ: a normsys term with ln hi = p = −ln lo is then the power θ^p (a factor of a
+    /// product formula, as Combine's `@0*@1/@2`).
+    Log,
 }
 
 /// A normsys parameter read through a [`NormsysTransform`].
@@ -124,6 +127,7 @@ impl NormsysInput {
                 (tau * (power - 1.0), slope, slope * ln_kappa)
             }
             NormsysTransform::Linear { scale } => (scale * (theta - 1.0), scale, 0.0),
+            NormsysTransform::Log => (theta.ln(), 1.0 / theta, -1.0 / (theta * theta)),
         }
     }
 }

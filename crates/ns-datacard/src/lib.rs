@@ -9,6 +9,7 @@
 //! A mistake is an error naming the card, the line and what is wrong.
 
 mod model;
+mod shapes;
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,7 @@ use ns_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 pub use model::model;
+pub use shapes::ShapeFiles;
 
 /// The most columns (bin × process pairs) or lines a card may have: far beyond real analyses,
 /// a bound on what a careless or hostile card can allocate.

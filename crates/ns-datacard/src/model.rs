@@ -6,18 +6,31 @@
 //! - `gmN N α`: the yield is α·θ, θ Poisson-constrained to N, starting at N + 1 as
 //!   text2workspace starts it;
 //! - `rateParam`: a free factor (its range, or none), shared by name; a formula of rateParams
-//!   and `extArg`s multiplies them; `param μ σ` on one constrains it (Gaussian, range μ ± 4σ);
+//!   and `extArg`s — a product and quotient of them and numbers — multiplies them: a power other
+//!   than 1 is a normsys term read through ln θ (θ^p = exp(p ln θ)); `param μ σ` on one
+//!   constrains it (Gaussian, range μ ± 4σ);
 //! - `nuisance edit freeze NAME` fixes a parameter.
 //!
-//! What is not built yet is refused by name: shape templates, autoMCStats, asymmetric `param`s,
-//! formulas other than products, the other `nuisance edit` operations.
+//! - TH1 templates and `shape` systematics as `crate::shapes` says (channels without
+//!   autoMCStats); `shape?` is an lnN where a process has no templates.
+//!
+//! What is not built yet is refused by name: autoMCStats, `shapeN`, shape systematics of one
+//! process with different scales, asymmetric `param`s, formulas other than products and
+//! quotients, the other `nuisance edit` operations.
 
 use ns_core::interp::{HistosysCode, InterpCodes, NormsysCode, NormsysTerm};
-use ns_core::layout::{GaussianConstraint, PoissonConstraint, SampleBlock, ScalarFactor};
+use ns_core::layout::{
+    GaussianConstraint, NormsysInput, NormsysTransform, PoissonConstraint, SampleBlock,
+    ScalarFactor,
+};
 use ns_core::model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};
 use ns_core::{CompiledModel, Error, Result};
 
+use crate::shapes::{self, ShapeFiles, Template};
 use crate::{Datacard, Effect, Kind};
+
+/// Combine's range of a shape nuisance.
+const SHAPE_RANGE: f64 = 4.0;
 
 /// Combine's range of an lnN nuisance.
 const LNN_RANGE: f64 = 7.0;
@@ -54,29 +67,32 @@ impl Parameter {
     }
 }
 
-/// The model of a counting card, with the observed counts as its data.
-pub fn model(card: &Datacard) -> Result<HistFactoryModel> {
+/// The model of a card, with its observed counts as its data; `files` gives its templates.
+pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
     let origin = &card.origin;
     let refuse = |what: String| Error::InvalidModel(format!("{origin}: {what} (not built yet)"));
-    if let Some(s) = card.shapes.iter().find(|s| s.file != "FAKE") {
-        return Err(refuse(format!(
-            "shapes line for process '{}', channel '{}' ({}): shape analyses with TH1 templates \
-             are not read yet; counting cards (and 'shapes * * FAKE') are",
-            s.process, s.channel, s.file
-        )));
+    let templates: Vec<Option<Template>> = (0..card.columns.len())
+        .map(|c| shapes::template(card, c, files))
+        .collect::<Result<_>>()?;
+    let mut observed = Vec::with_capacity(card.bins.len());
+    for (bin, &count) in card.bins.iter().zip(&card.observations) {
+        match shapes::observed(card, bin, files)? {
+            Some(histogram) => observed.push(histogram),
+            None if count < 0.0 => {
+                return Err(Error::InvalidModel(format!(
+                    "{origin}: the observation of '{bin}' is -1 (the data histogram's integral), \
+                     but the card has no data histogram for it"
+                )));
+            }
+            None => observed.push(vec![count]),
+        }
     }
-    if let Some((b, _)) = card
-        .bins
+    if let Some((c, _)) = card
+        .columns
         .iter()
-        .zip(&card.observations)
-        .find(|(_, o)| **o < 0.0)
+        .zip(&templates)
+        .find(|(c, t)| c.rate < 0.0 && t.is_none())
     {
-        return Err(Error::InvalidModel(format!(
-            "{origin}: the observation of '{b}' is -1 (the data histogram's integral), but the \
-             card has no data histogram"
-        )));
-    }
-    if let Some(c) = card.columns.iter().find(|c| c.rate < 0.0) {
         return Err(Error::InvalidModel(format!(
             "{origin}: the rate of '{}' in '{}' is -1 (its template's integral), but the card \
              has no template for it",
@@ -160,13 +176,57 @@ pub fn model(card: &Datacard) -> Result<HistFactoryModel> {
                     }
                 }
             }
-            Kind::Shape { pdf } => {
+            Kind::Shape { pdf } if !matches!(pdf.as_str(), "shape" | "shape?") => {
                 return Err(refuse(format!("line {}: '{} {pdf}'", syst.line, syst.name)));
+            }
+            Kind::Shape { pdf } => {
+                let mut parameter =
+                    Parameter::free(&syst.name, "shape", 0.0, (-SHAPE_RANGE, SHAPE_RANGE));
+                parameter.constraint = Constraint::Gaussian;
+                parameter.sigma = 1.0;
+                parameters.push(parameter);
+                for (c, effect) in syst.effects.iter().enumerate() {
+                    let Some(effect) = effect else { continue };
+                    let from_templates = templates[c]
+                        .as_ref()
+                        .is_some_and(|t| t.variations.iter().any(|v| v.0 == s_index(card, syst)));
+                    if from_templates {
+                        continue;
+                    }
+                    if pdf == "shape" {
+                        let column = &card.columns[c];
+                        return Err(Error::InvalidModel(format!(
+                            "{at}: process '{}' in channel '{}' has no templates (no shapes line \
+                             names its histograms) for this shape systematic",
+                            column.process, column.bin
+                        )));
+                    }
+                    // `shape?` where the process has no templates: an lnN of the value.
+                    let (hi, lo) = match effect {
+                        Effect::Symmetric(k) => (*k, 1.0 / k),
+                        Effect::Asymmetric(lo, hi) => (*hi, *lo),
+                    };
+                    scalars[c].push(ScalarFactor {
+                        param: index,
+                        normsys: normsys.len() as u32,
+                    });
+                    normsys.push(NormsysTerm::new(NormsysCode::AsymPow, hi, lo));
+                }
             }
             Kind::Param { .. } => {}
         }
     }
-    rate_params(card, &mut parameters, &mut scalars)?;
+    let mut inputs: Vec<NormsysInput> = Vec::new();
+    // Constant factors of formulas, per column.
+    let mut column_scale = vec![1.0; card.columns.len()];
+    rate_params(
+        card,
+        &mut parameters,
+        &mut scalars,
+        &mut column_scale,
+        &mut normsys,
+        &mut inputs,
+    )?;
     for syst in &card.systematics {
         if let Kind::Param { args } = &syst.kind {
             param_constraint(card, syst.line, &syst.name, args, &mut parameters)?;
@@ -192,14 +252,36 @@ pub fn model(card: &Datacard) -> Result<HistFactoryModel> {
             }
         }
     }
-    Ok(assemble(
+    let shaped = shape_terms(card, &templates, &parameters, &mut scalars, &mut normsys)?;
+    let columns = nominal
+        .iter()
+        .zip(&column_scale)
+        .zip(shaped)
+        .map(|((n, k), shape)| match shape {
+            Some(mut shape) => {
+                shape.nominal.iter_mut().for_each(|v| *v *= k);
+                for (_, hi, lo) in &mut shape.histosys {
+                    hi.iter_mut().chain(lo.iter_mut()).for_each(|v| *v *= k);
+                }
+                shape
+            }
+            None => Shaped {
+                nominal: vec![n * k],
+                histosys: Vec::new(),
+            },
+        })
+        .collect();
+    let mut model = assemble(
         card,
         parameters,
         normsys,
         scalars,
         entry_factor,
-        nominal,
-    ))
+        columns,
+        observed,
+    )?;
+    model.compiled.normsys_inputs = inputs;
+    Ok(model)
 }
 
 /// The rateParams, extArgs and formulas: each a factor on the columns it names.
@@ -207,6 +289,9 @@ fn rate_params(
     card: &Datacard,
     parameters: &mut Vec<Parameter>,
     scalars: &mut [Vec<ScalarFactor>],
+    column_scale: &mut [f64],
+    normsys: &mut Vec<NormsysTerm>,
+    inputs: &mut Vec<NormsysInput>,
 ) -> Result<()> {
     let origin = &card.origin;
     let index_of = |name: &str,
@@ -264,17 +349,46 @@ fn rate_params(
             .collect();
         let formula = rp.value.trim_start_matches('(').trim_end_matches(')');
         let column = column_of(card, &rp.bin, &rp.process);
-        for factor in formula.split('*') {
-            let factor = factor.trim();
-            let k: usize = factor
-                .strip_prefix('@')
-                .and_then(|k| k.parse().ok())
-                .ok_or_else(|| {
-                    Error::InvalidModel(format!(
-                        "{at}: '{factor}': formulas are read as products of their arguments \
-                         (@0*@1*…); others are not built yet"
-                    ))
-                })?;
+        // The formula as a product of powers: per argument its power, and a constant.
+        let mut powers: Vec<(usize, f64)> = Vec::new();
+        let mut constant = 1.0;
+        let mut sign = 1.0;
+        let mut rest = formula;
+        let unread = |factor: &str| {
+            Error::InvalidModel(format!(
+                "{at}: '{factor}': formulas are read as products and quotients of their \
+                 arguments and positive numbers (@0*@1/@2); others are not built yet"
+            ))
+        };
+        loop {
+            let end = rest.find(['*', '/']).unwrap_or(rest.len());
+            let factor = rest[..end].trim();
+            if let Some(k) = factor.strip_prefix('@') {
+                let k: usize = k.parse().map_err(|_| unread(factor))?;
+                match powers.iter_mut().find(|(j, _)| *j == k) {
+                    Some((_, p)) => *p += sign,
+                    None => powers.push((k, sign)),
+                }
+            } else {
+                let value: f64 = factor
+                    .parse()
+                    .ok()
+                    .filter(|v: &f64| v.is_finite() && *v > 0.0)
+                    .ok_or_else(|| unread(factor))?;
+                constant *= value.powf(sign);
+            }
+            if end == rest.len() {
+                break;
+            }
+            sign = if rest.as_bytes()[end] == b'*' {
+                1.0
+            } else {
+                -1.0
+            };
+            rest = &rest[end + 1..];
+        }
+        column_scale[column] *= constant;
+        for (k, power) in powers {
             let name = args.get(k).ok_or_else(|| {
                 Error::InvalidModel(format!("{at}: @{k} but {} arguments", args.len()))
             })?;
@@ -293,10 +407,32 @@ fn rate_params(
                 };
                 Ok(Parameter::free(name, "extArg", init, bounds))
             })?;
-            scalars[column].push(ScalarFactor {
-                param: i,
-                normsys: ScalarFactor::LINEAR,
-            });
+            if power == 1.0 {
+                scalars[column].push(ScalarFactor {
+                    param: i,
+                    normsys: ScalarFactor::LINEAR,
+                });
+            } else if power != 0.0 {
+                // θ^p = exp(p ln θ): a normsys term of ln hi = p = −ln lo on ln θ, which needs
+                // θ > 0 (an unbounded rateParam keeps to the positive side).
+                let bounds = &mut parameters[i as usize].bounds;
+                bounds.0 = bounds.0.max(0.0);
+                if !inputs.iter().any(|input| input.param == i) {
+                    inputs.push(NormsysInput {
+                        param: i,
+                        transform: NormsysTransform::Log,
+                    });
+                }
+                scalars[column].push(ScalarFactor {
+                    param: i,
+                    normsys: normsys.len() as u32,
+                });
+                normsys.push(NormsysTerm::new(
+                    NormsysCode::AsymPow,
+                    power.exp(),
+                    (-power).exp(),
+                ));
+            }
         }
     }
     Ok(())
@@ -373,18 +509,135 @@ fn column_of(card: &Datacard, bin: &str, process: &str) -> usize {
         .unwrap_or_default()
 }
 
-/// The compiled model: one channel of one bin per card bin, a sample block per column.
+/// The index of `syst` among the card's systematics.
+fn s_index(card: &Datacard, syst: &crate::Systematic) -> usize {
+    card.systematics
+        .iter()
+        .position(|s| std::ptr::eq(s, syst))
+        .unwrap_or(usize::MAX)
+}
+
+/// A column's shape: its yields per bin (normalised to the rate) and its histosys terms
+/// (parameter, high and low yields per bin).
+struct Shaped {
+    nominal: Vec<f64>,
+    histosys: Vec<(u32, Vec<f64>, Vec<f64>)>,
+}
+
+/// The columns' shapes from their templates (`None` for a counting column), each shape
+/// systematic's normalisation term added to the column's scalar factors.
+fn shape_terms(
+    card: &Datacard,
+    templates: &[Option<Template>],
+    parameters: &[Parameter],
+    scalars: &mut [Vec<ScalarFactor>],
+    normsys: &mut Vec<NormsysTerm>,
+) -> Result<Vec<Option<Shaped>>> {
+    let origin = &card.origin;
+    let mut shaped = Vec::with_capacity(templates.len());
+    for (c, template) in templates.iter().enumerate() {
+        let Some(t) = template else {
+            shaped.push(None);
+            continue;
+        };
+        let column = &card.columns[c];
+        let place = format!(
+            "{origin}: process '{}' in channel '{}'",
+            column.process, column.bin
+        );
+        let total: f64 = t.nominal.iter().sum();
+        if !(total > 0.0) {
+            return Err(Error::InvalidModel(format!(
+                "{place}: its nominal template sums to {total}; a template needs a positive \
+                 integral"
+            )));
+        }
+        let rate = if column.rate < 0.0 {
+            total
+        } else {
+            column.rate
+        };
+        if let Some((s, ..)) = t.variations.first() {
+            // Combine floors each morphed template at 1e-9 and renormalises it to unit area
+            // (FastVerticalInterpHistPdf2): not built yet, so no morph is given a plausible but
+            // different likelihood.
+            return Err(Error::InvalidModel(format!(
+                "{place}: the shape systematic '{}' morphs its templates; template morphing (with \
+                 Combine's floor and renormalisation of each morphed template) is not built yet",
+                card.systematics[*s].name
+            )));
+        }
+        let scale_of = |s: usize| match card.systematics[s].effects[c] {
+            Some(Effect::Symmetric(v)) => v,
+            _ => 1.0,
+        };
+        // Combine's smooth region is the process's smallest scale; with one scale it is code4p
+        // on the differences scaled by it.
+        if let Some((first, rest)) = t.variations.split_first()
+            && rest.iter().any(|v| scale_of(v.0) != scale_of(first.0))
+        {
+            return Err(Error::InvalidModel(format!(
+                "{place}: shape systematics of different scales on one process (Combine's smooth \
+                 region then differs from each scale; not built yet)"
+            )));
+        }
+        let to_rate = rate / total;
+        let mut histosys = Vec::new();
+        for (s, up, down) in &t.variations {
+            let syst = &card.systematics[*s];
+            let scale = scale_of(*s);
+            let param = parameters
+                .iter()
+                .position(|p| p.name == syst.name)
+                .unwrap_or_default() as u32;
+            let side = |h: &[f64]| -> Result<Vec<f64>> {
+                let sum: f64 = h.iter().sum();
+                if !(sum > 0.0) {
+                    return Err(Error::InvalidModel(format!(
+                        "{place}: a template of '{}' sums to {sum}",
+                        syst.name
+                    )));
+                }
+                // Rescaled to the nominal's integral, the difference scaled, in yields.
+                Ok(h.iter()
+                    .zip(&t.nominal)
+                    .map(|(v, n)| to_rate * (n + scale * (v * total / sum - n)))
+                    .collect())
+            };
+            histosys.push((param, side(up)?, side(down)?));
+            let kappa =
+                |h: &[f64]| shapes::six_decimals((h.iter().sum::<f64>() / total).powf(scale));
+            let (hi, lo) = (kappa(up), kappa(down));
+            if (hi - 1.0).abs() >= 1e-3 || (lo - 1.0).abs() >= 1e-3 {
+                scalars[c].push(ScalarFactor {
+                    param,
+                    normsys: normsys.len() as u32,
+                });
+                normsys.push(NormsysTerm::new(NormsysCode::AsymPow, hi, lo));
+            }
+        }
+        shaped.push(Some(Shaped {
+            nominal: t.nominal.iter().map(|n| n * to_rate).collect(),
+            histosys,
+        }));
+    }
+    Ok(shaped)
+}
+
+/// The compiled model: one channel per card bin, a sample block per column.
 fn assemble(
     card: &Datacard,
     parameters: Vec<Parameter>,
     normsys: Vec<NormsysTerm>,
     scalars: Vec<Vec<ScalarFactor>>,
     entry_factor: Vec<Option<u32>>,
-    nominal: Vec<f64>,
-) -> HistFactoryModel {
+    columns: Vec<Shaped>,
+    observed: Vec<Vec<f64>>,
+) -> Result<HistFactoryModel> {
+    let n_main = observed.iter().map(Vec::len).sum();
     let mut compiled = CompiledModel {
         n_params: parameters.len(),
-        n_main: card.bins.len(),
+        n_main,
         n_aux: 0,
         codes: InterpCodes {
             normsys: NormsysCode::AsymPow,
@@ -406,32 +659,65 @@ fn assemble(
         clip_sample_yields: false,
     };
     let mut block_samples = Vec::new();
-    for (b, bin) in card.bins.iter().enumerate() {
+    let mut channels = Vec::with_capacity(card.bins.len());
+    let mut bin_start = 0;
+    for (bin, data) in card.bins.iter().zip(&observed) {
+        let n_bins = data.len();
         for (c, column) in card
             .columns
             .iter()
             .enumerate()
             .filter(|(_, c)| &c.bin == bin)
         {
+            let shape = &columns[c];
+            if shape.nominal.len() != n_bins {
+                return Err(Error::InvalidModel(format!(
+                    "{}: process '{}' in channel '{bin}' has {} bins, the channel's data {n_bins}",
+                    card.origin,
+                    column.process,
+                    shape.nominal.len()
+                )));
+            }
             let scalar_start = compiled.scalar_factors.len() as u32;
             compiled.scalar_factors.extend_from_slice(&scalars[c]);
+            let histosys_start = compiled.histosys_param.len() as u32;
+            let histosys_delta_start = compiled.histosys_delta.len() as u32;
+            compiled
+                .histosys_param
+                .extend(shape.histosys.iter().map(|h| h.0));
+            // Bin-major rows: per bin, (up, down) of each term.
+            for (b, nominal) in shape.nominal.iter().enumerate() {
+                for (_, hi, lo) in &shape.histosys {
+                    compiled
+                        .histosys_delta
+                        .extend_from_slice(&[hi[b] - nominal, nominal - lo[b]]);
+                }
+            }
             compiled.samples.push(SampleBlock {
-                bin_start: b as u32,
-                n_bins: 1,
+                bin_start: bin_start as u32,
+                n_bins: n_bins as u32,
                 entry_start: compiled.nominal.len() as u32,
                 scalar_start,
                 scalar_end: compiled.scalar_factors.len() as u32,
-                histosys_start: 0,
-                histosys_end: 0,
-                histosys_delta_start: 0,
+                histosys_start,
+                histosys_end: compiled.histosys_param.len() as u32,
+                histosys_delta_start,
             });
-            compiled.nominal.push(nominal[c]);
-            compiled.entry_factor_param.extend(entry_factor[c]);
-            compiled
-                .entry_factor_start
-                .push(compiled.entry_factor_param.len() as u32);
+            for &value in &shape.nominal {
+                compiled.nominal.push(value);
+                compiled.entry_factor_param.extend(entry_factor[c]);
+                compiled
+                    .entry_factor_start
+                    .push(compiled.entry_factor_param.len() as u32);
+            }
             block_samples.push(column.process.clone());
         }
+        channels.push(ChannelInfo {
+            name: bin.clone(),
+            n_bins,
+            bin_start,
+        });
+        bin_start += n_bins;
     }
     let mut sets = Vec::with_capacity(parameters.len());
     for (i, p) in parameters.into_iter().enumerate() {
@@ -475,16 +761,6 @@ fn assemble(
             },
         });
     }
-    let channels = card
-        .bins
-        .iter()
-        .enumerate()
-        .map(|(b, name)| ChannelInfo {
-            name: name.clone(),
-            n_bins: 1,
-            bin_start: b,
-        })
-        .collect();
     let samples = card.processes().iter().map(|p| p.to_string()).collect();
     let mut model = HistFactoryModel::new(
         "datacard".into(),
@@ -495,6 +771,6 @@ fn assemble(
         compiled,
         block_samples,
     );
-    model.observations = Ok(card.observations.clone());
-    model
+    model.observations = Ok(observed.into_iter().flatten().collect());
+    Ok(model)
 }

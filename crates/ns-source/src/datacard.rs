@@ -1,5 +1,6 @@
 //! CMS Combine datacards (`ns_datacard`): the card's text, parsed, is the document; its model has
-//! Combine's likelihood. A card is read from its file, or sent as text (`"card": "imax 1 …"`).
+//! Combine's likelihood. A card is read from its file (`"card": "card.txt"`), or sent as its text
+//! (`"text": "imax 1 …"`, how the server takes one).
 
 use ns_core::{Error, Result};
 use schemars::JsonSchema;
@@ -18,8 +19,15 @@ pub struct Datacard;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DatacardRef {
-    /// The card: its file, or its text as a JSON string.
-    pub card: Source,
+    /// The card's file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<Source>,
+    /// The card's text, instead of a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The mass `$MASS` in template names stands for (text2workspace's `-m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mass: Option<String>,
 }
 
 impl Format for Datacard {
@@ -51,26 +59,34 @@ impl Format for Datacard {
             )));
         }
         Ok(DatacardRef {
-            card: reference.workspace.clone(),
+            card: Some(reference.workspace.clone()),
+            text: None,
+            mass: None,
         })
     }
 
     /// The parsed card, as JSON.
     fn document(reference: &DatacardRef, read: &dyn Reader) -> Result<Value> {
-        let (text, origin) = match &reference.card {
-            Source::Path(path) => {
-                let text = read.text(path).ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "{}: a datacard is read from a file or sent as text",
-                        path.display()
-                    ))
-                })??;
+        let (text, origin) = match (&reference.card, &reference.text) {
+            (Some(Source::Path(path)), None) => {
+                // A reader that opens no files (the server's) says so as it does for any file,
+                // nothing of the path in it.
+                let text = read
+                    .text(path)
+                    .ok_or_else(|| Error::InvalidInput(ns_core::files::NO_FILES.into()))??;
                 (text, path.display().to_string())
             }
-            Source::Inline(Value::String(text)) => (text.clone(), "the inline datacard".into()),
-            Source::Inline(_) => {
+            (None, Some(text)) => (text.clone(), "the datacard's text".into()),
+            (Some(Source::Inline(_)), None) => {
                 return Err(Error::InvalidInput(
-                    "card: a datacard is sent as its text (a JSON string)".into(),
+                    "card: a datacard file is named by its path; its text goes in \"text\"".into(),
+                ));
+            }
+            _ => {
+                return Err(Error::InvalidInput(
+                    "a datacard reference gives the card's file (\"card\") or its text \
+                     (\"text\"), one of them"
+                        .into(),
                 ));
             }
         };
@@ -79,18 +95,25 @@ impl Format for Datacard {
             .map_err(|e| Error::Computation(format!("the datacard as JSON: {e}")))
     }
 
-    fn model(_reference: &DatacardRef, document: Value, _read: &dyn Reader) -> Result<LoadedModel> {
+    /// Templates are read from the card's folder, as the reader's policy allows (a card sent as
+    /// text has no folder: its templates are refused where the reader opens no files).
+    fn model(reference: &DatacardRef, document: Value, read: &dyn Reader) -> Result<LoadedModel> {
         let card: ns_datacard::Datacard = serde_json::from_value(document)
             .map_err(|e| Error::InvalidInput(format!("a parsed datacard: {e}")))?;
+        let folder = match &reference.card {
+            Some(Source::Path(path)) => path.parent(),
+            _ => None,
+        };
+        let files = ns_datacard::ShapeFiles::new(read.data_files(folder), reference.mass.clone());
         Ok(LoadedModel::Binned {
             workspace: None,
-            model: Box::new(ns_datacard::model(&card)?),
+            model: Box::new(ns_datacard::model(&card, &files)?),
             xml_semantics: None,
         })
     }
 
     fn sources_mut(reference: &mut DatacardRef) -> Vec<&mut Source> {
-        vec![&mut reference.card]
+        reference.card.iter_mut().collect()
     }
 
     fn identity(_reference: &DatacardRef) -> (Option<&str>, Interpolation) {

@@ -108,7 +108,7 @@ kernel_struct! {
         /// Per range-normalised Gaussian: σ, low, high.
         range_values: u64 => "const double*",
         /// Per parameter, NS_NORMSYS_INPUT_WORDS values: the kind of its normsys input (0 none;
-        /// 1 α' = τ(κ^θ − 1) with τ, κ; 2 α' = scale·(θ − 1) with scale); empty where
+        /// 1 α' = τ(κ^θ − 1) with τ, κ; 2 α' = scale·(θ − 1) with scale; 3 α' = ln θ); empty where
         /// `has_normsys_input` is 0.
         normsys_input: u64 => "const double*",
         pois_range_param: u64 => "const unsigned*",

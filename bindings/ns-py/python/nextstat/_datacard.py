@@ -1,0 +1,31 @@
+"""CMS Combine datacards, read by nextstat itself (no Combine, no ROOT): the model has Combine's
+likelihood (docs/combine.md), and every verb of nextstat takes it.
+
+    >>> model = nextstat.Datacard("card.txt").model()
+    >>> nextstat.fit(model).bestfit
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import _core
+
+
+class Datacard:
+    """A datacard from its file, or from its text (``Datacard(text="imax 1\\n…")``)."""
+
+    def __init__(self, path: str | Path | None = None, *, text: str | None = None) -> None:
+        if (path is None) == (text is None):
+            raise TypeError("Datacard: give the card's path or its text (text=...), one of them")
+        if path is not None and not isinstance(path, (str, Path)):
+            raise TypeError(f"Datacard: path must be a str or pathlib.Path, not {type(path).__name__}")
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"Datacard: text must be a str, not {type(text).__name__}")
+        self._reference = {"format": "datacard", **({"card": str(path)} if path is not None else {"text": text})}
+
+    def model(self):
+        """The model of the card (a ``nextstat.Model``): the POI ``r`` on the signal processes,
+        Combine's terms as docs/combine.md lists them."""
+        return _core.load_model_ref(json.dumps(self._reference))

@@ -1,0 +1,36 @@
+"""CMS Combine datacards from Python: ``nextstat.Datacard(path).model()`` is the CLI's model of
+the card (the same fit), from its file or its text; a careless card is an InvalidInputError naming
+its line (docs/combine.md)."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import nextstat
+from conftest import BIN, ROOT
+
+CORPUS = Path(os.environ.get("NEXTSTAT_COMBINE", ROOT.parent / "shared" / "combine"))
+CARD = CORPUS / "data" / "tutorials" / "counting" / "realistic-counting-experiment.txt"
+
+
+def test_a_card_from_its_file_or_text_fits_as_the_cli_does():
+    from_file = nextstat.Datacard(CARD).model()
+    from_text = nextstat.Datacard(text=CARD.read_text()).model()
+    assert from_file.config.par_names == ["r", "lumi", "xs_ggH", "WW_norm", "xs_ggWW", "bg_others"]
+    ours = nextstat.fit(from_file)
+    assert nextstat.fit(from_text).twice_nll == ours.twice_nll
+    cli = json.loads(subprocess.run([str(BIN), "fit", str(CARD)], capture_output=True, text=True, check=True).stdout)
+    assert ours.twice_nll == pytest.approx(cli["twice_nll"], rel=1e-12, abs=1e-12)
+    # WW_norm (gmN 4) starts at N + 1, as text2workspace starts it.
+    assert from_file.config.suggested_init()[3] == 5.0
+
+
+def test_careless_calls_are_refused_clearly():
+    with pytest.raises(nextstat.InvalidInputError, match="line 11: the rate of 'bkg' in 'b1' is negative"):
+        nextstat.Datacard(text="imax 1\njmax 1\nkmax 0\nbin b1\nobservation 3\nbin b1 b1\nprocess s bkg\n"
+                          "process 0 1\n\n\nrate 1 -2\n").model()
+    with pytest.raises(TypeError, match="one of them"):
+        nextstat.Datacard()
