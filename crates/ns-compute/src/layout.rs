@@ -31,6 +31,13 @@ pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
                 .into(),
         ));
     }
+    if !m.normalised_blocks.is_empty() {
+        return Err(ns_core::Error::Device(
+            "this model renormalises morphed templates (CMS Combine's shape systematics), which \
+             the f32 kernels (Vulkan, Metal) do not evaluate yet: run it on the CPU"
+                .into(),
+        ));
+    }
     if m.clip_sample_yields
         || !m.gaussian_ranges.is_empty()
         || !m.normsys_inputs.is_empty()
@@ -41,6 +48,19 @@ pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
              normalised over their global observable's range, LogNormal or Gamma \
              ConstraintTerms), which the f32 kernels (Vulkan, Metal) do not evaluate yet: run \
              it on the CPU or CUDA, or read the XML with pyhf's semantics (semantics \"pyhf\")"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuse, by name, a model with terms the CUDA kernels do not evaluate yet: blocks renormalised
+/// after a floor (CMS Combine's template morphing).
+pub fn check_cuda_terms(m: &CompiledModel) -> ns_core::Result<()> {
+    if !m.normalised_blocks.is_empty() {
+        return Err(ns_core::Error::Device(
+            "this model renormalises morphed templates (CMS Combine's shape systematics), which \
+             the CUDA kernels do not evaluate yet: run it on the CPU"
                 .into(),
         ));
     }

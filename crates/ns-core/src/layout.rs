@@ -196,6 +196,16 @@ impl PoissonRange {
     }
 }
 
+/// A sample block whose yields are renormalised after a floor (CMS Combine's
+/// `FastVerticalInterpHistPdf2`): each bin's nominal-plus-histosys yield f_b is raised to at least
+/// `floor`, and the block's yields are f_b · T / Σ f, T the sum of its nominal yields — what the
+/// morph already sums to wherever no bin is raised.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NormalisedBlock {
+    pub block: u32,
+    pub floor: f64,
+}
+
 /// The flat, backend-independent form of a HistFactory model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompiledModel {
@@ -227,6 +237,8 @@ pub struct CompiledModel {
     /// Normalisations of Poisson constraints over a bounded range of their continuous
     /// auxiliary datum (ROOT's Gamma ConstraintTerm).
     pub poisson_ranges: Vec<PoissonRange>,
+    /// Blocks renormalised after a floor (CMS Combine's template morphing).
+    pub normalised_blocks: Vec<NormalisedBlock>,
     /// Each sample's yield in a bin (nominal plus histosys) is clipped at zero, as ROOT's
     /// positive-definite interpolation does; at zero its derivatives are those of the clipped
     /// side.

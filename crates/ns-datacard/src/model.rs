@@ -16,12 +16,13 @@
 //!
 //! What is not built yet is refused by name: autoMCStats, `shapeN`, shape systematics of one
 //! process with different scales, asymmetric `param`s, formulas other than products and
-//! quotients, the other `nuisance edit` operations.
+//! quotients, the other `nuisance edit` operations (and CUDA and the f32 devices refuse morphed
+//! templates).
 
 use ns_core::interp::{HistosysCode, InterpCodes, NormsysCode, NormsysTerm};
 use ns_core::layout::{
-    GaussianConstraint, NormsysInput, NormsysTransform, PoissonConstraint, SampleBlock,
-    ScalarFactor,
+    GaussianConstraint, NormalisedBlock, NormsysInput, NormsysTransform, PoissonConstraint,
+    SampleBlock, ScalarFactor,
 };
 use ns_core::model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};
 use ns_core::{CompiledModel, Error, Result};
@@ -31,6 +32,8 @@ use crate::{Datacard, Effect, Kind};
 
 /// Combine's range of a shape nuisance.
 const SHAPE_RANGE: f64 = 4.0;
+/// Combine's floor of a morphed template's bins (`FastTemplate::CropUnderflows`).
+const TEMPLATE_FLOOR: f64 = 1e-9;
 
 /// Combine's range of an lnN nuisance.
 const LNN_RANGE: f64 = 7.0;
@@ -263,11 +266,13 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                 for (_, hi, lo) in &mut shape.histosys {
                     hi.iter_mut().chain(lo.iter_mut()).for_each(|v| *v *= k);
                 }
+                shape.floor = shape.floor.map(|f| f * k);
                 shape
             }
             None => Shaped {
                 nominal: vec![n * k],
                 histosys: Vec::new(),
+                floor: None,
             },
         })
         .collect();
@@ -517,11 +522,13 @@ fn s_index(card: &Datacard, syst: &crate::Systematic) -> usize {
         .unwrap_or(usize::MAX)
 }
 
-/// A column's shape: its yields per bin (normalised to the rate) and its histosys terms
-/// (parameter, high and low yields per bin).
+/// A column's shape: its yields per bin (normalised to the rate), its histosys terms
+/// (parameter, high and low yields per bin), and — where it is morphed — Combine's floor of the
+/// morphed template in yields (1e-9 of the template's units), after which it is renormalised.
 struct Shaped {
     nominal: Vec<f64>,
     histosys: Vec<(u32, Vec<f64>, Vec<f64>)>,
+    floor: Option<f64>,
 }
 
 /// The columns' shapes from their templates (`None` for a counting column), each shape
@@ -546,6 +553,15 @@ fn shape_terms(
             column.process, column.bin
         );
         let total: f64 = t.nominal.iter().sum();
+        if column.rate == 0.0 || (column.rate < 0.0 && total == 0.0) {
+            // A process without events in this channel (Combine leaves it out).
+            shaped.push(Some(Shaped {
+                nominal: vec![0.0; t.nominal.len()],
+                histosys: Vec::new(),
+                floor: None,
+            }));
+            continue;
+        }
         if !(total > 0.0) {
             return Err(Error::InvalidModel(format!(
                 "{place}: its nominal template sums to {total}; a template needs a positive \
@@ -557,16 +573,6 @@ fn shape_terms(
         } else {
             column.rate
         };
-        if let Some((s, ..)) = t.variations.first() {
-            // Combine floors each morphed template at 1e-9 and renormalises it to unit area
-            // (FastVerticalInterpHistPdf2): not built yet, so no morph is given a plausible but
-            // different likelihood.
-            return Err(Error::InvalidModel(format!(
-                "{place}: the shape systematic '{}' morphs its templates; template morphing (with \
-                 Combine's floor and renormalisation of each morphed template) is not built yet",
-                card.systematics[*s].name
-            )));
-        }
         let scale_of = |s: usize| match card.systematics[s].effects[c] {
             Some(Effect::Symmetric(v)) => v,
             _ => 1.0,
@@ -616,9 +622,26 @@ fn shape_terms(
                 normsys.push(NormsysTerm::new(NormsysCode::AsymPow, hi, lo));
             }
         }
+        if histosys.is_empty() {
+            // Combine's template as a density: each bin raised to 1e-9 of the integral, then
+            // renormalised (what a morphed template gets at every evaluation).
+            let density: Vec<f64> = t
+                .nominal
+                .iter()
+                .map(|n| (n / total).max(TEMPLATE_FLOOR))
+                .collect();
+            let sum: f64 = density.iter().sum();
+            shaped.push(Some(Shaped {
+                nominal: density.iter().map(|d| rate * d / sum).collect(),
+                histosys,
+                floor: None,
+            }));
+            continue;
+        }
         shaped.push(Some(Shaped {
             nominal: t.nominal.iter().map(|n| n * to_rate).collect(),
             histosys,
+            floor: Some(TEMPLATE_FLOOR * rate),
         }));
     }
     Ok(shaped)
@@ -656,6 +679,7 @@ fn assemble(
         gaussian_ranges: Vec::new(),
         normsys_inputs: Vec::new(),
         poisson_ranges: Vec::new(),
+        normalised_blocks: Vec::new(),
         clip_sample_yields: false,
     };
     let mut block_samples = Vec::new();
@@ -692,6 +716,12 @@ fn assemble(
                         .histosys_delta
                         .extend_from_slice(&[hi[b] - nominal, nominal - lo[b]]);
                 }
+            }
+            if let Some(floor) = shape.floor {
+                compiled.normalised_blocks.push(NormalisedBlock {
+                    block: compiled.samples.len() as u32,
+                    floor,
+                });
             }
             compiled.samples.push(SampleBlock {
                 bin_start: bin_start as u32,

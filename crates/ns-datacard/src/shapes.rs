@@ -6,7 +6,8 @@
 //! the process's shape systematics) and linear beyond: pyhf's histosys code4p on θ with the
 //! differences scaled by s, where every scale of the process is s — and a separate `AsymPow`
 //! normalisation κ = (ΣUp/Σnominal)^s, (ΣDown/Σnominal)^s, rounded to six decimals and dropped
-//! within 1e-3 of 1, as Combine writes it.
+//! within 1e-3 of 1, as Combine writes it. A morphed template's bins are raised to 1e-9 and the
+//! template renormalised to its nominal integral (`ns_core::layout::NormalisedBlock`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;

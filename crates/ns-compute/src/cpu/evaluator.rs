@@ -54,6 +54,10 @@ pub struct Scratch {
     block_log_weight: Vec<f64>,
     /// Products of the factors after index k, for the product rule without division.
     suffix: Vec<f64>,
+    /// Per entry as `base`: raised to its block's floor (renormalised blocks only).
+    floored: Vec<bool>,
+    /// Per sample block: the renormalisation T / Σ f of a renormalised block.
+    block_renorm: Vec<f64>,
 }
 
 impl Scratch {
@@ -98,6 +102,8 @@ impl Scratch {
             block_scale: vec![0.0; blocks],
             block_log_weight: vec![0.0; blocks],
             suffix: vec![0.0; max_factors + 1],
+            floored: vec![false; padded_entries_len(model)],
+            block_renorm: vec![1.0; blocks],
         }
     }
 
@@ -418,6 +424,8 @@ impl<'m> CpuEvaluator<'m> {
             block_normsys,
             block_linear: linear_products,
             block_scale,
+            floored,
+            block_renorm,
             ..
         } = s;
         let (expected, base, entry_product) =
@@ -452,10 +460,31 @@ impl<'m> CpuEvaluator<'m> {
                 );
                 if m.clip_sample_yields {
                     // As the CUDA kernel: below zero clipped, NaN kept.
-                    for v in &mut base[bins] {
+                    for v in &mut base[bins.clone()] {
                         if *v < 0.0 {
                             *v = 0.0;
                         }
+                    }
+                }
+                if let Some((floor, total)) = block.normalise {
+                    // Raised to the floor, then scaled back to the nominal total; the raised
+                    // bins marked for the backward pass (they do not move with α).
+                    let bins = block.base_start..block.base_start + n;
+                    let mut sum = 0.0;
+                    for (v, raised) in base[bins.clone()]
+                        .iter_mut()
+                        .zip(&mut floored[bins.clone()])
+                    {
+                        *raised = *v < floor;
+                        if *raised {
+                            *v = floor;
+                        }
+                        sum += *v;
+                    }
+                    let k = total / sum;
+                    block_renorm[b] = k;
+                    for v in &mut base[bins] {
+                        *v *= k;
                     }
                 }
             }
@@ -683,6 +712,8 @@ impl<'m> CpuEvaluator<'m> {
             entry_product,
             entry_weight,
             histosys_sums,
+            floored,
+            block_renorm,
             normsys_value,
             normsys_slope,
             block_normsys,
@@ -693,6 +724,7 @@ impl<'m> CpuEvaluator<'m> {
             ..
         } = s;
         let (bin_weight, base, entry_product) = (&bin_weight[..], &base[..], &entry_product[..]);
+        let (floored, block_renorm) = (&floored[..], &block_renorm[..]);
         let (normsys_value, normsys_slope) = (&normsys_value[..], &normsys_slope[..]);
         let (block_normsys, linear_products, block_scale) =
             (&block_normsys[..], &linear_products[..], &block_scale[..]);
@@ -756,6 +788,16 @@ impl<'m> CpuEvaluator<'m> {
                         if base == 0.0 {
                             *w = 0.0;
                         }
+                    }
+                }
+                if let Some((_, total)) = block.normalise {
+                    // y = f·T/F: dy_b = (T/F)(df_b − f_b·dF/F), so each weight w_b becomes
+                    // (w_b − Σ w·y/T)·T/F where f_b moves (not raised to the floor).
+                    let mean = dot(entry_weight, base) / total;
+                    let k = block_renorm[b];
+                    let raised = &floored[block.base_start..block.base_start + n];
+                    for (w, &raised) in entry_weight.iter_mut().zip(raised) {
+                        *w = if raised { 0.0 } else { (*w - mean) * k };
                     }
                 }
                 let (start, sums) = (block.rows_start, block.sums_start);

@@ -123,7 +123,8 @@ impl CpuEvaluator<'_> {
     /// The Hessian of the NLL at `params` (with respect to every parameter), analytic: `part`
     /// says whether the whole matrix or its diagonal. `None` where the module's form does not
     /// hold: a γ at 0, two linear factors of one sample at 0, a normsys product that is not a
-    /// normal number.
+    /// normal number, a block renormalised after a floor (its second derivatives are left to
+    /// differences of the gradient).
     pub fn nll_hessian(
         &self,
         params: &[f64],
@@ -134,6 +135,9 @@ impl CpuEvaluator<'_> {
         self.check_params(params)?;
         self.check_data(data)?;
         let m = self.model;
+        if !m.normalised_blocks.is_empty() {
+            return Ok(None);
+        }
         let plan = &*self.plan;
         let n = m.n_params;
         self.forward(params, s);
@@ -155,8 +159,14 @@ impl CpuEvaluator<'_> {
             let dd = code4_second_powers(alpha);
             for t in g.range() {
                 let term = &m.normsys[plan.term_normsys[t] as usize];
-                let (value, slope) = term.factor_and_derivative(plan.normsys_code, alpha);
-                let log_slope = if value != 0.0 { slope / value } else { 0.0 };
+                // The forward pass's values where the parameter is read as it is.
+                let (value, log_slope) = match input {
+                    None => (s.normsys_value[t], s.normsys_log_slope[t]),
+                    Some(_) => {
+                        let (value, slope) = term.factor_and_derivative(plan.normsys_code, alpha);
+                        (value, if value != 0.0 { slope / value } else { 0.0 })
+                    }
+                };
                 let curvature = match plan.normsys_code {
                     _ if !polynomial => 0.0,
                     NormsysCode::AsymPow => term.asympow_log(alpha).2,

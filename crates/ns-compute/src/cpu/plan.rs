@@ -111,6 +111,8 @@ pub(crate) struct BlockPlan {
     pub row_len: usize,
     pub sums_start: usize,
     pub entry_factors: EntryFactors,
+    /// Renormalised after a floor: the floor and the sum of its nominal yields.
+    pub normalise: Option<(f64, f64)>,
 }
 
 impl BlockPlan {
@@ -267,6 +269,11 @@ impl Plan {
                 row_len,
                 sums_start,
                 entry_factors: entry_factors(m, block),
+                normalise: m
+                    .normalised_blocks
+                    .iter()
+                    .find(|nb| nb.block as usize == b)
+                    .map(|nb| (nb.floor, m.nominal[e0..e0 + n].iter().sum())),
             };
             plan.nominal.extend_from_slice(&m.nominal[e0..e0 + n]);
             plan.nominal

@@ -198,6 +198,7 @@ pub(super) fn lower(
         gaussian_ranges: vec![],
         normsys_inputs: vec![],
         poisson_ranges: vec![],
+        normalised_blocks: vec![],
         clip_sample_yields: root,
     };
     for p in placed {

@@ -358,6 +358,7 @@ pub struct CudaSession {
 impl CudaSession {
     /// Open device `ordinal`, load (or compile) the kernels and upload `model`.
     pub fn new(model: &CompiledModel, ordinal: usize) -> Result<Self> {
+        crate::layout::check_cuda_terms(model)?;
         if !has_cuda() {
             return Err(cuda_unavailable());
         }
