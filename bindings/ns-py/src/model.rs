@@ -95,6 +95,11 @@ impl PyModel {
     fn auxdata(&self) -> Vec<f64> {
         self.model.auxdata.clone()
     }
+    /// The observed main data the model was read with (a datacard's counts), or None.
+    #[getter]
+    fn observations(&self) -> Option<Vec<f64>> {
+        self.model.observations.clone().ok()
+    }
     #[getter]
     fn measurement(&self) -> String {
         self.model.measurement.clone()

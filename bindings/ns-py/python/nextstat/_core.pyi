@@ -33,6 +33,7 @@ class Model:
     channel_nbins: List[int]
     samples: List[str]
     auxdata: List[float]
+    observations: Optional[List[float]]
     measurement: str
     def suggested_init(self) -> List[float]: ...
     def suggested_bounds(self) -> List[Tuple[float, float]]: ...

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from . import _core
+from ._model import Model
 
 
 class Datacard:
@@ -25,7 +26,8 @@ class Datacard:
             raise TypeError(f"Datacard: text must be a str, not {type(text).__name__}")
         self._reference = {"format": "datacard", **({"card": str(path)} if path is not None else {"text": text})}
 
-    def model(self):
-        """The model of the card (a ``nextstat.Model``): the POI ``r`` on the signal processes,
-        Combine's terms as docs/combine.md lists them."""
-        return _core.load_model_ref(json.dumps(self._reference))
+    def model(self) -> Model:
+        """The model of the card (a ``nextstat.Model`` holding the card's observations): the POI
+        ``r`` on the signal processes, Combine's terms as docs/combine.md lists them."""
+        core = _core.load_model_ref(json.dumps(self._reference))
+        return Model(core, observed=core.observations)
