@@ -34,3 +34,16 @@ def test_careless_calls_are_refused_clearly():
                           "process 0 1\n\n\nrate 1 -2\n").model()
     with pytest.raises(TypeError, match="one of them"):
         nextstat.Datacard()
+
+
+def test_mass_and_channel_patterns_name_the_templates():
+    """`$MASS` in template names takes `-m` (text2workspace's option): without it the card says
+    so; with it the card fits; `-m` on a model that is no datacard is refused."""
+    card = CORPUS / "data" / "ci" / "htt_multiple_regions.txt"
+    missing = subprocess.run([str(BIN), "fit", str(card)], capture_output=True, text=True)
+    assert missing.returncode != 0 and "names $MASS: give the mass (-m MASS" in missing.stderr
+    fit = json.loads(subprocess.run([str(BIN), "fit", str(card), "-m", "125"], capture_output=True, text=True, check=True).stdout)
+    reference = json.loads((CORPUS / "reference.json").read_text())["cards"]["ci_htt_multiple_regions"]
+    assert fit["converged"] and abs(fit["bestfit"][0] - reference["multidimfit_singles"]["r_hat"]) < 1e-3
+    other = subprocess.run([str(BIN), "fit", str(ROOT / "examples" / "analysis.json"), "-m", "125"], capture_output=True, text=True)
+    assert other.returncode != 0 and "applies to CMS Combine datacards" in other.stderr

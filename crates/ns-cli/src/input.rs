@@ -140,14 +140,22 @@ pub struct ModelArgs {
     /// pyhf.readxml reads it (pyhf); see docs/histfactory-xml.md
     #[arg(long, value_name = "root|pyhf")]
     pub semantics: Option<String>,
+    /// The mass $MASS stands for in a CMS Combine datacard's template names (text2workspace's
+    /// -m); see docs/combine.md
+    #[arg(long, short = 'm', value_name = "MASS")]
+    pub mass: Option<String>,
 }
 
 impl ModelArgs {
     /// The model these options name, as the serialisable call holds it.
     pub fn model_ref(&self) -> Result<ModelRef> {
         let reference = self.pyhf_ref()?;
-        match &self.semantics {
-            Some(name) => reference.with_xml_semantics(Semantics::from_name(name)?, &Inputs),
+        let reference = match &self.semantics {
+            Some(name) => reference.with_xml_semantics(Semantics::from_name(name)?, &Inputs)?,
+            None => reference,
+        };
+        match &self.mass {
+            Some(mass) => reference.with_datacard_mass(mass, &Inputs),
             None => Ok(reference),
         }
     }

@@ -143,7 +143,8 @@ pub(crate) fn template(
         Error::InvalidInput(format!("{place}: the shapes line names no histogram"))
     })?;
     let name = files.name(pattern, &c.process, &c.bin, &place)?;
-    let nominal = files.histogram(&line.file, &name, &place)?;
+    let file = files.name(&line.file, &c.process, &c.bin, &place)?;
+    let nominal = files.histogram(&file, &name, &place)?;
     let mut variations = Vec::new();
     for (s, syst) in card.systematics.iter().enumerate() {
         let crate::Kind::Shape { pdf } = &syst.kind else {
@@ -161,7 +162,7 @@ pub(crate) fn template(
         let base = files.name(pattern, &c.process, &c.bin, &place)?;
         let read = |side: &str| {
             let name = base.replace("$SYSTEMATIC", &format!("{}{side}", syst.name));
-            let values = files.histogram(&line.file, &name, &place)?;
+            let values = files.histogram(&file, &name, &place)?;
             if values.len() != nominal.len() {
                 return Err(Error::InvalidInput(format!(
                     "{place}: '{name}' has {} bins, the nominal '{}' {}",
@@ -175,7 +176,7 @@ pub(crate) fn template(
         // shape?: a process without the templates takes the value as an lnN κ.
         if pdf.ends_with('?') {
             let name = base.replace("$SYSTEMATIC", &format!("{}Up", syst.name));
-            if !files.contains(&line.file, &name, &place)? {
+            if !files.contains(&file, &name, &place)? {
                 continue;
             }
         }
@@ -201,7 +202,8 @@ pub(crate) fn observed(
         Error::InvalidInput(format!("{place}: the shapes line names no histogram"))
     })?;
     let name = files.name(pattern, "data_obs", channel, &place)?;
-    files.histogram(&line.file, &name, &place).map(Some)
+    let file = files.name(&line.file, "data_obs", channel, &place)?;
+    files.histogram(&file, &name, &place).map(Some)
 }
 
 /// Combine's `"%f"` of a shape normalisation κ: six decimals.

@@ -244,6 +244,25 @@ impl ModelRef {
         }
     }
 
+    /// The reference with a datacard's `$MASS` set (text2workspace's `-m`); an error where the
+    /// model is not a datacard.
+    pub fn with_datacard_mass(self, mass: &str, read: &dyn Reader) -> Result<ModelRef> {
+        let tagged = match self {
+            ModelRef::ByContent(r) => Tagged::claimed_by_head(&r, read)?.unwrap_or(Tagged::Pyhf(r)),
+            ModelRef::Tagged(t) => t,
+        };
+        match tagged {
+            Tagged::Datacard(mut r) => {
+                r.mass = Some(mass.to_string());
+                Ok(ModelRef::Tagged(Tagged::Datacard(r)))
+            }
+            other => Err(Error::InvalidInput(format!(
+                "a mass (-m {mass}) applies to CMS Combine datacards; this model is {}",
+                other.format(),
+            ))),
+        }
+    }
+
     /// The model, every file read through `read`.
     pub fn load_model(&self, read: &dyn Reader) -> Result<LoadedModel> {
         match self {
