@@ -271,6 +271,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Datacard> {
                 }
             }
             "process" if process_names.is_empty() => {
+                if words.len() == 1 {
+                    return Err(at(origin, n, "a process line without processes"));
+                }
                 process_names = words[1..].iter().map(|w| w.to_string()).collect();
                 if bin_line.len() != process_names.len() {
                     return Err(at(
@@ -286,9 +289,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Datacard> {
             }
             "process" => {
                 process_ids = words[1..].iter().map(|w| w.to_string()).collect();
-                let is_id = |w: &str| w.parse::<i64>().is_ok();
+                let is_id = |w: Option<&String>| w.is_some_and(|w| w.parse::<i64>().is_ok());
                 // The two process lines may come in either order.
-                if is_id(&process_names[0]) && !is_id(&process_ids[0]) {
+                if is_id(process_names.first()) && !is_id(process_ids.first()) {
                     std::mem::swap(&mut process_names, &mut process_ids);
                 }
                 if process_ids.len() != process_names.len() {

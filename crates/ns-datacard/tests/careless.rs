@@ -79,6 +79,14 @@ fn careless_cards_are_refused_by_line() {
         ),
         (CARD.replace("rate 1.0 5.5\n", ""), "no rate line"),
         (
+            CARD.replace("process 0 1", "process"),
+            "line 10: 0 process ids for 2 process names",
+        ),
+        (
+            CARD.replace("process sig bkg", "process"),
+            "line 9: a process line without processes",
+        ),
+        (
             format!("{CARD}x rateParam b1 bkgg 1\n"),
             "line 15: rateParam 'x' names bin 'b1' and process 'bkgg', which match no column",
         ),
