@@ -11,6 +11,7 @@ pub mod interp;
 pub mod lanes;
 pub mod layout;
 pub mod model;
+pub mod monomial;
 pub mod optim;
 pub mod settings;
 pub mod simd;

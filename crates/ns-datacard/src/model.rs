@@ -135,11 +135,8 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                 }
                 parameters.push(parameter);
                 for (c, effect) in syst.effects.iter().enumerate() {
-                    let (hi, lo) = match effect {
-                        None => continue,
-                        Some(Effect::Symmetric(k)) => (*k, 1.0 / k),
-                        Some(Effect::Asymmetric(lo, hi)) => (*hi, *lo),
-                    };
+                    let Some(effect) = effect else { continue };
+                    let (hi, lo) = log_normal_kappas(effect);
                     scalars[c].push(ScalarFactor {
                         param: index,
                         normsys: normsys.len() as u32,
@@ -205,10 +202,7 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                         )));
                     }
                     // `shape?` where the process has no templates: an lnN of the value.
-                    let (hi, lo) = match effect {
-                        Effect::Symmetric(k) => (*k, 1.0 / k),
-                        Effect::Asymmetric(lo, hi) => (*hi, *lo),
-                    };
+                    let (hi, lo) = log_normal_kappas(effect);
                     scalars[c].push(ScalarFactor {
                         param: index,
                         normsys: normsys.len() as u32,
@@ -354,43 +348,29 @@ fn rate_params(
             .collect();
         let formula = rp.value.trim_start_matches('(').trim_end_matches(')');
         let column = column_of(card, &rp.bin, &rp.process);
-        // The formula as a product of powers: per argument its power, and a constant.
-        let mut powers: Vec<(usize, f64)> = Vec::new();
-        let mut constant = 1.0;
-        let mut sign = 1.0;
-        let mut rest = formula;
-        let unread = |factor: &str| {
-            Error::InvalidModel(format!(
-                "{at}: '{factor}': formulas are read as products and quotients of their \
-                 arguments and positive numbers (@0*@1/@2); others are not built yet"
-            ))
-        };
-        loop {
-            let end = rest.find(['*', '/']).unwrap_or(rest.len());
-            let factor = rest[..end].trim();
-            if let Some(k) = factor.strip_prefix('@') {
-                let k: usize = k.parse().map_err(|_| unread(factor))?;
-                match powers.iter_mut().find(|(j, _)| *j == k) {
-                    Some((_, p)) => *p += sign,
-                    None => powers.push((k, sign)),
-                }
-            } else {
-                let value: f64 = factor
-                    .parse()
-                    .ok()
-                    .filter(|v: &f64| v.is_finite() && *v > 0.0)
-                    .ok_or_else(|| unread(factor))?;
-                constant *= value.powf(sign);
-            }
-            if end == rest.len() {
-                break;
-            }
-            sign = if rest.as_bytes()[end] == b'*' {
-                1.0
-            } else {
-                -1.0
-            };
-            rest = &rest[end + 1..];
+        // The formula as a product of powers of its arguments (@k) and a constant.
+        let product = ns_core::monomial::parse(
+            formula,
+            &at,
+            "formulas are read as products and quotients of their arguments and positive \
+             numbers (@0*@1/@2, ^, sqrt, pow); others are not built yet",
+        )
+        .map_err(|e| match e {
+            Error::InvalidInput(message) => Error::InvalidModel(message),
+            other => other,
+        })?;
+        let constant = product.constant;
+        let mut powers = Vec::with_capacity(product.powers.len());
+        for (name, power) in product.powers {
+            let k: usize = name
+                .strip_prefix('@')
+                .and_then(|k| k.parse().ok())
+                .ok_or_else(|| {
+                    Error::InvalidModel(format!(
+                        "{at}: '{name}': a formula names its arguments @0, @1, …"
+                    ))
+                })?;
+            powers.push((k, power));
         }
         column_scale[column] *= constant;
         for (k, power) in powers {
@@ -512,6 +492,14 @@ fn column_of(card: &Datacard, bin: &str, process: &str) -> usize {
         .iter()
         .position(|c| c.bin == bin && c.process == process)
         .unwrap_or_default()
+}
+
+/// The up and down factors (κ_hi, κ_lo) of an lnN entry: κ and 1/κ, or κ_lo/κ_hi as written.
+fn log_normal_kappas(effect: &Effect) -> (f64, f64) {
+    match *effect {
+        Effect::Symmetric(k) => (k, 1.0 / k),
+        Effect::Asymmetric(lo, hi) => (hi, lo),
+    }
 }
 
 /// The index of `syst` among the card's systematics.

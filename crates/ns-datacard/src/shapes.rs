@@ -51,13 +51,7 @@ impl<'a> ShapeFiles<'a> {
         let path = self.access.resolve(file)?;
         let mut roots = self.roots.borrow_mut();
         if !roots.contains_key(&path) {
-            let root = RootFile::open(&path).map_err(|e| match e {
-                Error::Io { source, .. } => Error::InvalidInput(format!(
-                    "{place}: the ROOT file {}: {source}",
-                    path.display()
-                )),
-                other => other,
-            })?;
+            let root = RootFile::open_named(&path, place)?;
             roots.insert(path.clone(), root);
         }
         read(&roots[&path])
@@ -70,12 +64,7 @@ impl<'a> ShapeFiles<'a> {
 
     /// The in-range bin contents of histogram `name` of `file`.
     fn histogram(&self, file: &str, name: &str, place: &str) -> Result<Vec<f64>> {
-        let histogram = self.with_file(file, place, |root| {
-            root.histogram(name).map_err(|e| match e {
-                Error::InvalidInput(m) => Error::InvalidInput(format!("{place}: {m}")),
-                other => other,
-            })
-        })?;
+        let histogram = self.with_file(file, place, |root| root.histogram_named(name, place))?;
         if histogram.axes.len() != 1 {
             return Err(Error::InvalidInput(format!(
                 "{place}: '{name}' is a {}-dimensional histogram; templates are TH1s",
@@ -84,7 +73,11 @@ impl<'a> ShapeFiles<'a> {
         }
         // The contents hold under- and overflow at both ends.
         let n = histogram.contents.len();
-        Ok(histogram.contents[1..n.saturating_sub(1)].to_vec())
+        histogram
+            .contents
+            .get(1..n.max(1) - 1)
+            .map(<[f64]>::to_vec)
+            .ok_or_else(|| Error::InvalidInput(format!("{place}: '{name}' has no bins")))
     }
 
     /// A name pattern with `$PROCESS`, `$CHANNEL`, `$MASS` (and `$SYSTEMATIC`) filled in.

@@ -43,6 +43,26 @@ enum Data {
 }
 
 impl RootFile {
+    /// [`RootFile::open`] for a file a model names at `place` (an XML element, a datacard's
+    /// shapes line): a file that cannot be opened is that input's error, saying where.
+    pub fn open_named(path: &Path, place: &str) -> Result<RootFile> {
+        RootFile::open(path).map_err(|e| match e {
+            Error::Io { source, .. } => Error::InvalidInput(format!(
+                "{place}: the ROOT file {}: {source}",
+                path.display()
+            )),
+            other => other,
+        })
+    }
+
+    /// [`RootFile::histogram`] for a histogram a model names at `place`, its errors saying where.
+    pub fn histogram_named(&self, path: &str, place: &str) -> Result<Histogram> {
+        self.histogram(path).map_err(|e| match e {
+            Error::InvalidInput(m) => Error::InvalidInput(format!("{place}: {m}")),
+            other => other,
+        })
+    }
+
     /// Open and memory-map `path`.
     pub fn open(path: &Path) -> Result<RootFile> {
         let name = path.display().to_string();

@@ -220,6 +220,15 @@ impl ModelRef {
         }
     }
 
+    /// The reference with its format named: a file's as its head tells (pyhf where none claims
+    /// it).
+    fn into_tagged(self, read: &dyn Reader) -> Result<Tagged> {
+        Ok(match self {
+            ModelRef::ByContent(r) => Tagged::claimed_by_head(&r, read)?.unwrap_or(Tagged::Pyhf(r)),
+            ModelRef::Tagged(t) => t,
+        })
+    }
+
     /// The reference with HistFactory XML read with `semantics`; an error where the model is
     /// not HistFactory XML.
     pub fn with_xml_semantics(
@@ -227,11 +236,7 @@ impl ModelRef {
         semantics: ns_xml::Semantics,
         read: &dyn Reader,
     ) -> Result<ModelRef> {
-        let tagged = match self {
-            ModelRef::ByContent(r) => Tagged::claimed_by_head(&r, read)?.unwrap_or(Tagged::Pyhf(r)),
-            ModelRef::Tagged(t) => t,
-        };
-        match tagged {
+        match self.into_tagged(read)? {
             Tagged::Xml(mut r) => {
                 r.semantics = semantics;
                 Ok(ModelRef::Tagged(Tagged::Xml(r)))
@@ -247,11 +252,7 @@ impl ModelRef {
     /// The reference with a datacard's `$MASS` set (text2workspace's `-m`); an error where the
     /// model is not a datacard.
     pub fn with_datacard_mass(self, mass: &str, read: &dyn Reader) -> Result<ModelRef> {
-        let tagged = match self {
-            ModelRef::ByContent(r) => Tagged::claimed_by_head(&r, read)?.unwrap_or(Tagged::Pyhf(r)),
-            ModelRef::Tagged(t) => t,
-        };
-        match tagged {
+        match self.into_tagged(read)? {
             Tagged::Datacard(mut r) => {
                 r.mass = Some(mass.to_string());
                 Ok(ModelRef::Tagged(Tagged::Datacard(r)))

@@ -122,13 +122,7 @@ impl<'a> Files<'a> {
         }
         let file = match self.sent_bytes(&path, place) {
             Some(bytes) => RootFile::from_bytes(&path.display().to_string(), bytes?.to_vec())?,
-            None => RootFile::open(&path).map_err(|e| match e {
-                Error::Io { source, .. } => Error::InvalidInput(format!(
-                    "{place}: the ROOT file {}: {source}",
-                    path.display()
-                )),
-                other => other,
-            })?,
+            None => RootFile::open_named(&path, place)?,
         };
         let file = Arc::new(file);
         roots.insert(path, Arc::clone(&file));

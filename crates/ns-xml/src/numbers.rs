@@ -93,10 +93,7 @@ pub(crate) fn histogram(
     };
     // pyhf's order: the name itself, else under the path.
     let found = if root.contains(name) { name } else { &full };
-    let histogram = root.histogram(found).map_err(|e| match e {
-        Error::InvalidInput(m) => Error::InvalidInput(format!("{place}: {m}")),
-        other => other,
-    })?;
+    let histogram = root.histogram_named(found, place)?;
     // ROOT's HistFactory reads a 2-D histogram's cells as one row of bins, x fastest.
     if histogram.axes.len() != 1 && semantics == Semantics::Pyhf {
         return Err(Error::InvalidInput(format!(
