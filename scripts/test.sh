@@ -76,5 +76,5 @@ mark "macOS type-check"
 
 # On every core, at most four (each worker imports torch, JAX and ROOT).
 workers=$(nproc); [ "$workers" -gt 4 ] && workers=4
-NEXTSTAT_PREBUILT_KERNELS=$kernels NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q -n "$workers"
+NEXTSTAT_PREBUILT_KERNELS=$kernels NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q -n "$workers" --timeout 900 --timeout-method thread
 mark "Python tests"

@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,11 @@ def cli_json(*args):
 def _binary_exists():
     if not BIN.exists():
         pytest.exit(f"nextstat binary not found at {BIN}: run `cargo build --bin nextstat` (scripts/test.sh does)", 2)
+
+
+def pytest_collection_finish(session):
+    """RooFit oracles imported in-process (test_unbinned_roofit) bring ROOT's crash handlers,
+    which answer a fatal signal by running gdb on the worker again and again: a crash would hang
+    the suite instead of failing one test. Give the signals back their default handling."""
+    if "ROOT" in sys.modules:
+        sys.modules["ROOT"].gSystem.ResetSignals()
