@@ -31,10 +31,11 @@ pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
                 .into(),
         ));
     }
-    if !m.normalised_blocks.is_empty() {
+    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() {
         return Err(ns_core::Error::Device(
-            "this model renormalises morphed templates (CMS Combine's shape systematics), which \
-             the f32 kernels (Vulkan, Metal) do not evaluate yet: run it on the CPU"
+            "this model floors morphed templates or has template statistics (CMS Combine's \
+             shape systematics, autoMCStats), which the f32 kernels (Vulkan, Metal) do not \
+             evaluate yet: run it on the CPU"
                 .into(),
         ));
     }
@@ -54,13 +55,14 @@ pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
     Ok(())
 }
 
-/// Refuse, by name, a model with terms the CUDA kernels do not evaluate yet: blocks renormalised
-/// after a floor (CMS Combine's template morphing).
+/// Refuse, by name, a model with terms the CUDA kernels do not evaluate yet: floored blocks and
+/// template statistics (CMS Combine's template morphing and autoMCStats).
 pub fn check_cuda_terms(m: &CompiledModel) -> ns_core::Result<()> {
-    if !m.normalised_blocks.is_empty() {
+    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() {
         return Err(ns_core::Error::Device(
-            "this model renormalises morphed templates (CMS Combine's shape systematics), which \
-             the CUDA kernels do not evaluate yet: run it on the CPU"
+            "this model floors morphed templates or has template statistics (CMS Combine's \
+             shape systematics, autoMCStats), which the CUDA kernels do not evaluate yet: run \
+             it on the CPU"
                 .into(),
         ));
     }

@@ -196,14 +196,38 @@ impl PoissonRange {
     }
 }
 
-/// A sample block whose yields are renormalised after a floor (CMS Combine's
-/// `FastVerticalInterpHistPdf2`): each bin's nominal-plus-histosys yield f_b is raised to at least
-/// `floor`, and the block's yields are f_b · T / Σ f, T the sum of its nominal yields — what the
-/// morph already sums to wherever no bin is raised.
+/// A sample block whose morphed yields are floored (CMS Combine's templates): each bin's
+/// nominal-plus-histosys yield f_b is raised to at least `floor`. Where `renormalise` is set
+/// (`FastVerticalInterpHistPdf2`, channels without autoMCStats) the block's yields are then
+/// f_b · T / Σ f, T the sum of its nominal yields — what the morph already sums to wherever no
+/// bin is raised; otherwise (`CMSHistFunc`) they are the floored f_b.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct NormalisedBlock {
+pub struct FlooredBlock {
     pub block: u32,
     pub floor: f64,
+    pub renormalise: bool,
+}
+
+/// CMS Combine's autoMCStats (Barlow–Beeston-lite, `CMSHistErrorPropagator`): the template
+/// statistics of one main bin, as a parameter for the bin or for one process in it. F_e below is
+/// what multiplies entry e's base yield (its sample's scalar factors times its entry factors).
+#[derive(Clone, Debug, PartialEq)]
+pub enum BinStat {
+    /// ν_bin += θ·√(Σ_e (F_e σ_e)²) over the listed (entry, σ_e): one Gaussian parameter for the
+    /// bin's summed template error, or for one process's where one entry is listed.
+    Gaussian {
+        bin: u32,
+        param: u32,
+        entries: Vec<(u32, f64)>,
+    },
+    /// Entry e's yield times x/n: the process's effective count n in the bin, x
+    /// Poisson-constrained to n.
+    Poisson { entry: u32, param: u32, count: f64 },
+}
+
+impl BinStat {
+    /// Combine's floor of a bin's total after its statistical terms (`CropUnderflows`).
+    pub const FLOOR: f64 = 1e-9;
 }
 
 /// The flat, backend-independent form of a HistFactory model.
@@ -237,8 +261,12 @@ pub struct CompiledModel {
     /// Normalisations of Poisson constraints over a bounded range of their continuous
     /// auxiliary datum (ROOT's Gamma ConstraintTerm).
     pub poisson_ranges: Vec<PoissonRange>,
-    /// Blocks renormalised after a floor (CMS Combine's template morphing).
-    pub normalised_blocks: Vec<NormalisedBlock>,
+    /// Blocks whose morphed yields are floored, and renormalised where asked (CMS Combine's
+    /// template morphing).
+    pub floored_blocks: Vec<FlooredBlock>,
+    /// Template statistics per main bin (CMS Combine's autoMCStats); a bin with terms has its
+    /// total floored at [`BinStat::FLOOR`].
+    pub bin_stats: Vec<BinStat>,
     /// Each sample's yield in a bin (nominal plus histosys) is clipped at zero, as ROOT's
     /// positive-definite interpolation does; at zero its derivatives are those of the clipped
     /// side.

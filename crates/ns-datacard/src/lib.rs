@@ -8,6 +8,7 @@
 //! (`rateParam`, `extArg`, `autoMCStats`, `group`, `nuisance edit`, `flatParam`, `discrete`).
 //! A mistake is an error naming the card, the line and what is wrong.
 
+mod mcstats;
 mod model;
 mod shapes;
 
@@ -109,12 +110,24 @@ pub struct Datacard {
     pub rate_params: Vec<RateParam>,
     /// `name extArg value [min,max]`: value and range text.
     pub ext_args: BTreeMap<String, Vec<String>>,
-    /// `channel autoMCStats threshold [include-signal] [hist-mode]`.
-    pub auto_mc_stats: BTreeMap<String, Vec<String>>,
+    /// `channel autoMCStats threshold [include-signal] [hist-mode]`, per channel it names (a
+    /// pattern names every channel it matches; a later line replaces an earlier one).
+    pub auto_mc_stats: BTreeMap<String, AutoMcStats>,
     pub groups: BTreeMap<String, Vec<String>>,
     /// `nuisance edit …` lines, their words after `edit`.
     pub edits: Vec<Vec<String>>,
     pub flat_params: Vec<String>,
+}
+
+/// Combine's template statistics of a channel (`autoMCStats`, Barlow–Beeston-lite).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoMcStats {
+    /// Bins of at most this many effective events get a parameter per process.
+    pub threshold: f64,
+    /// Whether signal processes count in the effective events of a bin.
+    pub include_signal: bool,
+    /// How shape templates are read (1: their normalisation a separate lnN term).
+    pub hist_mode: i64,
 }
 
 impl Datacard {
@@ -562,8 +575,39 @@ fn systematic_line(card: &mut Datacard, n: usize, line: &str) -> Result<()> {
                     "autoMCStats is 'CHANNEL autoMCStats THRESHOLD [INCLUDE-SIGNAL] [HIST-MODE]'",
                 ));
             }
-            card.auto_mc_stats
-                .insert(name, rest.iter().map(|w| w.to_string()).collect());
+            let threshold = number(&origin, n, rest[0], "the autoMCStats threshold")?;
+            let flag = |i: usize, default: i64, what: &str| -> Result<i64> {
+                rest.get(i).map_or(Ok(default), |w| {
+                    w.parse::<i64>()
+                        .map_err(|_| at(&origin, n, format!("{what} '{w}' is not an integer")))
+                })
+            };
+            let stats = AutoMcStats {
+                threshold,
+                include_signal: flag(1, 0, "autoMCStats' include-signal")? != 0,
+                hist_mode: flag(2, 1, "autoMCStats' hist-mode")?,
+            };
+            let channels: Vec<String> = if name.contains('*') {
+                card.bins
+                    .iter()
+                    .filter(|b| wildcard(&name, b))
+                    .cloned()
+                    .collect()
+            } else if card.bins.contains(&name) {
+                vec![name]
+            } else {
+                return Err(at(
+                    &origin,
+                    n,
+                    format!(
+                        "autoMCStats names channel '{name}', which the card does not have ({})",
+                        card.bins.join(", ")
+                    ),
+                ));
+            };
+            for channel in channels {
+                card.auto_mc_stats.insert(channel, stats);
+            }
             return Ok(());
         }
         "group" => {

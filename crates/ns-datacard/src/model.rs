@@ -11,22 +11,24 @@
 //!   constrains it (Gaussian, range μ ± 4σ);
 //! - `nuisance edit freeze NAME` fixes a parameter.
 //!
-//! - TH1 templates and `shape` systematics as `crate::shapes` says (channels without
-//!   autoMCStats); `shape?` is an lnN where a process has no templates.
+//! - TH1 templates and `shape` systematics as `crate::shapes` says; `shape?` is an lnN where a
+//!   process has no templates;
+//! - autoMCStats as `crate::mcstats` says.
 //!
-//! What is not built yet is refused by name: autoMCStats, `shapeN`, shape systematics of one
-//! process with different scales, asymmetric `param`s, formulas other than products and
-//! quotients, the other `nuisance edit` operations (and CUDA and the f32 devices refuse morphed
-//! templates).
+//! What is not built yet is refused by name: `shapeN`, shape systematics of one process with
+//! different scales, asymmetric `param`s, formulas other than products and quotients, the other
+//! `nuisance edit` operations, autoMCStats' hist-mode 2 or on a channel without templates (and
+//! CUDA and the f32 devices refuse morphed templates and autoMCStats).
 
 use ns_core::interp::{HistosysCode, InterpCodes, NormsysCode, NormsysTerm};
 use ns_core::layout::{
-    GaussianConstraint, NormalisedBlock, NormsysInput, NormsysTransform, PoissonConstraint,
+    BinStat, FlooredBlock, GaussianConstraint, NormsysInput, NormsysTransform, PoissonConstraint,
     SampleBlock, ScalarFactor,
 };
 use ns_core::model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};
 use ns_core::{CompiledModel, Error, Result};
 
+use crate::mcstats::{self, StatSpec};
 use crate::shapes::{self, ShapeFiles, Template};
 use crate::{Datacard, Effect, Kind};
 
@@ -43,20 +45,20 @@ const POI_RANGE: (f64, f64) = (0.0, 20.0);
 pub const POI: &str = "r";
 
 /// A parameter while the model is laid out.
-struct Parameter {
-    name: String,
-    kind: &'static str,
-    init: f64,
-    bounds: (f64, f64),
-    constraint: Constraint,
+pub(crate) struct Parameter {
+    pub name: String,
+    pub kind: &'static str,
+    pub init: f64,
+    pub bounds: (f64, f64),
+    pub constraint: Constraint,
     /// Gaussian: mean and σ; Poisson: N (τ = 1).
-    aux: f64,
-    sigma: f64,
-    fixed: bool,
+    pub aux: f64,
+    pub sigma: f64,
+    pub fixed: bool,
 }
 
 impl Parameter {
-    fn free(name: &str, kind: &'static str, init: f64, bounds: (f64, f64)) -> Self {
+    pub(crate) fn free(name: &str, kind: &'static str, init: f64, bounds: (f64, f64)) -> Self {
         Parameter {
             name: name.into(),
             kind,
@@ -102,8 +104,23 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
             c.process, c.bin
         )));
     }
-    if let Some(channel) = card.auto_mc_stats.keys().next() {
-        return Err(refuse(format!("autoMCStats on '{channel}'")));
+    for (channel, flags) in &card.auto_mc_stats {
+        if flags.hist_mode != 1 {
+            return Err(refuse(format!(
+                "autoMCStats hist-mode {} on '{channel}' (hist-mode 1 is read)",
+                flags.hist_mode
+            )));
+        }
+        let in_channel = |c: &usize| &card.columns[*c].bin == channel;
+        if let Some(c) = (0..card.columns.len())
+            .filter(in_channel)
+            .find(|&c| templates[c].is_none())
+        {
+            return Err(refuse(format!(
+                "autoMCStats on '{channel}', where process '{}' has no TH1 template",
+                card.columns[c].process
+            )));
+        }
     }
     let mut parameters = vec![Parameter::free(POI, "normfactor", 1.0, POI_RANGE)];
     // Per column, what multiplies its nominal: scalar (parameter, normsys term) and per-bin
@@ -165,6 +182,12 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                                     "{at}: a second gmN on one column"
                                 )));
                             }
+                            if card.auto_mc_stats.contains_key(&card.columns[c].bin) {
+                                return Err(refuse(format!(
+                                    "line {}: gmN '{}' in the autoMCStats channel '{}'",
+                                    syst.line, syst.name, card.columns[c].bin
+                                )));
+                            }
                             entry_factor[c] = Some(index);
                             nominal[c] = *alpha;
                         }
@@ -187,9 +210,9 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                 parameters.push(parameter);
                 for (c, effect) in syst.effects.iter().enumerate() {
                     let Some(effect) = effect else { continue };
-                    let from_templates = templates[c]
-                        .as_ref()
-                        .is_some_and(|t| t.variations.iter().any(|v| v.0 == s_index(card, syst)));
+                    let from_templates = templates[c].as_ref().is_some_and(|t| {
+                        t.variations.iter().any(|v| v.syst == s_index(card, syst))
+                    });
                     if from_templates {
                         continue;
                     }
@@ -250,13 +273,17 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
         }
     }
     let shaped = shape_terms(card, &templates, &parameters, &mut scalars, &mut normsys)?;
-    let columns = nominal
+    let columns: Vec<Shaped> = nominal
         .iter()
         .zip(&column_scale)
         .zip(shaped)
         .map(|((n, k), shape)| match shape {
             Some(mut shape) => {
-                shape.nominal.iter_mut().for_each(|v| *v *= k);
+                shape
+                    .nominal
+                    .iter_mut()
+                    .chain(shape.errors.iter_mut())
+                    .for_each(|v| *v *= k);
                 for (_, hi, lo) in &mut shape.histosys {
                     hi.iter_mut().chain(lo.iter_mut()).for_each(|v| *v *= k);
                 }
@@ -265,11 +292,18 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
             }
             None => Shaped {
                 nominal: vec![n * k],
+                errors: vec![0.0],
                 histosys: Vec::new(),
                 floor: None,
+                renormalise: false,
             },
         })
         .collect();
+    let initial_factor: Vec<f64> = scalars
+        .iter()
+        .map(|factors| initial_value(factors, &parameters, &normsys, &inputs))
+        .collect();
+    let stats = mcstats::bin_parameters(card, &columns, &initial_factor, &mut parameters)?;
     let mut model = assemble(
         card,
         parameters,
@@ -277,6 +311,7 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
         scalars,
         entry_factor,
         columns,
+        stats,
         observed,
     )?;
     model.compiled.normsys_inputs = inputs;
@@ -470,6 +505,31 @@ fn param_constraint(
     Ok(())
 }
 
+/// The product of a column's scalar factors at the parameters' initial values.
+fn initial_value(
+    factors: &[ScalarFactor],
+    parameters: &[Parameter],
+    normsys: &[NormsysTerm],
+    inputs: &[NormsysInput],
+) -> f64 {
+    factors
+        .iter()
+        .map(|f| {
+            let init = parameters[f.param as usize].init;
+            if f.normsys == ScalarFactor::LINEAR {
+                return init;
+            }
+            let alpha = inputs
+                .iter()
+                .find(|i| i.param == f.param)
+                .map_or(init, |i| i.apply(init).0);
+            normsys[f.normsys as usize]
+                .factor_and_derivative(NormsysCode::AsymPow, alpha)
+                .0
+        })
+        .product()
+}
+
 /// `[min,max]`.
 fn range_of(text: &str, at: &str) -> Result<(f64, f64)> {
     let inner = text
@@ -510,13 +570,16 @@ fn s_index(card: &Datacard, syst: &crate::Systematic) -> usize {
         .unwrap_or(usize::MAX)
 }
 
-/// A column's shape: its yields per bin (normalised to the rate), its histosys terms
+/// A column's shape: its yields per bin and their template errors, its histosys terms
 /// (parameter, high and low yields per bin), and — where it is morphed — Combine's floor of the
-/// morphed template in yields (1e-9 of the template's units), after which it is renormalised.
-struct Shaped {
-    nominal: Vec<f64>,
-    histosys: Vec<(u32, Vec<f64>, Vec<f64>)>,
-    floor: Option<f64>,
+/// morphed template in yields (1e-9 of the template's units), after which it is renormalised
+/// where `renormalise` says.
+pub(crate) struct Shaped {
+    pub nominal: Vec<f64>,
+    pub errors: Vec<f64>,
+    pub histosys: Vec<(u32, Vec<f64>, Vec<f64>)>,
+    pub floor: Option<f64>,
+    pub renormalise: bool,
 }
 
 /// The columns' shapes from their templates (`None` for a counting column), each shape
@@ -540,16 +603,34 @@ fn shape_terms(
             "{origin}: process '{}' in channel '{}'",
             column.process, column.bin
         );
+        // The sum of the single-precision template, which Combine normalises by, and the
+        // integral of the histogram as stored, which its rate of -1 and its checks read.
         let total: f64 = t.nominal.iter().sum();
-        if column.rate == 0.0 || (column.rate < 0.0 && total == 0.0) {
+        let integral = t.integral;
+        if column.rate == 0.0 || (column.rate < 0.0 && integral == 0.0) {
             // A process without events in this channel (Combine leaves it out).
             shaped.push(Some(Shaped {
                 nominal: vec![0.0; t.nominal.len()],
+                errors: vec![0.0; t.nominal.len()],
                 histosys: Vec::new(),
                 floor: None,
+                renormalise: false,
             }));
             continue;
         }
+        if column.rate > 0.0
+            && integral != 0.0
+            && (integral - column.rate).abs() > 0.01 * column.rate.max(1.0)
+        {
+            return Err(Error::InvalidModel(format!(
+                "{place}: its rate {} and its template's integral {integral} differ by more than 1% \
+                 (Combine refuses them too: \"Mismatch in normalizations\")",
+                column.rate
+            )));
+        }
+        // With autoMCStats the template is the yield (`CMSHistFunc`); without, it is a density
+        // scaled to the rate.
+        let self_normalised = card.auto_mc_stats.contains_key(&column.bin);
         if !(total > 0.0) {
             return Err(Error::InvalidModel(format!(
                 "{place}: its nominal template sums to {total}; a template needs a positive \
@@ -557,7 +638,7 @@ fn shape_terms(
             )));
         }
         let rate = if column.rate < 0.0 {
-            total
+            integral
         } else {
             column.rate
         };
@@ -568,18 +649,21 @@ fn shape_terms(
         // Combine's smooth region is the process's smallest scale; with one scale it is code4p
         // on the differences scaled by it.
         if let Some((first, rest)) = t.variations.split_first()
-            && rest.iter().any(|v| scale_of(v.0) != scale_of(first.0))
+            && rest
+                .iter()
+                .any(|v| scale_of(v.syst) != scale_of(first.syst))
         {
             return Err(Error::InvalidModel(format!(
                 "{place}: shape systematics of different scales on one process (Combine's smooth \
                  region then differs from each scale; not built yet)"
             )));
         }
-        let to_rate = rate / total;
+        let to_rate = if self_normalised { 1.0 } else { rate / total };
+        let errors = t.errors.iter().map(|e| e * to_rate).collect();
         let mut histosys = Vec::new();
-        for (s, up, down) in &t.variations {
-            let syst = &card.systematics[*s];
-            let scale = scale_of(*s);
+        for variation in &t.variations {
+            let syst = &card.systematics[variation.syst];
+            let scale = scale_of(variation.syst);
             let param = parameters
                 .iter()
                 .position(|p| p.name == syst.name)
@@ -592,16 +676,23 @@ fn shape_terms(
                         syst.name
                     )));
                 }
-                // Rescaled to the nominal's integral, the difference scaled, in yields.
+                // Rescaled to the nominal's integral (with autoMCStats by `TH1F::Scale`, so
+                // rounded to single precision), the difference scaled, in yields.
+                let rescaled = |v: f64| {
+                    if self_normalised {
+                        (v * (total / sum)) as f32 as f64
+                    } else {
+                        v * total / sum
+                    }
+                };
                 Ok(h.iter()
                     .zip(&t.nominal)
-                    .map(|(v, n)| to_rate * (n + scale * (v * total / sum - n)))
+                    .map(|(&v, n)| to_rate * (n + scale * (rescaled(v) - n)))
                     .collect())
             };
-            histosys.push((param, side(up)?, side(down)?));
-            let kappa =
-                |h: &[f64]| shapes::six_decimals((h.iter().sum::<f64>() / total).powf(scale));
-            let (hi, lo) = (kappa(up), kappa(down));
+            histosys.push((param, side(&variation.up)?, side(&variation.down)?));
+            let kappa = |sum: f64| shapes::six_decimals((sum / integral).powf(scale));
+            let (hi, lo) = (kappa(variation.up_integral), kappa(variation.down_integral));
             if (hi - 1.0).abs() >= 1e-3 || (lo - 1.0).abs() >= 1e-3 {
                 scalars[c].push(ScalarFactor {
                     param,
@@ -609,6 +700,16 @@ fn shape_terms(
                 });
                 normsys.push(NormsysTerm::new(NormsysCode::AsymPow, hi, lo));
             }
+        }
+        if histosys.is_empty() && self_normalised {
+            shaped.push(Some(Shaped {
+                nominal: t.nominal.iter().map(|n| n.max(TEMPLATE_FLOOR)).collect(),
+                errors,
+                histosys,
+                floor: None,
+                renormalise: false,
+            }));
+            continue;
         }
         if histosys.is_empty() {
             // Combine's template as a density: each bin raised to 1e-9 of the integral, then
@@ -621,21 +722,30 @@ fn shape_terms(
             let sum: f64 = density.iter().sum();
             shaped.push(Some(Shaped {
                 nominal: density.iter().map(|d| rate * d / sum).collect(),
+                errors,
                 histosys,
                 floor: None,
+                renormalise: false,
             }));
             continue;
         }
         shaped.push(Some(Shaped {
             nominal: t.nominal.iter().map(|n| n * to_rate).collect(),
+            errors,
             histosys,
-            floor: Some(TEMPLATE_FLOOR * rate),
+            floor: Some(if self_normalised {
+                TEMPLATE_FLOOR
+            } else {
+                TEMPLATE_FLOOR * rate
+            }),
+            renormalise: !self_normalised,
         }));
     }
     Ok(shaped)
 }
 
 /// The compiled model: one channel per card bin, a sample block per column.
+#[allow(clippy::too_many_arguments)]
 fn assemble(
     card: &Datacard,
     parameters: Vec<Parameter>,
@@ -643,6 +753,7 @@ fn assemble(
     scalars: Vec<Vec<ScalarFactor>>,
     entry_factor: Vec<Option<u32>>,
     columns: Vec<Shaped>,
+    stats: Vec<StatSpec>,
     observed: Vec<Vec<f64>>,
 ) -> Result<HistFactoryModel> {
     let n_main = observed.iter().map(Vec::len).sum();
@@ -667,14 +778,19 @@ fn assemble(
         gaussian_ranges: Vec::new(),
         normsys_inputs: Vec::new(),
         poisson_ranges: Vec::new(),
-        normalised_blocks: Vec::new(),
+        floored_blocks: Vec::new(),
+        bin_stats: Vec::new(),
         clip_sample_yields: false,
     };
+    // Where each column's entries and each channel's bins start.
+    let mut column_entry = vec![0u32; card.columns.len()];
+    let mut channel_bin = vec![0u32; card.bins.len()];
     let mut block_samples = Vec::new();
     let mut channels = Vec::with_capacity(card.bins.len());
     let mut bin_start = 0;
-    for (bin, data) in card.bins.iter().zip(&observed) {
+    for (channel, (bin, data)) in card.bins.iter().zip(&observed).enumerate() {
         let n_bins = data.len();
+        channel_bin[channel] = bin_start as u32;
         for (c, column) in card
             .columns
             .iter()
@@ -706,11 +822,13 @@ fn assemble(
                 }
             }
             if let Some(floor) = shape.floor {
-                compiled.normalised_blocks.push(NormalisedBlock {
+                compiled.floored_blocks.push(FlooredBlock {
                     block: compiled.samples.len() as u32,
                     floor,
+                    renormalise: shape.renormalise,
                 });
             }
+            column_entry[c] = compiled.nominal.len() as u32;
             compiled.samples.push(SampleBlock {
                 bin_start: bin_start as u32,
                 n_bins: n_bins as u32,
@@ -737,6 +855,34 @@ fn assemble(
         });
         bin_start += n_bins;
     }
+    compiled.bin_stats = stats
+        .into_iter()
+        .map(|spec| match spec {
+            StatSpec::Gaussian {
+                channel,
+                bin,
+                param,
+                columns,
+            } => BinStat::Gaussian {
+                bin: channel_bin[channel] + bin as u32,
+                param,
+                entries: columns
+                    .into_iter()
+                    .map(|(c, sigma)| (column_entry[c] + bin as u32, sigma))
+                    .collect(),
+            },
+            StatSpec::Poisson {
+                column,
+                bin,
+                param,
+                count,
+            } => BinStat::Poisson {
+                entry: column_entry[column] + bin as u32,
+                param,
+                count,
+            },
+        })
+        .collect();
     let mut sets = Vec::with_capacity(parameters.len());
     for (i, p) in parameters.into_iter().enumerate() {
         let constrained = p.constraint != Constraint::None;

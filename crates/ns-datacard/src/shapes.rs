@@ -7,7 +7,11 @@
 //! differences scaled by s, where every scale of the process is s — and a separate `AsymPow`
 //! normalisation κ = (ΣUp/Σnominal)^s, (ΣDown/Σnominal)^s, rounded to six decimals and dropped
 //! within 1e-3 of 1, as Combine writes it. A morphed template's bins are raised to 1e-9 and the
-//! template renormalised to its nominal integral (`ns_core::layout::NormalisedBlock`).
+//! template renormalised to its nominal integral (`ns_core::layout::FlooredBlock`).
+//!
+//! In a channel with autoMCStats Combine reads the templates as `CMSHistFunc`s instead: the
+//! histogram itself is the yield (the card's rate only has to agree with its integral within
+//! 1%), morphed the same way, its bins raised to 1e-9 without renormalisation.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -64,6 +68,17 @@ impl<'a> ShapeFiles<'a> {
 
     /// The in-range bin contents of histogram `name` of `file`.
     fn histogram(&self, file: &str, name: &str, place: &str) -> Result<Vec<f64>> {
+        Ok(self.histogram_with_errors(file, name, place)?.0)
+    }
+
+    /// The in-range bin contents of histogram `name` of `file`, and their errors (ROOT's
+    /// `GetBinError`).
+    fn histogram_with_errors(
+        &self,
+        file: &str,
+        name: &str,
+        place: &str,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
         let histogram = self.with_file(file, place, |root| root.histogram_named(name, place))?;
         if histogram.axes.len() != 1 {
             return Err(Error::InvalidInput(format!(
@@ -73,11 +88,14 @@ impl<'a> ShapeFiles<'a> {
         }
         // The contents hold under- and overflow at both ends.
         let n = histogram.contents.len();
-        histogram
-            .contents
-            .get(1..n.max(1) - 1)
-            .map(<[f64]>::to_vec)
-            .ok_or_else(|| Error::InvalidInput(format!("{place}: '{name}' has no bins")))
+        let in_range = |cells: Vec<f64>| {
+            cells
+                .get(1..n.max(1) - 1)
+                .map(<[f64]>::to_vec)
+                .ok_or_else(|| Error::InvalidInput(format!("{place}: '{name}' has no bins")))
+        };
+        let errors = in_range(histogram.errors())?;
+        Ok((in_range(histogram.contents)?, errors))
     }
 
     /// A name pattern with `$PROCESS`, `$CHANNEL`, `$MASS` (and `$SYSTEMATIC`) filled in.
@@ -111,11 +129,24 @@ fn line_for<'c>(card: &'c Datacard, process: &str, channel: &str) -> Option<&'c 
         .filter(|s| s.file != "FAKE")
 }
 
-/// A column's templates: the nominal, and per shape systematic its Up and Down.
+/// A column's templates as Combine reads them (rounded to single precision), the integrals of
+/// the histograms as stored (Combine's rate of `-1` and its shape κ's), the nominal's bin
+/// errors, and per shape systematic its Up and Down.
 pub(crate) struct Template {
     pub nominal: Vec<f64>,
-    /// (systematic index in the card, up, down), the templates as read.
-    pub variations: Vec<(usize, Vec<f64>, Vec<f64>)>,
+    pub integral: f64,
+    pub errors: Vec<f64>,
+    pub variations: Vec<Variation>,
+}
+
+/// One shape systematic's templates of a column.
+pub(crate) struct Variation {
+    /// The systematic's index in the card.
+    pub syst: usize,
+    pub up: Vec<f64>,
+    pub down: Vec<f64>,
+    pub up_integral: f64,
+    pub down_integral: f64,
 }
 
 /// The template of one column, or `None` for a counting column.
@@ -137,7 +168,9 @@ pub(crate) fn template(
     })?;
     let name = files.name(pattern, &c.process, &c.bin, &place)?;
     let file = files.name(&line.file, &c.process, &c.bin, &place)?;
-    let nominal = files.histogram(&file, &name, &place)?;
+    let (nominal, errors) = files.histogram_with_errors(&file, &name, &place)?;
+    let integral = nominal.iter().sum();
+    let nominal = single_precision(nominal);
     let mut variations = Vec::new();
     for (s, syst) in card.systematics.iter().enumerate() {
         let crate::Kind::Shape { pdf } = &syst.kind else {
@@ -173,10 +206,19 @@ pub(crate) fn template(
                 continue;
             }
         }
-        variations.push((s, read("Up")?, read("Down")?));
+        let (up, down) = (read("Up")?, read("Down")?);
+        variations.push(Variation {
+            syst: s,
+            up_integral: up.iter().sum(),
+            down_integral: down.iter().sum(),
+            up: single_precision(up),
+            down: single_precision(down),
+        });
     }
     Ok(Some(Template {
         nominal,
+        integral,
+        errors,
         variations,
     }))
 }
@@ -196,7 +238,15 @@ pub(crate) fn observed(
     })?;
     let name = files.name(pattern, "data_obs", channel, &place)?;
     let file = files.name(&line.file, "data_obs", channel, &place)?;
-    files.histogram(&file, &name, &place).map(Some)
+    files
+        .histogram(&file, &name, &place)
+        .map(|counts| Some(single_precision(counts)))
+}
+
+/// A template's (or the data's) contents as Combine reads them: copied into a TH1F
+/// (`ShapeTools.rebinH1`), so rounded to single precision (template errors stay double).
+pub(crate) fn single_precision(contents: Vec<f64>) -> Vec<f64> {
+    contents.into_iter().map(|v| v as f32 as f64).collect()
 }
 
 /// Combine's `"%f"` of a shape normalisation κ: six decimals.

@@ -284,12 +284,21 @@ pub fn significance(
     config: &FitConfig,
 ) -> Result<Significance> {
     let h = hypotest_asymptotic(fitter, 0.0, data, config, TestStatistic::Q0)?;
-    let z = |p: f64| -crate::stats::normal_quantile(p);
+    // Z of a p-value; below the smallest normal double (Z ≳ 37.5, where p underflows) Z is
+    // read in √q space instead: p = Φ(−(t + √q_A)), so Z = t + √q_A.
+    let z = |p: f64, t: f64| {
+        if p >= f64::MIN_POSITIVE {
+            -crate::stats::normal_quantile(p)
+        } else {
+            t + h.sqrt_q_asimov
+        }
+    };
+    let z_exp = std::array::from_fn(|k| z(h.cls.clsb_exp[k], [2.0, 1.0, 0.0, -1.0, -2.0][k]));
     Ok(Significance {
         p0_obs: h.cls.clsb_obs,
-        z_obs: z(h.cls.clsb_obs),
+        z_obs: z(h.cls.clsb_obs, h.asymptotic_teststat),
         p0_exp: h.cls.clsb_exp,
-        z_exp: h.cls.clsb_exp.map(z),
+        z_exp,
         hypotest: h,
     })
 }

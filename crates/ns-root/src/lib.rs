@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! let file = ns_root::RootFile::open(std::path::Path::new("data.root"))?;
-//! let h = file.histogram("SR/signal")?; // the highest cycle; "SR/signal;1" names one
+//! let h = file.histogram("SR/signal")?; // its first cycle listed (ROOT's Get); "SR/signal;1" names one
 //! println!("{:?}", h.values());
 //! # Ok::<(), ns_core::Error>(())
 //! ```
@@ -187,12 +187,13 @@ impl RootFile {
         file::keys(self.bytes(), &dir, &self.origin(&what, Some(0)))
     }
 
-    /// The key named `name` (`name;cycle` for one cycle; else the highest) in `keys`.
+    /// The key named `name` in `keys`: `name;cycle` names one cycle; a plain name is the first
+    /// key of that name in the directory's list, as ROOT's `TDirectoryFile::Get` reads it (the
+    /// highest cycle in files ROOT writes, which list the newest first; not in every file).
     fn find(&self, keys: &[Key], name: &str, dir: &str) -> Result<Key> {
         let (name, cycle) = split_cycle(name);
         keys.iter()
-            .filter(|k| k.name == name && cycle.is_none_or(|c| k.cycle == c))
-            .max_by_key(|k| k.cycle)
+            .find(|k| k.name == name && cycle.is_none_or(|c| k.cycle == c))
             .cloned()
             .ok_or_else(|| {
                 let mut names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();

@@ -12,6 +12,7 @@ use ns_core::{CompiledModel, Error, Result};
 
 use super::plan::{EntryFactors, Plan, histosys_sums_len, padded_entries_len, row_span};
 use super::simd::{self, Simd};
+use super::stats::StatScratch;
 use crate::data::PreparedData;
 use crate::poisson::poisson_deviance;
 use ns_core::lanes::{LANES, dot};
@@ -58,6 +59,8 @@ pub struct Scratch {
     floored: Vec<bool>,
     /// Per sample block: the renormalisation T / Σ f of a renormalised block.
     block_renorm: Vec<f64>,
+    /// The statistical terms' state (CMS Combine's autoMCStats); empty without them.
+    pub(super) stats: StatScratch,
 }
 
 impl Scratch {
@@ -104,6 +107,7 @@ impl Scratch {
             suffix: vec![0.0; max_factors + 1],
             floored: vec![false; padded_entries_len(model)],
             block_renorm: vec![1.0; blocks],
+            stats: StatScratch::new(model),
         }
     }
 
@@ -121,6 +125,50 @@ pub(super) fn bin_weight(observed: f64, expected: f64) -> f64 {
         1.0
     } else {
         1.0 - observed / expected
+    }
+}
+
+/// Adds the gradient of block `block`'s entry factors (staterror, shapesys, shapefactor, gmN):
+/// with `weight(i)` = d NLL / d (the product of bin i's factors), dθ_j gets
+/// weight(i) · Π_{k≠j} θ_k.
+#[inline(always)]
+fn entry_factor_gradient(
+    m: &CompiledModel,
+    block: &super::plan::BlockPlan,
+    params: &[f64],
+    suffix: &mut [f64],
+    grad: &mut [f64],
+    weight: impl Fn(usize) -> f64,
+) {
+    let (e0, n) = (block.entry_start, block.n_bins);
+    match block.entry_factors {
+        EntryFactors::None => {}
+        EntryFactors::One { start } => {
+            let factor_params = &m.entry_factor_param[start as usize..start as usize + n];
+            for (i, &p) in factor_params.iter().enumerate() {
+                grad[p as usize] += weight(i);
+            }
+        }
+        EntryFactors::Several => {
+            for i in 0..n {
+                let factor_params = m.entry_factor_params(e0 + i);
+                match factor_params {
+                    [] => {}
+                    [p] => grad[*p as usize] += weight(i),
+                    _ => {
+                        products_of_others(
+                            |j| params[factor_params[j] as usize],
+                            factor_params.len(),
+                            suffix,
+                        );
+                        let outer = weight(i);
+                        for (j, &p) in factor_params.iter().enumerate() {
+                            grad[p as usize] += outer * suffix[j];
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -466,25 +514,27 @@ impl<'m> CpuEvaluator<'m> {
                         }
                     }
                 }
-                if let Some((floor, total)) = block.normalise {
-                    // Raised to the floor, then scaled back to the nominal total; the raised
-                    // bins marked for the backward pass (they do not move with α).
+                if let Some(floor) = block.floor {
+                    // Raised to the floor (and scaled back to the nominal total where asked);
+                    // the raised bins marked for the backward pass (they do not move with α).
                     let bins = block.base_start..block.base_start + n;
                     let mut sum = 0.0;
                     for (v, raised) in base[bins.clone()]
                         .iter_mut()
                         .zip(&mut floored[bins.clone()])
                     {
-                        *raised = *v < floor;
+                        *raised = *v < floor.floor;
                         if *raised {
-                            *v = floor;
+                            *v = floor.floor;
                         }
                         sum += *v;
                     }
-                    let k = total / sum;
-                    block_renorm[b] = k;
-                    for v in &mut base[bins] {
-                        *v *= k;
+                    if let Some(total) = floor.renormalise_to {
+                        let k = total / sum;
+                        block_renorm[b] = k;
+                        for v in &mut base[bins] {
+                            *v *= k;
+                        }
                     }
                 }
             }
@@ -513,6 +563,9 @@ impl<'m> CpuEvaluator<'m> {
             for ((nu, &base), &product) in expected.iter_mut().zip(base).zip(&*entry_product) {
                 *nu += base * scale * product;
             }
+        }
+        if !plan.stats.is_empty() {
+            super::stats::forward(plan, params, s);
         }
     }
 
@@ -623,6 +676,12 @@ impl<'m> CpuEvaluator<'m> {
             nll += poisson_deviance(n, lambda);
             *weight = bin_weight(n, lambda);
         }
+        // A bin held at its floor does not move.
+        for (&bin, &floored) in self.plan.stat_bins.iter().zip(&s.stats.bin_floored) {
+            if floored {
+                s.bin_weight[bin] = 0.0;
+            }
+        }
         for c in &m.gaussian {
             let theta = params[c.param as usize];
             let pull = (data.aux[c.aux_index as usize] - theta) / c.sigma;
@@ -659,6 +718,13 @@ impl<'m> CpuEvaluator<'m> {
             ))
         })?;
         let (e0, n) = (b.entry_start as usize, b.n_bins as usize);
+        if !m.bin_stats.is_empty() {
+            return Err(Error::InvalidInput(
+                "a nominal that replaces a sample's is not differentiated through template \
+                 statistics (autoMCStats)"
+                    .into(),
+            ));
+        }
         if out.len() != n {
             return Err(Error::InvalidInput(format!(
                 "nominal gradient buffer has length {} but the block has {n} bins",
@@ -721,6 +787,7 @@ impl<'m> CpuEvaluator<'m> {
             block_scale,
             block_log_weight,
             suffix,
+            stats,
             ..
         } = s;
         let (bin_weight, base, entry_product) = (&bin_weight[..], &base[..], &entry_product[..]);
@@ -734,6 +801,18 @@ impl<'m> CpuEvaluator<'m> {
             &mut block_log_weight[..],
             &mut suffix[..],
         );
+        if !plan.stats.is_empty() {
+            super::stats::backward(
+                plan,
+                params,
+                bin_weight,
+                base,
+                block_scale,
+                entry_product,
+                stats,
+                grad,
+            );
+        }
         for (b, block) in plan.blocks.iter().enumerate() {
             let scale = block_scale[b];
             let (e0, n, bin0) = (block.entry_start, block.n_bins, block.bin_start);
@@ -747,8 +826,18 @@ impl<'m> CpuEvaluator<'m> {
             {
                 *w = bw * product;
             }
-            // d NLL / d scale.
-            let unscaled = dot(entry_weight, base);
+            // d NLL / d scale; a block read by statistical terms adds what they owe to its
+            // factors (an entry's Poisson factor θ/n, its share of a Gaussian term).
+            let stat = block.stats.then(|| stats.entry_terms(e0..e0 + n));
+            if let Some((multiplier, _)) = stat {
+                for (w, &m) in entry_weight.iter_mut().zip(multiplier) {
+                    *w *= m;
+                }
+            }
+            let mut unscaled = dot(entry_weight, base);
+            if let Some((_, factor_weight)) = stat {
+                unscaled += dot(factor_weight, &entry_product[e0..e0 + n]);
+            }
 
             // Linear factors: d scale / d θ_j = normsys product · Π_{i≠j} θ_i.
             let linear = &block_linear[block.linear.clone()];
@@ -790,11 +879,14 @@ impl<'m> CpuEvaluator<'m> {
                         }
                     }
                 }
-                if let Some((_, total)) = block.normalise {
-                    // y = f·T/F: dy_b = (T/F)(df_b − f_b·dF/F), so each weight w_b becomes
-                    // (w_b − Σ w·y/T)·T/F where f_b moves (not raised to the floor).
-                    let mean = dot(entry_weight, base) / total;
-                    let k = block_renorm[b];
+                if let Some(floor) = block.floor {
+                    // A bin raised to the floor does not move with α. Renormalised, y = f·T/F:
+                    // dy_b = (T/F)(df_b − f_b·dF/F), so each weight w_b becomes
+                    // (w_b − Σ w·y/T)·T/F where f_b moves.
+                    let (mean, k) = match floor.renormalise_to {
+                        Some(total) => (dot(entry_weight, base) / total, block_renorm[b]),
+                        None => (0.0, 1.0),
+                    };
                     let raised = &floored[block.base_start..block.base_start + n];
                     for (w, &raised) in entry_weight.iter_mut().zip(raised) {
                         *w = if raised { 0.0 } else { (*w - mean) * k };
@@ -809,33 +901,14 @@ impl<'m> CpuEvaluator<'m> {
             }
 
             // Entry factors: dν_e/dθ_j = base_e · scale · Π_{i≠j} θ_i.
-            match block.entry_factors {
-                EntryFactors::None => {}
-                EntryFactors::One { start } => {
-                    let factor_params = &m.entry_factor_param[start as usize..start as usize + n];
-                    for ((&p, &bw), &base) in factor_params.iter().zip(bin_weight).zip(base) {
-                        grad[p as usize] += bw * base * scale;
-                    }
-                }
-                EntryFactors::Several => {
-                    for (i, (&bw, &base)) in bin_weight.iter().zip(base).enumerate() {
-                        let factor_params = m.entry_factor_params(e0 + i);
-                        let outer = bw * base * scale;
-                        match factor_params {
-                            [] => {}
-                            [p] => grad[*p as usize] += outer,
-                            _ => {
-                                products_of_others(
-                                    |j| params[factor_params[j] as usize],
-                                    factor_params.len(),
-                                    suffix,
-                                );
-                                for (j, &p) in factor_params.iter().enumerate() {
-                                    grad[p as usize] += outer * suffix[j];
-                                }
-                            }
-                        }
-                    }
+            match stat {
+                None => entry_factor_gradient(m, block, params, suffix, grad, |i| {
+                    bin_weight[i] * base[i] * scale
+                }),
+                Some((multiplier, factor_weight)) => {
+                    entry_factor_gradient(m, block, params, suffix, grad, |i| {
+                        (bin_weight[i] * base[i] * multiplier[i] + factor_weight[i]) * scale
+                    })
                 }
             }
         }
@@ -905,6 +978,11 @@ impl<'m> CpuEvaluator<'m> {
             let base = self.plan.block_base(&s.base, block);
             for (i, &base) in base.iter().enumerate() {
                 yields[e0 + i] = base * s.block_scale[b] * s.entry_product[e0 + i];
+            }
+        }
+        if !m.bin_stats.is_empty() {
+            for (y, shift) in yields.iter_mut().zip(&s.stats.shift) {
+                *y += shift;
             }
         }
         Ok(yields)

@@ -123,7 +123,7 @@ impl CpuEvaluator<'_> {
     /// The Hessian of the NLL at `params` (with respect to every parameter), analytic: `part`
     /// says whether the whole matrix or its diagonal. `None` where the module's form does not
     /// hold: a γ at 0, two linear factors of one sample at 0, a normsys product that is not a
-    /// normal number, a block renormalised after a floor (its second derivatives are left to
+    /// normal number, a floored block or statistical terms (their second derivatives are left to
     /// differences of the gradient).
     pub fn nll_hessian(
         &self,
@@ -135,7 +135,7 @@ impl CpuEvaluator<'_> {
         self.check_params(params)?;
         self.check_data(data)?;
         let m = self.model;
-        if !m.normalised_blocks.is_empty() {
+        if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() {
             return Ok(None);
         }
         let plan = &*self.plan;

@@ -7,6 +7,7 @@ mod evaluator;
 mod hessian;
 mod plan;
 pub mod simd;
+mod stats;
 
 pub use backend::CpuBackend;
 pub use evaluator::{CpuEvaluator, Scratch};

@@ -12,7 +12,7 @@ use std::ops::Range;
 use ns_core::CompiledModel;
 use ns_core::interp::NormsysCode;
 use ns_core::lanes::LANES;
-use ns_core::layout::{NormsysInput, SampleBlock, ScalarFactor};
+use ns_core::layout::{BinStat, NormsysInput, SampleBlock, ScalarFactor};
 
 /// Length of a block's histosys row `[up, down]` per term, padded to whole vectors.
 pub(crate) fn padded_histosys_row(block: &SampleBlock) -> usize {
@@ -111,8 +111,38 @@ pub(crate) struct BlockPlan {
     pub row_len: usize,
     pub sums_start: usize,
     pub entry_factors: EntryFactors,
-    /// Renormalised after a floor: the floor and the sum of its nominal yields.
-    pub normalise: Option<(f64, f64)>,
+    /// Its morphed yields' floor, if any.
+    pub floor: Option<BlockFloor>,
+    /// Whether statistical terms (`Plan::stats`) read its entries.
+    pub stats: bool,
+}
+
+/// The floor of a block's morphed yields, and the sum of its nominal yields where it is
+/// renormalised to that sum afterwards.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BlockFloor {
+    pub floor: f64,
+    pub renormalise_to: Option<f64>,
+}
+
+/// An entry read by a statistical term: where it lies, and its template error σ.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct StatEntry {
+    pub entry: usize,
+    pub block: usize,
+    /// Its bin within the block.
+    pub offset: usize,
+    pub sigma: f64,
+}
+
+/// A [`BinStat`] resolved to blocks: its main bin, parameter, entries (`Plan::stat_entries`)
+/// and, for a Poisson term, the effective count n (the entry's factor is θ/n).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StatPlan {
+    pub bin: usize,
+    pub param: usize,
+    pub entries: Range<usize>,
+    pub poisson_count: Option<f64>,
 }
 
 impl BlockPlan {
@@ -177,6 +207,11 @@ pub(crate) struct Plan {
     /// The nominal yields block by block, each block padded with zeros to whole vectors: the
     /// layout of the evaluator's base yields, so that its passes read and write whole vectors.
     pub nominal: Vec<f64>,
+    /// The statistical terms (CMS Combine's autoMCStats), their entries, and the main bins they
+    /// add to (each once, ascending: the bins floored at [`BinStat::FLOOR`]).
+    pub stats: Vec<StatPlan>,
+    pub stat_entries: Vec<StatEntry>,
+    pub stat_bins: Vec<usize>,
 }
 
 impl Plan {
@@ -219,6 +254,9 @@ impl Plan {
             histosys_groups: Vec::new(),
             histosys_term_pair: Vec::new(),
             nominal: Vec::with_capacity(padded_entries_len(m)),
+            stats: Vec::with_capacity(m.bin_stats.len()),
+            stat_entries: Vec::new(),
+            stat_bins: Vec::new(),
         };
         plan.group_inputs = plan
             .groups
@@ -269,11 +307,15 @@ impl Plan {
                 row_len,
                 sums_start,
                 entry_factors: entry_factors(m, block),
-                normalise: m
-                    .normalised_blocks
+                floor: m
+                    .floored_blocks
                     .iter()
-                    .find(|nb| nb.block as usize == b)
-                    .map(|nb| (nb.floor, m.nominal[e0..e0 + n].iter().sum())),
+                    .find(|fb| fb.block as usize == b)
+                    .map(|fb| BlockFloor {
+                        floor: fb.floor,
+                        renormalise_to: fb.renormalise.then(|| m.nominal[e0..e0 + n].iter().sum()),
+                    }),
+                stats: false,
             };
             plan.nominal.extend_from_slice(&m.nominal[e0..e0 + n]);
             plan.nominal
@@ -285,7 +327,62 @@ impl Plan {
         histosys_terms.sort_by_key(|&(param, block, _)| (param, block));
         plan.histosys_groups = param_groups(histosys_terms.iter().map(|t| t.0));
         plan.histosys_term_pair = histosys_terms.iter().map(|t| t.2).collect();
+        plan.add_stats(m);
         plan
+    }
+
+    /// Resolves the model's statistical terms to blocks (their entries are the model's own:
+    /// its builder lays them out).
+    fn add_stats(&mut self, m: &CompiledModel) {
+        let locate = |entry: u32, sigma: f64| {
+            let entry = entry as usize;
+            let block = m
+                .samples
+                .partition_point(|b| (b.entry_start + b.n_bins) as usize <= entry);
+            StatEntry {
+                entry,
+                block,
+                offset: entry - m.samples[block].entry_start as usize,
+                sigma,
+            }
+        };
+        for stat in &m.bin_stats {
+            let start = self.stat_entries.len();
+            let (bin, param, poisson_count) = match stat {
+                BinStat::Gaussian {
+                    bin,
+                    param,
+                    entries,
+                } => {
+                    self.stat_entries
+                        .extend(entries.iter().map(|&(e, sigma)| locate(e, sigma)));
+                    (*bin as usize, *param as usize, None)
+                }
+                BinStat::Poisson {
+                    entry,
+                    param,
+                    count,
+                } => {
+                    let located = locate(*entry, 0.0);
+                    self.stat_entries.push(located);
+                    let block = &m.samples[located.block];
+                    let bin = (block.bin_start as usize) + located.offset;
+                    (bin, *param as usize, Some(*count))
+                }
+            };
+            for e in &self.stat_entries[start..] {
+                self.blocks[e.block].stats = true;
+            }
+            self.stats.push(StatPlan {
+                bin,
+                param,
+                entries: start..self.stat_entries.len(),
+                poisson_count,
+            });
+            self.stat_bins.push(bin);
+        }
+        self.stat_bins.sort_unstable();
+        self.stat_bins.dedup();
     }
 
     /// Appends the histosys differences of `sample` (planned as `block`) to `histosys_rows` and

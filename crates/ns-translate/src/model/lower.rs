@@ -198,7 +198,8 @@ pub(super) fn lower(
         gaussian_ranges: vec![],
         normsys_inputs: vec![],
         poisson_ranges: vec![],
-        normalised_blocks: vec![],
+        floored_blocks: vec![],
+        bin_stats: vec![],
         clip_sample_yields: root,
     };
     for p in placed {
