@@ -47,3 +47,17 @@ def test_mass_and_channel_patterns_name_the_templates():
     assert fit["converged"] and abs(fit["bestfit"][0] - reference["multidimfit_singles"]["r_hat"]) < 1e-3
     other = subprocess.run([str(BIN), "fit", str(ROOT / "examples" / "analysis.json"), "-m", "125"], capture_output=True, text=True)
     assert other.returncode != 0 and "applies to CMS Combine datacards" in other.stderr
+
+
+def test_python_takes_the_mass_as_the_cli_does():
+    """`Datacard(path, mass=…)` is the CLI's `-m`: 125, 125.0 and "125" name the same templates,
+    and the fit is the CLI's; a mass that is neither text nor a number is refused."""
+    card = CORPUS / "data" / "ci" / "htt_multiple_regions.txt"
+    with pytest.raises(nextstat.InvalidInputError, match=r"names \$MASS"):
+        nextstat.Datacard(card).model()
+    cli = json.loads(subprocess.run([str(BIN), "fit", str(card), "-m", "125"], capture_output=True, text=True, check=True).stdout)
+    for mass in (125, 125.0, "125"):
+        fit = nextstat.fit(nextstat.Datacard(card, mass=mass).model())
+        assert fit.twice_nll == pytest.approx(cli["twice_nll"], rel=1e-12), mass
+    with pytest.raises(TypeError, match="mass must be"):
+        nextstat.Datacard(card, mass=[125])

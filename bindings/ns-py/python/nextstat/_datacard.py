@@ -15,16 +15,27 @@ from ._model import Model
 
 
 class Datacard:
-    """A datacard from its file, or from its text (``Datacard(text="imax 1\\n…")``)."""
+    """A datacard from its file, or from its text (``Datacard(text="imax 1\\n…")``); ``mass``
+    is what ``$MASS`` in its template names stands for (text2workspace's ``-m``)."""
 
-    def __init__(self, path: str | Path | None = None, *, text: str | None = None) -> None:
+    def __init__(
+        self, path: str | Path | None = None, *, text: str | None = None, mass: str | float | None = None
+    ) -> None:
         if (path is None) == (text is None):
             raise TypeError("Datacard: give the card's path or its text (text=...), one of them")
         if path is not None and not isinstance(path, (str, Path)):
             raise TypeError(f"Datacard: path must be a str or pathlib.Path, not {type(path).__name__}")
         if text is not None and not isinstance(text, str):
             raise TypeError(f"Datacard: text must be a str, not {type(text).__name__}")
+        if mass is not None and (isinstance(mass, bool) or not isinstance(mass, (str, int, float))):
+            raise TypeError(f"Datacard: mass must be a str or a number, not {type(mass).__name__}")
         self._reference = {"format": "datacard", **({"card": str(path)} if path is not None else {"text": text})}
+        if mass is not None:
+            # As names spell it: 125 and 125.0 are both "125".
+            if isinstance(mass, str):
+                self._reference["mass"] = mass
+            else:
+                self._reference["mass"] = str(int(mass)) if float(mass).is_integer() else repr(float(mass))
 
     def model(self) -> Model:
         """The model of the card (a ``nextstat.Model`` holding the card's observations): the POI
