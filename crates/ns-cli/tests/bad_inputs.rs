@@ -327,7 +327,9 @@ fn a_significance_beyond_the_smallest_p_value_is_still_a_number() {
     assert_eq!(code, Some(0), "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["p0_obs"], 0.0);
-    let z = v["Z_obs"].as_f64().unwrap_or_else(|| panic!("Z_obs {}", v["Z_obs"]));
+    let z = v["Z_obs"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("Z_obs {}", v["Z_obs"]));
     assert!(z.is_finite() && z > 37.5, "{z}");
 }
 
