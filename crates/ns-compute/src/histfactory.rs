@@ -124,6 +124,24 @@ impl Likelihood for HistFactoryModel {
         CpuEvaluator::new(&self.compiled).expected_data(params, &mut Scratch::new(&self.compiled))
     }
 
+    fn analytic_parameters(&self) -> Vec<usize> {
+        if self.compiled.bin_stats.is_empty() {
+            return Vec::new();
+        }
+        CpuEvaluator::new(&self.compiled).analytic_parameters()
+    }
+
+    fn profile_analytic(&self, params: &mut [f64], data: &PreparedData) -> Result<()> {
+        if self.compiled.bin_stats.is_empty() {
+            return Ok(());
+        }
+        CpuEvaluator::new(&self.compiled).profile_analytic(
+            params,
+            data,
+            &mut Scratch::new(&self.compiled),
+        )
+    }
+
     fn negative_empty_bins(
         &self,
         params: &[f64],
@@ -170,6 +188,24 @@ impl Likelihood for HistFactoryModel {
 
     fn open(&self, device: Device) -> Result<Box<dyn Backend + '_>> {
         crate::backend::open(device, &self.compiled)
+    }
+
+    fn open_for_fits(&self, device: Device) -> Result<Box<dyn Backend + '_>> {
+        let analytic = self.compiled.bin_stats.iter().any(|s| {
+            matches!(
+                s,
+                ns_core::layout::BinStat::Gaussian {
+                    analytic: Some(_),
+                    ..
+                }
+            )
+        });
+        match device {
+            Device::Cpu if analytic => Ok(Box::new(
+                crate::cpu::CpuBackend::new(&self.compiled).profiled(),
+            )),
+            _ => self.open(device),
+        }
     }
 
     fn resolve(&self, device: Device, workload: Workload) -> Device {

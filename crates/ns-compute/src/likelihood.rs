@@ -185,6 +185,27 @@ pub trait Likelihood: Send + Sync {
         None
     }
 
+    /// Parameters a fit sets analytically at every step, to their minimum given the others,
+    /// instead of minimising over them (CMS Combine's per-bin autoMCStats parameters); the
+    /// model suggests them fixed, and [`open_for_fits`](Self::open_for_fits) evaluates the NLL
+    /// profiled over them. None by default.
+    fn analytic_parameters(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
+    /// A backend whose NLL is a fit's objective: profiled over the
+    /// [`analytic_parameters`](Self::analytic_parameters) where the model has them; else
+    /// [`open`](Self::open).
+    fn open_for_fits(&self, device: Device) -> Result<Box<dyn Backend + '_>> {
+        self.open(device)
+    }
+
+    /// Sets the [`analytic_parameters`](Self::analytic_parameters) in `params` for `data`.
+    fn profile_analytic(&self, params: &mut [f64], data: &PreparedData) -> Result<()> {
+        let _ = (params, data);
+        Ok(())
+    }
+
     /// Settings of the model worth reporting beside an evaluation (name, value).
     fn settings(&self) -> Vec<(&'static str, String)> {
         Vec::new()

@@ -214,11 +214,16 @@ pub struct FlooredBlock {
 #[derive(Clone, Debug, PartialEq)]
 pub enum BinStat {
     /// ν_bin += θ·√(Σ_e (F_e σ_e)²) over the listed (entry, σ_e): one Gaussian parameter for the
-    /// bin's summed template error, or for one process's where one entry is listed.
+    /// bin's summed template error, or for one process's where one entry is listed. Where
+    /// `analytic` gives θ's range, fits set θ to its minimum given the other parameters at
+    /// every step, within that range, instead of minimising over it (Combine's analytic
+    /// Barlow–Beeston, `CMSHistErrorPropagator::runBarlowBeeston`); θ needs a Gaussian
+    /// constraint of width 1, and no other term in its bin.
     Gaussian {
         bin: u32,
         param: u32,
         entries: Vec<(u32, f64)>,
+        analytic: Option<(f64, f64)>,
     },
     /// Entry e's yield times x/n: the process's effective count n in the bin, x
     /// Poisson-constrained to n.

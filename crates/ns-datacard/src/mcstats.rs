@@ -18,18 +18,20 @@ use crate::Datacard;
 use crate::model::{Parameter, Shaped};
 
 /// The range of every autoMCStats Gaussian parameter.
-const GAUSSIAN_RANGE: f64 = 7.0;
+pub(crate) const GAUSSIAN_BOUNDS: (f64, f64) = (-7.0, 7.0);
 /// The tail, in Gaussian σ, outside a Poisson parameter's range.
 const POISSON_RANGE_SIGMA: f64 = 7.0;
 
 /// A statistical term by column and bin of its channel, before the model's entries exist.
 pub(crate) enum StatSpec {
-    /// θ·√(Σ (F σ)²) over the listed (column, σ) in bin `bin` of channel `channel`.
+    /// θ·√(Σ (F σ)²) over the listed (column, σ) in bin `bin` of channel `channel`; a bin's
+    /// own parameter is set analytically in fits (`analytic`), as Combine sets it.
     Gaussian {
         channel: usize,
         bin: usize,
         param: u32,
         columns: Vec<(usize, f64)>,
+        analytic: bool,
     },
     /// Column `column`'s yield in bin `bin` times x/count.
     Poisson {
@@ -76,12 +78,17 @@ pub(crate) fn bin_parameters(
                     .map(|&c| (c, columns[c].errors[j]))
                     .filter(|&(_, e)| e > 0.0)
                     .collect();
-                let param = push(parameters, gaussian(&bin_name));
+                // Combine holds it constant in its fits and sets it at every step
+                // (`runBarlowBeeston`): suggested fixed here, set by the fitter.
+                let mut parameter = gaussian(&bin_name);
+                parameter.fixed = true;
+                let param = push(parameters, parameter);
                 specs.push(StatSpec::Gaussian {
                     channel,
                     bin: j,
                     param,
                     columns: with_error,
+                    analytic: true,
                 });
                 continue;
             }
@@ -107,6 +114,7 @@ pub(crate) fn bin_parameters(
                         bin: j,
                         param,
                         columns: vec![(c, e)],
+                        analytic: false,
                     });
                 }
             }
@@ -122,7 +130,7 @@ fn push(parameters: &mut Vec<Parameter>, parameter: Parameter) -> u32 {
 
 /// θ ∈ [−7, 7], N(0, 1).
 fn gaussian(name: &str) -> Parameter {
-    let mut p = Parameter::free(name, "autoMCStats", 0.0, (-GAUSSIAN_RANGE, GAUSSIAN_RANGE));
+    let mut p = Parameter::free(name, "autoMCStats", 0.0, GAUSSIAN_BOUNDS);
     p.constraint = Constraint::Gaussian;
     p.sigma = 1.0;
     p

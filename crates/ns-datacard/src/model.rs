@@ -863,6 +863,7 @@ fn assemble(
                 bin,
                 param,
                 columns,
+                analytic,
             } => BinStat::Gaussian {
                 bin: channel_bin[channel] + bin as u32,
                 param,
@@ -870,6 +871,7 @@ fn assemble(
                     .into_iter()
                     .map(|(c, sigma)| (column_entry[c] + bin as u32, sigma))
                     .collect(),
+                analytic: analytic.then_some(mcstats::GAUSSIAN_BOUNDS),
             },
             StatSpec::Poisson {
                 column,

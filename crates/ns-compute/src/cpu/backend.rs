@@ -25,6 +25,8 @@ pub struct CpuBackend<M> {
     /// slot per thread of the pool, so that parallel fits never wait on each other, and one for
     /// any other thread.
     scratch: Vec<Mutex<Option<Scratch>>>,
+    /// Evaluations profiled over the analytic parameters ([`CpuEvaluator::profiled`]).
+    profiled: bool,
 }
 
 impl<M: Borrow<CompiledModel>> CpuBackend<M> {
@@ -35,11 +37,20 @@ impl<M: Borrow<CompiledModel>> CpuBackend<M> {
             scratch: (0..=rayon::current_num_threads())
                 .map(|_| Mutex::new(None))
                 .collect(),
+            profiled: false,
         }
     }
 
+    /// The same backend, its NLL and gradient profiled over the analytic parameters: a fit's
+    /// objective ([`CpuEvaluator::profiled`]).
+    pub fn profiled(mut self) -> Self {
+        self.profiled = true;
+        self
+    }
+
     fn evaluator(&self) -> CpuEvaluator<'_> {
-        CpuEvaluator::with_plan(self.model.borrow(), &self.plan)
+        let eval = CpuEvaluator::with_plan(self.model.borrow(), &self.plan);
+        if self.profiled { eval.profiled() } else { eval }
     }
 
     /// One evaluation on the calling thread (a fit's step: no hop to the thread pool), with

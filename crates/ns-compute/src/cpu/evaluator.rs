@@ -22,6 +22,10 @@ use ns_core::lanes::{LANES, dot};
 pub struct CpuEvaluator<'m> {
     pub(super) model: &'m CompiledModel,
     pub(super) plan: std::borrow::Cow<'m, Plan>,
+    /// Evaluates the NLL profiled over the analytic parameters (a fit's objective): they are
+    /// set to their minimum at every point, their gradient is 0, and the others' gradient is
+    /// the profile's.
+    profiled: bool,
 }
 
 /// Working memory of one evaluation; reuse it across calls to avoid allocation.
@@ -29,7 +33,7 @@ pub struct CpuEvaluator<'m> {
 pub struct Scratch {
     pub(super) expected: Vec<f64>,
     /// Per main bin: d NLL / d expected.
-    bin_weight: Vec<f64>,
+    pub(super) bin_weight: Vec<f64>,
     /// Per entry of the blocks with histosys terms: nominal plus histosys deltas, laid out as
     /// `Plan::nominal` (read through `Plan::block_base`).
     pub(super) base: Vec<f64>,
@@ -317,7 +321,16 @@ impl<'m> CpuEvaluator<'m> {
         CpuEvaluator {
             model,
             plan: std::borrow::Cow::Owned(Plan::new(model)),
+            profiled: false,
         }
+    }
+
+    /// The same evaluator, its NLL and gradient profiled over the analytic parameters (CMS
+    /// Combine's per-bin autoMCStats parameters, [`ns_core::layout::BinStat`]), as fits see
+    /// them.
+    pub fn profiled(mut self) -> Self {
+        self.profiled = true;
+        self
     }
 
     /// An evaluator over a plan built once, by a caller that evaluates point after point.
@@ -325,6 +338,7 @@ impl<'m> CpuEvaluator<'m> {
         CpuEvaluator {
             model,
             plan: std::borrow::Cow::Borrowed(plan),
+            profiled: false,
         }
     }
 
@@ -671,6 +685,17 @@ impl<'m> CpuEvaluator<'m> {
     ) -> f64 {
         let m = self.model;
         self.forward(params, s);
+        // A profiled evaluation: the point with the analytic parameters at their minimum.
+        let profiled = self.profiled && self.plan.analytic;
+        let mut point = std::mem::take(&mut s.stats.point);
+        let params = if profiled {
+            point.clear();
+            point.extend_from_slice(params);
+            super::stats::profile_forward(&self.plan, data, &mut point, s);
+            &point[..]
+        } else {
+            params
+        };
         let mut nll = 0.0;
         for ((&lambda, &n), weight) in s.expected.iter().zip(&data.main).zip(&mut s.bin_weight) {
             nll += poisson_deviance(n, lambda);
@@ -681,6 +706,9 @@ impl<'m> CpuEvaluator<'m> {
             if floored {
                 s.bin_weight[bin] = 0.0;
             }
+        }
+        if profiled {
+            super::stats::weights(&self.plan, data, params, s);
         }
         for c in &m.gaussian {
             let theta = params[c.param as usize];
@@ -700,7 +728,13 @@ impl<'m> CpuEvaluator<'m> {
         if let Some(grad) = grad {
             grad.fill(0.0);
             self.backward(params, data, s, grad);
+            if profiled {
+                for t in self.plan.stats.iter().filter(|t| t.analytic.is_some()) {
+                    grad[t.param] = 0.0;
+                }
+            }
         }
+        s.stats.point = point;
         nll
     }
 
@@ -986,6 +1020,34 @@ impl<'m> CpuEvaluator<'m> {
             }
         }
         Ok(yields)
+    }
+
+    /// Sets the parameters that fits set analytically (CMS Combine's per-bin autoMCStats
+    /// parameters, [`ns_core::layout::BinStat`]) to their minimum given the others and `data`;
+    /// the rest of `params` is left as it is.
+    pub fn profile_analytic(
+        &self,
+        params: &mut [f64],
+        data: &PreparedData,
+        s: &mut Scratch,
+    ) -> Result<()> {
+        self.check_params(params)?;
+        self.check_data(data)?;
+        if self.plan.stats.iter().any(|t| t.analytic.is_some()) {
+            self.forward(params, s);
+            super::stats::profile(&self.plan, &s.stats, data, params);
+        }
+        Ok(())
+    }
+
+    /// The parameters [`profile_analytic`](Self::profile_analytic) sets.
+    pub fn analytic_parameters(&self) -> Vec<usize> {
+        self.plan
+            .stats
+            .iter()
+            .filter(|t| t.analytic.is_some())
+            .map(|t| t.param)
+            .collect()
     }
 
     /// Expected main data (`ν_b`, channels in pyhf order) and expected auxiliary data

@@ -143,6 +143,8 @@ pub(crate) struct StatPlan {
     pub param: usize,
     pub entries: Range<usize>,
     pub poisson_count: Option<f64>,
+    /// Set analytically in fits: θ's range and its global observable's index.
+    pub analytic: Option<((f64, f64), usize)>,
 }
 
 impl BlockPlan {
@@ -212,6 +214,8 @@ pub(crate) struct Plan {
     pub stats: Vec<StatPlan>,
     pub stat_entries: Vec<StatEntry>,
     pub stat_bins: Vec<usize>,
+    /// Whether a statistical term is set analytically in fits.
+    pub analytic: bool,
 }
 
 impl Plan {
@@ -257,6 +261,7 @@ impl Plan {
             stats: Vec::with_capacity(m.bin_stats.len()),
             stat_entries: Vec::new(),
             stat_bins: Vec::new(),
+            analytic: false,
         };
         plan.group_inputs = plan
             .groups
@@ -348,15 +353,22 @@ impl Plan {
         };
         for stat in &m.bin_stats {
             let start = self.stat_entries.len();
-            let (bin, param, poisson_count) = match stat {
+            let (bin, param, poisson_count, analytic) = match stat {
                 BinStat::Gaussian {
                     bin,
                     param,
                     entries,
+                    analytic,
                 } => {
                     self.stat_entries
                         .extend(entries.iter().map(|&(e, sigma)| locate(e, sigma)));
-                    (*bin as usize, *param as usize, None)
+                    let aux = m
+                        .gaussian
+                        .iter()
+                        .find(|c| c.param == *param)
+                        .map(|c| c.aux_index as usize);
+                    let analytic = analytic.zip(aux);
+                    (*bin as usize, *param as usize, None, analytic)
                 }
                 BinStat::Poisson {
                     entry,
@@ -367,7 +379,7 @@ impl Plan {
                     self.stat_entries.push(located);
                     let block = &m.samples[located.block];
                     let bin = (block.bin_start as usize) + located.offset;
-                    (bin, *param as usize, Some(*count))
+                    (bin, *param as usize, Some(*count), None)
                 }
             };
             for e in &self.stat_entries[start..] {
@@ -378,11 +390,13 @@ impl Plan {
                 param,
                 entries: start..self.stat_entries.len(),
                 poisson_count,
+                analytic,
             });
             self.stat_bins.push(bin);
         }
         self.stat_bins.sort_unstable();
         self.stat_bins.dedup();
+        self.analytic = self.stats.iter().any(|t| t.analytic.is_some());
     }
 
     /// Appends the histosys differences of `sample` (planned as `block`) to `histosys_rows` and

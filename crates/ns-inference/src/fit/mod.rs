@@ -70,6 +70,9 @@ pub struct Fitter<'m> {
     /// Set by the caller to stop: fits check it every iteration, batches between fits (CPU) or
     /// between launches (device), and return `Error::Interrupted`.
     interrupt: Arc<AtomicBool>,
+    /// Where `backend` is profiled over analytic parameters ([`Likelihood::open_for_fits`]):
+    /// the plain likelihood, for evaluations at a given point.
+    plain: Option<Box<dyn Backend + 'm>>,
 }
 
 impl<'m> Fitter<'m> {
@@ -85,11 +88,16 @@ impl<'m> Fitter<'m> {
             Device::Cpu => None,
             _ => Some(model.open(Device::Cpu)?),
         };
+        let plain = match model.analytic_parameters().is_empty() {
+            true => None,
+            false => Some(model.open(Device::Cpu)?),
+        };
         Ok(Fitter {
             model,
             backend,
             host,
             interrupt: Arc::new(AtomicBool::new(false)),
+            plain,
         })
     }
 
@@ -100,7 +108,7 @@ impl<'m> Fitter<'m> {
         workload: Workload,
     ) -> Result<Self> {
         let device = model.resolve(device, workload);
-        Fitter::with_backend(model, model.open(device)?)
+        Fitter::with_backend(model, model.open_for_fits(device)?)
     }
 
     /// The same fitter, stopping with `Error::Interrupted` once `flag` is set.
@@ -223,7 +231,7 @@ impl<'m> Fitter<'m> {
     /// backend (in f32 on an f32 backend).
     pub fn twice_nll(&self, params: &[f64], data: &PreparedData) -> Result<f64> {
         let mut grad = vec![0.0; self.model.n_params()];
-        let f = self.objective_on(&*self.backend, params, data, &mut grad)?;
+        let f = self.objective_on(self.plain(), params, data, &mut grad)?;
         Ok(2.0 * data.constant + f)
     }
 
@@ -240,7 +248,13 @@ impl<'m> Fitter<'m> {
         data: &PreparedData,
         grad: &mut [f64],
     ) -> Result<f64> {
-        Ok(2.0 * data.constant + self.objective_on(&*self.backend, params, data, grad)?)
+        Ok(2.0 * data.constant + self.objective_on(self.plain(), params, data, grad)?)
+    }
+
+    /// The backend of evaluations at a given point: the likelihood itself, not a fit's
+    /// objective profiled over analytic parameters.
+    fn plain(&self) -> &dyn Backend {
+        self.plain.as_deref().unwrap_or(&*self.backend)
     }
 
     fn check(&self, config: &FitConfig) -> Result<()> {
@@ -475,6 +489,8 @@ impl<'m> Fitter<'m> {
                 result.termination = Termination::ConvergedScaled;
             }
         }
+        // The analytic parameters where the objective set them at the end point.
+        self.model.profile_analytic(&mut result.parameters, data)?;
         if result.all_at_bound(config) {
             result.warn(ALL_AT_BOUND.into());
         }
