@@ -86,7 +86,7 @@ impl<'m> Fitter<'m> {
     pub fn with_backend(model: &'m dyn Likelihood, backend: Box<dyn Backend + 'm>) -> Result<Self> {
         let host = match backend.device() {
             Device::Cpu => None,
-            _ => Some(model.open(Device::Cpu)?),
+            _ => Some(model.open_for_fits(Device::Cpu)?),
         };
         let plain = match model.analytic_parameters().is_empty() {
             true => None,
@@ -615,7 +615,7 @@ impl<'m> Fitter<'m> {
         };
         // The f64 fit starts where the f32 one stopped, so it only descends (the f32 twice_nll
         // is not comparable: it carries the f32 rounding).
-        let host = Fitter::with_backend(self.model, self.model.open(Device::Cpu)?)?
+        let host = Fitter::with_backend(self.model, self.model.open_for_fits(Device::Cpu)?)?
             .with_interrupt(self.interrupt.clone());
         let mut refined = host.fit(data, &from_there)?;
         refined.iterations += stalled.iterations;
