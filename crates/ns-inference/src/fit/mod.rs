@@ -29,7 +29,6 @@ use ns_compute::{
 };
 use ns_core::optim::{LbfgsbOptions, Termination};
 use ns_core::{Error, Result};
-use rayon::prelude::*;
 
 pub(crate) use batch::{device_fits, device_optimizer_takes};
 pub use config::{FitConfig, FitJob};
@@ -221,9 +220,11 @@ impl<'m> Fitter<'m> {
         grad: &mut [f64],
     ) -> Result<()> {
         backend.nll_grad_batch(points, datasets, which, f, grad, &self.interrupt)?;
-        f.par_iter_mut()
-            .chain(grad.par_iter_mut())
-            .for_each(|v| *v *= 2.0);
+        // On this thread: a fit evaluates one point at a time, and a hop to the pool per
+        // evaluation costs more than the doubling (futex wake-ups, measured).
+        for v in f.iter_mut().chain(grad.iter_mut()) {
+            *v *= 2.0;
+        }
         Ok(())
     }
 
