@@ -201,11 +201,16 @@ impl PoissonRange {
 /// (`FastVerticalInterpHistPdf2`, channels without autoMCStats) the block's yields are then
 /// f_b · T / Σ f, T the sum of its nominal yields — what the morph already sums to wherever no
 /// bin is raised; otherwise (`CMSHistFunc`) they are the floored f_b.
+///
+/// `logarithmic` (Combine's `shapeN`, `CMSHistFunc`'s LogQuadLinear): the nominal and its
+/// histosys terms are logarithms of yields; the block's yields are e^f_b · T / Σ e^f (T = Σ of
+/// the nominal's e^f), then raised to the floor.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FlooredBlock {
     pub block: u32,
     pub floor: f64,
     pub renormalise: bool,
+    pub logarithmic: bool,
 }
 
 /// CMS Combine's autoMCStats (Barlow–Beeston-lite, `CMSHistErrorPropagator`): the template

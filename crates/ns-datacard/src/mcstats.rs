@@ -60,7 +60,7 @@ pub(crate) fn bin_parameters(
             .collect();
         let n_bins = members.first().map_or(0, |&c| columns[c].nominal.len());
         for j in 0..n_bins {
-            let yield_of = |c: usize| initial_factor[c] * columns[c].nominal[j];
+            let yield_of = |c: usize| initial_factor[c] * columns[c].yield_at(j);
             let error_of = |c: usize| initial_factor[c] * columns[c].errors[j];
             let counted = members
                 .iter()
@@ -93,7 +93,7 @@ pub(crate) fn bin_parameters(
                 continue;
             }
             for &c in &members {
-                let (v, e) = (columns[c].nominal[j], columns[c].errors[j]);
+                let (v, e) = (columns[c].yield_at(j), columns[c].errors[j]);
                 if !(e > 0.0) || v < 0.0 {
                     continue;
                 }

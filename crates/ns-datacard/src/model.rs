@@ -199,7 +199,9 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                     }
                 }
             }
-            Kind::Shape { pdf } if !matches!(pdf.as_str(), "shape" | "shape?") => {
+            Kind::Shape { pdf }
+                if !matches!(pdf.as_str(), "shape" | "shape?" | "shapeN" | "shapeN?") =>
+            {
                 return Err(refuse(format!("line {}: '{} {pdf}'", syst.line, syst.name)));
             }
             Kind::Shape { pdf } => {
@@ -216,7 +218,7 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                     if from_templates {
                         continue;
                     }
-                    if pdf == "shape" {
+                    if !pdf.ends_with('?') {
                         let column = &card.columns[c];
                         return Err(Error::InvalidModel(format!(
                             "{at}: process '{}' in channel '{}' has no templates (no shapes line \
@@ -279,14 +281,16 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
         .zip(shaped)
         .map(|((n, k), shape)| match shape {
             Some(mut shape) => {
-                shape
-                    .nominal
-                    .iter_mut()
-                    .chain(shape.errors.iter_mut())
-                    .for_each(|v| *v *= k);
+                // A constant factor k: yields times k, logarithms plus ln k.
+                let scale = |v: &mut f64| match shape.logarithmic {
+                    true => *v += k.ln(),
+                    false => *v *= k,
+                };
+                shape.nominal.iter_mut().for_each(scale);
                 for (_, hi, lo) in &mut shape.histosys {
-                    hi.iter_mut().chain(lo.iter_mut()).for_each(|v| *v *= k);
+                    hi.iter_mut().chain(lo.iter_mut()).for_each(scale);
                 }
+                shape.errors.iter_mut().for_each(|v| *v *= k);
                 shape.floor = shape.floor.map(|f| f * k);
                 shape
             }
@@ -296,6 +300,7 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                 histosys: Vec::new(),
                 floor: None,
                 renormalise: false,
+                logarithmic: false,
             },
         })
         .collect();
@@ -573,13 +578,26 @@ fn s_index(card: &Datacard, syst: &crate::Systematic) -> usize {
 /// A column's shape: its yields per bin and their template errors, its histosys terms
 /// (parameter, high and low yields per bin), and — where it is morphed — Combine's floor of the
 /// morphed template in yields (1e-9 of the template's units), after which it is renormalised
-/// where `renormalise` says.
+/// where `renormalise` says. `logarithmic` (shapeN): the nominal and histosys values are
+/// logarithms of yields (`ns_core::layout::FlooredBlock`).
 pub(crate) struct Shaped {
     pub nominal: Vec<f64>,
     pub errors: Vec<f64>,
     pub histosys: Vec<(u32, Vec<f64>, Vec<f64>)>,
     pub floor: Option<f64>,
     pub renormalise: bool,
+    pub logarithmic: bool,
+}
+
+impl Shaped {
+    /// The yield of bin `j` at the nominal point (a logarithmic shape's exponentiated, at
+    /// least its floor).
+    pub fn yield_at(&self, j: usize) -> f64 {
+        match self.logarithmic {
+            true => self.nominal[j].exp().max(self.floor.unwrap_or(0.0)),
+            false => self.nominal[j],
+        }
+    }
 }
 
 /// The columns' shapes from their templates (`None` for a counting column), each shape
@@ -615,6 +633,7 @@ fn shape_terms(
                 histosys: Vec::new(),
                 floor: None,
                 renormalise: false,
+                logarithmic: false,
             }));
             continue;
         }
@@ -658,8 +677,30 @@ fn shape_terms(
                  region then differs from each scale; not built yet)"
             )));
         }
+        // shapeN morphs the logarithm (`CMSHistFunc`'s LogQuadLinear); one process morphs one
+        // way, as Combine requires.
+        let is_log = |s: usize| matches!(&card.systematics[s].kind, Kind::Shape { pdf } if pdf.starts_with("shapeN"));
+        let logarithmic = t.variations.first().is_some_and(|v| is_log(v.syst));
+        if t.variations.iter().any(|v| is_log(v.syst) != logarithmic) {
+            return Err(Error::InvalidModel(format!(
+                "{place}: shape and shapeN systematics on one process (Combine allows one \
+                 morphing per process)"
+            )));
+        }
+        if logarithmic && !self_normalised {
+            return Err(Error::InvalidModel(format!(
+                "{place}: shapeN in a channel without autoMCStats \
+                 (FastVerticalInterpHistPdf2's logarithmic morphing; not built yet)"
+            )));
+        }
         let to_rate = if self_normalised { 1.0 } else { rate / total };
         let errors = t.errors.iter().map(|e| e * to_rate).collect();
+        // A shapeN template's bins as logarithms: ln h, or −999 where h ≤ 0 (`FastTemplate::Log`).
+        let log_nominal: Vec<f64> = t
+            .nominal
+            .iter()
+            .map(|&n| if n > 0.0 { n.ln() } else { -999.0 })
+            .collect();
         let mut histosys = Vec::new();
         for variation in &t.variations {
             let syst = &card.systematics[variation.syst];
@@ -685,6 +726,24 @@ fn shape_terms(
                         v * total / sum
                     }
                 };
+                if logarithmic {
+                    // ln h + s·ln(ĥ/h), the ratio's log 0 where either is not positive
+                    // (`FastTemplate::LogRatio`).
+                    return Ok(h
+                        .iter()
+                        .zip(&t.nominal)
+                        .zip(&log_nominal)
+                        .map(|((&v, &n), &ln)| {
+                            let v = rescaled(v);
+                            let ratio = if v > 0.0 && n > 0.0 {
+                                (v / n).ln()
+                            } else {
+                                0.0
+                            };
+                            ln + scale * ratio
+                        })
+                        .collect());
+                }
                 Ok(h.iter()
                     .zip(&t.nominal)
                     .map(|(&v, n)| to_rate * (n + scale * (rescaled(v) - n)))
@@ -708,6 +767,18 @@ fn shape_terms(
                 histosys,
                 floor: None,
                 renormalise: false,
+                logarithmic: false,
+            }));
+            continue;
+        }
+        if logarithmic {
+            shaped.push(Some(Shaped {
+                nominal: log_nominal,
+                errors,
+                histosys,
+                floor: Some(TEMPLATE_FLOOR),
+                renormalise: true,
+                logarithmic: true,
             }));
             continue;
         }
@@ -726,6 +797,7 @@ fn shape_terms(
                 histosys,
                 floor: None,
                 renormalise: false,
+                logarithmic: false,
             }));
             continue;
         }
@@ -739,6 +811,7 @@ fn shape_terms(
                 TEMPLATE_FLOOR * rate
             }),
             renormalise: !self_normalised,
+            logarithmic: false,
         }));
     }
     Ok(shaped)
@@ -826,6 +899,7 @@ fn assemble(
                     block: compiled.samples.len() as u32,
                     floor,
                     renormalise: shape.renormalise,
+                    logarithmic: shape.logarithmic,
                 });
             }
             column_entry[c] = compiled.nominal.len() as u32;

@@ -528,7 +528,25 @@ impl<'m> CpuEvaluator<'m> {
                         }
                     }
                 }
-                if let Some(floor) = block.floor {
+                if let Some(floor) = block.floor.filter(|f| f.logarithmic) {
+                    // Logarithms: exponentiated, scaled to the nominal total, then raised to the
+                    // floor (the raised bins marked: they do not move with α).
+                    let bins = block.base_start..block.base_start + n;
+                    let mut sum = 0.0;
+                    for v in &mut base[bins.clone()] {
+                        *v = v.exp();
+                        sum += *v;
+                    }
+                    let k = floor.renormalise_to.unwrap_or(sum) / sum;
+                    block_renorm[b] = k;
+                    for (v, raised) in base[bins.clone()].iter_mut().zip(&mut floored[bins]) {
+                        *v *= k;
+                        *raised = *v < floor.floor;
+                        if *raised {
+                            *v = floor.floor;
+                        }
+                    }
+                } else if let Some(floor) = block.floor {
                     // Raised to the floor (and scaled back to the nominal total where asked);
                     // the raised bins marked for the backward pass (they do not move with α).
                     let bins = block.base_start..block.base_start + n;
@@ -913,7 +931,22 @@ impl<'m> CpuEvaluator<'m> {
                         }
                     }
                 }
-                if let Some(floor) = block.floor {
+                if let Some(floor) = block.floor.filter(|f| f.logarithmic) {
+                    // y_b = T e^f_b / Σ e^f: dy_b/df_c = y_b δ_bc − y_b y_c / T, so the weight
+                    // of f_c is y_c (w_c − Σ w·y / T) over the bins that move (a raised bin's
+                    // own y, below the floor before it was raised, is taken at the floor).
+                    let total = floor.renormalise_to.unwrap_or(f64::NAN);
+                    let raised = &floored[block.base_start..block.base_start + n];
+                    for (w, &raised) in entry_weight.iter_mut().zip(raised) {
+                        if raised {
+                            *w = 0.0;
+                        }
+                    }
+                    let mean = dot(entry_weight, base) / total;
+                    for (w, &y) in entry_weight.iter_mut().zip(base) {
+                        *w = y * (*w - mean);
+                    }
+                } else if let Some(floor) = block.floor {
                     // A bin raised to the floor does not move with α. Renormalised, y = f·T/F:
                     // dy_b = (T/F)(df_b − f_b·dF/F), so each weight w_b becomes
                     // (w_b − Σ w·y/T)·T/F where f_b moves.

@@ -118,11 +118,13 @@ pub(crate) struct BlockPlan {
 }
 
 /// The floor of a block's morphed yields, and the sum of its nominal yields where it is
-/// renormalised to that sum afterwards.
+/// renormalised to that sum afterwards; `logarithmic`: its base values are logarithms,
+/// exponentiated and renormalised before the floor (`ns_core::layout::FlooredBlock`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct BlockFloor {
     pub floor: f64,
     pub renormalise_to: Option<f64>,
+    pub logarithmic: bool,
 }
 
 /// An entry read by a statistical term: where it lies, and its template error σ.
@@ -316,9 +318,19 @@ impl Plan {
                     .floored_blocks
                     .iter()
                     .find(|fb| fb.block as usize == b)
-                    .map(|fb| BlockFloor {
-                        floor: fb.floor,
-                        renormalise_to: fb.renormalise.then(|| m.nominal[e0..e0 + n].iter().sum()),
+                    .map(|fb| {
+                        let nominal = &m.nominal[e0..e0 + n];
+                        BlockFloor {
+                            floor: fb.floor,
+                            // Logarithmic blocks are always scaled to their nominal total.
+                            renormalise_to: (fb.renormalise || fb.logarithmic).then(|| {
+                                match fb.logarithmic {
+                                    true => nominal.iter().map(|v| v.exp()).sum(),
+                                    false => nominal.iter().sum(),
+                                }
+                            }),
+                            logarithmic: fb.logarithmic,
+                        }
                     }),
                 stats: false,
             };
