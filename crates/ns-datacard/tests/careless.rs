@@ -106,6 +106,26 @@ fn careless_cards_are_refused_by_line() {
             CARD.replace("kmax 2", "kmax *") + "y rateParam b1 bkg (@0+@1) a,b\n",
             "formulas are read as products and quotients",
         ),
+        (
+            CARD.replace("kmax 2", "kmax *") + "b2 autoMCStats 10\n",
+            "line 15: autoMCStats names channel 'b2', which the card does not have (b1)",
+        ),
+        (
+            CARD.replace("kmax 2", "kmax *") + "b1 autoMCStats ten\n",
+            "line 15: the autoMCStats threshold 'ten' is not a number",
+        ),
+        (
+            CARD.replace("kmax 2", "kmax *") + "b1 autoMCStats 10 yes\n",
+            "line 15: autoMCStats' include-signal 'yes' is not an integer",
+        ),
+        (
+            CARD.replace("kmax 2", "kmax *") + "* autoMCStats 10 0 2\n",
+            "autoMCStats hist-mode 2 on 'b1' (hist-mode 1 is read) (not built yet)",
+        ),
+        (
+            CARD.replace("kmax 2", "kmax *") + "* autoMCStats 10\n",
+            "autoMCStats on 'b1', where process 'sig' has no TH1 template",
+        ),
     ] {
         let message = error(&broken);
         assert!(message.contains(expected), "{expected}\n  got: {message}");
