@@ -81,6 +81,15 @@ impl PreparedData {
             .iter()
             .map(|c| c.sigma.ln() + ln_sqrt_2pi)
             .sum::<f64>();
+        // A two-sided width normalises by (σ_low + σ)/2 in place of σ.
+        constant += model
+            .low_side_widths
+            .iter()
+            .map(|w| {
+                let sigma = model.gaussian[w.constraint as usize].sigma;
+                (0.5 * (w.sigma_low + sigma)).ln() - sigma.ln()
+            })
+            .sum::<f64>();
         Ok(PreparedData {
             main,
             aux,

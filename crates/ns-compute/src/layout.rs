@@ -31,12 +31,13 @@ pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
                 .into(),
         ));
     }
-    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() {
+    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() || !m.low_side_widths.is_empty() {
         return Err(ns_core::Error::Device(
-            "this model floors morphed templates or has template statistics (CMS Combine's \
-             shape systematics, autoMCStats), which the f32 kernels (Vulkan, Metal) do not \
-             evaluate yet: run it on the CPU"
-                .into(),
+            "this model floors morphed templates, has template statistics or two-sided \
+             Gaussian constraints (CMS Combine's shape systematics, autoMCStats, asymmetric \
+             params), which the f32 kernels (Vulkan, Metal) do not evaluate yet: run it on the \
+             CPU"
+            .into(),
         ));
     }
     if m.clip_sample_yields
@@ -58,11 +59,11 @@ pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
 /// Refuse, by name, a model with terms the CUDA kernels do not evaluate yet: floored blocks and
 /// template statistics (CMS Combine's template morphing and autoMCStats).
 pub fn check_cuda_terms(m: &CompiledModel) -> ns_core::Result<()> {
-    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() {
+    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() || !m.low_side_widths.is_empty() {
         return Err(ns_core::Error::Device(
-            "this model floors morphed templates or has template statistics (CMS Combine's \
-             shape systematics, autoMCStats), which the CUDA kernels do not evaluate yet: run \
-             it on the CPU"
+            "this model floors morphed templates, has template statistics or two-sided \
+             Gaussian constraints (CMS Combine's shape systematics, autoMCStats, asymmetric \
+             params), which the CUDA kernels do not evaluate yet: run it on the CPU"
                 .into(),
         ));
     }

@@ -64,6 +64,14 @@ impl AuxRanges {
 impl ToyEnsembleRates {
     /// The ensemble generated at parameters `params`.
     pub fn at(model: &CompiledModel, params: &[f64], stream: u32) -> Result<Self> {
+        if !model.low_side_widths.is_empty() {
+            return Err(Error::InvalidModel(
+                "toys of a model with two-sided Gaussian constraints (CMS Combine's asymmetric \
+                 params) are not drawn yet: their global observables follow a bifurcated \
+                 Gaussian"
+                    .into(),
+            ));
+        }
         let (main, _) = CpuEvaluator::new(model).expected_data(params, &mut Scratch::new(model))?;
         let pois_rate: Vec<f64> = model
             .poisson

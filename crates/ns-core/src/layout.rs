@@ -240,6 +240,29 @@ impl BinStat {
     pub const FLOOR: f64 = 1e-9;
 }
 
+/// A Gaussian constraint of another width below its global observable (CMS Combine's
+/// asymmetric `param`, a `RooBifurGauss`): `constraint` indexes the parameter's
+/// [`GaussianConstraint`], whose σ is the width above; below, the term is ½((θ − aux)/σ_low)².
+/// Normalised as a density: ln(√(2π)·(σ_low + σ)/2).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LowSideWidth {
+    pub constraint: u32,
+    pub sigma_low: f64,
+}
+
+impl LowSideWidth {
+    /// What the low side adds to ½((θ − aux)/σ)² and its derivative in θ: below aux,
+    /// ½(θ − aux)²(1/σ_low² − 1/σ²); nothing above.
+    pub fn correction(&self, theta: f64, aux: f64, sigma: f64) -> (f64, f64) {
+        let d = theta - aux;
+        if d >= 0.0 {
+            return (0.0, 0.0);
+        }
+        let k = 1.0 / (self.sigma_low * self.sigma_low) - 1.0 / (sigma * sigma);
+        (0.5 * d * d * k, d * k)
+    }
+}
+
 /// The flat, backend-independent form of a HistFactory model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompiledModel {
@@ -277,6 +300,9 @@ pub struct CompiledModel {
     /// Template statistics per main bin (CMS Combine's autoMCStats); a bin with terms has its
     /// total floored at [`BinStat::FLOOR`].
     pub bin_stats: Vec<BinStat>,
+    /// Gaussian constraints with another width below their global observable (CMS Combine's
+    /// asymmetric `param`).
+    pub low_side_widths: Vec<LowSideWidth>,
     /// Each sample's yield in a bin (nominal plus histosys) is clipped at zero, as ROOT's
     /// positive-definite interpolation does; at zero its derivatives are those of the clipped
     /// side.
@@ -310,6 +336,33 @@ mod tests {
             sum += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
         }
         (sum * h / 3.0).ln()
+    }
+
+    /// The two-sided Gaussian (Combine's RooBifurGauss) with its correction: ½((θ−μ)/σ_side)²,
+    /// its slope continuous at μ, its derivative the derivative of its value.
+    #[test]
+    fn a_low_side_width_makes_the_bifurcated_gaussian() {
+        let (mu, sigma, sigma_low) = (1.2, 0.2, 0.1);
+        let w = LowSideWidth {
+            constraint: 0,
+            sigma_low,
+        };
+        let total = |t: f64| 0.5 * ((t - mu) / sigma).powi(2) + w.correction(t, mu, sigma).0;
+        for t in [0.8, 1.0, 1.19, 1.2, 1.3, 2.0] {
+            let side = if t < mu { sigma_low } else { sigma };
+            let want = 0.5 * ((t - mu) / side).powi(2);
+            assert!(
+                (total(t) - want).abs() < 1e-14,
+                "{t}: {} vs {want}",
+                total(t)
+            );
+            let h = 1e-6;
+            let fd =
+                (w.correction(t + h, mu, sigma).0 - w.correction(t - h, mu, sigma).0) / (2.0 * h);
+            // Central differences straddle the kink of the second derivative at μ: error h·k/4.
+            assert!((fd - w.correction(t, mu, sigma).1).abs() < 1e-4, "{t}");
+        }
+        assert_eq!(w.correction(mu, mu, sigma), (0.0, 0.0));
     }
 
     #[test]

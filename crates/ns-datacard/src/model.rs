@@ -15,15 +15,18 @@
 //!   process has no templates;
 //! - autoMCStats as `crate::mcstats` says.
 //!
-//! What is not built yet is refused by name: `shapeN`, shape systematics of one process with
-//! different scales, asymmetric `param`s, formulas other than products and quotients, the other
-//! `nuisance edit` operations, autoMCStats' hist-mode 2 or on a channel without templates (and
-//! CUDA and the f32 devices refuse morphed templates and autoMCStats).
+//! - `param μ -σlo/+σhi`: a Gaussian of width σhi above μ and σlo below (`LowSideWidth`).
+//!
+//! What is not built yet is refused by name: `shapeN` outside autoMCStats channels, shape
+//! systematics of one process with different scales, formulas other than products and
+//! quotients, the other `nuisance edit` operations, autoMCStats' hist-mode 2 or on a channel
+//! without templates (and CUDA and the f32 devices refuse morphed templates, autoMCStats and
+//! two-sided constraints).
 
 use ns_core::interp::{HistosysCode, InterpCodes, NormsysCode, NormsysTerm};
 use ns_core::layout::{
-    BinStat, FlooredBlock, GaussianConstraint, NormsysInput, NormsysTransform, PoissonConstraint,
-    SampleBlock, ScalarFactor,
+    BinStat, FlooredBlock, GaussianConstraint, LowSideWidth, NormsysInput, NormsysTransform,
+    PoissonConstraint, SampleBlock, ScalarFactor,
 };
 use ns_core::model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};
 use ns_core::{CompiledModel, Error, Result};
@@ -54,6 +57,8 @@ pub(crate) struct Parameter {
     /// Gaussian: mean and σ; Poisson: N (τ = 1).
     pub aux: f64,
     pub sigma: f64,
+    /// A Gaussian's width below its mean where it differs (an asymmetric `param`).
+    pub sigma_low: Option<f64>,
     pub fixed: bool,
 }
 
@@ -67,6 +72,7 @@ impl Parameter {
             constraint: Constraint::None,
             aux: 0.0,
             sigma: 0.0,
+            sigma_low: None,
             fixed: false,
         }
     }
@@ -171,6 +177,7 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                     constraint: Constraint::Poisson,
                     aux: n,
                     sigma: 0.0,
+                    sigma_low: None,
                     fixed: false,
                 });
                 for (c, effect) in syst.effects.iter().enumerate() {
@@ -476,21 +483,26 @@ fn param_constraint(
     let mean: f64 = args[0]
         .parse()
         .map_err(|_| Error::InvalidModel(format!("{at}: mean '{}' is not a number", args[0])))?;
-    if args[1].contains('/') {
-        return Err(Error::InvalidModel(format!(
-            "{at}: an asymmetric param (a bifurcated Gaussian) is not built yet"
-        )));
-    }
-    let sigma: f64 = args[1]
-        .parse()
-        .ok()
-        .filter(|s: &f64| *s > 0.0 && s.is_finite())
-        .ok_or_else(|| {
-            Error::InvalidModel(format!(
-                "{at}: sigma '{}' is not a positive number",
-                args[1]
-            ))
-        })?;
+    // σ, or −σ_low/+σ_high (Combine's RooBifurGauss: σ_low below the mean).
+    let width = |text: &str| {
+        text.trim_start_matches(['+', '-'])
+            .parse::<f64>()
+            .ok()
+            .filter(|s| *s > 0.0 && s.is_finite())
+            .ok_or_else(|| {
+                Error::InvalidModel(format!(
+                    "{at}: sigma '{}' is not a positive number (σ or -σlow/+σhigh)",
+                    args[1]
+                ))
+            })
+    };
+    let (sigma_low, sigma) = match args[1].split_once('/') {
+        Some((low, high)) => (width(low)?, width(high)?),
+        None => {
+            let sigma = width(&args[1])?;
+            (sigma, sigma)
+        }
+    };
     let parameter = parameters
         .iter_mut()
         .find(|p| p.name == name)
@@ -503,9 +515,10 @@ fn param_constraint(
     parameter.constraint = Constraint::Gaussian;
     parameter.aux = mean;
     parameter.sigma = sigma;
+    parameter.sigma_low = (sigma_low != sigma).then_some(sigma_low);
     parameter.bounds = match args.get(2) {
         Some(range) => range_of(range, &at)?,
-        None => (mean - 4.0 * sigma, mean + 4.0 * sigma),
+        None => (mean - 4.0 * sigma_low, mean + 4.0 * sigma),
     };
     Ok(())
 }
@@ -853,6 +866,7 @@ fn assemble(
         poisson_ranges: Vec::new(),
         floored_blocks: Vec::new(),
         bin_stats: Vec::new(),
+        low_side_widths: Vec::new(),
         clip_sample_yields: false,
     };
     // Where each column's entries and each channel's bins start.
@@ -965,11 +979,19 @@ fn assemble(
         if constrained {
             let aux_index = compiled.n_aux as u32;
             match p.constraint {
-                Constraint::Gaussian => compiled.gaussian.push(GaussianConstraint {
-                    param: i as u32,
-                    aux_index,
-                    sigma: p.sigma,
-                }),
+                Constraint::Gaussian => {
+                    if let Some(sigma_low) = p.sigma_low {
+                        compiled.low_side_widths.push(LowSideWidth {
+                            constraint: compiled.gaussian.len() as u32,
+                            sigma_low,
+                        });
+                    }
+                    compiled.gaussian.push(GaussianConstraint {
+                        param: i as u32,
+                        aux_index,
+                        sigma: p.sigma,
+                    })
+                }
                 _ => compiled.poisson.push(PoissonConstraint {
                     param: i as u32,
                     aux_index,

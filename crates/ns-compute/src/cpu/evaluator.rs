@@ -743,6 +743,11 @@ impl<'m> CpuEvaluator<'m> {
         for r in &m.poisson_ranges {
             nll += r.log_norm(params[r.param as usize]).0;
         }
+        for w in &m.low_side_widths {
+            let c = &m.gaussian[w.constraint as usize];
+            let aux = data.aux[c.aux_index as usize];
+            nll += w.correction(params[c.param as usize], aux, c.sigma).0;
+        }
         if let Some(grad) = grad {
             grad.fill(0.0);
             self.backward(params, data, s, grad);
@@ -1025,6 +1030,11 @@ impl<'m> CpuEvaluator<'m> {
         }
         for r in &m.poisson_ranges {
             grad[r.param as usize] += r.log_norm(params[r.param as usize]).1;
+        }
+        for w in &m.low_side_widths {
+            let c = &m.gaussian[w.constraint as usize];
+            let aux = data.aux[c.aux_index as usize];
+            grad[c.param as usize] += w.correction(params[c.param as usize], aux, c.sigma).1;
         }
     }
 

@@ -135,7 +135,8 @@ impl CpuEvaluator<'_> {
         self.check_params(params)?;
         self.check_data(data)?;
         let m = self.model;
-        if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() {
+        if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() || !m.low_side_widths.is_empty()
+        {
             return Ok(None);
         }
         let plan = &*self.plan;

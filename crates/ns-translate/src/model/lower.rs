@@ -200,6 +200,7 @@ pub(super) fn lower(
         poisson_ranges: vec![],
         floored_blocks: vec![],
         bin_stats: vec![],
+        low_side_widths: vec![],
         clip_sample_yields: root,
     };
     for p in placed {
