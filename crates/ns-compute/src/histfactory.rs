@@ -125,10 +125,7 @@ impl Likelihood for HistFactoryModel {
     }
 
     fn analytic_parameters(&self) -> Vec<usize> {
-        if self.compiled.bin_stats.is_empty() {
-            return Vec::new();
-        }
-        CpuEvaluator::new(&self.compiled).analytic_parameters()
+        self.compiled.analytic_parameters()
     }
 
     fn profile_analytic(&self, params: &mut [f64], data: &PreparedData) -> Result<()> {
@@ -191,15 +188,7 @@ impl Likelihood for HistFactoryModel {
     }
 
     fn open_for_fits(&self, device: Device) -> Result<Box<dyn Backend + '_>> {
-        let analytic = self.compiled.bin_stats.iter().any(|s| {
-            matches!(
-                s,
-                ns_core::layout::BinStat::Gaussian {
-                    analytic: Some(_),
-                    ..
-                }
-            )
-        });
+        let analytic = !self.compiled.analytic_parameters().is_empty();
         match device {
             Device::Cpu if analytic => Ok(Box::new(
                 crate::cpu::CpuBackend::new(&self.compiled).profiled(),

@@ -315,6 +315,22 @@ impl CompiledModel {
         self.nominal.len()
     }
 
+    /// The parameters that fits set analytically ([`BinStat::Gaussian`]'s `analytic`), in term
+    /// order.
+    pub fn analytic_parameters(&self) -> Vec<usize> {
+        self.bin_stats
+            .iter()
+            .filter_map(|s| match s {
+                BinStat::Gaussian {
+                    param,
+                    analytic: Some(_),
+                    ..
+                } => Some(*param as usize),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The parameters of entry `entry`'s per-bin factors (staterror, shapesys, shapefactor).
     pub fn entry_factor_params(&self, entry: usize) -> &[u32] {
         &self.entry_factor_param

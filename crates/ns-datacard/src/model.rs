@@ -773,29 +773,14 @@ fn shape_terms(
                 normsys.push(NormsysTerm::new(NormsysCode::AsymPow, hi, lo));
             }
         }
-        if histosys.is_empty() && self_normalised {
-            shaped.push(Some(Shaped {
-                nominal: t.nominal.iter().map(|n| n.max(TEMPLATE_FLOOR)).collect(),
-                errors,
-                histosys,
-                floor: None,
-                renormalise: false,
-                logarithmic: false,
-            }));
-            continue;
-        }
-        if logarithmic {
-            shaped.push(Some(Shaped {
-                nominal: log_nominal,
-                errors,
-                histosys,
-                floor: Some(TEMPLATE_FLOOR),
-                renormalise: true,
-                logarithmic: true,
-            }));
-            continue;
-        }
-        if histosys.is_empty() {
+        // The yields (or their logarithms), the floor of the morphed template and whether it is
+        // renormalised after it.
+        let (nominal, floor, renormalise) = if logarithmic {
+            (log_nominal, Some(TEMPLATE_FLOOR), true)
+        } else if histosys.is_empty() && self_normalised {
+            let floored = t.nominal.iter().map(|n| n.max(TEMPLATE_FLOOR)).collect();
+            (floored, None, false)
+        } else if histosys.is_empty() {
             // Combine's template as a density: each bin raised to 1e-9 of the integral, then
             // renormalised (what a morphed template gets at every evaluation).
             let density: Vec<f64> = t
@@ -804,27 +789,24 @@ fn shape_terms(
                 .map(|n| (n / total).max(TEMPLATE_FLOOR))
                 .collect();
             let sum: f64 = density.iter().sum();
-            shaped.push(Some(Shaped {
-                nominal: density.iter().map(|d| rate * d / sum).collect(),
-                errors,
-                histosys,
-                floor: None,
-                renormalise: false,
-                logarithmic: false,
-            }));
-            continue;
-        }
+            (
+                density.iter().map(|d| rate * d / sum).collect(),
+                None,
+                false,
+            )
+        } else if self_normalised {
+            (t.nominal.clone(), Some(TEMPLATE_FLOOR), false)
+        } else {
+            let yields = t.nominal.iter().map(|n| n * to_rate).collect();
+            (yields, Some(TEMPLATE_FLOOR * rate), true)
+        };
         shaped.push(Some(Shaped {
-            nominal: t.nominal.iter().map(|n| n * to_rate).collect(),
+            nominal,
             errors,
             histosys,
-            floor: Some(if self_normalised {
-                TEMPLATE_FLOOR
-            } else {
-                TEMPLATE_FLOOR * rate
-            }),
-            renormalise: !self_normalised,
-            logarithmic: false,
+            floor,
+            renormalise,
+            logarithmic,
         }));
     }
     Ok(shaped)

@@ -1076,21 +1076,11 @@ impl<'m> CpuEvaluator<'m> {
     ) -> Result<()> {
         self.check_params(params)?;
         self.check_data(data)?;
-        if self.plan.stats.iter().any(|t| t.analytic.is_some()) {
+        if self.plan.analytic {
             self.forward(params, s);
             super::stats::profile(&self.plan, &s.stats, data, params);
         }
         Ok(())
-    }
-
-    /// The parameters [`profile_analytic`](Self::profile_analytic) sets.
-    pub fn analytic_parameters(&self) -> Vec<usize> {
-        self.plan
-            .stats
-            .iter()
-            .filter(|t| t.analytic.is_some())
-            .map(|t| t.param)
-            .collect()
     }
 
     /// Expected main data (`ν_b`, channels in pyhf order) and expected auxiliary data
