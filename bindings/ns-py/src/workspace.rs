@@ -43,13 +43,15 @@ impl PyWorkspace {
     }
 
     /// Build the model of a measurement; `normsys`/`histosys` override the interpolation code of
-    /// that modifier type only (pyhf's `modifier_settings`).
-    #[pyo3(signature = (measurement_name=None, normsys=None, histosys=None))]
+    /// that modifier type only (pyhf's `modifier_settings`); `clip_negative_yields` clips each
+    /// sample's yield at zero as ROOT's HistFactory does.
+    #[pyo3(signature = (measurement_name=None, normsys=None, histosys=None, clip_negative_yields=false))]
     fn model(
         &self,
         measurement_name: Option<String>,
         normsys: Option<&str>,
         histosys: Option<&str>,
+        clip_negative_yields: bool,
     ) -> PyResult<PyModel> {
         let mut codes = InterpCodes::default();
         let mut overrides = Vec::new();
@@ -67,11 +69,13 @@ impl PyWorkspace {
             interpolation: ns_source::Interpolation {
                 defaults: "pyhf".into(),
                 codes: (!overrides.is_empty()).then(|| overrides.join(",")),
+                clip_negative_yields,
             },
         };
         let options = ModelOptions {
             measurement: measurement_name,
             codes,
+            clip_negative_yields,
         };
         Ok(PyModel {
             model: HistFactoryModel::from_workspace(&self.ws, &options).map_err(to_py)?,

@@ -136,6 +136,11 @@ pub struct ModelArgs {
     /// Base set of interpolation codes: pyhf (normsys=code4, histosys=code4p) or legacy (code1, code0)
     #[arg(long, value_name = "SET", default_value = "pyhf")]
     pub interp_defaults: String,
+    /// Clip each sample's yield at zero as ROOT's HistFactory does, where pyhf lets it turn
+    /// negative (a model whose yields can turn negative in an empty bin then has a minimum); see
+    /// docs/validation.md
+    #[arg(long)]
+    pub clip_negative_yields: bool,
     /// HistFactory XML read as ROOT's hist2workspace builds it (root, the default) or as
     /// pyhf.readxml reads it (pyhf); see docs/histfactory-xml.md
     #[arg(long, value_name = "root|pyhf")]
@@ -196,6 +201,7 @@ impl ModelArgs {
             interpolation: Interpolation {
                 defaults: self.interp_defaults.clone(),
                 codes: self.interp_codes.clone(),
+                clip_negative_yields: self.clip_negative_yields,
             },
         }))
     }

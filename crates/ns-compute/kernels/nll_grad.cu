@@ -176,6 +176,23 @@ __device__ double ns_gauss_sigma(const ModelView& m, const SignalView& sv, const
     return m.gauss_sigma[c];
 }
 
+// The product of scalar factors k0 ≤ k < k1.
+__device__ double ns_product(const double* value, unsigned k0, unsigned k1) {
+    double product = 1.0;
+    for (unsigned k = k0; k < k1; ++k) product *= value[k];
+    return product;
+}
+
+// ROOT's semantics: whether the block's product of normsys factors (a FlexibleInterpVar) is at
+// or below zero, where ROOT clips it and the block yields nothing.
+__device__ bool ns_clipped_normsys(const ModelView& m, const unsigned* blk, const double* scalar_value) {
+    if (!m.clip_sample_yields) return false;
+    double normsys = 1.0;
+    for (unsigned k = blk[3]; k < blk[4]; ++k)
+        if (m.scalar_normsys[k] != NS_LINEAR) normsys *= scalar_value[k];
+    return normsys <= 0.0;
+}
+
 // One evaluation by the whole block: NLL (deviance form) and its gradient at full parameter
 // vector p against one dataset. Returns the NLL to every thread; writes grad (n_params).
 // With external yields srow (null: none), they replace the nominal yields of the external
@@ -232,9 +249,7 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
     // 2. Per-sample scale, per-entry base yield and entry-factor product.
     for (int b = tid; b < m.n_blocks; b += nt) {
         const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)b;
-        double scale = 1.0;
-        for (unsigned k = blk[3]; k < blk[4]; ++k) scale *= scalar_value[k];
-        block_scale[b] = scale;
+        block_scale[b] = ns_clipped_normsys(m, blk, scalar_value) ? 0.0 : ns_product(scalar_value, blk[3], blk[4]);
     }
     for (int e = tid; e < m.n_entries; e += nt) {
         const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)m.entry_block[e];
@@ -297,6 +312,11 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
     for (int b = tid; b < m.n_blocks; b += nt) {
         const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)b;
         if (blk[4] == blk[3]) continue;
+        if (ns_clipped_normsys(m, blk, scalar_value)) {
+            // Flat where clipped: neither the normsys nor the linear factors move the yields.
+            for (unsigned k = blk[3]; k < blk[4]; ++k) contrib[k] = 0.0;
+            continue;
+        }
         double unscaled = 0.0;
         for (unsigned i = 0; i < blk[1]; ++i) {
             unsigned e = blk[2] + i;

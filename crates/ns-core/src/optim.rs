@@ -66,22 +66,32 @@ pub enum Termination {
     /// counts of 10⁹) rest at the rounding floor of their gradient, far from where a step could
     /// lower the objective (set by the host after the optimizer stops; never a device code).
     ConvergedScaled = 5,
+    /// The optimizer could not go further at a kink of the likelihood (a sample's yield clipped
+    /// at zero as ROOT clips it, a yield raised to a floor, a piecewise interpolation), where no
+    /// gradient vanishes: gradients sampled around the end
+    /// point have a convex combination below tolerance (Clarke stationarity), so no direction
+    /// lowers the objective (set by the host; never a device code).
+    ConvergedKink = 6,
 }
 
 impl Termination {
     /// Every reason, in code order.
-    pub const ALL: [Termination; 6] = [
+    pub const ALL: [Termination; 7] = [
         Termination::Converged,
         Termination::MaxIterations,
         Termination::MaxEvaluations,
         Termination::LineSearchFailed,
         Termination::NonFiniteStart,
         Termination::ConvergedScaled,
+        Termination::ConvergedKink,
     ];
 
     /// Whether the fit reached the minimum (to tolerance).
     pub fn is_converged(self) -> bool {
-        matches!(self, Termination::Converged | Termination::ConvergedScaled)
+        matches!(
+            self,
+            Termination::Converged | Termination::ConvergedScaled | Termination::ConvergedKink
+        )
     }
 
     /// The integer code the device optimizer writes.
@@ -95,9 +105,11 @@ impl Termination {
     }
 
     /// The reason of a code the device optimizer wrote: one of its own (0–4); anything else —
-    /// `ConvergedScaled` is the host's verdict, never the kernel's — is `None`.
+    /// `ConvergedScaled` and `ConvergedKink` are the host's verdicts, never the kernel's — is
+    /// `None`.
     pub fn from_device_code(code: i32) -> Option<Self> {
-        Termination::from_code(code).filter(|t| *t != Termination::ConvergedScaled)
+        Termination::from_code(code)
+            .filter(|t| !matches!(t, Termination::ConvergedScaled | Termination::ConvergedKink))
     }
 
     /// The name of the code's `#define` in the kernels (`NS_` + this).
@@ -109,6 +121,7 @@ impl Termination {
             Termination::LineSearchFailed => "LINE_SEARCH_FAILED",
             Termination::NonFiniteStart => "NON_FINITE_START",
             Termination::ConvergedScaled => "CONVERGED_SCALED",
+            Termination::ConvergedKink => "CONVERGED_KINK",
         }
     }
 
@@ -125,6 +138,10 @@ impl Termination {
                 "converged: projected gradient below tolerance in curvature-scaled parameters \
                  (the optimizer stopped at its arithmetic's rounding floor: stiff parameters in \
                  f64, an f32 fit checked in f64)"
+            }
+            Termination::ConvergedKink => {
+                "converged at a kink of the likelihood: a convex combination of the gradients \
+                 around the end point is below tolerance (a yield clipped at zero or raised to a floor)"
             }
         }
     }

@@ -57,6 +57,11 @@ pub struct Interpolation {
     /// Overrides as `TYPE=CODE,...` (e.g. `normsys=code1,histosys=code0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub codes: Option<String>,
+    /// Clip each sample's yield at zero as ROOT's HistFactory does (its histosys sum and its
+    /// product of normsys factors), where pyhf lets them turn negative: the likelihood of a
+    /// model whose yields can turn negative in an empty bin then has a minimum.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clip_negative_yields: bool,
 }
 
 fn pyhf_codes() -> String {
@@ -68,6 +73,7 @@ impl Default for Interpolation {
         Interpolation {
             defaults: pyhf_codes(),
             codes: None,
+            clip_negative_yields: false,
         }
     }
 }
@@ -178,6 +184,7 @@ impl PyhfRef {
         let options = ModelOptions {
             measurement: self.measurement.clone(),
             codes: self.interpolation.codes()?,
+            clip_negative_yields: self.interpolation.clip_negative_yields,
         };
         let model = HistFactoryModel::from_workspace(&workspace, &options)?;
         Ok(LoadedModel::Binned {

@@ -242,6 +242,7 @@ pub fn model_and_data(
         &ns_translate::ModelOptions {
             measurement: None,
             codes,
+            clip_negative_yields: false,
         },
     )
     .expect("model builds");

@@ -140,6 +140,7 @@ fn exercise(doc: Value) {
         let options = ModelOptions {
             measurement: None,
             codes,
+            clip_negative_yields: false,
         };
         let Ok(model) = HistFactoryModel::from_workspace(&ws, &options) else {
             continue;

@@ -259,13 +259,16 @@ class Workspace(dict):
         measurement_index: Optional[int] = None,
         patches: Optional[Iterable[Any]] = None,
         modifier_settings: Optional[Dict[str, Dict[str, str]]] = None,
+        clip_negative_yields: bool = False,
         **config_kwargs: Any,
     ) -> "Model":
         """The model of a measurement (by name, index, or the first), after ``patches`` (JSON
         patches: lists of operations, dicts with a ``"patch"`` key as in a patchset, or
         ``jsonpatch``/``Patch`` objects). ``modifier_settings`` (``{"normsys": {"interpcode":
         "code1"}}``) replaces pyhf's default codes as in pyhf: a type it leaves out takes its
-        modifier's own default (normsys code1, histosys code0). pyhf's ``poi_name`` (a parameter,
+        modifier's own default (normsys code1, histosys code0). ``clip_negative_yields`` clips
+        each sample's yield at zero as ROOT's HistFactory does (a nextstat option; pyhf lets
+        yields turn negative, which leaves some published likelihoods without a minimum). pyhf's ``poi_name`` (a parameter,
         or ``None`` for a model without POI), ``validate`` and ``batch_size=None`` are taken."""
         from .exceptions import InvalidModel, Unsupported
 
@@ -294,7 +297,7 @@ class Workspace(dict):
                     m["config"]["poi"] = "" if poi_override is None else poi_override
             ws = Workspace(spec)
         try:
-            core_model = ws._ws.model(measurement_name, *_interp_codes(modifier_settings))
+            core_model = ws._ws.model(measurement_name, *_interp_codes(modifier_settings), clip_negative_yields)
         except InvalidInputError as e:
             raise _as_pyhf_error(e) from None
         measurement = ws.get_measurement(measurement_name)

@@ -499,7 +499,12 @@ impl<'m> CpuEvaluator<'m> {
             &mut block_scale[..],
         );
         for (b, block) in plan.blocks.iter().enumerate() {
-            let normsys = gather_product(normsys_value, &block_terms[block.terms.clone()]);
+            let mut normsys = gather_product(normsys_value, &block_terms[block.terms.clone()]);
+            if m.clip_sample_yields && normsys <= 0.0 {
+                // ROOT's FlexibleInterpVar: a product of normsys factors at or below zero is
+                // clipped (to the smallest normal double there, zero here); it is flat there.
+                normsys = 0.0;
+            }
             let mut linear = 1.0;
             for &p in &block_linear[block.linear.clone()] {
                 linear *= params[p as usize];
@@ -910,6 +915,9 @@ impl<'m> CpuEvaluator<'m> {
             let normsys = block_normsys[b];
             if normsys.is_normal() {
                 block_log_weight[b] = unscaled * scale;
+            } else if m.clip_sample_yields && normsys == 0.0 {
+                // Clipped: the product does not move with its factors.
+                block_log_weight[b] = 0.0;
             } else {
                 block_log_weight[b] = 0.0;
                 let terms = &block_terms[block.terms.clone()];

@@ -16,6 +16,7 @@
 mod batch;
 mod config;
 mod hessian;
+mod kink;
 mod newton;
 mod result;
 mod run;
@@ -488,6 +489,8 @@ impl<'m> Fitter<'m> {
             if check.within {
                 result.converged = true;
                 result.termination = Termination::ConvergedScaled;
+            } else {
+                result = self.descend_at_kinks(result, data, config, run, tolerance)?;
             }
         }
         // The analytic parameters where the objective set them at the end point.

@@ -171,6 +171,7 @@ pub(super) fn lower(
     staterror: &StatErrorSets,
     codes: InterpCodes,
     root: bool,
+    clip_negative_yields: bool,
 ) -> Result<CompiledModel> {
     let n_main = channels.iter().map(|c| c.n_bins).sum();
     let n_params = sets.iter().map(|s| s.n_parameters).sum();
@@ -201,7 +202,7 @@ pub(super) fn lower(
         floored_blocks: vec![],
         bin_stats: vec![],
         low_side_widths: vec![],
-        clip_sample_yields: root,
+        clip_sample_yields: root || clip_negative_yields,
     };
     for p in placed {
         lower_sample(&mut model, p, &channels[p.channel], &offset_of, staterror)?;

@@ -31,6 +31,10 @@ pub struct ModelOptions {
     /// Measurement name; the first measurement when `None`.
     pub measurement: Option<String>,
     pub codes: InterpCodes,
+    /// Clip each sample's yield at zero as ROOT's HistFactory does (its histosys sum and its
+    /// product of normsys factors), where pyhf lets them turn negative. Implied by a workspace's
+    /// ROOT semantics.
+    pub clip_negative_yields: bool,
 }
 
 /// What one modifier type asks of a parameter set, before the measurement's configuration.
@@ -220,6 +224,7 @@ impl FromWorkspace for HistFactoryModel {
             &staterror,
             options.codes,
             root.is_some(),
+            options.clip_negative_yields,
         )?;
         compiled.normsys_inputs = parts.normsys_inputs;
         compiled.poisson_ranges = parts.poisson_ranges;

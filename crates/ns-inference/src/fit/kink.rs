@@ -1,0 +1,305 @@
+//! Fits that stop at a kink of their likelihood.
+//!
+//! Where a sample's yield is clipped at zero (ROOT's semantics) or raised to a floor, the
+//! likelihood has kinks, and its minimum often lies on one: a constraint pulls a parameter back
+//! toward its nominal value while an empty bin pushes it on, and the clip stops the push. No
+//! gradient vanishes there, and a quasi-Newton method stalls on the kink before it: every
+//! step along its direction crosses the kink, where the gradient turns. What applies is
+//! gradient sampling (Burke, Lewis & Overton): gradients at a few points within a small ball
+//! around the point (in the optimizer's curvature-scaled parameters), their convex combination
+//! of least norm as the direction (it follows the kink instead of crossing it), a line search
+//! along it, and the ball shrunk where no step lowers the objective. The point is a minimum
+//! (Clarke-stationary) where that combination is below the fit's tolerance in a ball of radius
+//! [`CERTIFY_RADIUS`]: no direction lowers the objective. Away from kinks the sampled gradients
+//! agree, and the test is the projected-gradient test of a smooth fit.
+
+use ns_compute::{Datasets, PreparedData};
+use ns_core::Result;
+use ns_core::optim::Termination;
+
+use super::{FitConfig, FitResult, FitRun, Fitter};
+
+/// The first radius sampled, in curvature-scaled parameters (units of about one σ).
+const START_RADIUS: f64 = 1e-3;
+
+/// The radius at or below which a small convex combination makes the point a minimum: the
+/// objective there is within ~radius² (10⁻¹²) of the lowest within the ball.
+const CERTIFY_RADIUS: f64 = 1e-6;
+
+/// The most of twice_nll a point may still gain along its sampled direction and be a minimum:
+/// far below what moves a test statistic or an interval (twice_nll differences of 10⁻³).
+const KINK_GAIN: f64 = 1e-7;
+
+/// The radius below which sampling stops.
+const END_RADIUS: f64 = 1e-10;
+
+/// Points sampled per ball (besides the point): enough to straddle the few kinks that meet at
+/// a minimum.
+const SAMPLES: usize = 16;
+
+/// Gradients kept around one point (the latest).
+const MAX_BUNDLE: usize = 96;
+
+/// Step lengths tried at once along a direction: 1, ½, ¼, …
+const STEPS: usize = 24;
+
+/// Sampling rounds (each a batch of gradients, then a batch of steps).
+const MAX_ROUNDS: usize = 60;
+
+/// Iterations of the projected-gradient solver of the small quadratic program.
+const QP_ITERATIONS: usize = 2000;
+
+impl Fitter<'_> {
+    /// Gradient sampling from `result`, where a fit stopped short of the projected-gradient
+    /// test (see the module). The point moves only where the objective decreases; the result is
+    /// converged ([`Termination::ConvergedKink`]) where it ends Clarke-stationary. Evaluations
+    /// run in f64 on the likelihood's CPU backend, so every device reaches the same verdict from
+    /// the same point.
+    pub(crate) fn descend_at_kinks(
+        &self,
+        mut result: FitResult,
+        data: &PreparedData,
+        config: &FitConfig,
+        run: &FitRun,
+        tolerance: f64,
+    ) -> Result<FitResult> {
+        let n = self.model().n_params();
+        let sigma: Vec<f64> = run.scale.iter().map(|s| s.max(1.0)).collect();
+        let mut x = result.parameters.clone();
+        let (mut f, mut grad) = (vec![0.0; 1], vec![0.0; n]);
+        self.probe_host_batch(&x, data, &mut f, &mut grad)?;
+        let (start, mut fx, mut gx) = (f[0], f[0], grad.clone());
+        if !fx.is_finite() {
+            return Ok(result);
+        }
+        let mut rng = SplitMix(0x6b69_6e6b);
+        let mut radius = START_RADIUS;
+        let mut certified = false;
+        let mut bundle: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
+        let mut evaluations = 1;
+        for _ in 0..MAX_ROUNDS {
+            // The components that move: free parameters, less those resting on a bound that
+            // their gradient pushes against (the bound's normal cone absorbs it).
+            let moving: Vec<usize> = (0..run.free.len())
+                .filter(|&k| {
+                    let i = run.free[k];
+                    let (lo, hi) = config.bounds[i];
+                    let near = radius / sigma[k];
+                    !((x[i] - lo <= near && gx[i] > 0.0) || (hi - x[i] <= near && gx[i] < 0.0))
+                })
+                .collect();
+            if moving.is_empty() {
+                break;
+            }
+            let mut points = x.clone();
+            for _ in 0..SAMPLES {
+                let mut point = x.clone();
+                for &k in &moving {
+                    let i = run.free[k];
+                    let (lo, hi) = config.bounds[i];
+                    point[i] = (x[i] + rng.uniform() * radius / sigma[k]).clamp(lo, hi);
+                }
+                points.extend_from_slice(&point);
+            }
+            let m = SAMPLES + 1;
+            let (mut fs, mut gs) = (vec![0.0; m], vec![0.0; m * n]);
+            self.probe_host_batch(&points, data, &mut fs, &mut gs)?;
+            evaluations += m;
+            // The bundle: the finite gradients sampled within the ball around this point, this
+            // round's and those of earlier rounds that lie in it (steps near a kink are short).
+            bundle.extend(
+                (0..m)
+                    .filter(|&j| fs[j].is_finite())
+                    .map(|j| {
+                        let row = j * n..(j + 1) * n;
+                        (points[row.clone()].to_vec(), gs[row].to_vec())
+                    })
+                    .filter(|(_, g)| g.iter().all(|v| v.is_finite())),
+            );
+            bundle.retain(|(point, _)| {
+                run.free
+                    .iter()
+                    .zip(&sigma)
+                    .all(|(&i, s)| (point[i] - x[i]).abs() * s <= radius * (1.0 + 1e-9))
+            });
+            if bundle.len() > MAX_BUNDLE {
+                bundle.drain(..bundle.len() - MAX_BUNDLE);
+            }
+            let columns: Vec<Vec<f64>> = bundle
+                .iter()
+                .map(|(_, g)| moving.iter().map(|&k| g[run.free[k]] / sigma[k]).collect())
+                .collect();
+            let weights = smallest_convex_combination(&columns);
+            let d: Vec<f64> = (0..moving.len())
+                .map(|k| columns.iter().zip(&weights).map(|(c, w)| w * c[k]).sum())
+                .collect();
+            // What a step could still gain: ½‖d‖² in scaled parameters (curvature ~1 along the
+            // kink), as a Newton decrement measures it.
+            let gain = 0.5 * d.iter().map(|v| v * v).sum::<f64>();
+            if d.iter().all(|v| v.abs() <= tolerance) || gain <= KINK_GAIN {
+                if radius <= CERTIFY_RADIUS {
+                    certified = true;
+                    break;
+                }
+                radius *= 0.1;
+                continue;
+            }
+            // A line search along −d (scaled, projected onto the box), every step length in one
+            // batch; the longest with a sufficient decrease (Armijo, on the step taken) is taken.
+            let mut steps = Vec::with_capacity(STEPS * n);
+            for s in 0..STEPS {
+                let t = 0.5f64.powi(s as i32);
+                let mut point = x.clone();
+                for (&k, dk) in moving.iter().zip(&d) {
+                    let i = run.free[k];
+                    let (lo, hi) = config.bounds[i];
+                    point[i] = (x[i] - t * dk / sigma[k]).clamp(lo, hi);
+                }
+                steps.extend_from_slice(&point);
+            }
+            let (mut ft, mut gt) = (vec![0.0; STEPS], vec![0.0; STEPS * n]);
+            self.probe_host_batch(&steps, data, &mut ft, &mut gt)?;
+            evaluations += STEPS;
+            let taken = (0..STEPS).find(|&s| {
+                let step = &steps[s * n..(s + 1) * n];
+                let predicted: f64 = moving
+                    .iter()
+                    .zip(&d)
+                    .map(|(&k, dk)| {
+                        let i = run.free[k];
+                        dk * (x[i] - step[i]) * sigma[k]
+                    })
+                    .sum();
+                ft[s].is_finite() && predicted > 0.0 && ft[s] <= fx - 1e-4 * predicted
+            });
+            match taken {
+                Some(s) => {
+                    x.copy_from_slice(&steps[s * n..(s + 1) * n]);
+                    fx = ft[s];
+                    gx.copy_from_slice(&gt[s * n..(s + 1) * n]);
+                }
+                None if radius > END_RADIUS => radius *= 0.1,
+                None => break,
+            }
+        }
+        result.evaluations += evaluations;
+        if fx < start {
+            result.twice_nll = fx + 2.0 * data.constant;
+            result.projected_gradient =
+                super::result::projected_gradient(&x, &gx, config, &run.free);
+            result.parameters = x;
+        }
+        if certified {
+            result.converged = true;
+            result.termination = Termination::ConvergedKink;
+        }
+        Ok(result)
+    }
+
+    /// The objective and gradient at the rows of `points`, in f64 on the CPU.
+    fn probe_host_batch(
+        &self,
+        points: &[f64],
+        data: &PreparedData,
+        f: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        self.objective_batch_on(
+            self.host(),
+            points,
+            Datasets::Host(std::slice::from_ref(data)),
+            &vec![0; f.len()],
+            f,
+            grad,
+        )
+    }
+}
+
+/// The weights t (t ≥ 0, Σt = 1) minimising ‖Σ_j t_j c_j‖²: projected gradient descent on the
+/// simplex over the Gram matrix of the columns.
+fn smallest_convex_combination(columns: &[Vec<f64>]) -> Vec<f64> {
+    let m = columns.len();
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let gram: Vec<f64> = (0..m * m)
+        .map(|k| dot(&columns[k / m], &columns[k % m]))
+        .collect();
+    // The step 1/L, L ≥ the Gram matrix's largest eigenvalue (its trace bounds it).
+    let trace: f64 = (0..m).map(|j| gram[j * m + j]).sum();
+    if !(trace > 0.0) {
+        return vec![1.0 / m as f64; m];
+    }
+    let step = 1.0 / trace;
+    let mut t = vec![1.0 / m as f64; m];
+    let mut moved = vec![0.0; m];
+    for _ in 0..QP_ITERATIONS {
+        for (j, v) in moved.iter_mut().enumerate() {
+            let g: f64 = (0..m).map(|k| gram[j * m + k] * t[k]).sum();
+            *v = t[j] - step * g;
+        }
+        project_onto_simplex(&mut moved);
+        std::mem::swap(&mut t, &mut moved);
+    }
+    t
+}
+
+/// Euclidean projection onto {t ≥ 0, Σt = 1} (sort and threshold).
+fn project_onto_simplex(v: &mut [f64]) {
+    let mut sorted = v.to_vec();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    let (mut sum, mut threshold) = (0.0, 0.0);
+    for (k, &u) in sorted.iter().enumerate() {
+        sum += u;
+        let candidate = (sum - 1.0) / (k + 1) as f64;
+        if u - candidate > 0.0 {
+            threshold = candidate;
+        }
+    }
+    for x in v.iter_mut() {
+        *x = (*x - threshold).max(0.0);
+    }
+}
+
+/// A fixed-seed generator of the sampling signs: the verdict is a function of the end point.
+struct SplitMix(u64);
+
+impl SplitMix {
+    /// Uniform on [−1, 1).
+    fn uniform(&mut self) -> f64 {
+        (self.next() >> 11) as f64 * (2.0 / (1u64 << 53) as f64) - 1.0
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_combination_of_opposite_gradients_cancels_and_of_equal_ones_does_not() {
+        // Two sides of a kink along x, the same pull along y: the smallest combination keeps y.
+        let w = smallest_convex_combination(&[vec![3.0, 0.5], vec![-1.0, 0.5]]);
+        let d: Vec<f64> = (0..2)
+            .map(|k| w[0] * [3.0, 0.5][k] + w[1] * [-1.0, 0.5][k])
+            .collect();
+        assert!(
+            (w[0] - 0.25).abs() < 1e-9 && (w[1] - 0.75).abs() < 1e-9,
+            "{w:?}"
+        );
+        assert!(d[0].abs() < 1e-9 && (d[1] - 0.5).abs() < 1e-12, "{d:?}");
+    }
+
+    #[test]
+    fn the_projection_lands_on_the_simplex() {
+        let mut v = vec![0.9, 0.8, -2.0];
+        project_onto_simplex(&mut v);
+        assert!((v.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!((v[0] - 0.55).abs() < 1e-12 && (v[1] - 0.45).abs() < 1e-12 && v[2] == 0.0);
+    }
+}
