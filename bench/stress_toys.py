@@ -3,7 +3,7 @@ folder (the stress corpus of `scripts/stress_corpus.py`, `../shared/likelihoods/
 on each device asked, and a table of how many toy fits failed and the toy CLs per device.
 
     python bench/stress_toys.py [--toys 1000] [--devices cpu,cuda] [--bin target/release/nextstat]
-                                [--out stress_toys.json] FOLDER_OR_FILE ...
+                                [--out stress_toys.json] [--clip-negative-yields] FOLDER_OR_FILE ...
 
 A run with failed fits beyond 1% of an ensemble ends in the engine's refusal, whose message
 carries the counts; below that, the result's `n_failed` does. Writes JSON (one row per model
@@ -30,11 +30,11 @@ def workspaces(paths):
             yield p
 
 
-def run(binary, ws, toys, device, seed, timeout):
+def run(binary, ws, toys, device, seed, timeout, extra=()):
     start = time.perf_counter()
     row = {"model": ws.parent.name if ws.name == "workspace.json" else ws.stem, "device": device, "toys": toys}
     try:
-        proc = subprocess.run([binary, "hypotest-toys", str(ws), "--mu", "1", "--n-toys", str(toys), "--seed", str(seed), "--gpu", device],
+        proc = subprocess.run([binary, "hypotest-toys", str(ws), "--mu", "1", "--n-toys", str(toys), "--seed", str(seed), "--gpu", device, *extra],
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {**row, "seconds": timeout, "failed": None, "cls": None, "error": f"not finished in {timeout} s"}
@@ -57,11 +57,14 @@ def main():
     ap.add_argument("--bin", default=str(Path(__file__).resolve().parents[1] / "target" / "release" / "nextstat"))
     ap.add_argument("--out", default="stress_toys.json")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take")
+    ap.add_argument("--clip-negative-yields", action="store_true",
+                    help="clip each sample's yield at zero as ROOT does (nextstat's option of that name)")
     args = ap.parse_args()
     rows = []
     for ws in workspaces(args.paths):
         for device in args.devices.split(","):
-            row = run(args.bin, ws, args.toys, device, args.seed, args.timeout)
+            extra = ["--clip-negative-yields"] if args.clip_negative_yields else []
+            row = run(args.bin, ws, args.toys, device, args.seed, args.timeout, extra)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))

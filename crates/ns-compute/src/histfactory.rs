@@ -291,7 +291,12 @@ impl Likelihood for HistFactoryModel {
     }
 
     fn settings(&self) -> Vec<(&'static str, String)> {
-        vec![("interp_codes", self.compiled.codes.to_string())]
+        let mut settings = vec![("interp_codes", self.compiled.codes.to_string())];
+        if self.compiled.clip_sample_yields {
+            // Every output that names the model's settings says its yields are ROOT's.
+            settings.push(("sample_yields", "clipped at zero (ROOT)".into()));
+        }
+        settings
     }
 }
 

@@ -157,8 +157,9 @@ mod tests {
             assert_eq!(Termination::from_code(t.code()), Some(t));
         }
         assert_eq!(Termination::from_code(-1), None);
-        assert_eq!(Termination::from_code(6), None);
+        assert_eq!(Termination::from_code(7), None);
         assert_eq!(Termination::from_device_code(5), None);
+        assert_eq!(Termination::from_device_code(6), None);
         assert_eq!(
             Termination::from_device_code(0),
             Some(Termination::Converged)

@@ -321,3 +321,25 @@ macro_rules! test_device {
         }
     };
 }
+
+/// A workspace whose likelihood has a kink where ROOT clips yields: one observed-empty bin with a
+/// background of 1 event and a small sample whose normsys has pyhf's code4 polynomial below zero
+/// for 0.1 ≲ α ≲ 0.6 (hi 0.998, lo 230.5: the published sleptons likelihood has such a pair),
+/// and a second bin that holds the background's normalisation. Without the small sample, its
+/// yields are zero (the same parameters, the sample's contribution removed).
+pub fn kinked_workspace(with_small_sample: bool) -> ns_translate::Workspace {
+    let small = if with_small_sample { 0.5 } else { 0.0 };
+    let spec = serde_json::json!({
+        "channels": [{"name": "sr", "samples": [
+            {"name": "background", "data": [1.0, 20.0], "modifiers": [
+                {"name": "mu", "type": "normfactor", "data": null},
+                {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.1, "lo": 0.9}}]},
+            {"name": "small", "data": [small, 0.0], "modifiers": [
+                {"name": "k", "type": "normsys", "data": {"hi": 0.998, "lo": 230.5}},
+                {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.2, "lo": 0.8}}]}]}],
+        "observations": [{"name": "sr", "data": [0.0, 21.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": []}}],
+        "version": "1.0.0"
+    });
+    ns_translate::Workspace::from_value(spec).expect("the workspace loads")
+}

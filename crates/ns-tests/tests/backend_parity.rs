@@ -15,10 +15,10 @@ use ns_core::HistFactoryModel;
 use ns_inference::toys::{fit_toys, generate_toy};
 use ns_inference::{FitConfig, Fitter, TestStatistic, hypotest_toys};
 use ns_tests::{
-    TestRng, all_code_pairs, backend_tolerance, model_and_data, points_for, random_point,
-    shared_workspaces, test_device, workspace_path,
+    TestRng, all_code_pairs, backend_tolerance, kinked_workspace, model_and_data, points_for,
+    random_point, shared_workspaces, test_device, workspace_path,
 };
-use ns_translate::Workspace;
+use ns_translate::{FromWorkspace, Workspace};
 use std::sync::atomic::AtomicBool;
 
 /// A fitter on the backend under test.
@@ -85,6 +85,65 @@ fn nll_and_gradient_match_cpu_on_every_workspace_at_many_points(device: Device) 
         let (model, data) = model_and_data(&ws, Default::default());
         compare_nll_grad(device, &name, &model, &data, &points_for(&model, 11, 30));
     }
+}
+
+test_device!(f64: clipped_yields_match_cpu);
+/// ROOT's clipping (a sample's histosys sum and normsys product at or below zero) on both sides
+/// of the kink, on a published likelihood and on a model whose minimum lies on the kink (the
+/// fit's verdict runs on the host: the same on every backend).
+fn clipped_yields_match_cpu(device: Device) {
+    let options = ns_translate::ModelOptions {
+        clip_negative_yields: true,
+        ..Default::default()
+    };
+    let kinked = kinked_workspace(true);
+    let model = ns_translate::HistFactoryModel::from_workspace(&kinked, &options).unwrap();
+    let data =
+        PreparedData::from_full(&model.compiled, &kinked.data(&model, true).unwrap()).unwrap();
+    let k = model.parameter_index("k").unwrap();
+    let points: Vec<Vec<f64>> = [-1.5, -0.5, 0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.5]
+        .iter()
+        .map(|&alpha| {
+            let mut p = model.suggested_init();
+            p[k] = alpha;
+            p
+        })
+        .collect();
+    compare_nll_grad(device, "kinked model", &model, &data, &points);
+    let config = FitConfig::suggested(&model);
+    let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
+    let on_device = fitter_on(&model, device).fit(&data, &config).unwrap();
+    assert!(
+        cpu.converged && on_device.converged,
+        "{:?} / {:?}",
+        cpu.termination,
+        on_device.termination
+    );
+    assert!(
+        (cpu.twice_nll - on_device.twice_nll).abs() <= 1e-9,
+        "{} vs {}",
+        cpu.twice_nll,
+        on_device.twice_nll
+    );
+    // A published likelihood at points far enough out that code4 products and histosys sums
+    // turn negative.
+    let ws = Workspace::from_path(&workspace_path("nextstat_tHu.json")).unwrap();
+    let model = ns_translate::HistFactoryModel::from_workspace(&ws, &options).unwrap();
+    let data = PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap()).unwrap();
+    let mut rng = TestRng::new(5);
+    let (init, bounds) = (model.suggested_init(), model.suggested_bounds());
+    let points: Vec<Vec<f64>> = (0..30)
+        .map(|_| {
+            let mut p = random_point(&model, &mut rng);
+            for ((v, start), (lo, hi)) in p.iter_mut().zip(&init).zip(&bounds) {
+                if *start == 0.0 {
+                    *v = (*v * 3.0).clamp(*lo, *hi);
+                }
+            }
+            p
+        })
+        .collect();
+    compare_nll_grad(device, "tHu, clipped", &model, &data, &points);
 }
 
 test_device!(every_interpolation_code_matches_cpu);

@@ -6,36 +6,8 @@
 use ns_compute::{CpuEvaluator, Likelihood, PreparedData, Scratch};
 use ns_core::optim::Termination;
 use ns_inference::{FitConfig, Fitter};
+use ns_tests::kinked_workspace;
 use ns_translate::{FromWorkspace, HistFactoryModel, ModelOptions, Workspace};
-use serde_json::json;
-
-/// One observed-empty bin: a background of 1 event and a small sample whose normsys has pyhf's
-/// code4 polynomial below zero for 0.1 ≲ α ≲ 0.6 (hi 0.998, lo 230.5: the published sleptons
-/// likelihood has such a pair), with a second bin that holds the background's normalisation.
-fn workspace(with_small_sample: bool) -> Workspace {
-    let mut samples = vec![
-        json!({"name": "background", "data": [1.0, 20.0], "modifiers": [
-        {"name": "mu", "type": "normfactor", "data": null},
-        {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.1, "lo": 0.9}}]}),
-    ];
-    if with_small_sample {
-        samples.push(json!({"name": "small", "data": [0.5, 0.0], "modifiers": [
-            {"name": "k", "type": "normsys", "data": {"hi": 0.998, "lo": 230.5}},
-            {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.2, "lo": 0.8}}]}));
-    } else {
-        // The same parameter set: the sample's modifier on an empty yield.
-        samples.push(json!({"name": "small", "data": [0.0, 0.0], "modifiers": [
-            {"name": "k", "type": "normsys", "data": {"hi": 0.998, "lo": 230.5}},
-            {"name": "bkg_norm", "type": "normsys", "data": {"hi": 1.2, "lo": 0.8}}]}));
-    }
-    let spec = json!({
-        "channels": [{"name": "sr", "samples": samples}],
-        "observations": [{"name": "sr", "data": [0.0, 21.0]}],
-        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": []}}],
-        "version": "1.0.0"
-    });
-    Workspace::from_value(spec).expect("the workspace loads")
-}
 
 fn model(ws: &Workspace, clip: bool) -> (HistFactoryModel, PreparedData) {
     let options = ModelOptions {
@@ -59,9 +31,9 @@ fn nll_and_gradient(model: &HistFactoryModel, data: &PreparedData, p: &[f64]) ->
 
 #[test]
 fn a_normsys_product_below_zero_yields_nothing_and_is_flat() {
-    let (clipped, data) = model(&workspace(true), true);
-    let (unclipped, _) = model(&workspace(true), false);
-    let (without, data_without) = model(&workspace(false), true);
+    let (clipped, data) = model(&kinked_workspace(true), true);
+    let (unclipped, _) = model(&kinked_workspace(true), false);
+    let (without, data_without) = model(&kinked_workspace(false), true);
     let k = clipped.parameter_index("k").unwrap();
     let mut p = clipped.suggested_init();
     // Inside the polynomial's negative stretch: the sample yields nothing.
@@ -96,7 +68,7 @@ fn a_normsys_product_below_zero_yields_nothing_and_is_flat() {
 /// bin pushes it into the clipped stretch).
 #[test]
 fn a_fit_whose_minimum_lies_on_the_kink_converges_to_it() {
-    let ws = workspace(true);
+    let ws = kinked_workspace(true);
     let (clipped, data) = model(&ws, true);
     let fitter = Fitter::new(&clipped);
     let config = FitConfig::suggested(&clipped);
