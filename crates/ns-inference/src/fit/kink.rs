@@ -34,14 +34,14 @@ const END_RADIUS: f64 = 1e-10;
 const SAMPLES: usize = 16;
 
 /// Gradients kept around one point (the latest).
-const MAX_BUNDLE: usize = 64;
+const MAX_BUNDLE: usize = 96;
 
 /// Step lengths tried at once along a direction: 1, ½, ¼, … down to where the step is within
 /// the sampled ball (there the sampled gradients promise a decrease), at most this many.
-const MAX_STEPS: usize = 40;
+const MAX_STEPS: usize = 64;
 
 /// Sampling rounds (each a batch of gradients, then a batch of steps).
-const MAX_ROUNDS: usize = 40;
+const MAX_ROUNDS: usize = 60;
 
 /// Iterations of the projected-gradient solver of the small quadratic program.
 const QP_ITERATIONS: usize = 2000;
