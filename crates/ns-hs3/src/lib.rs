@@ -4,6 +4,8 @@
 //! distributions paired with their data, its parameter of interest), the variables of parameter
 //! points and domains, and the axes of data.
 
+pub mod binned;
+
 use std::collections::{BTreeMap, HashMap};
 
 use ns_core::{Error, Result};

@@ -34,6 +34,16 @@ pub struct PyhfRef {
     pub interpolation: Interpolation,
 }
 
+/// The HistFactory model of a workspace, the workspace kept beside it.
+pub(crate) fn binned_model(workspace: Workspace, options: &ModelOptions) -> Result<LoadedModel> {
+    let model = HistFactoryModel::from_workspace(&workspace, options)?;
+    Ok(LoadedModel::Binned {
+        workspace: Some(Box::new(workspace)),
+        model: Box::new(model),
+        xml_semantics: None,
+    })
+}
+
 /// One patch of a HEPData patchset, applied after checking the patchset's digest of the
 /// background-only workspace (pyhf's `PatchSet.apply`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -186,12 +196,7 @@ impl PyhfRef {
             codes: self.interpolation.codes()?,
             clip_negative_yields: self.interpolation.clip_negative_yields,
         };
-        let model = HistFactoryModel::from_workspace(&workspace, &options)?;
-        Ok(LoadedModel::Binned {
-            workspace: Some(Box::new(workspace)),
-            model: Box::new(model),
-            xml_semantics: None,
-        })
+        binned_model(workspace, &options)
     }
 
     /// The model document: a file with nothing to apply is parsed straight into the typed

@@ -19,7 +19,9 @@ pub(super) fn read_events(
         crate::parquet::TYPE => return crate::parquet::read_entry(entry, name, files),
         "binned" => {
             return Err(invalid(format!(
-                "data '{name}' is binned: nextstat reads binned models as pyhf JSON workspaces"
+                "data '{name}' is binned, and the distribution it meets is not: binned data \
+                 meet a histfactory_dist (an unbinned distribution takes 'unbinned' or '{}' data)",
+                crate::parquet::TYPE
             )));
         }
         other => {

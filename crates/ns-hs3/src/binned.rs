@@ -1,0 +1,527 @@
+//! Binned HS3 (`histfactory_dist`, as ROOT 6.40's `RooJSONFactoryWSTool` writes it) read as a
+//! pyhf workspace with ROOT's semantics (the workspace key `nextstat:root_semantics`): the model
+//! RooFit builds when it imports the file.
+//!
+//! The dialect, element by element (docs/hs3.md has the table):
+//! - a `histfactory_dist` per channel (`model_<channel>`), one axis; samples with `contents`
+//!   (and `errors` for a staterror);
+//! - `normfactor` (with a `constraint_name`: the luminosity, a Gaussian of fixed width);
+//! - `normsys` (`interpolation` 5, pyhf's code4) and `histosys` (ROOT's code 4, pyhf's code4p),
+//!   each with a unit Gaussian constraint on `alpha_<name>`;
+//! - `staterror` (parameters `gamma_stat_<channel>_bin_<i>`, Poisson or Gaussian, no threshold:
+//!   ROOT's importer applies none);
+//! - `shapesys` with relative `vals` (Poisson or Gaussian), or all `vals` zero: a shapefactor;
+//! - global observables from the parameter points (`nom_…`).
+//!
+//! Parameter names are those of the XML route: `alpha_X` → `X`, `gamma_stat_C_bin_i` →
+//! `staterror_C[i]`, `gamma_X_bin_i` → `X[i]`, a constrained `Lumi` → `lumi`.
+
+use std::collections::BTreeMap;
+
+use ns_core::Result;
+use serde_json::{Map, Value, json};
+
+use crate::{Document, index, invalid, number, str_list};
+
+/// The workspace of a binned analysis and the nextstat name of each HS3 parameter.
+pub struct BinnedWorkspace {
+    pub workspace: Value,
+    pub names: BTreeMap<String, String>,
+}
+
+/// The analysis a binned read takes by default: the first not on Asimov data (ROOT lists
+/// `simPdf_asimovData` first), else the first.
+fn default_analysis(doc: &Value) -> Option<&str> {
+    let names: Vec<&str> = doc
+        .get("analyses")?
+        .as_array()?
+        .iter()
+        .filter_map(|a| a.get("name").and_then(Value::as_str))
+        .collect();
+    names
+        .iter()
+        .find(|n| !n.to_ascii_lowercase().contains("asimov"))
+        .or(names.first())
+        .copied()
+}
+
+/// The workspace of `doc`'s analysis where its distributions are `histfactory_dist`; `None`
+/// where none is (an unbinned model).
+pub fn read(doc: &Value, analysis: Option<&str>) -> Result<Option<BinnedWorkspace>> {
+    let chosen = analysis.or_else(|| default_analysis(doc));
+    let document = Document::read(doc, chosen)?;
+    let dists = index(doc, "distributions")?;
+    let kinds: Vec<bool> = document
+        .pairs
+        .iter()
+        .map(|(dist, _, _)| {
+            dists
+                .get(dist)
+                .and_then(|d| d.get("type"))
+                .and_then(Value::as_str)
+                == Some("histfactory_dist")
+        })
+        .collect();
+    if !kinds.iter().any(|&b| b) {
+        return Ok(None);
+    }
+    if !kinds.iter().all(|&b| b) {
+        return Err(invalid(format!(
+            "likelihood '{}' mixes histfactory_dist channels with unbinned ones, which nextstat \
+             does not read yet",
+            document.likelihood_name
+        )));
+    }
+    let name = chosen.unwrap_or(&document.likelihood_name).to_string();
+    Translation::new(doc, &document)?
+        .run(&dists, name)
+        .map(Some)
+}
+
+struct Translation<'a> {
+    document: &'a Document<'a>,
+    /// Values of every parameter point (the analysis's first), for global observables.
+    values: Vec<BTreeMap<&'a str, f64>>,
+    names: BTreeMap<String, String>,
+    parameters: BTreeMap<String, Value>,
+    staterror: Map<String, Value>,
+    shapesys: Map<String, Value>,
+}
+
+impl<'a> Translation<'a> {
+    fn new(doc: &'a Value, document: &'a Document<'a>) -> Result<Self> {
+        let mut values = Vec::new();
+        for point in doc
+            .get("parameter_points")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let mut map = BTreeMap::new();
+            for p in point
+                .get("parameters")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let (Some(n), Some(v)) = (
+                    p.get("name").and_then(Value::as_str),
+                    p.get("value").and_then(Value::as_f64),
+                ) {
+                    map.insert(n, v);
+                }
+            }
+            values.push(map);
+        }
+        Ok(Translation {
+            document,
+            values,
+            names: BTreeMap::new(),
+            parameters: BTreeMap::new(),
+            staterror: Map::new(),
+            shapesys: Map::new(),
+        })
+    }
+
+    /// A global observable's value: the analysis's parameter point, then the others.
+    fn global(&self, name: &str, at: &str) -> Result<f64> {
+        if let Some(v) = self.document.variables.get(name).and_then(|v| v.value) {
+            return Ok(v);
+        }
+        self.values
+            .iter()
+            .find_map(|m| m.get(name).copied())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "{at}: the global observable '{name}' has no value in any parameter point"
+                ))
+            })
+    }
+
+    /// The measurement's configuration of parameter `ours` (HS3's `theirs`): init, bounds and
+    /// fixed from the analysis's variables, with `extra` keys.
+    fn configure(&mut self, ours: &str, theirs: &[&str], extra: Value) {
+        if self.parameters.contains_key(ours) {
+            // A parameter shared by several samples: configured once.
+            return;
+        }
+        let mut config = Map::new();
+        config.insert("name".into(), json!(ours));
+        let vars: Vec<_> = theirs
+            .iter()
+            .map(|t| self.document.variables.get(*t))
+            .collect();
+        if vars.iter().all(|v| v.and_then(|v| v.value).is_some()) {
+            config.insert(
+                "inits".into(),
+                json!(
+                    vars.iter()
+                        .map(|v| v.and_then(|v| v.value))
+                        .collect::<Vec<_>>()
+                ),
+            );
+        }
+        if vars.iter().all(|v| v.and_then(|v| v.range).is_some()) {
+            let bounds: Vec<[f64; 2]> = vars
+                .iter()
+                .filter_map(|v| v.and_then(|v| v.range))
+                .map(|(lo, hi)| [lo, hi])
+                .collect();
+            config.insert("bounds".into(), json!(bounds));
+        }
+        if vars.iter().all(|v| v.is_some_and(|v| v.constant)) {
+            config.insert("fixed".into(), json!(true));
+        }
+        if let Value::Object(extra) = extra {
+            config.extend(extra);
+        }
+        self.parameters
+            .insert(ours.to_string(), Value::Object(config));
+    }
+
+    /// The name under which HS3's `theirs` enters the workspace; one HS3 parameter has one
+    /// name, and two may not share one.
+    fn name(&mut self, theirs: &str, ours: String) -> Result<String> {
+        if let Some((other, _)) = self
+            .names
+            .iter()
+            .find(|(t, o)| **o == ours && t.as_str() != theirs)
+        {
+            return Err(invalid(format!(
+                "the parameters '{theirs}' and '{other}' would both be '{ours}' in nextstat"
+            )));
+        }
+        self.names.insert(theirs.to_string(), ours.clone());
+        Ok(ours)
+    }
+
+    /// The unit Gaussian constraint `constraint_name` of `modifier` on `parameter`: its mean's
+    /// value (the global observable).
+    fn unit_gaussian(
+        &self,
+        dists: &BTreeMap<&str, &Value>,
+        modifier: &Value,
+        parameter: &str,
+        at: &str,
+    ) -> Result<f64> {
+        let constraint = modifier
+            .get("constraint_name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid(format!("{at}: no constraint_name")))?;
+        let c = dists.get(constraint).ok_or_else(|| {
+            invalid(format!(
+                "{at}: its constraint '{constraint}' is not among the distributions"
+            ))
+        })?;
+        let sigma = c.get("sigma").and_then(Value::as_f64);
+        if c.get("type").and_then(Value::as_str) != Some("gaussian_dist")
+            || c.get("x").and_then(Value::as_str) != Some(parameter)
+            || sigma != Some(1.0)
+        {
+            return Err(invalid(format!(
+                "{at}: its constraint '{constraint}' must be a unit gaussian_dist of '{parameter}' \
+                 (HistFactory's; another width has no pyhf counterpart)"
+            )));
+        }
+        match c.get("mean") {
+            Some(Value::String(mean)) => self.global(mean, at),
+            Some(v) => number(v, &format!("{at}: constraint mean")),
+            None => Err(invalid(format!(
+                "{at}: its constraint '{constraint}' has no mean"
+            ))),
+        }
+    }
+
+    fn run(mut self, dists: &BTreeMap<&str, &Value>, analysis: String) -> Result<BinnedWorkspace> {
+        let (mut channels, mut observations) = (Vec::new(), Vec::new());
+        for &(dist_name, data_name, data) in &self.document.pairs {
+            let dist = dists[dist_name];
+            let channel = dist_name.strip_prefix("model_").unwrap_or(dist_name);
+            let at_channel = format!("histfactory_dist '{dist_name}'");
+            let bins = dist
+                .pointer("/axes/0/nbins")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| invalid(format!("{at_channel}: axes[0] has no nbins")))?
+                as usize;
+            if dist
+                .get("axes")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.len() != 1)
+            {
+                return Err(invalid(format!(
+                    "{at_channel}: one axis is read (a HistFactory channel is one histogram)"
+                )));
+            }
+            let numbers = |v: Option<&Value>, what: String| -> Result<Vec<f64>> {
+                let list = v
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| invalid(format!("{what} must be a list of numbers")))?;
+                if list.len() != bins {
+                    return Err(invalid(format!(
+                        "{what} has {} entries for {bins} bins",
+                        list.len()
+                    )));
+                }
+                list.iter().map(|x| number(x, &what)).collect()
+            };
+            let mut samples = Vec::new();
+            for (s, sample) in dist
+                .get("samples")
+                .and_then(Value::as_array)
+                .ok_or_else(|| invalid(format!("{at_channel}: no samples")))?
+                .iter()
+                .enumerate()
+            {
+                let sample_name = sample
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid(format!("{at_channel} samples[{s}] has no name")))?;
+                let at = format!("{at_channel} sample '{sample_name}'");
+                let contents = numbers(
+                    sample.pointer("/data/contents"),
+                    format!("{at} data.contents"),
+                )?;
+                let mut modifiers = Vec::new();
+                for m in sample
+                    .get("modifiers")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let kind = m.get("type").and_then(Value::as_str).unwrap_or("");
+                    let mname = m.get("name").and_then(Value::as_str).unwrap_or("");
+                    let at = format!("{at} modifier '{mname}'");
+                    modifiers
+                        .push(self.modifier(dists, m, kind, &at, sample, &contents, &numbers)?);
+                }
+                samples
+                    .push(json!({"name": sample_name, "data": contents, "modifiers": modifiers}));
+            }
+            channels.push(json!({"name": channel, "samples": samples}));
+            observations.push(json!({
+                "name": channel,
+                "data": numbers(data.get("contents"), format!("data '{data_name}' contents"))?,
+            }));
+        }
+        let poi = self
+            .document
+            .poi
+            .map(|p| self.names.get(p).cloned().unwrap_or_else(|| p.to_string()))
+            .unwrap_or_default();
+        let workspace = json!({
+            "channels": channels,
+            "observations": observations,
+            "measurements": [{"name": analysis, "config": {
+                "poi": poi,
+                "parameters": self.parameters.into_values().collect::<Vec<_>>(),
+            }}],
+            "version": "1.0.0",
+            "nextstat:root_semantics": {
+                "staterror": self.staterror,
+                "shapesys": self.shapesys,
+            },
+        });
+        Ok(BinnedWorkspace {
+            workspace,
+            names: self.names,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn modifier(
+        &mut self,
+        dists: &BTreeMap<&str, &Value>,
+        m: &Value,
+        kind: &str,
+        at: &str,
+        sample: &Value,
+        contents: &[f64],
+        numbers: &dyn Fn(Option<&Value>, String) -> Result<Vec<f64>>,
+    ) -> Result<Value> {
+        let parameter = || {
+            m.get("parameter")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid(format!("{at}: no parameter")))
+        };
+        let parameters = || {
+            str_list(
+                m.get("parameters").unwrap_or(&Value::Null),
+                &format!("{at} parameters"),
+            )
+        };
+        let constraint_type = |default: &str| -> Result<&'static str> {
+            match m
+                .get("constraint_type")
+                .or_else(|| m.get("constraint"))
+                .and_then(Value::as_str)
+                .unwrap_or(default)
+            {
+                "Poisson" => Ok("poisson"),
+                "Gauss" | "Gaussian" | "Normal" => Ok("gaussian"),
+                other => Err(invalid(format!(
+                    "{at}: constraint type '{other}' (Poisson or Gauss are read)"
+                ))),
+            }
+        };
+        Ok(match kind {
+            "normfactor" => {
+                let p = parameter()?;
+                match m.get("constraint_name").and_then(Value::as_str) {
+                    None => {
+                        let ours = self.name(p, p.to_string())?;
+                        self.configure(&ours, &[p], json!({}));
+                        json!({"name": ours, "type": "normfactor", "data": null})
+                    }
+                    Some(constraint) => {
+                        // The luminosity: a Gaussian of fixed width around its global
+                        // observable. ROOT's importer reads a width given as a number through
+                        // `%g` (six significant digits).
+                        let c = dists.get(constraint).ok_or_else(|| {
+                            invalid(format!("{at}: its constraint '{constraint}' is missing"))
+                        })?;
+                        if c.get("type").and_then(Value::as_str) != Some("gaussian_dist")
+                            || c.get("x").and_then(Value::as_str) != Some(p)
+                        {
+                            return Err(invalid(format!(
+                                "{at}: its constraint '{constraint}' must be a gaussian_dist of '{p}'"
+                            )));
+                        }
+                        let sigma = match c.get("sigma") {
+                            Some(Value::String(s)) => self.global(s, at)?,
+                            Some(v) => six_digits(number(v, &format!("{at}: sigma"))?),
+                            None => {
+                                return Err(invalid(format!("{at}: its constraint has no sigma")));
+                            }
+                        };
+                        let mean = match c.get("mean") {
+                            Some(Value::String(s)) => self.global(s, at)?,
+                            Some(v) => six_digits(number(v, &format!("{at}: mean"))?),
+                            None => {
+                                return Err(invalid(format!("{at}: its constraint has no mean")));
+                            }
+                        };
+                        let ours =
+                            self.name(p, if p == "Lumi" { "lumi".into() } else { p.into() })?;
+                        self.configure(&ours, &[p], json!({"auxdata": [mean], "sigmas": [sigma]}));
+                        json!({"name": ours, "type": "lumi", "data": null})
+                    }
+                }
+            }
+            "normsys" | "histosys" => {
+                let p = parameter()?;
+                let code = m.get("interpolation").and_then(Value::as_i64);
+                let wanted = if kind == "normsys" { Some(5) } else { None };
+                if code != wanted && !(kind == "histosys" && code == Some(4)) {
+                    return Err(invalid(format!(
+                        "{at}: interpolation code {} is not read: a normsys must be ROOT's 5 \
+                         (pyhf's code4), a histosys ROOT's 4 (pyhf's code4p, the default)",
+                        code.map_or("none".into(), |c| c.to_string())
+                    )));
+                }
+                let aux = self.unit_gaussian(dists, m, p, at)?;
+                let ours = self.name(p, p.strip_prefix("alpha_").unwrap_or(p).to_string())?;
+                self.configure(&ours, &[p], json!({"auxdata": [aux]}));
+                let data = if kind == "normsys" {
+                    json!({
+                        "hi": number(m.pointer("/data/hi").unwrap_or(&Value::Null), &format!("{at} data.hi"))?,
+                        "lo": number(m.pointer("/data/lo").unwrap_or(&Value::Null), &format!("{at} data.lo"))?,
+                    })
+                } else {
+                    json!({
+                        "hi_data": numbers(m.pointer("/data/hi/contents"), format!("{at} data.hi.contents"))?,
+                        "lo_data": numbers(m.pointer("/data/lo/contents"), format!("{at} data.lo.contents"))?,
+                    })
+                };
+                json!({"name": ours, "type": kind, "data": data})
+            }
+            "staterror" => {
+                let ps = parameters()?;
+                let channel = ps
+                    .first()
+                    .and_then(|p| p.strip_prefix("gamma_stat_"))
+                    .and_then(|p| p.strip_suffix("_bin_0"))
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "{at}: staterror parameters must be gamma_stat_<channel>_bin_<i>"
+                        ))
+                    })?;
+                let ours = format!("staterror_{channel}");
+                for (i, p) in ps.iter().enumerate() {
+                    if *p != format!("gamma_stat_{channel}_bin_{i}") {
+                        return Err(invalid(format!(
+                            "{at}: parameter {i} is '{p}', not gamma_stat_{channel}_bin_{i}"
+                        )));
+                    }
+                    self.name(p, format!("{ours}[{i}]"))?;
+                }
+                let constraint = constraint_type("Poisson")?;
+                let errors = numbers(
+                    sample.pointer("/data/errors"),
+                    format!("{at}: the sample's data.errors"),
+                )?;
+                let aux = ps
+                    .iter()
+                    .map(|p| self.global(&format!("nom_{p}"), at))
+                    .collect::<Result<Vec<_>>>()?;
+                self.configure(&ours, &ps, json!({"auxdata": aux}));
+                self.staterror.insert(
+                    ours.clone(),
+                    json!({"constraint": constraint, "threshold": 0.0}),
+                );
+                json!({"name": ours, "type": "staterror", "data": errors})
+            }
+            "shapesys" => {
+                let ps = parameters()?;
+                let ours = m
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid(format!("{at}: no name")))?
+                    .to_string();
+                for (i, p) in ps.iter().enumerate() {
+                    self.name(p, format!("{ours}[{i}]"))?;
+                }
+                let vals = numbers(m.pointer("/data/vals"), format!("{at} data.vals"))?;
+                if vals.iter().all(|&v| v == 0.0) {
+                    // ROOT writes a ShapeFactor as a shapesys without widths.
+                    self.configure(&ours, &ps, json!({}));
+                    return Ok(json!({"name": ours, "type": "shapefactor", "data": null}));
+                }
+                if vals.iter().any(|&v| !(v > 0.0 && v.is_finite())) {
+                    return Err(invalid(format!(
+                        "{at}: every relative width must be positive (some are zero: ROOT leaves \
+                         those γ free and unconstrained, which a shapesys cannot say)"
+                    )));
+                }
+                let constraint = constraint_type("Gauss")?;
+                let extra = if constraint == "poisson" {
+                    let aux = ps
+                        .iter()
+                        .map(|p| self.global(&format!("nom_{p}"), at))
+                        .collect::<Result<Vec<_>>>()?;
+                    json!({"auxdata": aux})
+                } else {
+                    json!({})
+                };
+                self.configure(&ours, &ps, extra);
+                self.shapesys.insert(
+                    ours.clone(),
+                    json!({"constraint": constraint, "relative": vals}),
+                );
+                let absolute: Vec<f64> = vals.iter().zip(contents).map(|(v, c)| v * c).collect();
+                json!({"name": ours, "type": "shapesys", "data": absolute})
+            }
+            other => {
+                return Err(invalid(format!(
+                    "{at}: modifier type '{other}' is not read (normfactor, normsys, histosys, \
+                     staterror and shapesys are)"
+                )));
+            }
+        })
+    }
+}
+
+/// A number as `%g` prints it (six significant digits): how ROOT's importer reads a number in
+/// the place of a parameter.
+fn six_digits(x: f64) -> f64 {
+    format!("{x:.5e}").parse().unwrap_or(x)
+}

@@ -1,0 +1,180 @@
+//! Binned HS3 files written by ROOT 6.40 (`../shared/hs3-binned`, README there) against RooFit's
+//! numbers on the workspace each file's reference names (`oracle_for_this_file`): the NLL differs
+//! from RooFit's by one constant at the default point and at RooFit's best fit; the fit reaches
+//! RooFit's minimum with its parameters; the profile scan of the POI gives RooFit's absolute
+//! profiled NLLs.
+
+use std::path::PathBuf;
+
+use ns_compute::Likelihood;
+use ns_inference::{FitConfig, Fitter};
+use ns_source::{Files, ModelRef};
+use serde_json::Value;
+
+fn hs3_dir() -> PathBuf {
+    std::env::var_os("NEXTSTAT_HS3_BINNED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/hs3-binned")
+        })
+}
+
+/// The parameter vector of `point` (HS3 names, mapped by `names`), the rest at `base`.
+fn point_of(
+    model: &dyn Likelihood,
+    names: &std::collections::BTreeMap<String, String>,
+    base: &[f64],
+    point: &serde_json::Map<String, Value>,
+) -> Vec<f64> {
+    let mut p = base.to_vec();
+    for (theirs, value) in point {
+        let value = value.as_f64().or_else(|| value[0].as_f64()).unwrap();
+        let Some(ours) = names.get(theirs) else {
+            // ROOT's constants (nominal values of global observables) are not parameters here.
+            continue;
+        };
+        let i = model
+            .parameter_index(ours)
+            .unwrap_or_else(|e| panic!("{theirs} → {ours}: {e}"));
+        p[i] = value;
+    }
+    p
+}
+
+#[test]
+fn every_file_gives_roofits_numbers() {
+    let dir = hs3_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".hs3.json"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 9,
+        "{} files in {}",
+        files.len(),
+        dir.display()
+    );
+    let mut failures = Vec::new();
+    for path in &files {
+        let name = path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(".hs3.json", "");
+        let reference: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("{name}.reference.json"))).unwrap(),
+        )
+        .unwrap();
+        let roofit = &reference[reference["oracle_for_this_file"].as_str().unwrap()];
+        let document: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let names = ns_hs3::binned::read(&document, None)
+            .unwrap()
+            .unwrap()
+            .names;
+        let loaded = ModelRef::file(path).load_model(&Files).unwrap();
+        let model = loaded.likelihood();
+        let fitter = Fitter::new(model);
+        let data = model.observed().unwrap();
+        let init = model.suggested_init();
+        let default = point_of(
+            model,
+            &names,
+            &init,
+            roofit["default_point"].as_object().unwrap(),
+        );
+        let best = point_of(model, &names, &init, roofit["bestfit"].as_object().unwrap());
+        let nll = |p: &[f64]| fitter.twice_nll(p, &data).unwrap() / 2.0;
+        let offset = roofit["nll_default"].as_f64().unwrap() - nll(&default);
+        let offset_best = roofit["nll_best"].as_f64().unwrap() - nll(&best);
+        let scale = roofit["nll_default"].as_f64().unwrap().abs().max(1.0);
+        if (offset - offset_best).abs() > 1e-9 * scale {
+            failures.push(format!(
+                "{name}: RooFit's NLL minus ours is {offset} at the default point, {offset_best} at the best fit"
+            ));
+            continue;
+        }
+        let config = FitConfig::suggested(model);
+        let fit = fitter.fit_global(&data, &config).unwrap();
+        let ours_best = fit.twice_nll / 2.0 + offset;
+        let theirs_best = roofit["nll_best"].as_f64().unwrap();
+        if !(fit.converged && ours_best <= theirs_best + 1e-7) {
+            failures.push(format!(
+                "{name}: minimum {ours_best} ({:?}) vs RooFit's {theirs_best}",
+                fit.termination
+            ));
+        }
+        // RooFit's POI where both fits end in one minimum (the coupled-histosys model has two;
+        // RooFit's fit from the default point ends in the higher).
+        let (poi_hat, poi_err) = (
+            roofit["poi_hat"].as_f64().unwrap(),
+            roofit["poi_err"].as_f64().unwrap(),
+        );
+        let poi = model.poi().unwrap();
+        if ours_best > theirs_best - 1e-6 && (fit.parameters[poi] - poi_hat).abs() > 2e-3 * poi_err
+        {
+            failures.push(format!(
+                "{name}: POI {} vs RooFit's {poi_hat} ± {poi_err}",
+                fit.parameters[poi]
+            ));
+        }
+        // The scan: fixed-POI fits from the default point, absolute profiled NLLs.
+        for row in roofit["scan_twice_dnll"].as_array().unwrap() {
+            let (mu, q) = (row[0].as_f64().unwrap(), row[1].as_f64().unwrap());
+            let at = fitter.fit(&data, &config.with_fixed(poi, mu)).unwrap();
+            let ours = at.twice_nll / 2.0 + offset;
+            let theirs = theirs_best + q / 2.0;
+            // RooFit's scan starts each fit from the default point and may stop higher.
+            if !(ours <= theirs + 1e-6 * q.abs().max(1.0)) || (theirs - ours) > 1e-3 {
+                failures.push(format!(
+                    "{name}: profiled NLL at μ = {mu}: {ours} vs RooFit's {theirs}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What the reader does not take is refused by name: another interpolation code, a shapesys with
+/// some widths zero (ROOT leaves those γ free and unconstrained), a modifier type it does not know.
+#[test]
+fn what_is_not_read_is_refused_by_name() {
+    let text = std::fs::read_to_string(hs3_dir().join("nextstat_complex.hs3.json")).unwrap();
+    let document: Value = serde_json::from_str(&text).unwrap();
+    let cases: [(&str, fn(&mut Value)); 3] = [
+        ("interpolation code 4", |m| m["interpolation"] = 4.into()),
+        ("modifier type 'lumisys'", |m| m["type"] = "lumisys".into()),
+        ("every relative width must be positive", |m| {
+            m["data"]["vals"] = serde_json::json!([0.1, 0.0]);
+            m["constraint_type"] = "Poisson".into();
+        }),
+    ];
+    for ((expected, edit), kind) in cases.into_iter().zip(["normsys", "normsys", "shapesys"]) {
+        let mut doc = document.clone();
+        edit(first_modifier(&mut doc, kind));
+        let error = match ns_hs3::binned::read(&doc, None) {
+            Err(e) => e.to_string(),
+            Ok(_) => String::from("read"),
+        };
+        assert!(error.contains(expected), "{expected}: {error}");
+        assert!(
+            error.contains("modifier '"),
+            "the error names the modifier: {error}"
+        );
+    }
+}
+
+/// The first modifier of type `kind` in a binned document.
+fn first_modifier<'a>(doc: &'a mut Value, kind: &str) -> &'a mut Value {
+    doc["distributions"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .filter(|d| d["type"] == "histfactory_dist")
+        .flat_map(|d| d["samples"].as_array_mut().unwrap().iter_mut())
+        .flat_map(|s| s["modifiers"].as_array_mut().unwrap().iter_mut())
+        .find(|m| m["type"] == kind)
+        .unwrap()
+}
