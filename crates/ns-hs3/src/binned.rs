@@ -252,18 +252,6 @@ impl<'a> Translation<'a> {
                     "{at_channel}: one axis is read (a HistFactory channel is one histogram)"
                 )));
             }
-            let numbers = |v: Option<&Value>, what: String| -> Result<Vec<f64>> {
-                let list = v
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| invalid(format!("{what} must be a list of numbers")))?;
-                if list.len() != bins {
-                    return Err(invalid(format!(
-                        "{what} has {} entries for {bins} bins",
-                        list.len()
-                    )));
-                }
-                list.iter().map(|x| number(x, &what)).collect()
-            };
             let mut samples = Vec::new();
             for (s, sample) in dist
                 .get("samples")
@@ -279,6 +267,7 @@ impl<'a> Translation<'a> {
                 let at = format!("{at_channel} sample '{sample_name}'");
                 let contents = numbers(
                     sample.pointer("/data/contents"),
+                    bins,
                     format!("{at} data.contents"),
                 )?;
                 let mut modifiers = Vec::new();
@@ -291,8 +280,7 @@ impl<'a> Translation<'a> {
                     let kind = m.get("type").and_then(Value::as_str).unwrap_or("");
                     let mname = m.get("name").and_then(Value::as_str).unwrap_or("");
                     let at = format!("{at} modifier '{mname}'");
-                    modifiers
-                        .push(self.modifier(dists, m, kind, &at, sample, &contents, &numbers)?);
+                    modifiers.push(self.modifier(dists, m, kind, &at, sample, &contents, bins)?);
                 }
                 samples
                     .push(json!({"name": sample_name, "data": contents, "modifiers": modifiers}));
@@ -300,7 +288,7 @@ impl<'a> Translation<'a> {
             channels.push(json!({"name": channel, "samples": samples}));
             observations.push(json!({
                 "name": channel,
-                "data": numbers(data.get("contents"), format!("data '{data_name}' contents"))?,
+                "data": numbers(data.get("contents"), bins, format!("data '{data_name}' contents"))?,
             }));
         }
         let poi = self
@@ -336,8 +324,9 @@ impl<'a> Translation<'a> {
         at: &str,
         sample: &Value,
         contents: &[f64],
-        numbers: &dyn Fn(Option<&Value>, String) -> Result<Vec<f64>>,
+        bins: usize,
     ) -> Result<Value> {
+        let numbers = |v: Option<&Value>, what: String| numbers(v, bins, what);
         let parameter = || {
             m.get("parameter")
                 .and_then(Value::as_str)
@@ -518,6 +507,20 @@ impl<'a> Translation<'a> {
             }
         })
     }
+}
+
+/// A list of `bins` numbers at `v`; an error names `what`.
+fn numbers(v: Option<&Value>, bins: usize, what: String) -> Result<Vec<f64>> {
+    let list = v
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid(format!("{what} must be a list of numbers")))?;
+    if list.len() != bins {
+        return Err(invalid(format!(
+            "{what} has {} entries for {bins} bins",
+            list.len()
+        )));
+    }
+    list.iter().map(|x| number(x, &what)).collect()
 }
 
 /// A number as `%g` prints it (six significant digits): how ROOT's importer reads a number in

@@ -137,13 +137,16 @@ fn every_file_gives_roofits_numbers() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A change to one modifier.
+type Edit = fn(&mut Value);
+
 /// What the reader does not take is refused by name: another interpolation code, a shapesys with
 /// some widths zero (ROOT leaves those γ free and unconstrained), a modifier type it does not know.
 #[test]
 fn what_is_not_read_is_refused_by_name() {
     let text = std::fs::read_to_string(hs3_dir().join("nextstat_complex.hs3.json")).unwrap();
     let document: Value = serde_json::from_str(&text).unwrap();
-    let cases: [(&str, fn(&mut Value)); 3] = [
+    let cases: [(&str, Edit); 3] = [
         ("interpolation code 4", |m| m["interpolation"] = 4.into()),
         ("modifier type 'lumisys'", |m| m["type"] = "lumisys".into()),
         ("every relative width must be positive", |m| {
