@@ -204,10 +204,20 @@ impl<'a> Translation<'a> {
         parameter: &str,
         at: &str,
     ) -> Result<f64> {
-        let constraint = modifier
-            .get("constraint_name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| invalid(format!("{at}: no constraint_name")))?;
+        let Some(constraint) = modifier.get("constraint_name").and_then(Value::as_str) else {
+            // The older (ROOT 6.32, ATLAS-published) dialect: `"constraint": "Gauss"` on the
+            // modifier, around the global observable `nom_<parameter>` (0 where no point
+            // gives it, as ROOT reads it).
+            return match modifier.get("constraint").and_then(Value::as_str) {
+                Some("Gauss") => Ok(self.global(&format!("nom_{parameter}"), at).unwrap_or(0.0)),
+                Some(other) => Err(invalid(format!(
+                    "{at}: constraint '{other}' (an α takes HistFactory's unit Gaussian, \"Gauss\")"
+                ))),
+                None => Err(invalid(format!(
+                    "{at}: no constraint_name and no \"constraint\": an α needs its Gaussian"
+                ))),
+            };
+        };
         let c = dists.get(constraint).ok_or_else(|| {
             invalid(format!(
                 "{at}: its constraint '{constraint}' is not among the distributions"
@@ -280,7 +290,9 @@ impl<'a> Translation<'a> {
                     let kind = m.get("type").and_then(Value::as_str).unwrap_or("");
                     let mname = m.get("name").and_then(Value::as_str).unwrap_or("");
                     let at = format!("{at} modifier '{mname}'");
-                    modifiers.push(self.modifier(dists, m, kind, &at, sample, &contents, bins)?);
+                    modifiers.push(
+                        self.modifier(dists, m, kind, &at, sample, &contents, bins, channel)?,
+                    );
                 }
                 samples
                     .push(json!({"name": sample_name, "data": contents, "modifiers": modifiers}));
@@ -325,6 +337,7 @@ impl<'a> Translation<'a> {
         sample: &Value,
         contents: &[f64],
         bins: usize,
+        channel: &str,
     ) -> Result<Value> {
         let numbers = |v: Option<&Value>, what: String| numbers(v, bins, what);
         let parameter = || {
@@ -424,7 +437,16 @@ impl<'a> Translation<'a> {
                 json!({"name": ours, "type": kind, "data": data})
             }
             "staterror" => {
-                let ps = parameters()?;
+                // The older dialect names no parameters: ROOT's names for the channel.
+                let named: Vec<String>;
+                let ps = if m.get("parameters").is_some() {
+                    parameters()?
+                } else {
+                    named = (0..bins)
+                        .map(|i| format!("gamma_stat_{channel}_bin_{i}"))
+                        .collect();
+                    named.iter().map(String::as_str).collect()
+                };
                 let channel = ps
                     .first()
                     .and_then(|p| p.strip_prefix("gamma_stat_"))

@@ -181,3 +181,55 @@ fn first_modifier<'a>(doc: &'a mut Value, kind: &str) -> &'a mut Value {
         .find(|m| m["type"] == kind)
         .unwrap()
 }
+
+/// The older dialect (ROOT 6.32, ATLAS's published files): `"constraint": "Gauss"` on each
+/// normsys and histosys instead of a constraint distribution, `"constraint": "Poisson"` on a
+/// staterror without its parameters' names. The same model as ROOT 6.40's spelling.
+#[test]
+fn the_older_dialect_reads_as_the_same_model() {
+    let path = hs3_dir().join("nextstat_complex.hs3.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut older: Value = serde_json::from_str(&text).unwrap();
+    for dist in older["distributions"].as_array_mut().unwrap() {
+        if dist["type"] != "histfactory_dist" {
+            continue;
+        }
+        for sample in dist["samples"].as_array_mut().unwrap() {
+            for m in sample["modifiers"].as_array_mut().unwrap() {
+                let m = m.as_object_mut().unwrap();
+                match m["type"].as_str().unwrap() {
+                    "normsys" | "histosys" => {
+                        m.remove("constraint_name");
+                        m.insert("constraint".into(), "Gauss".into());
+                    }
+                    "staterror" => {
+                        m.remove("parameters");
+                        m.remove("constraint_type");
+                        m.insert("constraint".into(), "Poisson".into());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let newer = ModelRef::file(&path).load_model(&Files).unwrap();
+    let older_ref: ModelRef = serde_json::from_value(serde_json::json!({
+        "format": "hs3", "document": older
+    }))
+    .unwrap();
+    let older = older_ref.load_model(&Files).unwrap();
+    let (a, b) = (newer.likelihood(), older.likelihood());
+    assert_eq!(a.parameter_names(), b.parameter_names());
+    let data = a.observed().unwrap();
+    let (fa, fb) = (Fitter::new(a), Fitter::new(b));
+    let mut p = a.suggested_init();
+    for step in 0..5 {
+        for (i, v) in p.iter_mut().enumerate() {
+            *v += 0.01 * ((i + step) % 3) as f64;
+        }
+        assert_eq!(
+            fa.twice_nll(&p, &data).unwrap(),
+            fb.twice_nll(&p, &data).unwrap()
+        );
+    }
+}
