@@ -73,15 +73,13 @@ pub fn read(doc: &Value, analysis: Option<&str>) -> Result<Option<BinnedWorkspac
         )));
     }
     let name = chosen.unwrap_or(&document.likelihood_name).to_string();
-    Translation::new(doc, &document)?
-        .run(&dists, name)
-        .map(Some)
+    Translation::new(doc, &document).run(&dists, name).map(Some)
 }
 
 struct Translation<'a> {
     document: &'a Document<'a>,
-    /// Values of every parameter point (the analysis's first), for global observables.
-    values: Vec<BTreeMap<&'a str, f64>>,
+    /// Values of the parameter points, for global observables.
+    values: BTreeMap<&'a str, f64>,
     names: BTreeMap<String, String>,
     parameters: BTreeMap<String, Value>,
     staterror: Map<String, Value>,
@@ -89,38 +87,32 @@ struct Translation<'a> {
 }
 
 impl<'a> Translation<'a> {
-    fn new(doc: &'a Value, document: &'a Document<'a>) -> Result<Self> {
-        let mut values = Vec::new();
-        for point in doc
+    fn new(doc: &'a Value, document: &'a Document<'a>) -> Self {
+        // Every point's values, the first point that gives one winning.
+        let mut values = BTreeMap::new();
+        let entries = doc
             .get("parameter_points")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-        {
-            let mut map = BTreeMap::new();
-            for p in point
-                .get("parameters")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let (Some(n), Some(v)) = (
-                    p.get("name").and_then(Value::as_str),
-                    p.get("value").and_then(Value::as_f64),
-                ) {
-                    map.insert(n, v);
-                }
+            .filter_map(|point| point.get("parameters").and_then(Value::as_array))
+            .flatten();
+        for p in entries {
+            if let (Some(n), Some(v)) = (
+                p.get("name").and_then(Value::as_str),
+                p.get("value").and_then(Value::as_f64),
+            ) {
+                values.entry(n).or_insert(v);
             }
-            values.push(map);
         }
-        Ok(Translation {
+        Translation {
             document,
             values,
             names: BTreeMap::new(),
             parameters: BTreeMap::new(),
             staterror: Map::new(),
             shapesys: Map::new(),
-        })
+        }
     }
 
     /// A global observable's value: the analysis's parameter point, then the others.
@@ -128,14 +120,11 @@ impl<'a> Translation<'a> {
         if let Some(v) = self.document.variables.get(name).and_then(|v| v.value) {
             return Ok(v);
         }
-        self.values
-            .iter()
-            .find_map(|m| m.get(name).copied())
-            .ok_or_else(|| {
-                invalid(format!(
-                    "{at}: the global observable '{name}' has no value in any parameter point"
-                ))
-            })
+        self.values.get(name).copied().ok_or_else(|| {
+            invalid(format!(
+                "{at}: the global observable '{name}' has no value in any parameter point"
+            ))
+        })
     }
 
     /// The measurement's configuration of parameter `ours` (HS3's `theirs`): init, bounds and

@@ -13,11 +13,15 @@
 //! [`CERTIFY_RADIUS`]: no direction lowers the objective. Away from kinks the sampled gradients
 //! agree, and the test is the projected-gradient test of a smooth fit.
 
+use ns_compute::rng::ToyStream;
 use ns_compute::{Datasets, PreparedData};
 use ns_core::Result;
 use ns_core::optim::Termination;
 
 use super::{FitConfig, FitResult, FitRun, Fitter};
+
+/// The seed of the sampling's random stream.
+const KINK_SEED: u64 = 0x6b69_6e6b;
 
 /// The first radius sampled, in curvature-scaled parameters (units of about one σ).
 const START_RADIUS: f64 = 1e-3;
@@ -69,7 +73,8 @@ impl Fitter<'_> {
         if !fx.is_finite() {
             return Ok(result);
         }
-        let mut rng = SplitMix(0x6b69_6e6b);
+        // A fixed stream of the toys' generator: the verdict is a function of the end point.
+        let mut rng = ToyStream::new(KINK_SEED, 0, 0);
         let mut radius = START_RADIUS;
         let mut certified = false;
         let mut bundle: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
@@ -94,7 +99,8 @@ impl Fitter<'_> {
                 for &k in &moving {
                     let i = run.free[k];
                     let (lo, hi) = config.bounds[i];
-                    point[i] = (x[i] + rng.uniform() * radius / sigma[k]).clamp(lo, hi);
+                    point[i] =
+                        (x[i] + (2.0 * rng.uniform() - 1.0) * radius / sigma[k]).clamp(lo, hi);
                 }
                 points.extend_from_slice(&point);
             }
@@ -221,24 +227,16 @@ impl Fitter<'_> {
 }
 
 /// The (point, gradient) rows of a batch where the objective and the gradient are finite.
-fn finite_rows(
-    points: &[f64],
-    f: &[f64],
-    grad: &[f64],
-    n: usize,
-) -> impl Iterator<Item = (Vec<f64>, Vec<f64>)> {
+fn finite_rows(points: &[f64], f: &[f64], grad: &[f64], n: usize) -> Vec<(Vec<f64>, Vec<f64>)> {
     (0..f.len())
-        .filter(move |&j| {
-            f[j].is_finite() && grad[j * n..(j + 1) * n].iter().all(|v| v.is_finite())
-        })
-        .map(move |j| {
+        .filter(|&j| f[j].is_finite() && grad[j * n..(j + 1) * n].iter().all(|v| v.is_finite()))
+        .map(|j| {
             (
                 points[j * n..(j + 1) * n].to_vec(),
                 grad[j * n..(j + 1) * n].to_vec(),
             )
         })
-        .collect::<Vec<_>>()
-        .into_iter()
+        .collect()
 }
 
 /// The weights t (t ≥ 0, Σt = 1) minimising ‖Σ_j t_j c_j‖²: accelerated projected gradient
@@ -312,24 +310,6 @@ fn project_onto_simplex(v: &mut [f64]) {
     }
     for x in v.iter_mut() {
         *x = (*x - threshold).max(0.0);
-    }
-}
-
-/// A fixed-seed generator of the sampling signs: the verdict is a function of the end point.
-struct SplitMix(u64);
-
-impl SplitMix {
-    /// Uniform on [−1, 1).
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 * (2.0 / (1u64 << 53) as f64) - 1.0
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
     }
 }
 
