@@ -102,6 +102,14 @@ pub enum WorkspaceCommand {
         #[arg(short = 'o', long = "output-file")]
         output: Option<PathBuf>,
     },
+    /// The model as an HS3 document that ROOT 6.40 imports as the same likelihood (binned:
+    /// ROOT's HistFactory dialect; see docs/hs3-binned.md)
+    ExportHs3 {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -276,6 +284,10 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             let value =
                 ns_xml::workspace_of_files(&top, basedir.as_deref(), ns_xml::Semantics::Pyhf)?;
             emit_pyhf(&dumps(&value, DumpOptions::PYHF_CLI), output.as_ref())
+        }
+        WorkspaceCommand::ExportHs3 { model, output } => {
+            let document = model.model_ref()?.to_hs3(&crate::input::Inputs)?;
+            emit(&crate::to_json(&document), output.as_ref())
         }
     }
 }

@@ -18,6 +18,27 @@ pub fn is_hs3(doc: &Value) -> bool {
         && (doc.get("likelihoods").is_some() || doc.pointer("/metadata/hs3_version").is_some())
 }
 
+/// The entries of `doc` of nextstat's own types (`"type": "nextstat:…"`: flows, Parquet
+/// data), as "distribution 'NAME' (TYPE)": what no other HS3 reader reads.
+pub fn nextstat_entries(doc: &Value) -> Vec<String> {
+    ["distributions", "data"]
+        .iter()
+        .flat_map(|list| {
+            doc.get(list)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(move |entry| {
+                    let kind = entry.get("type").and_then(Value::as_str)?;
+                    kind.starts_with("nextstat:").then(|| {
+                        let name = entry.get("name").and_then(Value::as_str).unwrap_or("?");
+                        format!("{} '{name}' ({kind})", list.trim_end_matches('s'))
+                    })
+                })
+        })
+        .collect()
+}
+
 /// One axis of data or of a domain: its name and its range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Axis {

@@ -264,6 +264,38 @@ impl ModelRef {
         }
     }
 
+    /// The model as an HS3 document that ROOT 6.40 imports as the same likelihood: a binned
+    /// model in ROOT's HistFactory dialect ([`ns_hs3::binned::write`]); an unbinned HS3 model as
+    /// its document after its patches, where it holds nothing of nextstat's own (flows, Parquet
+    /// data), which ROOT cannot read.
+    pub fn to_hs3(&self, read: &dyn Reader) -> Result<Value> {
+        match self.load_model(read)? {
+            LoadedModel::Binned {
+                workspace: Some(workspace),
+                model,
+                ..
+            } => ns_hs3::binned::write(&workspace, &model),
+            LoadedModel::Binned {
+                workspace: None, ..
+            } => Err(Error::InvalidInput(
+                "a CMS Combine datacard is not written as HS3 yet: Combine's lnN, shape and \
+                 autoMCStats terms have no HistFactory form that ROOT reads as the same \
+                 likelihood"
+                    .into(),
+            )),
+            LoadedModel::Unbinned(_) => {
+                let document = self.document(read)?;
+                match ns_hs3::nextstat_entries(&document).first() {
+                    Some(entry) => Err(Error::InvalidInput(format!(
+                        "{entry} is nextstat's own and ROOT cannot read it; the HS3 document is \
+                         written only for models of ROOT's types"
+                    ))),
+                    None => Ok(document),
+                }
+            }
+        }
+    }
+
     /// The model, every file read through `read`.
     pub fn load_model(&self, read: &dyn Reader) -> Result<LoadedModel> {
         match self {

@@ -149,7 +149,7 @@ fn what_is_not_read_is_refused_by_name() {
     let cases: [(&str, Edit); 3] = [
         ("interpolation code 4", |m| m["interpolation"] = 4.into()),
         ("modifier type 'lumisys'", |m| m["type"] = "lumisys".into()),
-        ("every relative width must be positive", |m| {
+        ("every width must be positive, or zero for a constant γ", |m| {
             m["data"]["vals"] = serde_json::json!([0.1, 0.0]);
             m["constraint_type"] = "Poisson".into();
         }),

@@ -208,9 +208,7 @@ pub(super) fn lower(
         lower_sample(&mut model, p, &channels[p.channel], &offset_of, staterror)?;
     }
     add_constraints(&mut model, sets)?;
-    if root {
-        model.gaussian_ranges = root::gaussian_ranges(sets);
-    }
+
     Ok(model)
 }
 

@@ -226,6 +226,10 @@ impl FromWorkspace for HistFactoryModel {
             root.is_some(),
             options.clip_negative_yields,
         )?;
+        if let Some(root) = root {
+            compiled.gaussian_ranges =
+                root::gaussian_ranges(&parameter_sets, root.global_ranges.as_ref());
+        }
         compiled.normsys_inputs = parts.normsys_inputs;
         compiled.poisson_ranges = parts.poisson_ranges;
         let mut model = HistFactoryModel::new(
@@ -240,6 +244,17 @@ impl FromWorkspace for HistFactoryModel {
         model.observations = workspace.data(&model, false).map_err(|e| e.to_string());
         Ok(model)
     }
+}
+
+/// Each sample in the model's order (channels, then their samples, sorted by name) with its
+/// channel's index in that order and its modifiers as pyhf reads them (a repeated name and type
+/// keeps its last, sorted by name and type): the structure a writer of the model walks.
+pub fn samples_in_order(workspace: &Workspace) -> Result<Vec<(usize, &Sample, Vec<&Modifier>)>> {
+    let (_, _, placed) = place_samples(workspace)?;
+    Ok(placed
+        .into_iter()
+        .map(|p| (p.channel, p.sample, p.modifiers))
+        .collect())
 }
 
 /// Channels sorted by name (with their bin ranges), the global sorted sample list, and each
@@ -349,8 +364,21 @@ fn requirements_in_order(
                 let n_bins = p.sample.data.len();
                 match &m.kind {
                     ModifierKind::ShapeSys(unc) => {
+                        // With ROOT's relative widths the constraint is the shapesys's own, not
+                        // one sample's: samples may share its γ (ROOT's HS3 does), bin for bin.
+                        let widths = root.and_then(|r| r.shapesys(&m.name));
+                        if let Some(w) = widths.filter(|w| w.relative.len() != n_bins) {
+                            return Err(invalid(format!(
+                                "shapesys '{}' of sample '{}' in channel '{}': {} relative widths for {n_bins} bins",
+                                m.name,
+                                p.sample.name,
+                                channels[p.channel].name,
+                                w.relative.len()
+                            )));
+                        }
                         if let Some((channel, sample)) =
                             shapesys_owner.insert(&m.name, (p.channel, &p.sample.name))
+                            && widths.is_none()
                         {
                             return Err(invalid(format!(
                                 "shapesys '{}' is used by sample '{sample}' in channel '{}' and by sample '{}' in channel '{}': \

@@ -99,6 +99,12 @@ pub struct RootSemantics {
     /// Per measurement, per normsys parameter: its ConstraintTerm.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub constraint_terms: BTreeMap<String, BTreeMap<String, ConstraintTerm>>,
+    /// Where the model's file states them (an HS3 file's domains): per Gaussian-constrained
+    /// parameter, the range of its global observable over which RooFit normalises the Gaussian;
+    /// a parameter not listed is normalised over the whole line. `None`: HistFactory's ranges
+    /// (α's over [−10, 10], γ's over [0, 10], the luminosity's over [0, nominal + 10σ]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_ranges: Option<BTreeMap<String, (f64, f64)>>,
 }
 
 impl RootSemantics {
@@ -226,7 +232,10 @@ pub(super) fn apply_constraint_terms(
 /// takes the full normal density: an α or the luminosity whose start keeps 4.99 σ from both
 /// ends of its range. (A γ's width is a variable in ROOT's model, which keeps RooFit off that
 /// shortcut; measured: a shapesys γ of width 0.2 starting 5 σ from 0.)
-pub(super) fn gaussian_ranges(sets: &[ParameterSet]) -> Vec<GaussianRange> {
+pub(super) fn gaussian_ranges(
+    sets: &[ParameterSet],
+    stated: Option<&BTreeMap<String, (f64, f64)>>,
+) -> Vec<GaussianRange> {
     let mut ranges = Vec::new();
     for set in sets.iter().filter(|s| s.constraint == Constraint::Gaussian) {
         let is_gamma = matches!(set.modifier_type, "staterror" | "shapesys");
@@ -236,10 +245,21 @@ pub(super) fn gaussian_ranges(sets: &[ParameterSet]) -> Vec<GaussianRange> {
             if set.fixed[i] || full_density {
                 continue;
             }
-            let (low, high) = match set.modifier_type {
-                "normsys" | "histosys" => (-10.0, 10.0),
-                "lumi" => (0.0, set.auxdata[i] + 10.0 * sigma),
-                _ => (0.0, 10.0),
+            let (low, high) = match (stated, set.modifier_type) {
+                (Some(stated), _) => {
+                    let name = if set.is_scalar {
+                        set.name.clone()
+                    } else {
+                        format!("{}[{i}]", set.name)
+                    };
+                    match stated.get(&name) {
+                        Some(&range) => range,
+                        None => continue,
+                    }
+                }
+                (None, "normsys" | "histosys") => (-10.0, 10.0),
+                (None, "lumi") => (0.0, set.auxdata[i] + 10.0 * sigma),
+                (None, _) => (0.0, 10.0),
             };
             ranges.push(GaussianRange {
                 param: (set.offset + i) as u32,

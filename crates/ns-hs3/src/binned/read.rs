@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use ns_core::Result;
 use serde_json::{Map, Value, json};
 
+use super::{ALPHA_PREFIX, ROOT_CODE4, ROOT_LUMI, channel_of, global_observable, stat_gamma};
 use crate::{Document, index, invalid, number, str_list};
 
 /// The workspace of a binned analysis and the nextstat name of each HS3 parameter.
@@ -84,6 +85,8 @@ struct Translation<'a> {
     parameters: BTreeMap<String, Value>,
     staterror: Map<String, Value>,
     shapesys: Map<String, Value>,
+    /// nextstat's name → the range of its Gaussian's global observable.
+    global_ranges: BTreeMap<String, (f64, f64)>,
 }
 
 impl<'a> Translation<'a> {
@@ -112,6 +115,7 @@ impl<'a> Translation<'a> {
             parameters: BTreeMap::new(),
             staterror: Map::new(),
             shapesys: Map::new(),
+            global_ranges: BTreeMap::new(),
         }
     }
 
@@ -184,13 +188,24 @@ impl<'a> Translation<'a> {
         Ok(ours)
     }
 
-    /// The unit Gaussian constraint `constraint_name` of `modifier` on `parameter`: its mean's
-    /// value (the global observable).
+    /// The value of global observable `name`, the mean of the Gaussian constraint of `ours`
+    /// (nextstat's name): the range of the observable, where the file gives one, is where
+    /// RooFit normalises that Gaussian.
+    fn gaussian_mean(&mut self, name: &str, ours: &str, at: &str) -> Result<f64> {
+        if let Some(range) = self.document.variables.get(name).and_then(|v| v.range) {
+            self.global_ranges.insert(ours.to_string(), range);
+        }
+        self.global(name, at)
+    }
+
+    /// The unit Gaussian constraint `constraint_name` of `modifier` on `parameter` (nextstat's
+    /// `ours`): its mean's value (the global observable).
     fn unit_gaussian(
-        &self,
+        &mut self,
         dists: &BTreeMap<&str, &Value>,
         modifier: &Value,
         parameter: &str,
+        ours: &str,
         at: &str,
     ) -> Result<f64> {
         let Some(constraint) = modifier.get("constraint_name").and_then(Value::as_str) else {
@@ -198,7 +213,9 @@ impl<'a> Translation<'a> {
             // modifier, around the global observable `nom_<parameter>` (0 where no point
             // gives it, as ROOT reads it).
             return match modifier.get("constraint").and_then(Value::as_str) {
-                Some("Gauss") => Ok(self.global(&format!("nom_{parameter}"), at).unwrap_or(0.0)),
+                Some("Gauss") => Ok(self
+                    .gaussian_mean(&global_observable(parameter), ours, at)
+                    .unwrap_or(0.0)),
                 Some(other) => Err(invalid(format!(
                     "{at}: constraint '{other}' (an α takes HistFactory's unit Gaussian, \"Gauss\")"
                 ))),
@@ -223,7 +240,7 @@ impl<'a> Translation<'a> {
             )));
         }
         match c.get("mean") {
-            Some(Value::String(mean)) => self.global(mean, at),
+            Some(Value::String(mean)) => self.gaussian_mean(mean, ours, at),
             Some(v) => number(v, &format!("{at}: constraint mean")),
             None => Err(invalid(format!(
                 "{at}: its constraint '{constraint}' has no mean"
@@ -235,7 +252,7 @@ impl<'a> Translation<'a> {
         let (mut channels, mut observations) = (Vec::new(), Vec::new());
         for &(dist_name, data_name, data) in &self.document.pairs {
             let dist = dists[dist_name];
-            let channel = dist_name.strip_prefix("model_").unwrap_or(dist_name);
+            let channel = channel_of(dist_name);
             let at_channel = format!("histfactory_dist '{dist_name}'");
             let bins = dist
                 .pointer("/axes/0/nbins")
@@ -308,6 +325,7 @@ impl<'a> Translation<'a> {
             "nextstat:root_semantics": {
                 "staterror": self.staterror,
                 "shapesys": self.shapesys,
+                "global_ranges": self.global_ranges,
             },
         });
         Ok(BinnedWorkspace {
@@ -377,6 +395,14 @@ impl<'a> Translation<'a> {
                                 "{at}: its constraint '{constraint}' must be a gaussian_dist of '{p}'"
                             )));
                         }
+                        let ours = self.name(
+                            p,
+                            if p == ROOT_LUMI {
+                                "lumi".into()
+                            } else {
+                                p.into()
+                            },
+                        )?;
                         let sigma = match c.get("sigma") {
                             Some(Value::String(s)) => self.global(s, at)?,
                             Some(v) => six_digits(number(v, &format!("{at}: sigma"))?),
@@ -385,14 +411,12 @@ impl<'a> Translation<'a> {
                             }
                         };
                         let mean = match c.get("mean") {
-                            Some(Value::String(s)) => self.global(s, at)?,
+                            Some(Value::String(s)) => self.gaussian_mean(s, &ours, at)?,
                             Some(v) => six_digits(number(v, &format!("{at}: mean"))?),
                             None => {
                                 return Err(invalid(format!("{at}: its constraint has no mean")));
                             }
                         };
-                        let ours =
-                            self.name(p, if p == "Lumi" { "lumi".into() } else { p.into() })?;
                         self.configure(&ours, &[p], json!({"auxdata": [mean], "sigmas": [sigma]}));
                         json!({"name": ours, "type": "lumi", "data": null})
                     }
@@ -401,7 +425,11 @@ impl<'a> Translation<'a> {
             "normsys" | "histosys" => {
                 let p = parameter()?;
                 let code = m.get("interpolation").and_then(Value::as_i64);
-                let wanted = if kind == "normsys" { Some(5) } else { None };
+                let wanted = if kind == "normsys" {
+                    Some(ROOT_CODE4)
+                } else {
+                    None
+                };
                 if code != wanted && !(kind == "histosys" && code == Some(4)) {
                     return Err(invalid(format!(
                         "{at}: interpolation code {} is not read: a normsys must be ROOT's 5 \
@@ -409,8 +437,8 @@ impl<'a> Translation<'a> {
                         code.map_or("none".into(), |c| c.to_string())
                     )));
                 }
-                let aux = self.unit_gaussian(dists, m, p, at)?;
-                let ours = self.name(p, p.strip_prefix("alpha_").unwrap_or(p).to_string())?;
+                let ours = self.name(p, p.strip_prefix(ALPHA_PREFIX).unwrap_or(p).to_string())?;
+                let aux = self.unit_gaussian(dists, m, p, &ours, at)?;
                 self.configure(&ours, &[p], json!({"auxdata": [aux]}));
                 let data = if kind == "normsys" {
                     json!({
@@ -431,9 +459,7 @@ impl<'a> Translation<'a> {
                 let ps = if m.get("parameters").is_some() {
                     parameters()?
                 } else {
-                    named = (0..bins)
-                        .map(|i| format!("gamma_stat_{channel}_bin_{i}"))
-                        .collect();
+                    named = (0..bins).map(|i| stat_gamma(channel, i)).collect();
                     named.iter().map(String::as_str).collect()
                 };
                 let channel = ps
@@ -447,7 +473,7 @@ impl<'a> Translation<'a> {
                     })?;
                 let ours = format!("staterror_{channel}");
                 for (i, p) in ps.iter().enumerate() {
-                    if *p != format!("gamma_stat_{channel}_bin_{i}") {
+                    if *p != stat_gamma(channel, i) {
                         return Err(invalid(format!(
                             "{at}: parameter {i} is '{p}', not gamma_stat_{channel}_bin_{i}"
                         )));
@@ -461,7 +487,10 @@ impl<'a> Translation<'a> {
                 )?;
                 let aux = ps
                     .iter()
-                    .map(|p| self.global(&format!("nom_{p}"), at))
+                    .enumerate()
+                    .map(|(i, p)| {
+                        self.gaussian_mean(&global_observable(p), &format!("{ours}[{i}]"), at)
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 self.configure(&ours, &ps, json!({"auxdata": aux}));
                 self.staterror.insert(
@@ -486,23 +515,29 @@ impl<'a> Translation<'a> {
                     self.configure(&ours, &ps, json!({}));
                     return Ok(json!({"name": ours, "type": "shapefactor", "data": null}));
                 }
-                if vals.iter().any(|&v| !(v > 0.0 && v.is_finite())) {
+                // A zero width leaves a γ free and unconstrained in ROOT, which a shapesys
+                // cannot say, unless the γ is constant (a bin without a width, fixed).
+                let unconstrained = vals.iter().zip(&ps).find(|&(&v, p)| {
+                    let constant = self.document.variables.get(*p).is_some_and(|v| v.constant);
+                    let readable = (v > 0.0 && v.is_finite()) || (v == 0.0 && constant);
+                    !readable
+                });
+                if let Some((v, p)) = unconstrained {
                     return Err(invalid(format!(
-                        "{at}: every relative width must be positive (some are zero: ROOT leaves \
-                         those γ free and unconstrained, which a shapesys cannot say)"
+                        "{at}: the relative width of '{p}' is {v}; every width must be positive, \
+                         or zero for a constant γ (ROOT leaves a free γ without a width \
+                         unconstrained, which a shapesys cannot say)"
                     )));
                 }
                 let constraint = constraint_type("Gauss")?;
-                let extra = if constraint == "poisson" {
-                    let aux = ps
-                        .iter()
-                        .map(|p| self.global(&format!("nom_{p}"), at))
-                        .collect::<Result<Vec<_>>>()?;
-                    json!({"auxdata": aux})
-                } else {
-                    json!({})
-                };
-                self.configure(&ours, &ps, extra);
+                let aux = ps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        self.gaussian_mean(&global_observable(p), &format!("{ours}[{i}]"), at)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                self.configure(&ours, &ps, json!({"auxdata": aux}));
                 self.shapesys.insert(
                     ours.clone(),
                     json!({"constraint": constraint, "relative": vals}),

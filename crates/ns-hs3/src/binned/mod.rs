@@ -1,0 +1,57 @@
+//! Binned HS3: `histfactory_dist` channels in ROOT 6.40's dialect, read as a pyhf workspace
+//! with ROOT's semantics ([`read`]) and written from a HistFactory model ([`write`]).
+//!
+//! The names below are ROOT's (what `RooJSONFactoryWSTool` writes for a HistFactory
+//! workspace); the reader maps them back to nextstat's and the writer to ROOT's, so a model
+//! written and read again keeps its parameter names.
+
+mod read;
+mod write;
+
+pub use read::{BinnedWorkspace, read};
+pub use write::write;
+
+/// The distribution of channel `channel`.
+fn channel_distribution(channel: &str) -> String {
+    format!("model_{channel}")
+}
+
+/// The channel of distribution `dist` (the distribution's name where it has no prefix).
+fn channel_of(dist: &str) -> &str {
+    dist.strip_prefix("model_").unwrap_or(dist)
+}
+
+/// The observable of channel `channel`.
+fn channel_observable(channel: &str) -> String {
+    format!("obs_x_{channel}")
+}
+
+/// The prefix of the α of a normsys or histosys.
+const ALPHA_PREFIX: &str = "alpha_";
+
+/// The α of a normsys or histosys `name`.
+fn alpha(name: &str) -> String {
+    format!("{ALPHA_PREFIX}{name}")
+}
+
+/// The γ of bin `i` of a shapesys or shapefactor `name`.
+fn gamma(name: &str, i: usize) -> String {
+    format!("gamma_{name}_bin_{i}")
+}
+
+/// The γ of bin `i` of channel `channel`'s staterror.
+fn stat_gamma(channel: &str, i: usize) -> String {
+    gamma(&format!("stat_{channel}"), i)
+}
+
+/// ROOT's name of the luminosity (nextstat's `lumi`).
+const ROOT_LUMI: &str = "Lumi";
+
+/// The global observable of a constrained parameter.
+fn global_observable(parameter: &str) -> String {
+    format!("nom_{parameter}")
+}
+
+/// ROOT's FlexibleInterpVar code of a normsys with pyhf's code4 (a sixth-order polynomial
+/// inside |α| < 1, exponential outside); ROOT's code 1 is pyhf's code1.
+const ROOT_CODE4: i64 = 5;

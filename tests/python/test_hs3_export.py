@@ -1,0 +1,169 @@
+"""`nextstat export-hs3`: every shared pyhf workspace and published likelihood written as HS3,
+imported by RooFit 6.40 (PyPI `root`), gives nextstat's likelihood: RooFit's NLL minus nextstat's
+is one constant over random points (to 1e-9 relative; the constant is RooFit's N_obs·ln
+N_channels, its category term, plus the constraint terms RooFit drops for constant parameters)
+and RooFit's fit from the file's start ends at nextstat's minimum. Read back by nextstat, the
+file is the same likelihood (to 1e-12 relative) under the same parameter names.
+
+Random points keep every sample's yield positive (α within ±1.5, the rest within ±20% of the
+start): ROOT clips a sample's yield at zero, pyhf does not (docs/hs3-binned.md)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import nextstat
+from conftest import ROOT as REPO, WORKSPACES, run_cli
+
+R = pytest.importorskip("ROOT", reason="RooFit (PyPI 'root') is in requirements-test.txt")
+R.RooMsgService.instance().setGlobalKillBelow(R.RooFit.ERROR)
+R.gErrorIgnoreLevel = R.kWarning
+
+LIKELIHOODS = REPO.parent / "shared" / "likelihoods"
+# RooFit fits the exported models up to this size here (seconds each; larger ones take minutes).
+MAX_FITTED_PARAMETERS = 40
+# RooFit's fit from the start stops in the higher of two minima (../shared/hs3-binned/README.md).
+LOCAL_MINIMUM = {"pyhf_validation_2bin_2channel_coupledhistosys"}
+SOURCES = sorted(p for p in WORKSPACES.glob("*.json") if p.name not in ("manifest.json", "pyhf_testpatchset_patchset.json"))
+SOURCES += sorted(LIKELIHOODS.glob("*/workspace.json"))
+
+
+
+
+def roofit_nll(path):
+    ws = R.RooWorkspace("w")
+    assert R.RooJSONFactoryWSTool(ws).importJSON(str(path))
+    analysis = json.loads(path.read_text())["analyses"][0]["name"]
+    mc = ws.obj("ModelConfig")
+    assert mc, f"no ModelConfig for analysis {analysis}"
+    # Every parameter's constraint, the POI's too (pyhf's POI may be a constrained α).
+    constrained = R.RooArgSet(mc.GetNuisanceParameters())
+    constrained.add(mc.GetParametersOfInterest())
+    nll = mc.GetPdf().createNLL(ws.data("obsData"), R.RooFit.Constrain(constrained), R.RooFit.GlobalObservables(mc.GetGlobalObservables()))
+    return ws, mc, nll
+
+
+def names_in_hs3(model):
+    """nextstat's parameter names → export-hs3's (ROOT's conventions)."""
+    out = {}
+    for set_name in model.config.par_order:
+        ps = model.config.param_set(set_name)
+        sl = model.config.par_slice(set_name)
+        for i, index in enumerate(range(sl.start, sl.stop)):
+            name = model.config.par_names[index]
+            channel = set_name.removeprefix("staterror_")
+            if ps.modifier_type == "lumi" and set_name == "lumi":
+                out[name] = "Lumi"
+            elif ps.modifier_type in ("normfactor", "lumi"):
+                out[name] = set_name
+            elif ps.modifier_type == "staterror" and channel != set_name and channel in model.config.channels:
+                out[name] = f"gamma_stat_{channel}_bin_{i}"
+            elif ps.modifier_type in ("normsys", "histosys"):
+                out[name] = f"alpha_{set_name}"
+            else:
+                out[name] = f"gamma_{set_name}_bin_{i}"
+    return out
+
+
+def random_points(model, rng, n):
+    init = np.array(model.config.suggested_init(), dtype=float)
+    bounds = model.config.suggested_bounds()
+    fixed = model.config.suggested_fixed()
+    kinds = {}
+    for set_name in model.config.par_order:
+        sl = model.config.par_slice(set_name)
+        for index in range(sl.start, sl.stop):
+            kinds[index] = model.config.param_set(set_name).modifier_type
+    points = [init]
+    for _ in range(n):
+        p = init.copy()
+        for i, kind in kinds.items():
+            if fixed[i]:
+                continue
+            p[i] = rng.uniform(-1.5, 1.5) if kind in ("normsys", "histosys") else init[i] * rng.uniform(0.8, 1.2)
+            p[i] = min(max(p[i], bounds[i][0]), bounds[i][1])
+        points.append(p)
+    return points
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.parent.name if p.name == "workspace.json" else p.stem)
+def test_roofit_imports_the_same_likelihood(source, tmp_path):
+    spec = json.loads(source.read_text())
+    out = tmp_path / "model.hs3.json"
+    run_cli("export-hs3", str(source), "-o", str(out))
+    workspace = nextstat.Workspace(spec)
+    # The file means ROOT's likelihood, which clips each sample's yield at zero: nextstat's
+    # model with that option (pyhf's wherever no yield turns negative).
+    model = workspace.model(clip_negative_yields=True)
+    data = workspace.data(model)
+    ws, mc, nll = roofit_nll(out)
+    names = names_in_hs3(model)
+    variables = {n: ws.var(h) for n, h in names.items()}
+    missing = [h for n, h in names.items() if not variables[n]]
+    assert not missing, f"RooFit's import lacks {missing[:5]}"
+
+    rng = np.random.default_rng(7)
+    best = nextstat.fit(model)
+    diffs, scale = [], 1.0
+    for point in random_points(model, rng, 12) + [np.array(best.bestfit)]:
+        for name, value in zip(model.config.par_names, point):
+            variables[name].setVal(float(value))
+        ours, theirs = model.twice_nll(point, data) / 2, nll.getVal()
+        diffs.append(theirs - ours)
+        scale = max(scale, abs(ours), abs(theirs))
+    spread = max(diffs) - min(diffs)
+    assert spread <= 1e-9 * scale, (diffs[0], spread)
+
+    # RooFit's fit from the file's start ends at nextstat's minimum (or above it, in a local
+    # minimum); on the larger models a RooFit fit takes minutes (bench/hs3_export_roofit.py
+    # runs them), the equal NLL at nextstat's minimum above stands for it here.
+    if model.config.npars > MAX_FITTED_PARAMETERS:
+        return
+
+    def roofit_minimum(start):
+        for name, value in zip(model.config.par_names, start):
+            variables[name].setVal(float(value))
+        minimizer = R.RooMinimizer(nll)
+        minimizer.setPrintLevel(-1)
+        minimizer.setStrategy(1)
+        minimizer.setEps(1e-6)
+        minimizer.minimize("Minuit2", "Migrad")
+        # Minuit may report that machine precision limits its EDM: the value is what counts.
+        return minimizer.save().minNll() - diffs[0]
+
+    theirs = roofit_minimum(model.config.suggested_init())
+    assert theirs >= best.twice_nll / 2 - 1e-6
+    if source.stem not in LOCAL_MINIMUM:
+        assert theirs == pytest.approx(best.twice_nll / 2, abs=1e-4)
+
+
+HS3 = REPO.parent / "shared" / "hs3-binned"
+
+
+@pytest.mark.parametrize("name", sorted(p.name.removesuffix(".hs3.json") for p in HS3.glob("*.hs3.json")))
+def test_roots_files_through_nextstat_give_roofits_numbers(name, tmp_path):
+    """ROOT's file → nextstat → HS3 → RooFit: RooFit's NLL at the reference's default point and
+    its minimum are those of the reference (for the `_gaussstat` files those of the workspace
+    ROOT exported: ROOT misreads its own file's Gaussian staterror, nextstat's file it reads
+    right)."""
+    reference = json.loads((HS3 / f"{name}.reference.json").read_text())
+    roofit = reference[reference["oracle_for_this_file"]]
+    out = tmp_path / "model.hs3.json"
+    run_cli("export-hs3", str(HS3 / f"{name}.hs3.json"), "-o", str(out))
+    ws, mc, nll = roofit_nll(out)
+    for theirs, value in roofit["default_point"].items():
+        if ws.var(theirs) and not ws.var(theirs).isConstant():
+            ws.var(theirs).setVal(value[0] if isinstance(value, list) else value)
+    assert nll.getVal() == pytest.approx(roofit["nll_default"], abs=1e-6)
+    minimizer = R.RooMinimizer(nll)
+    minimizer.setPrintLevel(-1)
+    minimizer.setStrategy(1)
+    minimizer.setEps(1e-6)
+    minimizer.minimize("Minuit2", "Migrad")
+    result = minimizer.save()
+    # At RooFit's minimum of ROOT's own file, or lower (Migrad stops within its tolerance on
+    # the nearly flat directions of these models).
+    assert result.minNll() <= roofit["nll_best"] + 1e-6
+    assert result.minNll() == pytest.approx(roofit["nll_best"], abs=1e-3)
