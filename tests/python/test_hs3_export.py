@@ -167,3 +167,63 @@ def test_roots_files_through_nextstat_give_roofits_numbers(name, tmp_path):
     # the nearly flat directions of these models).
     assert result.minNll() <= roofit["nll_best"] + 1e-6
     assert result.minNll() == pytest.approx(roofit["nll_best"], abs=1e-3)
+
+
+XML = REPO.parent / "shared" / "histfactory-xml"
+
+
+def xml_measurements():
+    cases = []
+    for ref in sorted(XML.glob("*/*/reference.json")) + [XML / "allmodifiers" / "reference.json"]:
+        for top in json.loads(ref.read_text())["tops"]:
+            for m in top.get("measurements", []):
+                if m.get("roofit_root_defaults"):
+                    cases.append(pytest.param(ref.parent / top["top"], m["name"], m["roofit_root_defaults"], id=f"{ref.parent.name}/{top['top']}/{m['name']}"))
+    return cases
+
+
+@pytest.mark.parametrize("top,measurement,roofit", xml_measurements())
+def test_histfactory_xml_written_as_hs3_gives_roofits_numbers(top, measurement, roofit, tmp_path):
+    """HistFactory XML (ROOT's semantics) → HS3 → RooFit: the NLL at the point
+    MakeModelAndMeasurementFast leaves and the minimum of the workspace RooFit builds from the
+    XML itself; measurements whose ConstraintTerms HS3 cannot carry yet are refused by name."""
+    out = tmp_path / "model.hs3.json"
+    code, _, stderr = run_cli("export-hs3", str(top), "--measurement", measurement, "-o", str(out), expect_ok=False)
+    if code != 0:
+        assert "ConstraintTerms" in stderr and measurement in stderr, stderr
+        return
+    ws, mc, nll = roofit_nll(out)
+    for name, value in roofit["init"].items():
+        if ws.var(name):
+            ws.var(name).setVal(value)
+    assert nll.getVal() == pytest.approx(roofit["nll_init"], abs=1e-6)
+    minimizer = R.RooMinimizer(nll)
+    minimizer.setPrintLevel(-1)
+    minimizer.setStrategy(1)
+    minimizer.setEps(1e-6)
+    minimizer.minimize("Minuit2", "Migrad")
+    best = minimizer.save().minNll()
+    assert best <= roofit["nll_best"] + 1e-6
+    assert best == pytest.approx(roofit["nll_best"], abs=1e-3)
+
+
+def test_python_model_to_hs3_is_the_cli_file_and_reads_back(tmp_path):
+    source = WORKSPACES / "nextstat_complex_workspace.json"
+    model = nextstat.Workspace(json.loads(source.read_text())).model(clip_negative_yields=True)
+    document = model.to_hs3()
+    out = tmp_path / "cli.hs3.json"
+    run_cli("export-hs3", str(source), "-o", str(out))
+    assert document == json.loads(out.read_text())
+    path = tmp_path / "python.hs3.json"
+    path.write_text(json.dumps(document))
+    back = nextstat.load_hs3(path)
+    assert sorted(back.config.par_names) == sorted(model.config.par_names)
+    assert nextstat.fit(back).twice_nll == pytest.approx(nextstat.fit(model).twice_nll, abs=1e-8)
+
+
+def test_what_hs3_cannot_carry_is_refused_by_name(tmp_path):
+    source = WORKSPACES / "pyhf_validation_2bin_histosys.json"
+    code, _, stderr = run_cli("export-hs3", str(source), "--interp-codes", "histosys=code0", expect_ok=False)
+    assert code != 0 and "histosys" in stderr and "code4p" in stderr
+    code, _, stderr = run_cli("export-hs3", str(REPO.parent / "shared" / "combine" / "own" / "counting_extras.txt"), expect_ok=False)
+    assert code != 0 and "datacard is not written as HS3" in stderr

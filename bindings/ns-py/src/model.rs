@@ -55,6 +55,20 @@ impl PyModel {
 
 #[pymethods]
 impl PyModel {
+    /// The model as an HS3 document (JSON text) in ROOT 6.40's HistFactory dialect, which ROOT
+    /// imports as the same likelihood (docs/hs3-binned.md).
+    fn to_hs3(&self) -> PyResult<String> {
+        let source = self.source.as_ref().ok_or_else(|| {
+            to_py(invalid(
+                "a model read from a CMS Combine datacard is not written as HS3 yet: Combine's \
+                 lnN, shape and autoMCStats terms have no HistFactory form that ROOT reads as \
+                 the same likelihood"
+                    .into(),
+            ))
+        })?;
+        let document = ns_hs3::binned::write(&source.workspace, &self.model).map_err(to_py)?;
+        Ok(document.to_string())
+    }
     #[getter]
     fn par_names(&self) -> Vec<String> {
         self.model.par_names.clone()

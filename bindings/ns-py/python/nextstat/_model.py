@@ -237,6 +237,13 @@ class Model:
             raise InvalidInputError("this model was not built from a workspace (Workspace.model()) and has no spec")
         return json.loads(json.dumps(self._spec))
 
+    def to_hs3(self) -> dict:
+        """The model as an HS3 document in ROOT 6.40's HistFactory dialect: ROOT's
+        ``RooJSONFactoryWSTool.importJSON`` builds the same likelihood (ROOT clips each sample's
+        yield at zero, as ``Workspace.model(clip_negative_yields=True)`` does), and
+        ``nextstat.load_hs3`` reads it back (docs/hs3-binned.md)."""
+        return json.loads(self._model.to_hs3())
+
     def pdf(self, pars: Any, data: Any) -> np.ndarray:
         """The likelihood (``exp(logpdf)``), shaped ``(1,)``."""
         return np.exp(self.logpdf(pars, data))

@@ -302,8 +302,8 @@ impl<'m> Writer<'m> {
                         if model.compiled.codes.histosys != HistosysCode::Code4p {
                             return Err(invalid(format!(
                                 "{at}: ROOT's importer reads every histosys with its code 4 \
-                                 (pyhf's code4p); this model's histosys interpolation is {:?}",
-                                model.compiled.codes.histosys
+                                 (pyhf's code4p); this model's histosys interpolation is {}",
+                                model.compiled.codes.histosys.name()
                             )));
                         }
                         let p = self.scalar(&m.name)?;
