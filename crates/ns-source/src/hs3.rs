@@ -62,7 +62,11 @@ impl Format for Hs3 {
         // Binned channels (`histfactory_dist`): a pyhf workspace with ROOT's semantics.
         if let Some(binned) = ns_hs3::binned::read(&document, reference.analysis.as_deref())? {
             let workspace = ns_translate::Workspace::from_value(binned.workspace)?;
-            return crate::pyhf::binned_model(workspace, &ns_translate::ModelOptions::default());
+            let options = ns_translate::ModelOptions {
+                codes: binned.codes,
+                ..ns_translate::ModelOptions::default()
+            };
+            return crate::pyhf::binned_model(workspace, &options);
         }
         let options = ns_unbinned::hs3::ReadOptions {
             analysis: reference.analysis.as_deref(),

@@ -149,10 +149,13 @@ fn what_is_not_read_is_refused_by_name() {
     let cases: [(&str, Edit); 3] = [
         ("interpolation code 4", |m| m["interpolation"] = 4.into()),
         ("modifier type 'lumisys'", |m| m["type"] = "lumisys".into()),
-        ("every width must be positive, or zero for a constant γ", |m| {
-            m["data"]["vals"] = serde_json::json!([0.1, 0.0]);
-            m["constraint_type"] = "Poisson".into();
-        }),
+        (
+            "every width must be positive, or zero for a constant γ",
+            |m| {
+                m["data"]["vals"] = serde_json::json!([0.1, 0.0]);
+                m["constraint_type"] = "Poisson".into();
+            },
+        ),
     ];
     for ((expected, edit), kind) in cases.into_iter().zip(["normsys", "normsys", "shapesys"]) {
         let mut doc = document.clone();

@@ -18,7 +18,11 @@ fn read_back(document: &serde_json::Value) -> HistFactoryModel {
         .unwrap_or_else(|e| panic!("reading the written file: {e}"))
         .expect("a binned file");
     let workspace = Workspace::from_value(binned.workspace).unwrap();
-    HistFactoryModel::from_workspace(&workspace, &ModelOptions::default()).unwrap()
+    let options = ModelOptions {
+        codes: binned.codes,
+        ..ModelOptions::default()
+    };
+    HistFactoryModel::from_workspace(&workspace, &options).unwrap()
 }
 
 /// `original` and `copy` give one NLL at the start, at random points and at the minimum, their
@@ -92,8 +96,21 @@ fn a_written_workspace_reads_back_as_the_same_likelihood() {
         ..ModelOptions::default()
     };
     let mut failures = Vec::new();
-    for (name, workspace) in &sources {
-        let model = HistFactoryModel::from_workspace(workspace, &options).unwrap();
+    let code1 = ModelOptions {
+        codes: ns_core::InterpCodes {
+            normsys: ns_core::NormsysCode::Code1,
+            ..ns_core::InterpCodes::default()
+        },
+        ..options.clone()
+    };
+    let variants = sources.iter().flat_map(|(name, ws)| {
+        [
+            (name.clone(), ws, &options),
+            (format!("{name} (normsys code1)"), ws, &code1),
+        ]
+    });
+    for (name, workspace, options) in variants {
+        let model = HistFactoryModel::from_workspace(workspace, options).unwrap();
         let document = match ns_hs3::binned::write(workspace, &model) {
             Ok(d) => d,
             Err(e) => {
@@ -101,7 +118,7 @@ fn a_written_workspace_reads_back_as_the_same_likelihood() {
                 continue;
             }
         };
-        if let Err(e) = same_likelihood(name, &model, &read_back(&document)) {
+        if let Err(e) = same_likelihood(&name, &model, &read_back(&document)) {
             failures.push(e);
         }
     }

@@ -52,6 +52,9 @@ fn global_observable(parameter: &str) -> String {
     format!("nom_{parameter}")
 }
 
-/// ROOT's FlexibleInterpVar code of a normsys with pyhf's code4 (a sixth-order polynomial
-/// inside |α| < 1, exponential outside); ROOT's code 1 is pyhf's code1.
+/// ROOT's FlexibleInterpVar codes of a normsys: 5 is pyhf's code4 (a sixth-order polynomial
+/// inside |α| < 1, exponential outside), 1 pyhf's code1 (exponential).
 const ROOT_CODE4: i64 = 5;
+const ROOT_CODE1: i64 = 1;
+/// ROOT's PiecewiseInterpolation code of a histosys: pyhf's code4p (ROOT writes no code).
+const ROOT_HISTOSYS_CODE4P: i64 = 4;

@@ -18,16 +18,22 @@
 
 use std::collections::BTreeMap;
 
-use ns_core::Result;
+use ns_core::{HistosysCode, InterpCodes, NormsysCode, Result};
 use serde_json::{Map, Value, json};
 
-use super::{ALPHA_PREFIX, ROOT_CODE4, ROOT_LUMI, channel_of, global_observable, stat_gamma};
+use super::{
+    ALPHA_PREFIX, ROOT_CODE1, ROOT_CODE4, ROOT_HISTOSYS_CODE4P, ROOT_LUMI, channel_of,
+    global_observable, stat_gamma,
+};
 use crate::{Document, index, invalid, number, str_list};
 
 /// The workspace of a binned analysis and the nextstat name of each HS3 parameter.
 pub struct BinnedWorkspace {
     pub workspace: Value,
     pub names: BTreeMap<String, String>,
+    /// The interpolation codes its modifiers name (one normsys code per model; every histosys
+    /// ROOT's code 4, pyhf's code4p).
+    pub codes: InterpCodes,
 }
 
 /// The analysis a binned read takes by default: the first not on Asimov data (ROOT lists
@@ -87,6 +93,8 @@ struct Translation<'a> {
     shapesys: Map<String, Value>,
     /// nextstat's name → the range of its Gaussian's global observable.
     global_ranges: BTreeMap<String, (f64, f64)>,
+    /// The normsys interpolation and the first modifier that gave it.
+    normsys_code: Option<(NormsysCode, String)>,
 }
 
 impl<'a> Translation<'a> {
@@ -116,6 +124,7 @@ impl<'a> Translation<'a> {
             staterror: Map::new(),
             shapesys: Map::new(),
             global_ranges: BTreeMap::new(),
+            normsys_code: None,
         }
     }
 
@@ -331,6 +340,12 @@ impl<'a> Translation<'a> {
         Ok(BinnedWorkspace {
             workspace,
             names: self.names,
+            codes: InterpCodes {
+                normsys: self
+                    .normsys_code
+                    .map_or(NormsysCode::Code4, |(code, _)| code),
+                histosys: HistosysCode::Code4p,
+            },
         })
     }
 
@@ -425,17 +440,36 @@ impl<'a> Translation<'a> {
             "normsys" | "histosys" => {
                 let p = parameter()?;
                 let code = m.get("interpolation").and_then(Value::as_i64);
-                let wanted = if kind == "normsys" {
-                    Some(ROOT_CODE4)
-                } else {
-                    None
+                let normsys = match code {
+                    Some(ROOT_CODE4) => Some(NormsysCode::Code4),
+                    Some(ROOT_CODE1) => Some(NormsysCode::Code1),
+                    _ => None,
                 };
-                if code != wanted && !(kind == "histosys" && code == Some(4)) {
+                let readable = match kind {
+                    "normsys" => normsys.is_some(),
+                    _ => code.is_none() || code == Some(ROOT_HISTOSYS_CODE4P),
+                };
+                if !readable {
                     return Err(invalid(format!(
                         "{at}: interpolation code {} is not read: a normsys must be ROOT's 5 \
-                         (pyhf's code4), a histosys ROOT's 4 (pyhf's code4p, the default)",
+                         (pyhf's code4) or 1 (pyhf's code1), a histosys ROOT's 4 (pyhf's \
+                         code4p, the default)",
                         code.map_or("none".into(), |c| c.to_string())
                     )));
+                }
+                if let Some(code) = normsys {
+                    match self.normsys_code {
+                        Some((other, ref first)) if other != code => {
+                            return Err(invalid(format!(
+                                "{at}: interpolation {} where {first} has {}: nextstat reads \
+                                 one normsys interpolation per model",
+                                code.name(),
+                                other.name()
+                            )));
+                        }
+                        Some(_) => {}
+                        None => self.normsys_code = Some((code, at.to_string())),
+                    }
                 }
                 let ours = self.name(p, p.strip_prefix(ALPHA_PREFIX).unwrap_or(p).to_string())?;
                 let aux = self.unit_gaussian(dists, m, p, &ours, at)?;

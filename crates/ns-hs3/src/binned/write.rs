@@ -30,7 +30,7 @@ use ns_translate::spec::ModifierKind;
 use serde_json::{Map, Value, json};
 
 use super::{
-    ROOT_CODE4, ROOT_LUMI, alpha, channel_distribution, channel_observable, gamma,
+    ROOT_CODE1, ROOT_CODE4, ROOT_LUMI, alpha, channel_distribution, channel_observable, gamma,
     global_observable, stat_gamma,
 };
 use crate::invalid;
@@ -156,7 +156,7 @@ impl<'m> Writer<'m> {
     fn new(model: &'m HistFactoryModel) -> Result<Self> {
         let normsys_code = match model.compiled.codes.normsys {
             NormsysCode::Code4 => Some(ROOT_CODE4),
-            NormsysCode::Code1 => Some(1),
+            NormsysCode::Code1 => Some(ROOT_CODE1),
             NormsysCode::AsymPow => None,
         };
         let mut writer = Writer {
