@@ -1,6 +1,8 @@
 """Every ```python block of docs/python.md runs, in order, from the repository root (a block that
 starts with `# requires a GPU` runs only where there is one)."""
 
+import json
+import math
 import os
 import re
 
@@ -75,3 +77,38 @@ def test_flow_doc_example_runs(capsys):
     exec(compile(found[0], "docs/unbinned.md", "exec"), {})
     out = capsys.readouterr().out
     assert "CPUExecutionProvider" in out and "95% CL upper limit on nsig:" in out
+
+
+def test_hs3_export_doc_runs(tmp_path, capsys):
+    """docs/hs3-binned.md's "Writing HS3": its commands, the Python lines and the RooFit lines
+    run on the files they write."""
+    import shlex
+    import subprocess
+
+    from conftest import BIN
+
+    pytest.importorskip("ROOT", reason="RooFit (PyPI 'root') is in requirements-test.txt")
+    text = (ROOT / "docs" / "hs3-binned.md").read_text()
+    section = text[text.index("## Writing HS3"):text.index("### Checked against RooFit")]
+    block = re.findall(r"```bash\n(.*?)```", section, flags=re.S)[0]
+    moved = lambda s: s.replace("complex.hs3.json", str(tmp_path / "complex.hs3.json")).replace("example.hs3.json", str(tmp_path / "example.hs3.json"))
+    for line in block.strip().splitlines():
+        args = shlex.split(moved(line))
+        assert args[0] == "nextstat"
+        proc = subprocess.run([str(BIN), *args[1:]], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{line}: {proc.stderr}"
+    snippets = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(snippets) == 2
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for code in snippets:
+            exec(compile(moved(code), "docs/hs3-binned.md", "exec"), {})
+    finally:
+        os.chdir(cwd)
+    ours_difference, roofit_minimum = capsys.readouterr().out.split()[-2:]
+    assert abs(float(ours_difference)) < 1e-6
+    spec = json.loads((ROOT.parent / "shared" / "pyhf-ref" / "workspaces" / "nextstat_complex_workspace.json").read_text())
+    ours = nextstat.fit(nextstat.Workspace(spec).model(clip_negative_yields=True)).twice_nll / 2
+    observed = sum(sum(o["data"]) for o in spec["observations"])
+    assert float(roofit_minimum) == pytest.approx(ours + observed * math.log(2), abs=1e-4)
