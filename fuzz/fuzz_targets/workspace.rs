@@ -17,7 +17,7 @@ fuzz_target!(|bytes: &[u8]| {
     let _ = dumps(&value, DumpOptions::PYHF_CLI);
     let _ = ws.sorted();
     for codes in [InterpCodes::default(), InterpCodes::legacy()] {
-        let Ok(model) = HistFactoryModel::from_workspace(&ws, &ModelOptions { measurement: None, codes }) else { continue };
+        let Ok(model) = HistFactoryModel::from_workspace(&ws, &ModelOptions { codes, ..ModelOptions::default() }) else { continue };
         let Ok(full) = ws.data(&model, true) else { continue };
         let Ok(data) = PreparedData::from_full(&model.compiled, &full) else { continue };
         let eval = CpuEvaluator::new(&model.compiled);

@@ -172,6 +172,67 @@ fn what_is_not_read_is_refused_by_name() {
     }
 }
 
+/// A careless file — a likelihood naming a missing distribution, bin counts that disagree, a
+/// modifier whose data has the wrong shape, a per-bin modifier with too few parameters — gets
+/// an error naming the entry, never a model.
+#[test]
+fn careless_files_get_errors_naming_the_entry() {
+    let text = std::fs::read_to_string(hs3_dir().join("nextstat_complex.hs3.json")).unwrap();
+    let document: Value = serde_json::from_str(&text).unwrap();
+    let cases: [(&str, Edit); 6] = [
+        (
+            "names the distribution 'model_XX', which is not in 'distributions'",
+            |d| {
+                let likelihood = d["likelihoods"].as_array_mut().unwrap().iter_mut();
+                for l in likelihood {
+                    l["distributions"][0] = "model_XX".into();
+                }
+            },
+        ),
+        ("data.contents has 3 entries for 2 bins", |d| {
+            let dist = histfactory(d, "model_SR");
+            dist["samples"][0]["data"]["contents"]
+                .as_array_mut()
+                .unwrap()
+                .push(3.0.into());
+        }),
+        ("contents has 1 entries for 2 bins", |d| {
+            for data in d["data"].as_array_mut().unwrap() {
+                data["contents"].as_array_mut().unwrap().pop();
+            }
+        }),
+        ("data.hi.contents has 1 entries for 2 bins", |d| {
+            first_modifier(d, "histosys")["data"]["hi"]["contents"] = serde_json::json!([1.0]);
+        }),
+        ("1 parameters for 2 bins", |d| {
+            first_modifier(d, "staterror")["parameters"] =
+                serde_json::json!(["gamma_stat_SR_bin_0"]);
+        }),
+        ("data.hi must be a number", |d| {
+            first_modifier(d, "normsys")["data"]["hi"] = "x".into();
+        }),
+    ];
+    for (expected, edit) in cases {
+        let mut doc = document.clone();
+        edit(&mut doc);
+        let error = match ns_hs3::binned::read(&doc, None) {
+            Err(e) => e.to_string(),
+            Ok(_) => String::from("read"),
+        };
+        assert!(error.contains(expected), "{expected}: {error}");
+    }
+}
+
+/// The `histfactory_dist` named `name`.
+fn histfactory<'a>(doc: &'a mut Value, name: &str) -> &'a mut Value {
+    doc["distributions"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|d| d["name"] == name)
+        .unwrap()
+}
+
 /// The first modifier of type `kind` in a binned document.
 fn first_modifier<'a>(doc: &'a mut Value, kind: &str) -> &'a mut Value {
     doc["distributions"]

@@ -58,6 +58,16 @@ pub fn read(doc: &Value, analysis: Option<&str>) -> Result<Option<BinnedWorkspac
     let chosen = analysis.or_else(|| default_analysis(doc));
     let document = Document::read(doc, chosen)?;
     let dists = index(doc, "distributions")?;
+    if let Some((missing, _, _)) = document
+        .pairs
+        .iter()
+        .find(|(d, _, _)| !dists.contains_key(d))
+    {
+        return Err(invalid(format!(
+            "likelihood '{}' names the distribution '{missing}', which is not in 'distributions'",
+            document.likelihood_name
+        )));
+    }
     let kinds: Vec<bool> = document
         .pairs
         .iter()
@@ -367,11 +377,19 @@ impl<'a> Translation<'a> {
                 .and_then(Value::as_str)
                 .ok_or_else(|| invalid(format!("{at}: no parameter")))
         };
+        // A per-bin modifier's parameters: one per bin.
         let parameters = || {
-            str_list(
+            let ps = str_list(
                 m.get("parameters").unwrap_or(&Value::Null),
                 &format!("{at} parameters"),
-            )
+            )?;
+            if ps.len() != bins {
+                return Err(invalid(format!(
+                    "{at}: {} parameters for {bins} bins (one γ per bin)",
+                    ps.len()
+                )));
+            }
+            Ok(ps)
         };
         let constraint_type = |default: &str| -> Result<&'static str> {
             match m
