@@ -88,7 +88,12 @@ def random_points(model, rng, n):
     return points
 
 
-CASES = [pytest.param(p, None, id=p.parent.name if p.name == "workspace.json" else p.stem) for p in SOURCES]
+def source_id(path):
+    """A source's name: the published likelihood's folder, or the workspace file's stem."""
+    return path.parent.name if path.name == "workspace.json" else path.stem
+
+
+CASES = [pytest.param(p, None, id=source_id(p)) for p in SOURCES]
 # pyhf's code1 normsys is ROOT's code 1.
 CASES += [pytest.param(WORKSPACES / f"{n}.json", "code1", id=f"{n}-normsys-code1") for n in ("nextstat_complex_workspace", "pyhf_validation_1bin_normsys", "nextstat_tttt_prod")]
 
