@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "tests" / "python"))
 os.environ.setdefault("NEXTSTAT_BIN", str(REPO / "target" / "release" / "nextstat"))
 
 import nextstat  # noqa: E402
-from test_hs3_export import R, SOURCES, names_in_hs3, roofit_nll, source_id  # noqa: E402
+from test_hs3_export import SOURCES, names_in_hs3, roofit_fit, roofit_nll, source_id  # noqa: E402
 
 
 def main():
@@ -51,14 +51,9 @@ def main():
         started = time.perf_counter()
         best = nextstat.fit(model)
         ours_seconds = time.perf_counter() - started
-        minimizer = R.RooMinimizer(nll)
-        minimizer.setPrintLevel(-1)
-        minimizer.setStrategy(1)
-        minimizer.setEps(1e-6)
         started = time.perf_counter()
-        minimizer.minimize("Minuit2", "Migrad")
+        theirs = roofit_fit(nll) - constant
         roofit_seconds = time.perf_counter() - started
-        theirs = minimizer.save().minNll() - constant
         ours = best.twice_nll / 2
         rows.append((name, model.config.npars, ours, theirs - ours, ours_seconds, roofit_seconds))
         print(f"| {name} | {model.config.npars} | {ours:.6f} | {theirs - ours:+.2e} | {ours_seconds:.3f} | {roofit_seconds:.1f} |", flush=True)

@@ -45,6 +45,18 @@ def roofit_nll(path):
     return ws, mc, nll
 
 
+def roofit_fit(nll):
+    """RooFit's minimum of `nll` from where its parameters stand (Minuit2, strategy 1, EDM
+    tolerance 1e-6; Minuit may report that machine precision limits its EDM: the value is what
+    counts)."""
+    minimizer = R.RooMinimizer(nll)
+    minimizer.setPrintLevel(-1)
+    minimizer.setStrategy(1)
+    minimizer.setEps(1e-6)
+    minimizer.minimize("Minuit2", "Migrad")
+    return minimizer.save().minNll()
+
+
 def names_in_hs3(model):
     """nextstat's parameter names → export-hs3's (ROOT's conventions)."""
     out = {}
@@ -134,18 +146,9 @@ def test_roofit_imports_the_same_likelihood(source, normsys, tmp_path):
     if model.config.npars > MAX_FITTED_PARAMETERS:
         return
 
-    def roofit_minimum(start):
-        for name, value in zip(model.config.par_names, start):
-            variables[name].setVal(float(value))
-        minimizer = R.RooMinimizer(nll)
-        minimizer.setPrintLevel(-1)
-        minimizer.setStrategy(1)
-        minimizer.setEps(1e-6)
-        minimizer.minimize("Minuit2", "Migrad")
-        # Minuit may report that machine precision limits its EDM: the value is what counts.
-        return minimizer.save().minNll() - diffs[0]
-
-    theirs = roofit_minimum(model.config.suggested_init())
+    for name, value in zip(model.config.par_names, model.config.suggested_init()):
+        variables[name].setVal(float(value))
+    theirs = roofit_fit(nll) - diffs[0]
     assert theirs >= best.twice_nll / 2 - 1e-6
     if source.stem not in LOCAL_MINIMUM or normsys:
         assert theirs == pytest.approx(best.twice_nll / 2, abs=1e-4)
@@ -169,16 +172,11 @@ def test_roots_files_through_nextstat_give_roofits_numbers(name, tmp_path):
         if ws.var(theirs) and not ws.var(theirs).isConstant():
             ws.var(theirs).setVal(value[0] if isinstance(value, list) else value)
     assert nll.getVal() == pytest.approx(roofit["nll_default"], abs=1e-6)
-    minimizer = R.RooMinimizer(nll)
-    minimizer.setPrintLevel(-1)
-    minimizer.setStrategy(1)
-    minimizer.setEps(1e-6)
-    minimizer.minimize("Minuit2", "Migrad")
-    result = minimizer.save()
     # At RooFit's minimum of ROOT's own file, or lower (Migrad stops within its tolerance on
     # the nearly flat directions of these models).
-    assert result.minNll() <= roofit["nll_best"] + 1e-6
-    assert result.minNll() == pytest.approx(roofit["nll_best"], abs=1e-3)
+    best = roofit_fit(nll)
+    assert best <= roofit["nll_best"] + 1e-6
+    assert best == pytest.approx(roofit["nll_best"], abs=1e-3)
 
 
 XML = REPO.parent / "shared" / "histfactory-xml"
@@ -209,12 +207,7 @@ def test_histfactory_xml_written_as_hs3_gives_roofits_numbers(top, measurement, 
         if ws.var(name):
             ws.var(name).setVal(value)
     assert nll.getVal() == pytest.approx(roofit["nll_init"], abs=1e-6)
-    minimizer = R.RooMinimizer(nll)
-    minimizer.setPrintLevel(-1)
-    minimizer.setStrategy(1)
-    minimizer.setEps(1e-6)
-    minimizer.minimize("Minuit2", "Migrad")
-    best = minimizer.save().minNll()
+    best = roofit_fit(nll)
     assert best <= roofit["nll_best"] + 1e-6
     assert best == pytest.approx(roofit["nll_best"], abs=1e-3)
 

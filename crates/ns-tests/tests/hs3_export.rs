@@ -81,6 +81,12 @@ fn same_likelihood(
     Ok(())
 }
 
+/// `model` (of `workspace`) written as HS3 and read back: the same likelihood, or why not.
+fn round_trip(name: &str, workspace: &Workspace, model: &HistFactoryModel) -> Result<(), String> {
+    let document = ns_hs3::binned::write(workspace, model).map_err(|e| format!("{name}: {e}"))?;
+    same_likelihood(name, model, &read_back(&document))
+}
+
 #[test]
 fn a_written_workspace_reads_back_as_the_same_likelihood() {
     let mut sources: Vec<(String, Workspace)> = shared_workspaces();
@@ -111,16 +117,7 @@ fn a_written_workspace_reads_back_as_the_same_likelihood() {
     });
     for (name, workspace, options) in variants {
         let model = HistFactoryModel::from_workspace(workspace, options).unwrap();
-        let document = match ns_hs3::binned::write(workspace, &model) {
-            Ok(d) => d,
-            Err(e) => {
-                failures.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        if let Err(e) = same_likelihood(&name, &model, &read_back(&document)) {
-            failures.push(e);
-        }
+        failures.extend(round_trip(&name, workspace, &model).err());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -147,16 +144,7 @@ fn roots_files_survive_a_round_trip() {
         else {
             panic!("{name}: a binned model");
         };
-        let document = match ns_hs3::binned::write(&workspace, &model) {
-            Ok(d) => d,
-            Err(e) => {
-                failures.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        if let Err(e) = same_likelihood(&name, &model, &read_back(&document)) {
-            failures.push(e);
-        }
+        failures.extend(round_trip(&name, &workspace, &model).err());
     }
     assert!(count >= 9, "{count} files in {}", dir.display());
     assert!(failures.is_empty(), "{}", failures.join("\n"));

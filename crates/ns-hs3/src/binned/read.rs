@@ -217,6 +217,14 @@ impl<'a> Translation<'a> {
         self.global(name, at)
     }
 
+    /// The global observables of per-bin parameters `ps` (nextstat's `ours[i]`): their values.
+    fn per_bin_means(&mut self, ps: &[&str], ours: &str, at: &str) -> Result<Vec<f64>> {
+        ps.iter()
+            .enumerate()
+            .map(|(i, p)| self.gaussian_mean(&global_observable(p), &format!("{ours}[{i}]"), at))
+            .collect()
+    }
+
     /// The unit Gaussian constraint `constraint_name` of `modifier` on `parameter` (nextstat's
     /// `ours`): its mean's value (the global observable).
     fn unit_gaussian(
@@ -537,13 +545,7 @@ impl<'a> Translation<'a> {
                     sample.pointer("/data/errors"),
                     format!("{at}: the sample's data.errors"),
                 )?;
-                let aux = ps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| {
-                        self.gaussian_mean(&global_observable(p), &format!("{ours}[{i}]"), at)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let aux = self.per_bin_means(&ps, &ours, at)?;
                 self.configure(&ours, &ps, json!({"auxdata": aux}));
                 self.staterror.insert(
                     ours.clone(),
@@ -582,13 +584,7 @@ impl<'a> Translation<'a> {
                     )));
                 }
                 let constraint = constraint_type("Gauss")?;
-                let aux = ps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| {
-                        self.gaussian_mean(&global_observable(p), &format!("{ours}[{i}]"), at)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let aux = self.per_bin_means(&ps, &ours, at)?;
                 self.configure(&ours, &ps, json!({"auxdata": aux}));
                 self.shapesys.insert(
                     ours.clone(),
