@@ -1,8 +1,8 @@
 """RooFit 6.40 fits of `nextstat export-hs3` files: every shared pyhf workspace and published
 likelihood, exported, imported by RooFit and fitted with Minuit2 from the file's start; the table
 compares RooFit's minimum (less the file's constant, taken at nextstat's start) with nextstat's.
-The suite (tests/python/test_hs3_export.py) fits the models of up to 40 parameters; this runs
-them all (minutes each for the large ones, on one core).
+The suite (tests/python/test_hs3_export.py) asserts the same; this prints the table with the
+times.
 
     NEXTSTAT_BIN=target/release/nextstat python bench/hs3_export_roofit.py [--only NAME ...]
 """

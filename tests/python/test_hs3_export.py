@@ -22,10 +22,16 @@ R.RooMsgService.instance().setGlobalKillBelow(R.RooFit.ERROR)
 R.gErrorIgnoreLevel = R.kWarning
 
 LIKELIHOODS = REPO.parent / "shared" / "likelihoods"
-# RooFit fits the exported models up to this size here (seconds each; larger ones take minutes).
-MAX_FITTED_PARAMETERS = 40
-# RooFit's fit from the start stops in the higher of two minima (../shared/hs3-binned/README.md).
-LOCAL_MINIMUM = {"pyhf_validation_2bin_2channel_coupledhistosys"}
+# Where RooFit's fit from the file's start stops above nextstat's minimum (docs/hs3-binned.md has
+# the table, from bench/hs3_export_roofit.py): the higher of two minima of the coupled-histosys
+# model (../shared/hs3-binned/README.md), and Migrad stopping short on three large models (RooFit's
+# NLL at nextstat's minimum is the lower, checked above).
+ROOFIT_STOPS_ABOVE = {
+    "pyhf_validation_2bin_2channel_coupledhistosys",
+    "synthetic_large_2000bins",
+    "atlas_ttbar_ljets_xsec",
+    "atlas_compressed_EWKinos_2018-16_smodels",
+}
 SOURCES = sorted(p for p in WORKSPACES.glob("*.json") if p.name not in ("manifest.json", "pyhf_testpatchset_patchset.json"))
 SOURCES += sorted(LIKELIHOODS.glob("*/workspace.json"))
 
@@ -140,18 +146,14 @@ def test_roofit_imports_the_same_likelihood(source, normsys, tmp_path):
     spread = max(diffs) - min(diffs)
     assert spread <= 1e-9 * scale, (diffs[0], spread)
 
-    # RooFit's fit from the file's start ends at nextstat's minimum (or above it, in a local
-    # minimum); on the larger models a RooFit fit takes minutes (bench/hs3_export_roofit.py
-    # runs them), the equal NLL at nextstat's minimum above stands for it here.
-    if model.config.npars > MAX_FITTED_PARAMETERS:
-        return
-
+    # RooFit's fit from the file's start ends at nextstat's minimum, or above it.
     for name, value in zip(model.config.par_names, model.config.suggested_init()):
         variables[name].setVal(float(value))
     theirs = roofit_fit(nll) - diffs[0]
     assert theirs >= best.twice_nll / 2 - 1e-6
-    if source.stem not in LOCAL_MINIMUM or normsys:
-        assert theirs == pytest.approx(best.twice_nll / 2, abs=1e-4)
+    if source_id(source) not in ROOFIT_STOPS_ABOVE or normsys:
+        # Migrad's tolerance (EDM 1e-6, strategy 1) leaves up to 2e-4 on the larger models.
+        assert theirs == pytest.approx(best.twice_nll / 2, abs=1e-3)
 
 
 HS3 = REPO.parent / "shared" / "hs3-binned"
