@@ -50,3 +50,41 @@ def test_load_hs3_refuses_what_it_cannot_read(tmp_path):
     path.write_text(json.dumps(document))
     with pytest.raises(nextstat.NextStatError, match="modifier type 'lumisys'"):
         nextstat.load_hs3(path)
+
+
+def test_variable_bin_edges_read_as_roofit_reads_them(tmp_path):
+    """Axes with `edges` (variable bins, as ATLAS's published files give them) instead of
+    min/max/nbins: RooFit reads the same likelihood as with uniform bins, and so does nextstat;
+    edges that do not increase are refused by name."""
+    ROOT = pytest.importorskip("ROOT", reason="RooFit (PyPI 'root') is in requirements-test.txt")
+    ROOT.RooMsgService.instance().setGlobalKillBelow(ROOT.RooFit.ERROR)
+    source = HS3 / "nextstat_complex.hs3.json"
+    document = json.loads(source.read_text())
+    for entry in document["distributions"] + document["data"]:
+        for axis in entry.get("axes", []):
+            n = axis.pop("nbins")
+            del axis["min"], axis["max"]
+            axis["edges"] = [0.0] + [1.0 + 2.0**i for i in range(n)]
+    for domain in document["domains"]:
+        for axis in domain["axes"]:
+            if axis["name"].startswith("obs_x"):
+                axis["min"], axis["max"] = 0.0, 3.0
+    edges = tmp_path / "edges.hs3.json"
+    edges.write_text(json.dumps(document))
+
+    def roofit(path):
+        ws = ROOT.RooWorkspace("w")
+        assert ROOT.RooJSONFactoryWSTool(ws).importJSON(str(path))
+        mc = ws.obj("ModelConfig")
+        nll = mc.GetPdf().createNLL(ws.data("obsData"), ROOT.RooFit.Constrain(mc.GetNuisanceParameters()), ROOT.RooFit.GlobalObservables(mc.GetGlobalObservables()))
+        ws.var("mu").setVal(0.5)
+        ws.var("alpha_bkg_shape").setVal(0.7)
+        return nll.getVal()
+
+    assert roofit(edges) == pytest.approx(roofit(source), abs=1e-9)
+    ours = nextstat.load_hs3(edges)
+    assert nextstat.fit(ours).twice_nll == pytest.approx(nextstat.fit(nextstat.load_hs3(source)).twice_nll, abs=1e-12)
+    document["distributions"][0]["axes"][0]["edges"] = [0.0, 2.0, 1.0]
+    edges.write_text(json.dumps(document))
+    with pytest.raises(nextstat.NextStatError, match="edges must be at least two finite numbers, increasing"):
+        nextstat.load_hs3(edges)

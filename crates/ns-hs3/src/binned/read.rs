@@ -281,11 +281,7 @@ impl<'a> Translation<'a> {
             let dist = dists[dist_name];
             let channel = channel_of(dist_name);
             let at_channel = format!("histfactory_dist '{dist_name}'");
-            let bins = dist
-                .pointer("/axes/0/nbins")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| invalid(format!("{at_channel}: axes[0] has no nbins")))?
-                as usize;
+            let bins = axis_bins(dist.pointer("/axes/0"), &at_channel)?;
             if dist
                 .get("axes")
                 .and_then(Value::as_array)
@@ -601,6 +597,39 @@ impl<'a> Translation<'a> {
             }
         })
     }
+}
+
+/// The number of bins of a channel's axis: `nbins`, or one fewer than its `edges` (variable
+/// bins, as ATLAS's files give them: a binned likelihood reads counts, whatever the widths).
+fn axis_bins(axis: Option<&Value>, at: &str) -> Result<usize> {
+    let axis = axis.ok_or_else(|| invalid(format!("{at}: no axes")))?;
+    if let Some(n) = axis.get("nbins") {
+        return n
+            .as_u64()
+            .filter(|&n| n > 0)
+            .map(|n| n as usize)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "{at}: axes[0] nbins must be a positive whole number, not {n}"
+                ))
+            });
+    }
+    let edges = axis
+        .get("edges")
+        .ok_or_else(|| invalid(format!("{at}: axes[0] has neither nbins nor edges")))?;
+    let edges: Vec<f64> = edges
+        .as_array()
+        .ok_or_else(|| invalid(format!("{at}: axes[0] edges must be a list of numbers")))?
+        .iter()
+        .map(|e| number(e, &format!("{at}: axes[0] edges")))
+        .collect::<Result<_>>()?;
+    let increasing = edges.windows(2).all(|w| w[0] < w[1]) && edges.iter().all(|e| e.is_finite());
+    if edges.len() < 2 || !increasing {
+        return Err(invalid(format!(
+            "{at}: axes[0] edges must be at least two finite numbers, increasing (bins between them)"
+        )));
+    }
+    Ok(edges.len() - 1)
 }
 
 /// A list of `bins` numbers at `v`; an error names `what`.
