@@ -55,12 +55,20 @@ def roofit_fit(nll):
     """RooFit's minimum of `nll` from where its parameters stand (Minuit2, strategy 1, EDM
     tolerance 1e-6; Minuit may report that machine precision limits its EDM: the value is what
     counts)."""
-    minimizer = R.RooMinimizer(nll)
-    minimizer.setPrintLevel(-1)
-    minimizer.setStrategy(1)
-    minimizer.setEps(1e-6)
-    minimizer.minimize("Minuit2", "Migrad")
-    return minimizer.save().minNll()
+    # Minuit's precision is a process-wide default that other tests change (test_unbinned_roofit):
+    # this fit runs with ROOT's own (-1: computed), as bench/hs3_export_roofit.py does.
+    options = R.Math.MinimizerOptions
+    precision = options.DefaultPrecision()
+    options.SetDefaultPrecision(-1)
+    try:
+        minimizer = R.RooMinimizer(nll)
+        minimizer.setPrintLevel(-1)
+        minimizer.setStrategy(1)
+        minimizer.setEps(1e-6)
+        minimizer.minimize("Minuit2", "Migrad")
+        return minimizer.save().minNll()
+    finally:
+        options.SetDefaultPrecision(precision)
 
 
 def names_in_hs3(model):
