@@ -373,3 +373,15 @@ def test_review_cases_edits_measurements_and_keys():
     assert ps.apply(bkg, ps.patches[0]) == ps.apply(bkg, ps.patches[0].name)
     bkg["channels"] = 3
     assert "not a valid workspace" in repr(bkg)
+
+
+@pytest.mark.parametrize("path", FILES[1:], ids=lambda p: p.stem)
+def test_mle_twice_nll_is_pyhfs(path):
+    theirs_ws, ours_ws = pair(path)
+    theirs, ours = theirs_ws.model(), ours_ws.model()
+    init = theirs.config.suggested_init()
+    for pars in (init, [v * 1.1 if v else 0.3 for v in init]):
+        expected = pyhf.infer.mle.twice_nll(np.asarray(pars), theirs_ws.data(theirs), theirs)
+        got = nextstat.infer.mle.twice_nll(pars, ours_ws.data(ours), ours)
+        assert got.shape == expected.shape == (1,)
+        assert got[0] == pytest.approx(float(expected[0]), rel=1e-10)

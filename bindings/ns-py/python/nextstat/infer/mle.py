@@ -8,7 +8,13 @@ import numpy as np
 
 from .. import InvalidInputError, fit as _fit
 
-__all__ = ["fit", "fixed_poi_fit"]
+__all__ = ["fit", "fixed_poi_fit", "twice_nll"]
+
+
+def twice_nll(pars: Any, data: Any, pdf: Any) -> np.ndarray:
+    """Twice the negative log-likelihood of ``data`` at ``pars``, shaped ``(1,)`` as pyhf's
+    ``pyhf.infer.mle.twice_nll`` (the engine's NLL, through ``pdf.logpdf``)."""
+    return -2.0 * pdf.logpdf(pars, data)
 
 
 class OptimizeResult(dict):
