@@ -385,3 +385,26 @@ def test_mle_twice_nll_is_pyhfs(path):
         got = nextstat.infer.mle.twice_nll(pars, ours_ws.data(ours), ours)
         assert got.shape == expected.shape == (1,)
         assert got[0] == pytest.approx(float(expected[0]), rel=1e-10)
+
+
+def test_config_set_poi_is_pyhfs(tmp_path):
+    """`model.config.set_poi(name)`: the fit at a fixed POI is pyhf's, and a saved call names the
+    new POI; a name that is no parameter, or names several, is refused as pyhf refuses it."""
+    theirs_ws, ours_ws = pair(FILES[0])
+    theirs, ours = theirs_ws.model(), ours_ws.model()
+    name = next(n for n in ours.config.par_order if ours.config.param_set(n).n_parameters == 1 and n != ours.config.poi_name)
+    theirs.config.set_poi(name)
+    ours.config.set_poi(name)
+    assert ours.config.poi_name == name and ours.config.poi_index == theirs.config.poi_index
+    at = 0.5
+    expected = pyhf.infer.mle.fixed_poi_fit(at, theirs_ws.data(theirs), theirs, return_fitted_val=True)[1]
+    got = nextstat.infer.mle.fixed_poi_fit(at, ours_ws.data(ours), ours, return_fitted_val=True)[1]
+    assert float(got) == pytest.approx(float(expected), abs=1e-5)
+    call = tmp_path / "call.json"
+    nextstat.fit(ours, save_call=call)
+    assert name in call.read_text() and json.loads(call.read_text())["model"]["workspace"]["measurements"][0]["config"]["poi"] == name
+    vector = next(n for n in ours.config.par_order if ours.config.param_set(n).n_parameters > 1)
+    with pytest.raises(nextstat.NextStatError, match="components"):
+        ours.config.set_poi(vector)
+    with pytest.raises(nextstat.NextStatError, match="not a parameter"):
+        ours.config.set_poi("nope")

@@ -89,6 +89,26 @@ impl PyModel {
     fn poi_name(&self) -> String {
         self.model.poi_name.clone()
     }
+    /// The model with `name` as its POI (pyhf's `config.set_poi`), in the model and in the
+    /// workspace a saved call names it by, so every verb and every call of it tests that
+    /// parameter.
+    fn with_poi(&self, name: &str) -> PyResult<PyModel> {
+        let mut model = self.model.clone();
+        model.set_poi(name).map_err(to_py)?;
+        let source = self.source.as_ref().map(|source| {
+            let mut workspace = (*source.workspace).clone();
+            let chosen = source.measurement.as_deref().unwrap_or(&model.measurement);
+            if let Some(m) = workspace.measurements.iter_mut().find(|m| m.name == chosen) {
+                m.config.poi = name.to_string();
+            }
+            ModelSource {
+                workspace: std::sync::Arc::new(workspace),
+                measurement: source.measurement.clone(),
+                interpolation: source.interpolation.clone(),
+            }
+        });
+        Ok(PyModel { model, source })
+    }
     #[getter]
     fn npars(&self) -> usize {
         self.model.n_params()

@@ -187,6 +187,30 @@ impl HistFactoryModel {
         self.poi_index
     }
 
+    /// Make parameter set `name` the POI (pyhf's `config.set_poi`): a scalar set of the model.
+    pub fn set_poi(&mut self, name: &str) -> Result<()> {
+        let set = self.parameter_set(name).ok_or_else(|| {
+            Error::InvalidModel(format!(
+                "the POI '{name}' is not a parameter of the model (its parameters: {})",
+                self.parameter_sets
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .take(8)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        if !set.is_scalar {
+            return Err(Error::InvalidModel(format!(
+                "the POI '{name}' has {} components; only a single parameter can be the POI",
+                set.n_parameters
+            )));
+        }
+        self.poi_index = Some(set.offset);
+        self.poi_name = name.to_string();
+        Ok(())
+    }
+
     pub fn parameter_set(&self, name: &str) -> Option<&ParameterSet> {
         self.parameter_sets.iter().find(|s| s.name == name)
     }

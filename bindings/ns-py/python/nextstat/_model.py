@@ -78,8 +78,10 @@ class _Config:
     """``model.config``: pyhf's names for the parameter layout. The parameter sets
     (``par_map``, ``param_set``) are the source of ``suggested_init/bounds/fixed()``."""
 
-    def __init__(self, core_model: Any, spec: Optional[dict] = None):
+    def __init__(self, core_model: Any, spec: Optional[dict] = None, owner: Any = None):
         self._m = core_model
+        # The Model whose core set_poi replaces along with this one's.
+        self._owner = owner
         self._spec = spec
         init, bounds, fixed = core_model.suggested_init(), core_model.suggested_bounds(), core_model.suggested_fixed()
         self.par_map: Dict[str, Dict[str, Any]] = {}
@@ -104,6 +106,15 @@ class _Config:
     @property
     def poi_index(self) -> Optional[int]:
         return self._m.poi_index
+
+    def set_poi(self, name: str) -> None:
+        """Make the scalar parameter ``name`` the POI (pyhf's ``config.set_poi``): every verb then
+        tests it, and a saved call names it."""
+        if not isinstance(name, str):
+            raise TypeError(f"set_poi: name must be a str, not {type(name).__name__}")
+        self._m = self._m.with_poi(name)
+        if self._owner is not None:
+            self._owner._model = self._m
 
     @property
     def poi_name(self) -> Optional[str]:
@@ -227,7 +238,7 @@ class Model:
             raise TypeError(f"Model: unexpected arguments {sorted(config_kwargs)}")
         self._model = core_model
         self._spec = spec
-        self.config = _Config(core_model, spec)
+        self.config = _Config(core_model, spec, owner=self)
         self.observed = None if observed is None else list(observed)
 
     @property
