@@ -408,3 +408,23 @@ def test_config_set_poi_is_pyhfs(tmp_path):
         ours.config.set_poi(vector)
     with pytest.raises(nextstat.NextStatError, match="not a parameter"):
         ours.config.set_poi("nope")
+
+
+def test_tensorlib_distributions_and_erfinv_are_pyhfs():
+    """`tensorlib.poisson_dist`/`normal_dist` (log_prob; samples from numpy's global generator,
+    so `np.random.seed` reproduces pyhf's draws) and `tensorlib.erfinv`."""
+    pyhf.set_backend("numpy")
+    theirs, ours = pyhf.tensorlib, nextstat.tensorlib
+    rates, values = [5.0, 8.0, 0.5], [4.0, 9.0, 0.0]
+    assert np.allclose(ours.poisson_dist(rates).log_prob(values), theirs.poisson_dist(theirs.astensor(rates)).log_prob(theirs.astensor(values)), rtol=1e-14)
+    mus, sigmas = [5.0, 8.0], [1.0, 0.5]
+    assert np.allclose(ours.normal_dist(mus, sigmas).log_prob([4.0, 9.0]), theirs.normal_dist(theirs.astensor(mus), theirs.astensor(sigmas)).log_prob(theirs.astensor([4.0, 9.0])), rtol=1e-14)
+    for make in (lambda t: t.poisson_dist(t.astensor(rates)), lambda t: t.normal_dist(t.astensor(mus), t.astensor(sigmas))):
+        np.random.seed(11)
+        expected = make(theirs).sample((3,))
+        np.random.seed(11)
+        got = make(ours).sample((3,))
+        assert got.shape == expected.shape and np.array_equal(got, expected)
+    y = np.concatenate([np.linspace(-0.999999, 0.999999, 2001), [1 - 2**-53, -1 + 2**-53, 0.0]])
+    assert np.allclose(ours.erfinv(y), theirs.erfinv(y), rtol=4e-15, atol=0)
+    assert ours.erfinv([1.0, -1.0]).tolist() == [np.inf, -np.inf]

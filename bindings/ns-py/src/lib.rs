@@ -100,9 +100,13 @@ fn build_info() -> String {
 /// Whether a Metal adapter is present (never raises).
 #[pyfunction]
 fn has_metal() -> bool {
-    ns_compute::wgpu::adapters()
-        .iter()
-        .any(|a| a.backend == "metal")
+    // Only Apple systems have Metal: elsewhere the answer needs no adapter enumeration, which
+    // would load the Vulkan drivers (lavapipe brings its own LLVM, and a process that also holds
+    // ROOT's and XLA's was seen to abort there in the test suite).
+    cfg!(target_vendor = "apple")
+        && ns_compute::wgpu::adapters()
+            .iter()
+            .any(|a| a.backend == "metal")
 }
 
 /// The figure of `kind` from a result's JSON text and the options as JSON text.

@@ -157,3 +157,70 @@ class numpy_backend:  # noqa: N801 - pyhf's name
 
     def poisson(self, n: Any, lam: Any) -> np.ndarray:
         return np.exp(self.poisson_logpdf(n, lam))
+
+    def poisson_dist(self, rate: Any) -> "_Poisson":
+        """pyhf's Poisson of rate ``rate``: ``log_prob(value)``, ``sample(shape)``."""
+        return _Poisson(np.asarray(rate, dtype=float), self)
+
+    def normal_dist(self, mu: Any, sigma: Any) -> "_Normal":
+        """pyhf's Normal of mean ``mu`` and width ``sigma``: ``log_prob(value)``,
+        ``sample(shape)``."""
+        return _Normal(np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float), self)
+
+    def erfinv(self, tensor_in: Any) -> np.ndarray:
+        """The inverse of the error function (±inf at ±1, nan beyond)."""
+        return np.vectorize(_erfinv, otypes=[float])(np.asarray(tensor_in, dtype=float))
+
+
+# pyhf's numpy backend samples through scipy.stats with numpy's global generator: the same
+# draws, so np.random.seed reproduces a script's samples as under pyhf.
+class _Poisson:
+    def __init__(self, rate: np.ndarray, tensorlib: numpy_backend):
+        self.rate, self._tensorlib = rate, tensorlib
+
+    def sample(self, sample_shape: tuple = ()) -> np.ndarray:
+        return np.random.poisson(self.rate, size=tuple(sample_shape) + self.rate.shape).astype(float)
+
+    def log_prob(self, value: Any) -> np.ndarray:
+        return self._tensorlib.poisson_logpdf(value, self.rate)
+
+
+class _Normal:
+    def __init__(self, loc: np.ndarray, scale: np.ndarray, tensorlib: numpy_backend):
+        self.loc, self.scale, self._tensorlib = loc, scale, tensorlib
+
+    def sample(self, sample_shape: tuple = ()) -> np.ndarray:
+        return self.loc + self.scale * np.random.standard_normal(size=tuple(sample_shape) + self.loc.shape)
+
+    def log_prob(self, value: Any) -> np.ndarray:
+        return self._tensorlib.normal_logpdf(value, self.loc, self.scale)
+
+
+def _erfinv(y: float) -> float:
+    """erf⁻¹(y): Giles' single-precision approximation refined by Newton steps on erf."""
+    if not -1.0 <= y <= 1.0:
+        return math.nan
+    if abs(y) == 1.0:
+        return math.copysign(math.inf, y)
+    w = -math.log((1.0 - y) * (1.0 + y))
+    if w < 5.0:
+        w -= 2.5
+        p = 2.81022636e-08
+        for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                  -0.00417768164, 0.246640727, 1.50140941):
+            p = c + p * w
+    else:
+        w = math.sqrt(w) - 3.0
+        p = -0.000200214257
+        for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                  0.00943887047, 1.00167406, 2.83297682):
+            p = c + p * w
+    # Newton on erf near 0, on erfc in the tails (1 − |y| is exact there; erf(x) − y cancels).
+    x, a = abs(p * y), abs(y)
+    for _ in range(12):
+        slope = 2.0 / math.sqrt(math.pi) * math.exp(-x * x)
+        step = (math.erf(x) - a) / slope if a < 0.5 else -(math.erfc(x) - (1.0 - a)) / slope
+        x -= step
+        if abs(step) <= 1e-17 * x:
+            break
+    return math.copysign(x, y)
