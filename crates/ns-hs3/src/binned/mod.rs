@@ -39,6 +39,10 @@ fn gamma(name: &str, i: usize) -> String {
     format!("gamma_{name}_bin_{i}")
 }
 
+/// The prefix of nextstat's name of a channel's staterror set (`staterror_<channel>`, the XML
+/// route's), whose γ are ROOT's `gamma_stat_<channel>_bin_<i>`.
+const STAT_SET_PREFIX: &str = "staterror_";
+
 /// The γ of bin `i` of channel `channel`'s staterror.
 fn stat_gamma(channel: &str, i: usize) -> String {
     gamma(&format!("stat_{channel}"), i)

@@ -22,8 +22,8 @@ use ns_core::{HistosysCode, InterpCodes, NormsysCode, Result};
 use serde_json::{Map, Value, json};
 
 use super::{
-    ALPHA_PREFIX, ROOT_CODE1, ROOT_CODE4, ROOT_HISTOSYS_CODE4P, ROOT_LUMI, channel_of,
-    global_observable, stat_gamma,
+    ALPHA_PREFIX, ROOT_CODE1, ROOT_CODE4, ROOT_HISTOSYS_CODE4P, ROOT_LUMI, STAT_SET_PREFIX,
+    channel_of, global_observable, stat_gamma,
 };
 use crate::{Document, index, invalid, number, str_list};
 
@@ -527,7 +527,7 @@ impl<'a> Translation<'a> {
                             "{at}: staterror parameters must be gamma_stat_<channel>_bin_<i>"
                         ))
                     })?;
-                let ours = format!("staterror_{channel}");
+                let ours = format!("{STAT_SET_PREFIX}{channel}");
                 for (i, p) in ps.iter().enumerate() {
                     if *p != stat_gamma(channel, i) {
                         return Err(invalid(format!(

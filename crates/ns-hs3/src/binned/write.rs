@@ -30,8 +30,8 @@ use ns_translate::spec::ModifierKind;
 use serde_json::{Map, Value, json};
 
 use super::{
-    ROOT_CODE1, ROOT_CODE4, ROOT_LUMI, alpha, channel_distribution, channel_observable, gamma,
-    global_observable, stat_gamma,
+    ROOT_CODE1, ROOT_CODE4, ROOT_LUMI, STAT_SET_PREFIX, alpha, channel_distribution,
+    channel_observable, gamma, global_observable, stat_gamma,
 };
 use crate::invalid;
 
@@ -487,7 +487,7 @@ fn hs3_name(model: &HistFactoryModel, set: &ParameterSet, i: usize) -> String {
         "lumi" if set.name == "lumi" => ROOT_LUMI.into(),
         "normfactor" | "lumi" => set.name.clone(),
         "normsys" | "histosys" => alpha(&set.name),
-        "staterror" => match set.name.strip_prefix("staterror_") {
+        "staterror" => match set.name.strip_prefix(STAT_SET_PREFIX) {
             Some(channel) if model.channels.iter().any(|c| c.name == channel) => {
                 stat_gamma(channel, i)
             }
