@@ -223,8 +223,8 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         unsigned term = m.scalar_normsys[k];
         if (term == NS_LINEAR) { scalar_value[k] = theta; scalar_slope[k] = 1.0; }
         else {
-            // A parameter read through α' = τ(κ^θ − 1) (ROOT's LogNormal) or α' = s(θ − 1)
-            // (ROOT's Gamma): the slope chained.
+            // A parameter read through α' = τ(κ^θ − 1) (ROOT's LogNormal), α' = s(θ − 1)
+            // (ROOT's Gamma), ln θ or ln(1 + vθ) (Combine's formulas and trG): the slope chained.
             double chain = 1.0;
             if (m.has_normsys_input) {
                 const double* in = m.normsys_input + NS_NORMSYS_INPUT_WORDS * (size_t)m.scalar_param[k];
@@ -238,6 +238,11 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
                 } else if (in[0] == 3.0) {
                     chain = 1.0 / theta;
                     theta = log(theta);
+                } else if (in[0] == 4.0) {
+                    // α' = ln(1 + vθ), held at NS_AFFINE_FLOOR (ns_core's AFFINE_FLOOR).
+                    const double factor = 1.0 + in[1] * theta;
+                    chain = factor < NS_AFFINE_FLOOR ? 0.0 : in[1] / factor;
+                    theta = log(fmax(factor, NS_AFFINE_FLOOR));
                 }
             }
             ns_normsys(m.normsys + NS_NORMSYS_WORDS * (size_t)term, m.normsys_code, theta, &scalar_value[k], &scalar_slope[k]);

@@ -16,8 +16,8 @@ pub(crate) const NORMSYS_WORDS: usize = 8;
 /// without a staterror link).
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// Values per parameter in `KernelLayout::normsys_input`: kind (0 none, 1 LogNormal, 2 linear)
-/// and two coefficients.
+/// Values per parameter in `KernelLayout::normsys_input`: kind (0 none, 1 LogNormal, 2 linear,
+/// 3 logarithm, 4 affine) and two coefficients.
 pub(crate) const NORMSYS_INPUT_WORDS: usize = 3;
 
 /// Refuse, by name, a model with terms the f32 kernels (Vulkan, Metal) do not evaluate yet:
@@ -196,6 +196,7 @@ impl KernelLayout {
                         NormsysTransform::LogNormal { tau, kappa } => [1.0, tau, kappa],
                         NormsysTransform::Linear { scale } => [2.0, scale, 0.0],
                         NormsysTransform::Log => [3.0, 0.0, 0.0],
+                        NormsysTransform::Affine { slope } => [4.0, slope, 0.0],
                     },
                 );
             }

@@ -108,7 +108,15 @@ pub enum NormsysTransform {
     /// α' = ln θ: a normsys term with ln hi = p = −ln lo is then the power θ^p (a factor of a
     /// product formula, as Combine's `@0*@1/@2`).
     Log,
+    /// α' = ln(1 + slope·θ): a normsys term with ln hi = 1 = −ln lo is then the affine factor
+    /// 1 + slope·θ (Combine's `trG`). Where that factor falls below [`AFFINE_FLOOR`] (at the
+    /// edge of θ's range) it is held there, with no slope.
+    Affine { slope: f64 },
 }
+
+/// The least factor [`NormsysTransform::Affine`] gives: keeps its logarithm and derivatives
+/// finite at the edge of the range where 1 + slope·θ reaches zero.
+pub const AFFINE_FLOOR: f64 = 1e-12;
 
 /// A normsys parameter read through a [`NormsysTransform`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -128,6 +136,14 @@ impl NormsysInput {
             }
             NormsysTransform::Linear { scale } => (scale * (theta - 1.0), scale, 0.0),
             NormsysTransform::Log => (theta.ln(), 1.0 / theta, -1.0 / (theta * theta)),
+            NormsysTransform::Affine { slope } => {
+                let factor = 1.0 + slope * theta;
+                if factor < AFFINE_FLOOR {
+                    return (AFFINE_FLOOR.ln(), 0.0, 0.0);
+                }
+                let d = slope / factor;
+                (factor.ln(), d, -d * d)
+            }
         }
     }
 }

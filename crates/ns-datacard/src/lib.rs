@@ -8,6 +8,7 @@
 //! (`rateParam`, `extArg`, `autoMCStats`, `group`, `nuisance edit`, `flatParam`, `discrete`).
 //! A mistake is an error naming the card, the line and what is wrong.
 
+mod edit;
 mod mcstats;
 mod model;
 mod shapes;
@@ -51,6 +52,9 @@ pub enum Effect {
 pub enum Kind {
     LnN,
     LnU,
+    /// `trG`: the column's yield times 1 + v·θ, θ Gaussian-constrained within the range that
+    /// keeps every such factor of it non-negative (Combine's truncated Gaussian).
+    TrG,
     /// `gmN N`: the column's yield is α·θ with a Poisson constraint of N on θ.
     GmN {
         n: u64,
@@ -114,8 +118,12 @@ pub struct Datacard {
     /// pattern names every channel it matches; a later line replaces an earlier one).
     pub auto_mc_stats: BTreeMap<String, AutoMcStats>,
     pub groups: BTreeMap<String, Vec<String>>,
-    /// `nuisance edit …` lines, their words after `edit`.
+    /// `nuisance edit freeze …` lines, their words after `edit`, for the model (which knows
+    /// every parameter); the other edits change `systematics` where they stand.
     pub edits: Vec<Vec<String>>,
+    /// Whether the card has `nuisance edit` lines (kmax then no longer counts its systematics).
+    #[serde(default)]
+    pub edited: bool,
     pub flat_params: Vec<String>,
 }
 
@@ -396,7 +404,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Datacard> {
     card.systematics.retain(|s| {
         !matches!(
             s.kind,
-            Kind::LnN | Kind::LnU | Kind::Shape { .. } | Kind::GmN { .. }
+            Kind::LnN | Kind::LnU | Kind::TrG | Kind::Shape { .. } | Kind::GmN { .. }
         ) || s.effects.iter().zip(&card.columns).any(|(e, c)| {
             let null = match e {
                 None => true,
@@ -408,7 +416,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Datacard> {
     });
     // Combine counts the systematics left (param lines included) unless an edit changes them.
     if let Some(k) = kmax
-        && card.edits.is_empty()
+        && !card.edited
         && card.systematics.len() != k
     {
         return Err(Error::InvalidInput(format!(
@@ -529,6 +537,7 @@ fn systematic_line(card: &mut Datacard, n: usize, line: &str) -> Result<()> {
     let (kind, numbers) = match kind_word {
         "lnN" => (Kind::LnN, rest),
         "lnU" => (Kind::LnU, rest),
+        "trG" => (Kind::TrG, rest),
         "gmN" => {
             let n_events = rest
                 .first()
@@ -645,9 +654,9 @@ fn systematic_line(card: &mut Datacard, n: usize, line: &str) -> Result<()> {
             return Ok(());
         }
         "edit" if name == "nuisance" => {
-            card.edits
-                .push(rest.iter().map(|w| w.to_string()).collect());
-            return Ok(());
+            card.edited = true;
+            let words: Vec<String> = rest.iter().map(|w| w.to_string()).collect();
+            return edit::apply(card, n, &words);
         }
         "flatParam" => {
             card.flat_params.push(name);
@@ -658,7 +667,7 @@ fn systematic_line(card: &mut Datacard, n: usize, line: &str) -> Result<()> {
                 &origin,
                 n,
                 format!(
-                    "'{name} {other}': '{other}' is not a systematic type Combine reads (lnN, lnU, \
+                    "'{name} {other}': '{other}' is not a systematic type Combine reads (lnN, lnU, trG, \
                      gmN, shape, shapeN, shape?, param, rateParam, extArg, autoMCStats, group, \
                      nuisance edit, flatParam)"
                 ),
@@ -707,7 +716,7 @@ fn systematic_line(card: &mut Datacard, n: usize, line: &str) -> Result<()> {
             }
             None => {
                 let v = number(&origin, n, word, &here())?;
-                if v < 0.0 {
+                if v < 0.0 && kind != Kind::TrG {
                     return Err(at(&origin, n, format!("{}: '{word}' is negative", here())));
                 }
                 if v == 0.0 {

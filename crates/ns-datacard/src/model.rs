@@ -143,6 +143,7 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
             });
         }
     }
+    let mut inputs: Vec<NormsysInput> = Vec::new();
     for syst in &card.systematics {
         let at = format!("{origin} line {}: '{}'", syst.line, syst.name);
         let index = parameters.len() as u32;
@@ -165,6 +166,28 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                         normsys: normsys.len() as u32,
                     });
                     normsys.push(NormsysTerm::new(NormsysCode::AsymPow, hi, lo));
+                }
+            }
+            Kind::TrG => {
+                let (parameter, slope) = truncated_gaussian(&syst.name, &syst.effects, &at)?;
+                parameters.push(parameter);
+                inputs.push(NormsysInput {
+                    param: index,
+                    transform: NormsysTransform::Affine { slope },
+                });
+                for (c, effect) in syst.effects.iter().enumerate() {
+                    if effect.is_some() {
+                        // e^α' = 1 + vθ: AsymPow of a symmetric κ = e is κ^α'.
+                        scalars[c].push(ScalarFactor {
+                            param: index,
+                            normsys: normsys.len() as u32,
+                        });
+                        normsys.push(NormsysTerm::new(
+                            NormsysCode::AsymPow,
+                            std::f64::consts::E,
+                            1.0 / std::f64::consts::E,
+                        ));
+                    }
                 }
             }
             Kind::GmN { n } => {
@@ -245,7 +268,6 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
             Kind::Param { .. } => {}
         }
     }
-    let mut inputs: Vec<NormsysInput> = Vec::new();
     // Constant factors of formulas, per column.
     let mut column_scale = vec![1.0; card.columns.len()];
     rate_params(
@@ -261,24 +283,27 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
             param_constraint(card, syst.line, &syst.name, args, &mut parameters)?;
         }
     }
+    // `nuisance edit freeze PATTERN [ifexists]` (the only edits left to the model).
     for edit in &card.edits {
-        match edit.first().map(String::as_str) {
-            Some("freeze") => {
-                for name in &edit[1..] {
-                    let p = parameters
-                        .iter_mut()
-                        .find(|p| &p.name == name)
-                        .ok_or_else(|| {
-                            Error::InvalidModel(format!(
-                                "{origin}: nuisance edit freeze '{name}': no such parameter"
-                            ))
-                        })?;
-                    p.fixed = true;
-                }
-            }
-            _ => {
-                return Err(refuse(format!("'nuisance edit {}'", edit.join(" "))));
-            }
+        let (Some("freeze"), Some(name)) = (edit.first().map(String::as_str), edit.get(1)) else {
+            return Err(Error::InvalidModel(format!(
+                "{origin}: 'nuisance edit {}' is not a freeze (the other edits are applied as \
+                 the card is read)",
+                edit.join(" ")
+            )));
+        };
+        let pattern = crate::edit::pattern(name)
+            .map_err(|e| Error::InvalidModel(format!("{origin}: nuisance edit freeze: {e}")))?;
+        let mut found = false;
+        for p in parameters.iter_mut().filter(|p| pattern.is_match(&p.name)) {
+            p.fixed = true;
+            found = true;
+        }
+        if !found && !edit[2..].iter().any(|o| o == "ifexists") {
+            return Err(Error::InvalidModel(format!(
+                "{origin}: nuisance edit freeze '{name}' matches no parameter (add 'ifexists' \
+                 if that is meant)"
+            )));
         }
     }
     let shaped = shape_terms(card, &templates, &parameters, &mut scalars, &mut normsys)?;
@@ -449,6 +474,14 @@ fn rate_params(
                 // θ > 0 (an unbounded rateParam keeps to the positive side).
                 let bounds = &mut parameters[i as usize].bounds;
                 bounds.0 = bounds.0.max(0.0);
+                if inputs
+                    .iter()
+                    .any(|input| input.param == i && input.transform != NormsysTransform::Log)
+                {
+                    return Err(Error::InvalidModel(format!(
+                        "{at}: '{name}' is a trG nuisance, which a formula cannot raise to a power"
+                    )));
+                }
                 if !inputs.iter().any(|input| input.param == i) {
                     inputs.push(NormsysInput {
                         param: i,
@@ -468,6 +501,46 @@ fn rate_params(
         }
     }
     Ok(())
+}
+
+/// A `trG` parameter and its factors' slope v (1 + vθ, v as Combine prints it: `%f`). Its range
+/// is Combine's: [−7, 7], cut where a factor reaches zero, printed `%f`; its constraint a unit
+/// Gaussian.
+fn truncated_gaussian(
+    name: &str,
+    effects: &[Option<Effect>],
+    at: &str,
+) -> Result<(Parameter, f64)> {
+    let printed = |v: f64| -> f64 { format!("{v:.6}").parse().unwrap_or(v) };
+    let values: Vec<f64> = effects
+        .iter()
+        .flatten()
+        .map(|e| match e {
+            Effect::Symmetric(v) => Ok(*v),
+            Effect::Asymmetric(..) => Err(Error::InvalidModel(format!(
+                "{at}: a trG value is one number"
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    let (mut low, mut high) = (-LNN_RANGE, LNN_RANGE);
+    for &v in &values {
+        if v > 0.0 && 1.0 + low * v < 0.0 {
+            low = -1.0 / v;
+        }
+        if v < 0.0 && 1.0 + high * v < 0.0 {
+            high = -1.0 / v;
+        }
+    }
+    let slope = values.first().map_or(0.0, |&v| printed(v));
+    if let Some(other) = values.iter().find(|&&v| printed(v) != slope) {
+        return Err(Error::InvalidModel(format!(
+            "{at}: trG values {slope} and {other} on different processes (one trG value per              nuisance is built yet)"
+        )));
+    }
+    let mut parameter = Parameter::free(name, "trG", 0.0, (printed(low), printed(high)));
+    parameter.constraint = Constraint::Gaussian;
+    parameter.sigma = 1.0;
+    Ok((parameter, slope))
 }
 
 /// `param μ σ [range]` on a rateParam or extArg: a Gaussian constraint, range μ ± 4σ unless
