@@ -213,19 +213,22 @@ impl PoissonRange {
 }
 
 /// A sample block whose morphed yields are floored (CMS Combine's templates): each bin's
-/// nominal-plus-histosys yield f_b is raised to at least `floor`. Where `renormalise` is set
-/// (`FastVerticalInterpHistPdf2`, channels without autoMCStats) the block's yields are then
-/// f_b · T / Σ f, T the sum of its nominal yields — what the morph already sums to wherever no
-/// bin is raised; otherwise (`CMSHistFunc`) they are the floored f_b.
+/// nominal-plus-histosys yield f_b is raised to at least `floor`. Where `renormalise_to` gives a
+/// total T (`FastVerticalInterpHistPdf2`, channels without autoMCStats) the block's yields are
+/// then f_b · T / Σ f; otherwise (`CMSHistFunc`) they are the floored f_b.
 ///
 /// `logarithmic` (Combine's `shapeN`, `CMSHistFunc`'s LogQuadLinear): the nominal and its
-/// histosys terms are logarithms of yields; the block's yields are e^f_b · T / Σ e^f (T = Σ of
-/// the nominal's e^f), then raised to the floor.
+/// histosys terms are logarithms of yields; the block's yields are e^f_b · T / Σ e^f, then
+/// raised to the floor (T is given: the nominal's Σ e^f).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FlooredBlock {
     pub block: u32,
+    /// The block's first `active_bins` bins are its template; the rest pad a narrower channel
+    /// to the card's widest template (Combine's shared `CMS_th1x`) and stay zero, outside the
+    /// floor and the normalisation.
+    pub active_bins: u32,
     pub floor: f64,
-    pub renormalise: bool,
+    pub renormalise_to: Option<f64>,
     pub logarithmic: bool,
 }
 

@@ -306,7 +306,36 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
             )));
         }
     }
-    let shaped = shape_terms(card, &templates, &parameters, &mut scalars, &mut normsys)?;
+    // Combine's channels share one observable (`CMS_th1x`) as wide as the widest template, and
+    // a narrower channel observes nothing in the extra bins. A density template without
+    // morphing has them, empty and so raised to the 1e-9 floor, in its normalisation; a morphed
+    // one is renormalised over its own bins (`FastVerticalInterpHistPdf2`'s active bins), so
+    // its padding stays out of the likelihood. Padded here the same way.
+    let width = templates
+        .iter()
+        .flatten()
+        .map(|t| t.nominal.len())
+        .max()
+        .unwrap_or(0);
+    for (bin, data) in card.bins.iter().zip(&mut observed) {
+        let padded = !card.auto_mc_stats.contains_key(bin)
+            && card
+                .columns
+                .iter()
+                .zip(&templates)
+                .any(|(c, t)| &c.bin == bin && t.is_some());
+        if padded && data.len() < width {
+            data.resize(width, 0.0);
+        }
+    }
+    let shaped = shape_terms(
+        card,
+        &templates,
+        &parameters,
+        &mut scalars,
+        &mut normsys,
+        width,
+    )?;
     let columns: Vec<Shaped> = nominal
         .iter()
         .zip(&column_scale)
@@ -327,11 +356,12 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
                 shape
             }
             None => Shaped {
+                active_bins: 1,
                 nominal: vec![n * k],
                 errors: vec![0.0],
                 histosys: Vec::new(),
                 floor: None,
-                renormalise: false,
+                renormalise_to: None,
                 logarithmic: false,
             },
         })
@@ -667,11 +697,14 @@ fn s_index(card: &Datacard, syst: &crate::Systematic) -> usize {
 /// where `renormalise` says. `logarithmic` (shapeN): the nominal and histosys values are
 /// logarithms of yields (`ns_core::layout::FlooredBlock`).
 pub(crate) struct Shaped {
+    /// The template's own bins (before the padding of a narrower channel); the floor and the
+    /// renormalisation of a morphed template cover these.
+    pub active_bins: usize,
     pub nominal: Vec<f64>,
     pub errors: Vec<f64>,
     pub histosys: Vec<(u32, Vec<f64>, Vec<f64>)>,
     pub floor: Option<f64>,
-    pub renormalise: bool,
+    pub renormalise_to: Option<f64>,
     pub logarithmic: bool,
 }
 
@@ -694,6 +727,7 @@ fn shape_terms(
     parameters: &[Parameter],
     scalars: &mut [Vec<ScalarFactor>],
     normsys: &mut Vec<NormsysTerm>,
+    width: usize,
 ) -> Result<Vec<Option<Shaped>>> {
     let origin = &card.origin;
     let mut shaped = Vec::with_capacity(templates.len());
@@ -711,14 +745,27 @@ fn shape_terms(
         // integral of the histogram as stored, which its rate of -1 and its checks read.
         let total: f64 = t.nominal.iter().sum();
         let integral = t.integral;
+        // With autoMCStats the template is the yield (`CMSHistFunc`); without, it is a density
+        // scaled to the rate, with empty bins up to the card's widest template.
+        let self_normalised = card.auto_mc_stats.contains_key(&column.bin);
+        let padding = if self_normalised {
+            0
+        } else {
+            width.saturating_sub(t.nominal.len())
+        };
+        let pad = |mut v: Vec<f64>| {
+            v.resize(v.len() + padding, 0.0);
+            v
+        };
         if column.rate == 0.0 || (column.rate < 0.0 && integral == 0.0) {
             // A process without events in this channel (Combine leaves it out).
             shaped.push(Some(Shaped {
-                nominal: vec![0.0; t.nominal.len()],
-                errors: vec![0.0; t.nominal.len()],
+                active_bins: t.nominal.len(),
+                nominal: vec![0.0; t.nominal.len() + padding],
+                errors: vec![0.0; t.nominal.len() + padding],
                 histosys: Vec::new(),
                 floor: None,
-                renormalise: false,
+                renormalise_to: None,
                 logarithmic: false,
             }));
             continue;
@@ -733,9 +780,6 @@ fn shape_terms(
                 column.rate
             )));
         }
-        // With autoMCStats the template is the yield (`CMSHistFunc`); without, it is a density
-        // scaled to the rate.
-        let self_normalised = card.auto_mc_stats.contains_key(&column.bin);
         if !(total > 0.0) {
             return Err(Error::InvalidModel(format!(
                 "{place}: its nominal template sums to {total}; a template needs a positive \
@@ -780,7 +824,7 @@ fn shape_terms(
             )));
         }
         let to_rate = if self_normalised { 1.0 } else { rate / total };
-        let errors = t.errors.iter().map(|e| e * to_rate).collect();
+        let errors = pad(t.errors.iter().map(|e| e * to_rate).collect());
         // A shapeN template's bins as logarithms: ln h, or −999 where h ≤ 0 (`FastTemplate::Log`).
         let log_nominal: Vec<f64> = t
             .nominal
@@ -830,10 +874,11 @@ fn shape_terms(
                         })
                         .collect());
                 }
-                Ok(h.iter()
+                Ok(pad(h
+                    .iter()
                     .zip(&t.nominal)
                     .map(|(&v, n)| to_rate * (n + scale * (rescaled(v) - n)))
-                    .collect())
+                    .collect()))
             };
             histosys.push((param, side(&variation.up)?, side(&variation.down)?));
             let kappa = |sum: f64| shapes::six_decimals((sum / integral).powf(scale));
@@ -846,39 +891,52 @@ fn shape_terms(
                 normsys.push(NormsysTerm::new(NormsysCode::AsymPow, hi, lo));
             }
         }
-        // The yields (or their logarithms), the floor of the morphed template and whether it is
-        // renormalised after it.
-        let (nominal, floor, renormalise) = if logarithmic {
-            (log_nominal, Some(TEMPLATE_FLOOR), true)
+        // The yields (or their logarithms), the floor of the morphed template and the total it
+        // is renormalised to after it.
+        let (nominal, floor, renormalise_to) = if logarithmic {
+            let total = log_nominal.iter().map(|v| v.exp()).sum();
+            (log_nominal, Some(TEMPLATE_FLOOR), Some(total))
         } else if histosys.is_empty() && self_normalised {
             let floored = t.nominal.iter().map(|n| n.max(TEMPLATE_FLOOR)).collect();
-            (floored, None, false)
+            (floored, None, None)
         } else if histosys.is_empty() {
             // Combine's template as a density: each bin raised to 1e-9 of the integral, then
             // renormalised (what a morphed template gets at every evaluation).
-            let density: Vec<f64> = t
-                .nominal
-                .iter()
-                .map(|n| (n / total).max(TEMPLATE_FLOOR))
+            let density: Vec<f64> = pad(t.nominal.iter().map(|n| n / total).collect())
+                .into_iter()
+                .map(|d| d.max(TEMPLATE_FLOOR))
                 .collect();
             let sum: f64 = density.iter().sum();
-            (
-                density.iter().map(|d| rate * d / sum).collect(),
-                None,
-                false,
-            )
+            (density.iter().map(|d| rate * d / sum).collect(), None, None)
         } else if self_normalised {
-            (t.nominal.clone(), Some(TEMPLATE_FLOOR), false)
+            (t.nominal.clone(), Some(TEMPLATE_FLOOR), None)
         } else {
-            let yields = t.nominal.iter().map(|n| n * to_rate).collect();
-            (yields, Some(TEMPLATE_FLOOR * rate), true)
+            // In a padded channel `FastVerticalInterpHistPdf2` morphs from its nominal raised to
+            // the floor (`setActiveBins`, which Combine calls on a channel narrower than its
+            // observable, crops it after the morphs were set up), with the differences to the
+            // nominal as read: a bin's raise moves its high and low templates alike.
+            let floor = TEMPLATE_FLOOR * rate;
+            let mut yields = pad(t.nominal.iter().map(|n| n * to_rate).collect());
+            let cropped = if padding > 0 { t.nominal.len() } else { 0 };
+            for (b, y) in yields.iter_mut().enumerate().take(cropped) {
+                let raise = floor - *y;
+                if raise > 0.0 {
+                    *y = floor;
+                    for (_, hi, lo) in &mut histosys {
+                        hi[b] += raise;
+                        lo[b] += raise;
+                    }
+                }
+            }
+            (yields, Some(floor), Some(rate))
         };
         shaped.push(Some(Shaped {
+            active_bins: t.nominal.len(),
             nominal,
             errors,
             histosys,
             floor,
-            renormalise,
+            renormalise_to,
             logarithmic,
         }));
     }
@@ -966,8 +1024,9 @@ fn assemble(
             if let Some(floor) = shape.floor {
                 compiled.floored_blocks.push(FlooredBlock {
                     block: compiled.samples.len() as u32,
+                    active_bins: shape.active_bins as u32,
                     floor,
-                    renormalise: shape.renormalise,
+                    renormalise_to: shape.renormalise_to,
                     logarithmic: shape.logarithmic,
                 });
             }

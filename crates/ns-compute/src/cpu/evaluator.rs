@@ -536,7 +536,7 @@ impl<'m> CpuEvaluator<'m> {
                 if let Some(floor) = block.floor.filter(|f| f.logarithmic) {
                     // Logarithms: exponentiated, scaled to the nominal total, then raised to the
                     // floor (the raised bins marked: they do not move with α).
-                    let bins = block.base_start..block.base_start + n;
+                    let bins = block.base_start..block.base_start + floor.active;
                     let mut sum = 0.0;
                     for v in &mut base[bins.clone()] {
                         *v = v.exp();
@@ -554,7 +554,7 @@ impl<'m> CpuEvaluator<'m> {
                 } else if let Some(floor) = block.floor {
                     // Raised to the floor (and scaled back to the nominal total where asked);
                     // the raised bins marked for the backward pass (they do not move with α).
-                    let bins = block.base_start..block.base_start + n;
+                    let bins = block.base_start..block.base_start + floor.active;
                     let mut sum = 0.0;
                     for (v, raised) in base[bins.clone()]
                         .iter_mut()

@@ -122,6 +122,8 @@ pub(crate) struct BlockPlan {
 /// exponentiated and renormalised before the floor (`ns_core::layout::FlooredBlock`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct BlockFloor {
+    /// The bins floored and renormalised (the rest are padding, zero).
+    pub active: usize,
     pub floor: f64,
     pub renormalise_to: Option<f64>,
     pub logarithmic: bool,
@@ -318,19 +320,11 @@ impl Plan {
                     .floored_blocks
                     .iter()
                     .find(|fb| fb.block as usize == b)
-                    .map(|fb| {
-                        let nominal = &m.nominal[e0..e0 + n];
-                        BlockFloor {
-                            floor: fb.floor,
-                            // Logarithmic blocks are always scaled to their nominal total.
-                            renormalise_to: (fb.renormalise || fb.logarithmic).then(|| {
-                                match fb.logarithmic {
-                                    true => nominal.iter().map(|v| v.exp()).sum(),
-                                    false => nominal.iter().sum(),
-                                }
-                            }),
-                            logarithmic: fb.logarithmic,
-                        }
+                    .map(|fb| BlockFloor {
+                        active: (fb.active_bins as usize).min(n),
+                        floor: fb.floor,
+                        renormalise_to: fb.renormalise_to,
+                        logarithmic: fb.logarithmic,
                     }),
                 stats: false,
             };
