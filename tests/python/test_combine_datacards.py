@@ -3,6 +3,7 @@ the card (the same fit), from its file or its text; a careless card is an Invali
 its line (docs/combine.md)."""
 
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -61,3 +62,62 @@ def test_python_takes_the_mass_as_the_cli_does():
         assert fit.twice_nll == pytest.approx(cli["twice_nll"], rel=1e-12), mass
     with pytest.raises(TypeError, match="mass must be"):
         nextstat.Datacard(card, mass=[125])
+
+
+@pytest.mark.parametrize("card_id", ["counting_realistic", "counting_multichannel", "statroutines_counting"])
+def test_datacard2json_gives_pyhf_combines_likelihood(tmp_path, card_id):
+    """`nextstat datacard2json` writes a card pyhf expresses exactly as a pyhf workspace: pyhf
+    0.7.6 itself (normsys code1, as the note on stderr says) gives Combine's NLL at every
+    reference point (plus the ln√(2π) of each Gaussian constraint, which Combine leaves out);
+    a card with an asymmetric lnN is refused, naming it, and nothing is written."""
+    import pyhf
+
+    card = json.loads((CORPUS / "reference.json").read_text())["cards"][card_id]
+    out = tmp_path / "ws.json"
+    run = subprocess.run([str(BIN), "datacard2json", str(CORPUS / card["card"]), "-o", str(out)],
+                         capture_output=True, text=True, check=True)
+    assert "normsys=code1" in run.stderr
+    ws = pyhf.Workspace(json.loads(out.read_text()))
+    model = ws.model(modifier_settings={"normsys": {"interpcode": "code1"}, "histosys": {"interpcode": "code4p"}})
+    data = ws.data(model)
+    gmn = {}
+    for line in (CORPUS / card["card"]).read_text().splitlines():
+        words = line.split()
+        if len(words) > 2 and words[1] == "gmN":
+            gmn[words[0]] = float(words[2])
+    gaussians = sum(1 for name in model.config.par_order if getattr(model.config.param_set(name), "pdf_type", None) == "normal")
+    for point in card["nll_points"]:
+        pars = model.config.suggested_init()
+        for name, value in point["parameters"].items():
+            lo, hi = model.config.suggested_bounds()[model.config.par_slice(name).start]
+            value = value / gmn.get(name, 1.0)
+            pars[model.config.par_slice(name).start] = min(max(value, lo), hi)
+        nll = -float(model.logpdf(pars, data)[0]) - gaussians * 0.5 * math.log(2 * math.pi)
+        assert nll == pytest.approx(point["nll_total"], rel=1e-9), point["point"]
+    refused = subprocess.run([str(BIN), "datacard2json", str(CORPUS / json.loads((CORPUS / "reference.json").read_text())["cards"]["asymm_lnN"]["card"]), "-o", str(tmp_path / "no.json")],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "'theta1' is an asymmetric lnN" in refused.stderr
+    assert not (tmp_path / "no.json").exists()
+
+
+TWO_SIGNALS = ("imax 1\njmax 2\nkmax *\n---\nbin a\nobservation 12\n---\nbin a a a\nprocess ggH qqH bkg\n"
+               "process -1 0 1\nrate 3 2 6\n---\nlumi lnN 1.02 1.02 1.02\n")
+
+
+def test_physics_maps_give_one_poi_per_map_as_the_cli(tmp_path):
+    """multiSignalModel's maps (`physics=[…]`, the CLI's `--po`): the first POI is the model's,
+    the fit is the CLI's; an option that is not a map is refused by name."""
+    maps = ["map=a/ggH:r_ggH[1,0,10]", "map=a/qqH:r_qqH[1,0,10]"]
+    model = nextstat.Datacard(text=TWO_SIGNALS, physics=maps).model()
+    assert model.config.par_names == ["r_ggH", "r_qqH", "lumi"]
+    assert model.config.poi_name == "r_ggH"
+    ours = nextstat.fit(model)
+    card = tmp_path / "card.txt"
+    card.write_text(TWO_SIGNALS)
+    cli = json.loads(subprocess.run([str(BIN), "fit", str(card), "--po", maps[0], "--po", maps[1]],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert ours.twice_nll == pytest.approx(cli["twice_nll"], rel=1e-12, abs=1e-12)
+    with pytest.raises(nextstat.InvalidInputError, match="physics-model option 'squash'"):
+        nextstat.Datacard(text=TWO_SIGNALS, physics=["squash"]).model()
+    with pytest.raises(TypeError, match="physics must be a list"):
+        nextstat.Datacard(text=TWO_SIGNALS, physics="map=a/ggH:r[1,0,2]")

@@ -149,6 +149,11 @@ pub struct ModelArgs {
     /// -m); see docs/combine.md
     #[arg(long, short = 'm', value_name = "MASS")]
     pub mass: Option<String>,
+    /// A physics-model option of a CMS Combine datacard, as text2workspace's --PO for
+    /// multiSignalModel: 'map=BIN/PROCESS[,…]:POI[init,min,max]' (or :1, :0) or
+    /// 'turnoff=PROCESS[,…]'; repeat for several (see docs/combine.md)
+    #[arg(long = "po", visible_alias = "PO", value_name = "OPTION")]
+    pub physics: Vec<String>,
 }
 
 impl ModelArgs {
@@ -159,9 +164,13 @@ impl ModelArgs {
             Some(name) => reference.with_xml_semantics(Semantics::from_name(name)?, &Inputs)?,
             None => reference,
         };
-        match &self.mass {
-            Some(mass) => reference.with_datacard_mass(mass, &Inputs),
-            None => Ok(reference),
+        let reference = match &self.mass {
+            Some(mass) => reference.with_datacard_mass(mass, &Inputs)?,
+            None => reference,
+        };
+        match self.physics.is_empty() {
+            true => Ok(reference),
+            false => reference.with_datacard_physics(&self.physics, &Inputs),
         }
     }
 

@@ -102,6 +102,15 @@ pub enum WorkspaceCommand {
         #[arg(short = 'o', long = "output-file")]
         output: Option<PathBuf>,
     },
+    /// A CMS Combine datacard as a pyhf workspace, where pyhf expresses its likelihood exactly
+    /// (symmetric lnN, gmN, ranged rateParams, templates without shape systematics; fit it with
+    /// normsys code1); any other term is refused by name (see docs/combine.md)
+    Datacard2json {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[arg(short = 'o', long = "output-file")]
+        output: Option<PathBuf>,
+    },
     /// The model as an HS3 document that ROOT 6.40 imports as the same likelihood (binned:
     /// ROOT's HistFactory dialect; see docs/hs3-binned.md)
     ExportHs3 {
@@ -284,6 +293,16 @@ pub fn run(cmd: WorkspaceCommand) -> Result<()> {
             let value =
                 ns_xml::workspace_of_files(&top, basedir.as_deref(), ns_xml::Semantics::Pyhf)?;
             emit_pyhf(&dumps(&value, DumpOptions::PYHF_CLI), output.as_ref())
+        }
+        WorkspaceCommand::Datacard2json { model, output } => {
+            let value = model.model_ref()?.datacard_as_pyhf(&crate::input::Inputs)?;
+            emit_pyhf(&dumps(&value, DumpOptions::PYHF_CLI), output.as_ref())?;
+            eprintln!(
+                "note: the lnN factors are exact under normsys code1: fit with \
+                 `--interp-codes normsys=code1` (pyhf: modifier_settings={{\"normsys\": \
+                 {{\"interpcode\": \"code1\"}}}})"
+            );
+            Ok(())
         }
         WorkspaceCommand::ExportHs3 { model, output } => {
             let document = model.model_ref()?.to_hs3(&crate::input::Inputs)?;

@@ -11,6 +11,8 @@
 mod edit;
 mod mcstats;
 mod model;
+mod physics;
+mod pyhf;
 mod shapes;
 
 use std::collections::BTreeMap;
@@ -18,7 +20,9 @@ use std::collections::BTreeMap;
 use ns_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-pub use model::model;
+pub use model::{model, model_with};
+pub use physics::SignalMaps;
+pub use pyhf::workspace as pyhf_workspace;
 pub use shapes::ShapeFiles;
 
 /// The most columns (bin × process pairs) or lines a card may have: far beyond real analyses,

@@ -1,6 +1,7 @@
 //! A counting datacard as a model with Combine's likelihood (`ModelTools.py`'s
 //! `doNuisances`/`doExpectedEvents`, summarised in docs/combine.md):
-//! - the POI `r` multiplies every signal process, start 1 in [0, 20];
+//! - the POI `r` multiplies every signal process, start 1 in [0, 20] (or the POIs of
+//!   multiSignalModel's maps, `crate::physics`, the processes they name);
 //! - `lnN κ` and `lnN κ_lo/κ_hi`: Combine's `AsymPow` factor exp(θ·L(θ)) on a θ with a unit
 //!   Gaussian constraint, θ ∈ [−7, 7]; `lnU`: the same factor, θ ∈ [−1, 1] without constraint;
 //! - `gmN N α`: the yield is α·θ, θ Poisson-constrained to N, starting at N + 1 as
@@ -9,7 +10,8 @@
 //!   and `extArg`s — a product and quotient of them and numbers — multiplies them: a power other
 //!   than 1 is a normsys term read through ln θ (θ^p = exp(p ln θ)); `param μ σ` on one
 //!   constrains it (Gaussian, range μ ± 4σ);
-//! - `nuisance edit freeze NAME` fixes a parameter.
+//! - `nuisance edit freeze PATTERN` fixes parameters (the other edits are applied as the card
+//!   is read, `crate::edit`); `trG` is the factor 1 + vθ (an affine normsys input).
 //!
 //! - TH1 templates and `shape` systematics as `crate::shapes` says; `shape?` is an lnN where a
 //!   process has no templates;
@@ -19,7 +21,7 @@
 //!
 //! What is not built yet is refused by name: `shapeN` outside autoMCStats channels, shape
 //! systematics of one process with different scales, formulas other than products and
-//! quotients, the other `nuisance edit` operations, autoMCStats' hist-mode 2 or on a channel
+//! quotients, autoMCStats' hist-mode 2 or on a channel
 //! without templates (and CUDA and the f32 devices refuse morphed templates, autoMCStats and
 //! two-sided constraints).
 
@@ -32,6 +34,7 @@ use ns_core::model::{ChannelInfo, Constraint, HistFactoryModel, ParameterSet};
 use ns_core::{CompiledModel, Error, Result};
 
 use crate::mcstats::{self, StatSpec};
+use crate::physics::{Scale, SignalMaps};
 use crate::shapes::{self, ShapeFiles, Template};
 use crate::{Datacard, Effect, Kind};
 
@@ -78,8 +81,18 @@ impl Parameter {
     }
 }
 
-/// The model of a card, with its observed counts as its data; `files` gives its templates.
+/// The model of a card under Combine's default physics model, with its observed counts as its
+/// data; `files` gives its templates.
 pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
+    model_with(card, files, &SignalMaps::default())
+}
+
+/// The model of a card under the physics model `maps` (`crate::physics`).
+pub fn model_with(
+    card: &Datacard,
+    files: &ShapeFiles,
+    maps: &SignalMaps,
+) -> Result<HistFactoryModel> {
     let origin = &card.origin;
     let refuse = |what: String| Error::InvalidModel(format!("{origin}: {what} (not built yet)"));
     let templates: Vec<Option<Template>> = (0..card.columns.len())
@@ -128,19 +141,34 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
             )));
         }
     }
-    let mut parameters = vec![Parameter::free(POI, "normfactor", 1.0, POI_RANGE)];
+    let mut parameters = match maps.is_default() {
+        true => vec![Parameter::free(POI, "normfactor", 1.0, POI_RANGE)],
+        false => maps
+            .pois
+            .iter()
+            .map(|p| Parameter::free(&p.name, "normfactor", p.init, p.bounds))
+            .collect(),
+    };
     // Per column, what multiplies its nominal: scalar (parameter, normsys term) and per-bin
     // (gmN) factors.
     let mut normsys: Vec<NormsysTerm> = Vec::new();
     let mut scalars: Vec<Vec<ScalarFactor>> = vec![Vec::new(); card.columns.len()];
     let mut entry_factor: Vec<Option<u32>> = vec![None; card.columns.len()];
     let mut nominal: Vec<f64> = card.columns.iter().map(|c| c.rate).collect();
+    // The POI on every signal process, or each process's POI by the maps (0 removes one).
+    let mut removed = vec![false; card.columns.len()];
     for (c, column) in card.columns.iter().enumerate() {
-        if column.signal {
-            scalars[c].push(ScalarFactor {
-                param: 0,
+        let scale = match maps.is_default() {
+            true if column.signal => Scale::Poi(POI.into()),
+            true => Scale::Constant(1.0),
+            false => maps.scale(&column.bin, &column.process),
+        };
+        match scale {
+            Scale::Poi(name) => scalars[c].push(ScalarFactor {
+                param: parameters.iter().position(|p| p.name == name).unwrap_or(0) as u32,
                 normsys: ScalarFactor::LINEAR,
-            });
+            }),
+            Scale::Constant(k) => removed[c] = k == 0.0,
         }
     }
     let mut inputs: Vec<NormsysInput> = Vec::new();
@@ -268,8 +296,8 @@ pub fn model(card: &Datacard, files: &ShapeFiles) -> Result<HistFactoryModel> {
             Kind::Param { .. } => {}
         }
     }
-    // Constant factors of formulas, per column.
-    let mut column_scale = vec![1.0; card.columns.len()];
+    // Constant factors of formulas (and the maps' zeros), per column.
+    let mut column_scale: Vec<f64> = removed.iter().map(|&r| if r { 0.0 } else { 1.0 }).collect();
     rate_params(
         card,
         &mut parameters,
@@ -955,6 +983,8 @@ fn assemble(
     stats: Vec<StatSpec>,
     observed: Vec<Vec<f64>>,
 ) -> Result<HistFactoryModel> {
+    // The POIs come first: the default model's `r`, or the maps' first.
+    let poi = parameters[0].name.clone();
     let n_main = observed.iter().map(Vec::len).sum();
     let mut compiled = CompiledModel {
         n_params: parameters.len(),
@@ -1143,7 +1173,7 @@ fn assemble(
         channels,
         samples,
         sets,
-        POI.into(),
+        poi,
         compiled,
         block_samples,
     );

@@ -28,6 +28,10 @@ pub struct DatacardRef {
     /// The mass `$MASS` in template names stands for (text2workspace's `-m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mass: Option<String>,
+    /// Physics-model options (text2workspace's `--PO` of multiSignalModel: `map=…`,
+    /// `turnoff=…`); none: Combine's default model, the POI `r` on every signal process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub physics: Vec<String>,
 }
 
 impl Format for Datacard {
@@ -62,6 +66,7 @@ impl Format for Datacard {
             card: Some(reference.workspace.clone()),
             text: None,
             mass: None,
+            physics: Vec::new(),
         })
     }
 
@@ -98,16 +103,15 @@ impl Format for Datacard {
     /// Templates are read from the card's folder, as the reader's policy allows (a card sent as
     /// text has no folder: its templates are refused where the reader opens no files).
     fn model(reference: &DatacardRef, document: Value, read: &dyn Reader) -> Result<LoadedModel> {
-        let card: ns_datacard::Datacard = serde_json::from_value(document)
-            .map_err(|e| Error::InvalidInput(format!("a parsed datacard: {e}")))?;
-        let folder = match &reference.card {
-            Some(Source::Path(path)) => path.parent(),
-            _ => None,
-        };
-        let files = ns_datacard::ShapeFiles::new(read.data_files(folder), reference.mass.clone());
+        let card = parsed(document)?;
+        let files = ns_datacard::ShapeFiles::new(
+            read.data_files(folder(reference)),
+            reference.mass.clone(),
+        );
+        let maps = ns_datacard::SignalMaps::parse(&reference.physics)?;
         Ok(LoadedModel::Binned {
             workspace: None,
-            model: Box::new(ns_datacard::model(&card, &files)?),
+            model: Box::new(ns_datacard::model_with(&card, &files, &maps)?),
             xml_semantics: None,
         })
     }
@@ -119,4 +123,28 @@ impl Format for Datacard {
     fn identity(_reference: &DatacardRef) -> (Option<&str>, Interpolation) {
         (None, Interpolation::default())
     }
+}
+
+/// The card of a datacard document.
+fn parsed(document: Value) -> Result<ns_datacard::Datacard> {
+    serde_json::from_value(document)
+        .map_err(|e| Error::InvalidInput(format!("a parsed datacard: {e}")))
+}
+
+/// The folder a card's templates are read from (none for a card sent as text).
+fn folder(reference: &DatacardRef) -> Option<&std::path::Path> {
+    match &reference.card {
+        Some(Source::Path(path)) => path.parent(),
+        _ => None,
+    }
+}
+
+/// The card as a pyhf workspace (`ns_datacard::pyhf_workspace`), its templates read as its
+/// model's are.
+pub(crate) fn as_pyhf(reference: &DatacardRef, read: &dyn Reader) -> Result<Value> {
+    let card = parsed(Datacard::document(reference, read)?)?;
+    let files =
+        ns_datacard::ShapeFiles::new(read.data_files(folder(reference)), reference.mass.clone());
+    let maps = ns_datacard::SignalMaps::parse(&reference.physics)?;
+    ns_datacard::pyhf_workspace(&card, &files, &maps)
 }

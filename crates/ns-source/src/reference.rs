@@ -264,6 +264,21 @@ impl ModelRef {
         }
     }
 
+    /// A datacard reference with physics-model options (text2workspace's `--PO` of
+    /// multiSignalModel); another format is refused.
+    pub fn with_datacard_physics(self, options: &[String], read: &dyn Reader) -> Result<ModelRef> {
+        match self.into_tagged(read)? {
+            Tagged::Datacard(mut r) => {
+                r.physics = options.to_vec();
+                Ok(ModelRef::Tagged(Tagged::Datacard(r)))
+            }
+            other => Err(Error::InvalidInput(format!(
+                "physics-model options (--po) apply to CMS Combine datacards; this model is {}",
+                other.format(),
+            ))),
+        }
+    }
+
     /// The model as an HS3 document that ROOT 6.40 imports as the same likelihood: a binned
     /// model in ROOT's HistFactory dialect ([`ns_hs3::binned::write`]); an unbinned HS3 model as
     /// its document after its patches, where it holds nothing of nextstat's own (flows, Parquet
@@ -293,6 +308,23 @@ impl ModelRef {
                     None => Ok(document),
                 }
             }
+        }
+    }
+
+    /// A CMS Combine datacard as a pyhf workspace, where pyhf expresses its likelihood exactly
+    /// (`ns_datacard::pyhf_workspace`); other models are refused.
+    pub fn datacard_as_pyhf(&self, read: &dyn Reader) -> Result<Value> {
+        let tagged = match self {
+            ModelRef::Tagged(t) => Some(t.clone()),
+            ModelRef::ByContent(r) => Tagged::claimed_by_head(r, read)?,
+        };
+        match tagged {
+            Some(Tagged::Datacard(reference)) => crate::datacard::as_pyhf(&reference, read),
+            _ => Err(Error::InvalidInput(
+                "datacard2json reads CMS Combine datacards, and this model is not one (pyhf \
+                 workspaces are pyhf JSON already; HistFactory XML: xml2json)"
+                    .into(),
+            )),
         }
     }
 
