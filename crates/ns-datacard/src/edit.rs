@@ -15,6 +15,8 @@ use ns_core::Result;
 
 /// Longest pattern read: far beyond real cards, a bound on what a hostile card compiles.
 const MAX_PATTERN: usize = 1000;
+/// The most memory one compiled pattern may take.
+const MAX_COMPILED: usize = 1 << 20;
 
 /// Apply `nuisance edit WORDS` of line `n`.
 pub(crate) fn apply(card: &mut Datacard, n: usize, words: &[String]) -> Result<()> {
@@ -222,13 +224,23 @@ pub(crate) fn apply(card: &mut Datacard, n: usize, words: &[String]) -> Result<(
 
 /// A pattern matched whole, as Combine's `fullmatch`.
 pub(crate) fn pattern(text: &str) -> std::result::Result<Regex, String> {
+    compiled(text, "$")
+}
+
+/// `text` as a regular expression anchored at the start (and at the end by `end`); its length
+/// and its compiled size bounded, so a hostile card or request cannot take memory out of
+/// proportion.
+pub(crate) fn compiled(text: &str, end: &str) -> std::result::Result<Regex, String> {
     if text.len() > MAX_PATTERN {
         return Err(format!(
             "a pattern of {} characters (at most {MAX_PATTERN})",
             text.len()
         ));
     }
-    Regex::new(&format!("^(?:{text})$")).map_err(|e| format!("'{text}' is not a pattern: {e}"))
+    regex::RegexBuilder::new(&format!("^(?:{text}){end}"))
+        .size_limit(MAX_COMPILED)
+        .build()
+        .map_err(|e| format!("'{text}' is not a pattern: {e}"))
 }
 
 fn has(options: &[String], option: &str) -> bool {

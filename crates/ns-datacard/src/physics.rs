@@ -12,8 +12,9 @@ use regex::Regex;
 
 use ns_core::{Error, Result};
 
-/// The longest option read: a bound on what a hostile request compiles.
+/// The longest option read, and the most options: a bound on what a hostile request compiles.
 const MAX_OPTION: usize = 2000;
+const MAX_OPTIONS: usize = 200;
 
 /// What scales a process.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +43,12 @@ pub struct SignalMaps {
 impl SignalMaps {
     /// The maps of `options` (`--PO` strings); empty options: Combine's default model.
     pub fn parse(options: &[String]) -> Result<Self> {
+        if options.len() > MAX_OPTIONS {
+            return Err(Error::InvalidInput(format!(
+                "{} physics-model options (at most {MAX_OPTIONS})",
+                options.len()
+            )));
+        }
         let mut maps = SignalMaps::default();
         for option in options {
             let refuse =
@@ -65,7 +72,7 @@ impl SignalMaps {
             };
             let patterns = patterns
                 .split(',')
-                .map(|p| Regex::new(&format!("^(?:{p})")))
+                .map(|p| crate::edit::compiled(p, ""))
                 .collect::<std::result::Result<Vec<_>, _>>()
                 .map_err(|e| refuse(&format!("a pattern does not read: {e}")))?;
             let scale = match target {
@@ -82,10 +89,10 @@ impl SignalMaps {
                     {
                         return Err(refuse(&format!("'{name}' is not a parameter name")));
                     }
-                    if let Some(range) = t.strip_prefix(name) {
-                        if !range.is_empty() {
-                            maps.declare(name, range).map_err(|why| refuse(&why))?;
-                        }
+                    if let Some(range) = t.strip_prefix(name)
+                        && !range.is_empty()
+                    {
+                        maps.declare(name, range).map_err(|why| refuse(&why))?;
                     }
                     if !maps.pois.iter().any(|p| p.name == name) {
                         return Err(refuse(&format!(
@@ -179,6 +186,7 @@ mod tests {
             ("map=.*/ggH:r", "named before it is declared"),
             ("map=.*/ggH:r=expr(…)", "not built yet"),
             ("map=(:r[1,0,1]", "does not read"),
+            ("map=(a{1000}){1000}:r[1,0,1]", "does not read"),
             ("squash=.*", "the options read are"),
             ("map=.*/ggH:1", "declare no POI"),
         ] {
