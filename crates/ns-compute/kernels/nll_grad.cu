@@ -176,6 +176,13 @@ __device__ double ns_gauss_sigma(const ModelView& m, const SignalView& sv, const
     return m.gauss_sigma[c];
 }
 
+// The width of Gaussian constraint c on the parameter's side of its global observable: below
+// it a two-sided constraint's own (CMS Combine's asymmetric param, ns_core::layout::LowSideWidth),
+// `sigma` otherwise.
+__device__ double ns_gauss_side(const ModelView& m, int c, const double* p, const double* aux, double sigma) {
+    return m.has_gauss_sigma_low && p[m.gauss_param[c]] < aux[m.gauss_aux[c]] ? m.gauss_sigma_low[c] : sigma;
+}
+
 // The product of scalar factors k0 ≤ k < k1.
 __device__ double ns_product(const double* value, unsigned k0, unsigned k1) {
     double product = 1.0;
@@ -295,7 +302,7 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
     }
     for (int c = tid; c < m.n_gauss; c += nt) {
         const double sigma = ns_gauss_sigma(m, sv, srow, c);
-        double pull = (aux[m.gauss_aux[c]] - p[m.gauss_param[c]]) / sigma;
+        double pull = (aux[m.gauss_aux[c]] - p[m.gauss_param[c]]) / ns_gauss_side(m, c, p, aux, sigma);
         local += 0.5 * pull * pull;
         if (sv.width_terms && sigma != m.gauss_sigma[c]) local += log(sigma / m.gauss_sigma[c]);
     }
@@ -375,7 +382,7 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         }
     }
     for (int c = tid; c < m.n_gauss; c += nt) {
-        double s = ns_gauss_sigma(m, sv, srow, c);
+        double s = ns_gauss_side(m, c, p, aux, ns_gauss_sigma(m, sv, srow, c));
         contrib[gauss_slot0 + c] = (p[m.gauss_param[c]] - aux[m.gauss_aux[c]]) / (s * s);
     }
     // ∂NLL/∂s, in the order of ExternalSignal::gradient: through the expected count (slope of

@@ -59,11 +59,11 @@ pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
 /// Refuse, by name, a model with terms the CUDA kernels do not evaluate yet: floored blocks and
 /// template statistics (CMS Combine's template morphing and autoMCStats).
 pub fn check_cuda_terms(m: &CompiledModel) -> ns_core::Result<()> {
-    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() || !m.low_side_widths.is_empty() {
+    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() {
         return Err(ns_core::Error::Device(
-            "this model floors morphed templates, has template statistics or two-sided \
-             Gaussian constraints (CMS Combine's shape systematics, autoMCStats, asymmetric \
-             params), which the CUDA kernels do not evaluate yet: run it on the CPU"
+            "this model floors morphed templates or has template statistics (CMS Combine's \
+             shape systematics, autoMCStats), which the CUDA kernels do not evaluate yet: run \
+             it on the CPU"
                 .into(),
         ));
     }
@@ -89,6 +89,10 @@ pub struct KernelLayout {
     pub gauss_param: Vec<u32>,
     pub gauss_aux: Vec<u32>,
     pub gauss_sigma: Vec<f64>,
+    /// Per Gaussian constraint, its width below the global observable (a two-sided constraint,
+    /// CMS Combine's asymmetric `param`; σ where there is none); empty where no constraint is
+    /// two-sided.
+    pub gauss_sigma_low: Vec<f64>,
     pub pois_param: Vec<u32>,
     pub pois_aux: Vec<u32>,
     pub pois_tau: Vec<f64>,
@@ -172,6 +176,12 @@ impl KernelLayout {
             l.gauss_param.push(c.param);
             l.gauss_aux.push(c.aux_index);
             l.gauss_sigma.push(c.sigma);
+        }
+        if !m.low_side_widths.is_empty() {
+            l.gauss_sigma_low = l.gauss_sigma.clone();
+            for w in &m.low_side_widths {
+                l.gauss_sigma_low[w.constraint as usize] = w.sigma_low;
+            }
         }
         for c in &m.poisson {
             l.pois_param.push(c.param);

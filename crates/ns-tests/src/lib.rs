@@ -21,6 +21,15 @@ pub fn likelihoods_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/likelihoods")
 }
 
+/// `../shared/combine` beside the repository (override with `NEXTSTAT_COMBINE`): CMS Combine's
+/// datacards and its numbers (`reference.json`).
+pub fn combine_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("NEXTSTAT_COMBINE") {
+        return PathBuf::from(dir);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/combine")
+}
+
 /// The published likelihoods of [`likelihoods_dir`]: (name, its folder), sorted by name.
 pub fn published_likelihoods() -> Vec<(String, PathBuf)> {
     let dir = likelihoods_dir();

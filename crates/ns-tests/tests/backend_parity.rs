@@ -87,6 +87,38 @@ fn nll_and_gradient_match_cpu_on_every_workspace_at_many_points(device: Device) 
     }
 }
 
+test_device!(f64: combine_counting_cards_match_cpu);
+/// CMS Combine's counting cards (AsymPow lnN, gmN, formula powers, trG's affine factor, two-sided
+/// params): NLL and gradient at many points, and the fit.
+fn combine_counting_cards_match_cpu(device: Device) {
+    let tol = |key: &str| backend_tolerance(device, key);
+    let dir = ns_tests::combine_dir();
+    let text = std::fs::read_to_string(dir.join("reference.json")).expect("the Combine corpus");
+    let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut checked = 0;
+    for (id, card) in reference["cards"].as_object().unwrap() {
+        if !card["shape_files"].as_array().unwrap().is_empty() {
+            continue;
+        }
+        let path = dir.join(card["card"].as_str().unwrap());
+        let parsed = ns_datacard::parse(&std::fs::read_to_string(&path).unwrap(), id).unwrap();
+        let model = ns_datacard::model(&parsed, &ns_datacard::ShapeFiles::none()).unwrap();
+        let data = ns_compute::Likelihood::observed(&model).unwrap();
+        compare_nll_grad(device, id, &model, &data, &points_for(&model, 5, 20));
+        let config = FitConfig::suggested(&model);
+        let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
+        let gpu = fitter_on(&model, device).fit(&data, &config).unwrap();
+        assert!(
+            (cpu.twice_nll - gpu.twice_nll).abs() <= tol("twice_nll_at_min_atol"),
+            "{id}: twice_nll {} vs {}",
+            gpu.twice_nll,
+            cpu.twice_nll
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 10, "the counting cards of the corpus");
+}
+
 test_device!(f64: clipped_yields_match_cpu);
 /// ROOT's clipping (a sample's histosys sum and normsys product at or below zero) on both sides
 /// of the kink, on a published likelihood and on a model whose minimum lies on the kink (the

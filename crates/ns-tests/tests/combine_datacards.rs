@@ -364,12 +364,8 @@ fn profiled_gradient_matches_differences(card: &Value) {
     }
     for i in (0..x.len()).filter(|i| !analytic.contains(i)) {
         let h = 1e-6 * x[i].abs().max(1.0);
-        let (mut up, mut down) = (x.clone(), x.clone());
-        up[i] += h;
-        down[i] -= h;
-        let fd = (profiled.nll(&up, &data, &mut scratch).unwrap()
-            - profiled.nll(&down, &data, &mut scratch).unwrap())
-            / (2.0 * h);
+        let [down, _, up] = steps(&x, i, h).map(|p| profiled.nll(&p, &data, &mut scratch).unwrap());
+        let fd = (up - down) / (2.0 * h);
         assert!(
             (fd - grad[i]).abs() <= 1e-5 * fd.abs().max(1.0),
             "{}: profiled gradient {} vs differences {fd}",
@@ -412,17 +408,12 @@ fn the_gradient_matches_differences_on_every_card() {
             for i in 0..x.len() {
                 // Small steps: an asymmetric param's mean is a kink of its second derivative.
                 let h = 1e-7 * x[i].abs().max(1.0);
-                let (mut up, mut down) = (x.clone(), x.clone());
-                up[i] += h;
-                down[i] -= h;
-                let fd = (eval.nll(&up, &data, &mut scratch).unwrap()
-                    - eval.nll(&down, &data, &mut scratch).unwrap())
-                    / (2.0 * h);
+                let [down, f0, up] =
+                    steps(&x, i, h).map(|p| eval.nll(&p, &data, &mut scratch).unwrap());
+                let fd = (up - down) / (2.0 * h);
                 // At a kink (a morphed bin meeting Combine's floor at θ = 0) the gradient is
                 // one side's: it must then match that one-sided difference.
-                let f0 = eval.nll(&x, &data, &mut scratch).unwrap();
-                let right = (eval.nll(&up, &data, &mut scratch).unwrap() - f0) / h;
-                let left = (f0 - eval.nll(&down, &data, &mut scratch).unwrap()) / h;
+                let (left, right) = ((f0 - down) / h, (up - f0) / h);
                 let scale = fd.abs().max(1.0);
                 let central = (fd - grad[i]).abs() <= 1e-5 * scale;
                 let one_sided = (left - right).abs() > 1e-3 * scale
@@ -520,4 +511,13 @@ fn cards_pyhf_expresses_become_workspaces_with_combines_likelihood() {
         "written {written:?}; refused {refused:?}"
     );
     println!("written {written:?}; refused {refused:#?}");
+}
+
+/// `x` moved by −h, 0 and +h in parameter `i`: the points of a central difference.
+fn steps(x: &[f64], i: usize, h: f64) -> [Vec<f64>; 3] {
+    [-h, 0.0, h].map(|d| {
+        let mut p = x.to_vec();
+        p[i] += d;
+        p
+    })
 }

@@ -101,6 +101,9 @@ kernel_struct! {
         gauss_param: u64 => "const unsigned*",
         gauss_aux: u64 => "const unsigned*",
         gauss_sigma: u64 => "const double*",
+        /// Per Gaussian constraint, its width below the global observable; empty where
+        /// `has_gauss_sigma_low` is 0.
+        gauss_sigma_low: u64 => "const double*",
         pois_param: u64 => "const unsigned*",
         pois_aux: u64 => "const unsigned*",
         pois_tau: u64 => "const double*",
@@ -131,6 +134,7 @@ kernel_struct! {
         /// 1: each sample's yield is clipped at zero.
         clip_sample_yields: i32 => "int",
         has_normsys_input: i32 => "int",
+        has_gauss_sigma_low: i32 => "int",
         /// 1 or 4.
         normsys_code: i32 => "int",
         /// 0, 2 or 4 (code4p).

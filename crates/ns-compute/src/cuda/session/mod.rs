@@ -298,6 +298,7 @@ fn upload_model(
         gauss_param: up.u32(&l.gauss_param)?,
         gauss_aux: up.u32(&l.gauss_aux)?,
         gauss_sigma: up.f64(&l.gauss_sigma)?,
+        gauss_sigma_low: up.f64(&l.gauss_sigma_low)?,
         pois_param: up.u32(&l.pois_param)?,
         pois_aux: up.u32(&l.pois_aux)?,
         pois_tau: up.f64(&l.pois_tau)?,
@@ -322,6 +323,7 @@ fn upload_model(
         n_pois_ranges: l.pois_range_param.len() as i32,
         clip_sample_yields: l.clip_sample_yields,
         has_normsys_input: i32::from(!l.normsys_input.is_empty()),
+        has_gauss_sigma_low: i32::from(!l.gauss_sigma_low.is_empty()),
         normsys_code: l.normsys_code,
         histosys_code: l.histosys_code,
     };
