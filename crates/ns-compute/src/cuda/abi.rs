@@ -401,7 +401,7 @@ mod tests {
         let view = ModelView::c_definition();
         assert!(view.starts_with("struct ModelView {\n    const unsigned* blocks;\n"));
         assert!(
-            view.contains("    int histosys_code;\n};\nstatic_assert(sizeof(ModelView) == 272,")
+            view.contains("    int histosys_code;\n};\nstatic_assert(sizeof(ModelView) == 288,")
         );
         let args = FitArgs::c_definition();
         assert!(args.contains("    double* workspace;\n    double pg_tol;\n    int n_fits;\n"));
@@ -419,7 +419,7 @@ mod tests {
         let offsets = field_offsets();
         assert!(offsets.contains(&("FitArgs::pg_tol".to_string(), 128)));
         assert!(offsets.contains(&("FitArgs::n_fits".to_string(), 136)));
-        assert!(offsets.contains(&("NllGradArgs::signal".to_string(), 272)));
+        assert!(offsets.contains(&("NllGradArgs::signal".to_string(), 288)));
         let kernel = layout_kernel();
         assert_eq!(kernel.matches("out[k++]").count(), offsets.len());
         assert!(kernel.contains("{ FitArgs s;\n"));
