@@ -57,11 +57,7 @@ pub(crate) fn apply(card: &mut Datacard, n: usize, words: &[String]) -> Result<(
             let targets = Targets::new(card, &args[0], &args[1]).map_err(&err)?;
             let name = pattern(&args[2]).map_err(&err)?;
             let mut found = false;
-            for syst in card
-                .systematics
-                .iter_mut()
-                .filter(|s| name.is_match(&s.name))
-            {
+            for syst in matching(card, &name) {
                 found |= !targets.0.is_empty();
                 for c in targets.columns() {
                     if let Some(e) = syst.effects.get_mut(c) {
@@ -101,11 +97,7 @@ pub(crate) fn apply(card: &mut Datacard, n: usize, words: &[String]) -> Result<(
                 ))
             })?;
             let mut found = false;
-            for syst in card
-                .systematics
-                .iter_mut()
-                .filter(|s| name.is_match(&s.name))
-            {
+            for syst in matching(card, &name) {
                 found = true;
                 change_pdf(syst, &new).map_err(&err)?;
             }
@@ -178,11 +170,7 @@ pub(crate) fn apply(card: &mut Datacard, n: usize, words: &[String]) -> Result<(
             let targets = Targets::new(card, &args[0], &args[1]).map_err(&err)?;
             let name = pattern(&args[2]).map_err(&err)?;
             let mut found = false;
-            for syst in card
-                .systematics
-                .iter_mut()
-                .filter(|s| name.is_match(&s.name))
-            {
+            for syst in matching(card, &name) {
                 if syst.kind != Kind::LnN {
                     return Err(err(format!("flip: '{}' is not an lnN", syst.name)));
                 }
@@ -241,6 +229,16 @@ pub(crate) fn compiled(text: &str, end: &str) -> std::result::Result<Regex, Stri
         .size_limit(MAX_COMPILED)
         .build()
         .map_err(|e| format!("'{text}' is not a pattern: {e}"))
+}
+
+/// The systematics whose names `name` matches whole.
+fn matching<'c>(
+    card: &'c mut Datacard,
+    name: &'c Regex,
+) -> impl Iterator<Item = &'c mut Systematic> {
+    card.systematics
+        .iter_mut()
+        .filter(move |s| name.is_match(&s.name))
 }
 
 fn has(options: &[String], option: &str) -> bool {
@@ -419,11 +417,7 @@ type Moved = Vec<(Kind, Vec<(usize, Effect)>)>;
 fn take(card: &mut Datacard, targets: &Targets, name: &str) -> std::result::Result<Moved, String> {
     let name = pattern(name)?;
     let mut moved: Moved = Vec::new();
-    for syst in card
-        .systematics
-        .iter_mut()
-        .filter(|s| name.is_match(&s.name))
-    {
+    for syst in matching(card, &name) {
         if matches!(syst.kind, Kind::Param { .. } | Kind::GmN { .. } | Kind::TrG) {
             return Err(format!(
                 "'{}' is a {:?}: Combine edits only lnN, lnU and shape lines this way (rename \

@@ -31,6 +31,14 @@ fn shape_files<'a>(card: &Value, path: &'a std::path::Path) -> ns_datacard::Shap
     )
 }
 
+/// The model of a reference entry's card (the default physics model).
+fn card_model(card: &Value) -> ns_core::model::HistFactoryModel {
+    let path = shared().join(card["card"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let parsed = ns_datacard::parse(&text, &path.display().to_string()).unwrap();
+    ns_datacard::model(&parsed, &shape_files(card, &path)).unwrap()
+}
+
 fn reference() -> Value {
     let text = std::fs::read_to_string(shared().join("reference.json"))
         .expect("../shared/combine/reference.json (the Combine reference corpus)");
@@ -188,10 +196,7 @@ fn counting_cards_give_combines_answers() {
     let reference = reference();
     for id in BUILT {
         let card = &reference["cards"][id];
-        let path = shared().join(card["card"].as_str().unwrap());
-        let text = std::fs::read_to_string(&path).unwrap();
-        let parsed = ns_datacard::parse(&text, &path.display().to_string()).unwrap();
-        let model = ns_datacard::model(&parsed, &shape_files(card, &path)).unwrap();
+        let model = card_model(card);
         let fitter = ns_inference::Fitter::new(&model);
         let data = ns_compute::Likelihood::observed(&model).unwrap();
         let config = ns_inference::FitConfig::suggested(&model);
@@ -336,10 +341,7 @@ fn the_profiled_objective_has_the_profiles_gradient() {
 }
 
 fn profiled_gradient_matches_differences(card: &Value) {
-    let path = shared().join(card["card"].as_str().unwrap());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let parsed = ns_datacard::parse(&text, &path.display().to_string()).unwrap();
-    let model = ns_datacard::model(&parsed, &shape_files(card, &path)).unwrap();
+    let model = card_model(card);
     let data = ns_compute::Likelihood::observed(&model).unwrap();
     let analytic = ns_compute::Likelihood::analytic_parameters(&model);
     assert!(analytic.len() > 10, "{} per-bin parameters", analytic.len());
@@ -385,10 +387,7 @@ fn the_gradient_matches_differences_on_every_card() {
     let mut checked = 0;
     for id in BUILT {
         let card = &reference["cards"][id];
-        let path = shared().join(card["card"].as_str().unwrap());
-        let text = std::fs::read_to_string(&path).unwrap();
-        let parsed = ns_datacard::parse(&text, &path.display().to_string()).unwrap();
-        let model = ns_datacard::model(&parsed, &shape_files(card, &path)).unwrap();
+        let model = card_model(card);
         let data = ns_compute::Likelihood::observed(&model).unwrap();
         let eval = CpuEvaluator::new(&model.compiled);
         let mut scratch = Scratch::new(&model.compiled);
