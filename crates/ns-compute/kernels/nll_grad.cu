@@ -127,8 +127,10 @@ __device__ double ns_pois_range_log_norm(const double* values, double theta, dou
 // Doubles of scratch one block needs (the host sizes the scratch area with the same formula,
 // scratch_doubles_per_block in src/cuda/layout.rs).
 __device__ size_t ns_scratch_stride(const ModelView& m) {
-    size_t slots = (size_t)m.n_scalar + m.n_histosys + m.n_entry_factors + m.n_gauss + m.n_pois + m.n_ranges + m.n_pois_ranges;
-    return 2 * (size_t)m.n_scalar + m.n_blocks + 2 * (size_t)m.n_entries + m.n_main + slots;
+    size_t slots = (size_t)m.n_scalar + m.n_histosys + m.n_entry_factors + m.n_gauss + m.n_pois + m.n_ranges + m.n_pois_ranges + m.n_stats;
+    size_t floors = m.n_floored ? (size_t)m.n_entries + 2 * (size_t)m.n_floored : 0;
+    size_t stats = m.n_stats ? 2 * (size_t)m.n_entries + NS_STAT_SCRATCH_WORDS * (size_t)m.n_stats + m.n_params : 0;
+    return 2 * (size_t)m.n_scalar + m.n_blocks + 2 * (size_t)m.n_entries + m.n_main + slots + floors + stats;
 }
 
 // One value per thread combined over the block by a fixed tree (deterministic); every thread
@@ -200,6 +202,170 @@ __device__ bool ns_clipped_normsys(const ModelView& m, const unsigned* blk, cons
     return normsys <= 0.0;
 }
 
+// A floored block's morphed yields (CMS Combine's templates, ns_core::layout::FlooredBlock; the
+// CPU's forward pass): its first `active` bins raised to the floor and renormalised to the
+// total where one is given, or, logarithmic, exponentiated and renormalised, then floored.
+// Each raised bin is marked (it does not move with α); k: the renormalisation.
+__device__ void ns_floor_block(const ModelView& m, const unsigned* blk, unsigned k, double* base, double* raised, double* renorm) {
+    const double* fv = m.floor_values + NS_FLOOR_WORDS * (size_t)k;
+    const double floor = fv[0], total = fv[1];
+    const unsigned e0 = blk[2], active = (unsigned)fv[2];
+    for (unsigned i = active; i < blk[1]; ++i) raised[e0 + i] = 0.0;
+    double sum = 0.0;
+    if (fv[3] != 0.0) {
+        for (unsigned i = 0; i < active; ++i) {
+            base[e0 + i] = exp(base[e0 + i]);
+            sum += base[e0 + i];
+        }
+        const double scale = (isnan(total) ? sum : total) / sum;
+        renorm[k] = scale;
+        for (unsigned i = 0; i < active; ++i) {
+            const double v = base[e0 + i] * scale;
+            raised[e0 + i] = v < floor ? 1.0 : 0.0;
+            base[e0 + i] = v < floor ? floor : v;
+        }
+        return;
+    }
+    for (unsigned i = 0; i < active; ++i) {
+        const bool low = base[e0 + i] < floor;
+        raised[e0 + i] = low ? 1.0 : 0.0;
+        if (low) base[e0 + i] = floor;
+        sum += base[e0 + i];
+    }
+    renorm[k] = 1.0;
+    if (!isnan(total)) {
+        const double scale = total / sum;
+        renorm[k] = scale;
+        for (unsigned i = 0; i < active; ++i) base[e0 + i] *= scale;
+    }
+}
+
+// The weight of entry e in its histosys sums, d NLL / d (its base yield) with the block's scale
+// unless `scaled`: its bin's weight times its entry factors (and its Poisson statistical
+// multiplier); zero where clipped. A floored block's weights (scaled) are those of its yields
+// after the floor and renormalisation (the CPU's backward pass): mean[k] is what each loses.
+__device__ double ns_histosys_weight(const ModelView& m, const unsigned* blk, unsigned e, unsigned k, const double* bin_weight,
+                                     const double* product, const double* multiplier, const double* base,
+                                     const double* block_scale, const double* raised, const double* renorm, const double* mean) {
+    double w = bin_weight[blk[0] + (e - blk[2])] * product[e];
+    if (m.n_stats) w *= multiplier[e];
+    if (k != NS_NONE) w *= block_scale[m.entry_block[e]];
+    if (m.clip_sample_yields && base[e] == 0.0) w = 0.0;
+    if (k == NS_NONE || !mean) return w;
+    const double* fv = m.floor_values + NS_FLOOR_WORDS * (size_t)k;
+    if (fv[3] != 0.0) return base[e] * ((raised[e] != 0.0 ? 0.0 : w) - mean[k]);
+    return raised[e] != 0.0 ? 0.0 : (w - mean[k]) * renorm[k];
+}
+
+// The root of CMS Combine's analytic Barlow–Beeston (ns_compute::cpu::stats::analytic_root):
+// the minimum over θ of the bin's Poisson term and θ's unit Gaussian, given the yield mu
+// without θ·E, the error E, the count n and θ's global observable g, clamped to [low, high].
+// False where there is none (no error, or not finite).
+__device__ bool ns_analytic_root(double mu, double error, double n, double g, double low, double high, double* theta, bool* clamped) {
+    if (!(error > 0.0)) return false;
+    const double b = error + mu / error - g;
+    const double c = mu - n - (mu / error) * g;
+    const double q = -0.5 * (b + copysign(1.0, b) * sqrt(b * b - 4.0 * c));
+    const double root = q != 0.0 ? fmax(q, c / q) : 0.0;
+    if (!isfinite(root)) return false;
+    *theta = fmin(fmax(root, low), high);
+    *clamped = !(root >= low && root <= high);
+    return true;
+}
+
+// Main bin b's statistical terms in term order (CMS Combine's autoMCStats; the CPU's
+// stats::forward and profile_forward) added to its yield lambda: a Poisson term multiplies its
+// entry by θ/n (into multiplier), a Gaussian adds θ·E with E = √Σ(F_e σ_e)² (E and the yield
+// before it kept per term). In a profiled evaluation an analytic θ is set to its minimum given
+// the rest and written to `point`. A bin with terms is floored at NS_BIN_STAT_FLOOR.
+__device__ double ns_stats_forward(const ModelView& m, int b, double lambda, const double* p, double* point, double n,
+                                   const double* aux, const double* base, const double* block_scale, const double* product,
+                                   double* multiplier, double* term_scratch, bool* floored) {
+    const unsigned k0 = m.stat_bin_start[b], k1 = m.stat_bin_start[b + 1];
+    *floored = false;
+    if (k0 == k1) return lambda;
+    for (unsigned k = k0; k < k1; ++k) {
+        const unsigned t = m.stat_terms[k], s0 = m.stat_entry_start[t], s1 = m.stat_entry_start[t + 1];
+        const double* v = m.stat_values + NS_STAT_WORDS * (size_t)t;
+        double theta = p[m.stat_param[t]];
+        if (!isnan(v[0])) {
+            const unsigned e = m.stat_entries[s0];
+            multiplier[e] = theta / v[0];
+            lambda += (multiplier[e] - 1.0) * (block_scale[m.entry_block[e]] * product[e]) * base[e];
+            continue;
+        }
+        double sum = 0.0;
+        for (unsigned s = s0; s < s1; ++s) {
+            const unsigned e = m.stat_entries[s];
+            const double error = (block_scale[m.entry_block[e]] * product[e]) * m.stat_sigma[s];
+            sum += error * error;
+        }
+        double* ts = term_scratch + NS_STAT_SCRATCH_WORDS * (size_t)t;
+        const double error = sqrt(sum);
+        ts[0] = error;
+        ts[1] = lambda;
+        ts[2] = ts[3] = ts[4] = 0.0;
+        bool clamped = false;
+        if (m.profile_analytic && m.stat_aux[t] != NS_NONE &&
+            ns_analytic_root(lambda, error, n, aux[m.stat_aux[t]], v[1], v[2], &theta, &clamped)) {
+            point[m.stat_param[t]] = theta;
+            ts[2] = clamped ? 1.0 : 0.0;
+        }
+        lambda += theta * error;
+    }
+    *floored = lambda < NS_BIN_STAT_FLOOR;
+    return *floored ? NS_BIN_STAT_FLOOR : lambda;
+}
+
+// Main bin b's statistical terms backward, from its weight d NLL / d ν (zero where floored):
+// in a profiled evaluation each analytic θ* moves with μ and E where ∂NLL/∂θ is not 0 there
+// (the CPU's stats::weights: the μ part joins the bin's weight, returned); then each term's own
+// gradient slot and what its entries' factors owe (into factor_weight; the CPU's
+// stats::backward). `q` is the evaluation point.
+__device__ double ns_stats_backward(const ModelView& m, int b, double weight, const double* q, const double* aux,
+                                    const double* base, const double* block_scale, const double* product,
+                                    double* factor_weight, double* term_scratch, double* stat_slot) {
+    const unsigned k0 = m.stat_bin_start[b], k1 = m.stat_bin_start[b + 1];
+    if (m.profile_analytic) {
+        for (unsigned k = k0; k < k1; ++k) {
+            const unsigned t = m.stat_terms[k];
+            double* ts = term_scratch + NS_STAT_SCRATCH_WORDS * (size_t)t;
+            const double error = ts[0], mu = ts[1];
+            if (m.stat_aux[t] == NS_NONE || !(error > 0.0) || ts[2] != 0.0) continue;
+            const double g = aux[m.stat_aux[t]], theta = q[m.stat_param[t]];
+            const double owed = weight * error + (theta - g);
+            const double slope = 2.0 * theta + error + mu / error - g;
+            if (owed == 0.0 || slope == 0.0) continue;
+            const double by_mu = -(theta / error + 1.0 - g / error) / slope;
+            const double by_error = -(theta * (1.0 - mu / (error * error)) + g * mu / (error * error)) / slope;
+            ts[3] = owed * by_mu;
+            ts[4] = owed * by_error;
+            weight += owed * by_mu;
+        }
+    }
+    for (unsigned k = k0; k < k1; ++k) {
+        const unsigned t = m.stat_terms[k], s0 = m.stat_entry_start[t], s1 = m.stat_entry_start[t + 1];
+        const double* v = m.stat_values + NS_STAT_WORDS * (size_t)t;
+        if (!isnan(v[0])) {
+            const unsigned e = m.stat_entries[s0];
+            stat_slot[t] = weight * (block_scale[m.entry_block[e]] * product[e]) * base[e] / v[0];
+            continue;
+        }
+        const double* ts = term_scratch + NS_STAT_SCRATCH_WORDS * (size_t)t;
+        // The bin's weight less what θ*'s move with μ added to it.
+        const double w = weight - ts[3], error = ts[0];
+        stat_slot[t] = w * error;
+        if (error > 0.0) {
+            const double outer = (w * q[m.stat_param[t]] + ts[4]) / error;
+            for (unsigned s = s0; s < s1; ++s) {
+                const unsigned e = m.stat_entries[s];
+                factor_weight[e] += outer * (block_scale[m.entry_block[e]] * product[e]) * m.stat_sigma[s] * m.stat_sigma[s];
+            }
+        }
+    }
+    return weight;
+}
+
 // One evaluation by the whole block: NLL (deviance form) and its gradient at full parameter
 // vector p against one dataset. Returns the NLL to every thread; writes grad (n_params).
 // With external yields srow (null: none), they replace the nominal yields of the external
@@ -223,6 +389,19 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
     const int gauss_slot0 = entry_slot0 + m.n_entry_factors;
     const int pois_slot0 = gauss_slot0 + m.n_gauss;
     const int range_slot0 = pois_slot0 + m.n_pois;
+    const int stat_slot0 = range_slot0 + m.n_ranges + m.n_pois_ranges;
+    // Floored blocks: per entry whether raised, per floored block its renormalisation and mean.
+    double* raised = contrib + stat_slot0 + m.n_stats;
+    double* renorm = raised + (m.n_floored ? m.n_entries : 0);
+    double* floor_mean = renorm + m.n_floored;
+    // Statistical terms: per entry its multiplier and factor weight, per term its scratch, and
+    // the evaluation point (the analytic parameters set in a profiled evaluation).
+    double* multiplier = floor_mean + m.n_floored;
+    double* factor_weight = multiplier + (m.n_stats ? m.n_entries : 0);
+    double* term_scratch = factor_weight + (m.n_stats ? m.n_entries : 0);
+    double* point = term_scratch + NS_STAT_SCRATCH_WORDS * (size_t)m.n_stats;
+    if (m.profile_analytic)
+        for (int i = tid; i < m.n_params; i += nt) point[i] = p[i];
 
     // 1. Scalar factors.
     for (int k = tid; k < m.n_scalar; k += nt) {
@@ -285,8 +464,21 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         double prod = 1.0;
         for (unsigned f = m.entry_factor_start[e]; f < m.entry_factor_start[e + 1]; ++f) prod *= p[m.entry_factor_param[f]];
         product[e] = prod;
+        if (m.n_stats) {
+            multiplier[e] = 1.0;
+            factor_weight[e] = 0.0;
+        }
     }
     __syncthreads();
+    if (m.n_floored) {
+        // As the CPU, only a block with histosys terms is floored.
+        for (int b = tid; b < m.n_blocks; b += nt) {
+            const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)b;
+            const unsigned k = m.floor_block[b];
+            if (k != NS_NONE && blk[6] > blk[5]) ns_floor_block(m, blk, k, base, raised, renorm);
+        }
+        __syncthreads();
+    }
 
     // 3. Expected data, the NLL terms and d NLL / d expected.
     double local = 0.0;
@@ -297,12 +489,22 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
             lambda += base[e] * block_scale[m.entry_block[e]] * product[e];
         }
         double n = obs[b];
+        bool floored = false;
+        if (m.n_stats)
+            lambda = ns_stats_forward(m, b, lambda, p, point, n, aux, base, block_scale, product, multiplier, term_scratch, &floored);
         local += ns_deviance(n, lambda);
-        bin_weight[b] = n == 0.0 ? 1.0 : 1.0 - n / lambda;
+        double weight = floored ? 0.0 : n == 0.0 ? 1.0 : 1.0 - n / lambda;
+        if (m.n_stats)
+            weight = ns_stats_backward(m, b, weight, m.profile_analytic ? point : p, aux, base, block_scale, product,
+                                       factor_weight, term_scratch, contrib + stat_slot0);
+        bin_weight[b] = weight;
     }
+    // The evaluation point: a profiled evaluation's has the analytic parameters at their minimum.
+    if (m.profile_analytic) __syncthreads();
+    const double* at = m.profile_analytic ? point : p;
     for (int c = tid; c < m.n_gauss; c += nt) {
         const double sigma = ns_gauss_sigma(m, sv, srow, c);
-        double pull = (aux[m.gauss_aux[c]] - p[m.gauss_param[c]]) / ns_gauss_side(m, c, p, aux, sigma);
+        double pull = (aux[m.gauss_aux[c]] - at[m.gauss_param[c]]) / ns_gauss_side(m, c, at, aux, sigma);
         local += 0.5 * pull * pull;
         if (sv.width_terms && sigma != m.gauss_sigma[c]) local += log(sigma / m.gauss_sigma[c]);
     }
@@ -320,7 +522,25 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
     }
     const double nll = ns_block_sum(local, red);
 
-    // 4. Gradient contributions, one slot per term.
+    // 4. Gradient contributions, one slot per term. A floored block's histosys weights lose
+    // the mean of its renormalisation (logarithmic: of its exponentiation) first.
+    if (m.n_floored) {
+        for (int b = tid; b < m.n_blocks; b += nt) {
+            const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)b;
+            const unsigned k = m.floor_block[b];
+            if (k == NS_NONE || blk[6] == blk[5]) continue;
+            const double* fv = m.floor_values + NS_FLOOR_WORDS * (size_t)k;
+            const bool logarithmic = fv[3] != 0.0;
+            double sum = 0.0;
+            for (unsigned i = 0; i < blk[1]; ++i) {
+                const unsigned e = blk[2] + i;
+                const double w = ns_histosys_weight(m, blk, e, k, bin_weight, product, multiplier, base, block_scale, raised, renorm, nullptr);
+                sum += (logarithmic && raised[e] != 0.0 ? 0.0 : w) * base[e];
+            }
+            floor_mean[k] = logarithmic || !isnan(fv[1]) ? sum / fv[1] : 0.0;
+        }
+        __syncthreads();
+    }
     for (int b = tid; b < m.n_blocks; b += nt) {
         const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)b;
         if (blk[4] == blk[3]) continue;
@@ -332,8 +552,12 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         double unscaled = 0.0;
         for (unsigned i = 0; i < blk[1]; ++i) {
             unsigned e = blk[2] + i;
-            unscaled += bin_weight[blk[0] + i] * product[e] * base[e];
+            const double w = bin_weight[blk[0] + i] * product[e];
+            unscaled += (m.n_stats ? w * multiplier[e] : w) * base[e];
         }
+        // What the statistical terms' errors owe the block's factors (through F_e).
+        if (m.n_stats)
+            for (unsigned i = 0; i < blk[1]; ++i) unscaled += factor_weight[blk[2] + i] * product[blk[2] + i];
         // Product rule without division, in O(factors): suffix products first (into the
         // block's own contribution slots), then one forward pass with the prefix product.
         double suffix = 1.0;
@@ -355,11 +579,12 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         // A sample block is external as a whole.
         const bool ext = srow && sv.entry_signal[blk[2]] != NS_NONE;
         const double* col = (ext ? sv.templates : m.histosys_delta) + blk[7] + 2 * (size_t)j;
+        const unsigned k = m.n_floored ? m.floor_block[m.histosys_block[h]] : NS_NONE;
         double sum_up = 0.0, sum_down = 0.0;
         for (unsigned i = 0; i < blk[1]; ++i) {
             // A clipped yield does not move with its histosys parameters.
             if (m.clip_sample_yields && base[blk[2] + i] == 0.0) continue;
-            double w = bin_weight[blk[0] + i] * product[blk[2] + i];
+            const double w = ns_histosys_weight(m, blk, blk[2] + i, k, bin_weight, product, multiplier, base, block_scale, raised, renorm, floor_mean);
             const double* pair = col + (size_t)i * 2 * nh;
             const double s = ext ? srow[sv.entry_signal[blk[2] + i]] : 0.0;
             sum_up += w * (ext ? pair[0] - s : pair[0]);
@@ -367,13 +592,16 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         }
         double hw[4];
         ns_histosys_weights(m.histosys_code, p[m.histosys_param[h]], hw);
-        contrib[histosys_slot0 + h] = block_scale[m.histosys_block[h]] * (hw[2] * sum_up + hw[3] * sum_down);
+        // A floored block's weights carry its scale.
+        const double scale = k == NS_NONE ? block_scale[m.histosys_block[h]] : 1.0;
+        contrib[histosys_slot0 + h] = scale * (hw[2] * sum_up + hw[3] * sum_down);
     }
     for (int e = tid; e < m.n_entries; e += nt) {
         const unsigned f0 = m.entry_factor_start[e], f1 = m.entry_factor_start[e + 1];
         if (f1 == f0) continue;
         const unsigned* blk = m.blocks + NS_BLOCK_WORDS * (size_t)m.entry_block[e];
-        double outer = bin_weight[blk[0] + (e - blk[2])] * base[e] * block_scale[m.entry_block[e]];
+        const double weight = bin_weight[blk[0] + (e - blk[2])] * base[e];
+        const double outer = (m.n_stats ? weight * multiplier[e] + factor_weight[e] : weight) * block_scale[m.entry_block[e]];
         for (unsigned f = f0; f < f1; ++f) {
             double others = 1.0;
             for (unsigned g = f0; g < f1; ++g)
@@ -382,8 +610,8 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         }
     }
     for (int c = tid; c < m.n_gauss; c += nt) {
-        double s = ns_gauss_side(m, c, p, aux, ns_gauss_sigma(m, sv, srow, c));
-        contrib[gauss_slot0 + c] = (p[m.gauss_param[c]] - aux[m.gauss_aux[c]]) / (s * s);
+        double s = ns_gauss_side(m, c, at, aux, ns_gauss_sigma(m, sv, srow, c));
+        contrib[gauss_slot0 + c] = (at[m.gauss_param[c]] - aux[m.gauss_aux[c]]) / (s * s);
     }
     // ∂NLL/∂s, in the order of ExternalSignal::gradient: through the expected count (slope of
     // the entry in its nominal, times ∂NLL/∂λ of its bin), then through each staterror width.
@@ -422,6 +650,8 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         for (unsigned s = m.param_slot_start[q] + lane; s < m.param_slot_start[q + 1]; s += 32)
             sum += contrib[m.param_slots[s]];
         sum = ns_warp_sum(sum);
+        // A profiled evaluation does not move the parameters it sets.
+        if (m.profile_analytic && m.param_analytic[q]) sum = 0.0;
         if (lane == 0) grad[q] = sum;
     }
     __syncthreads();

@@ -467,26 +467,58 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// What a backend's NLL and gradient are of. The two differ only for a model with parameters
+/// that fits set analytically ([`CompiledModel::analytic_parameters`]: CMS Combine's per-bin
+/// autoMCStats parameters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Objective {
+    /// The likelihood at the given point.
+    Likelihood,
+    /// The likelihood profiled over the analytic parameters, what fits minimise
+    /// ([`crate::CpuEvaluator::profiled`]): their gradient is zero.
+    Profiled,
+}
+
 /// The backend of `device` for `model`, borrowed (`&CompiledModel`) or owned
 /// (`Arc<CompiledModel>`: a backend that outlives the caller's borrow). `Auto` must have been
-/// resolved first ([`Device::resolve`]). Adding a backend adds one arm here.
+/// resolved first ([`Device::resolve`]).
 pub fn open<'m, M>(device: Device, model: M) -> Result<Box<dyn Backend + 'm>>
 where
     M: std::borrow::Borrow<CompiledModel> + Send + Sync + 'm,
 {
+    open_for(device, model, Objective::Likelihood)
+}
+
+/// [`open`] for `objective`. Adding a backend adds one arm here.
+pub fn open_for<'m, M>(
+    device: Device,
+    model: M,
+    objective: Objective,
+) -> Result<Box<dyn Backend + 'm>>
+where
+    M: std::borrow::Borrow<CompiledModel> + Send + Sync + 'm,
+{
     Ok(match device {
-        Device::Cpu => Box::new(crate::cpu::CpuBackend::new(model)),
+        Device::Cpu => match objective {
+            Objective::Likelihood => Box::new(crate::cpu::CpuBackend::new(model)),
+            Objective::Profiled => Box::new(crate::cpu::CpuBackend::new(model).profiled()),
+        },
         Device::Cuda(gpus) => {
             if !crate::cuda::has_cuda() {
                 return Err(crate::cuda::cuda_unavailable());
             }
             let count = crate::cuda::device_count()?;
             match gpus.ordinals(count)?.as_slice() {
-                &[one] => Box::new(crate::cuda::CudaBackend::new(model.borrow(), one)?),
+                &[one] => Box::new(crate::cuda::CudaBackend::new(
+                    model.borrow(),
+                    one,
+                    objective,
+                )?),
                 several => Box::new(crate::cuda::MultiCudaBackend::new(
                     model.borrow(),
                     several,
                     gpus,
+                    objective,
                 )?),
             }
         }

@@ -188,13 +188,7 @@ impl Likelihood for HistFactoryModel {
     }
 
     fn open_for_fits(&self, device: Device) -> Result<Box<dyn Backend + '_>> {
-        let analytic = !self.compiled.analytic_parameters().is_empty();
-        match device {
-            Device::Cpu if analytic => Ok(Box::new(
-                crate::cpu::CpuBackend::new(&self.compiled).profiled(),
-            )),
-            _ => self.open(device),
-        }
+        crate::backend::open_for(device, &self.compiled, crate::backend::Objective::Profiled)
     }
 
     fn resolve(&self, device: Device, workload: Workload) -> Device {

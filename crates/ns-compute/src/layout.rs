@@ -4,7 +4,7 @@
 
 use ns_core::CompiledModel;
 use ns_core::interp::{HistosysCode, NormsysCode};
-use ns_core::layout::{NormsysTransform, ScalarFactor};
+use ns_core::layout::{BinStat, NormsysTransform, ScalarFactor};
 
 use crate::signal::ExternalSignal;
 
@@ -15,6 +15,16 @@ pub(crate) const NORMSYS_WORDS: usize = 8;
 /// An absent index in the kernels' index arrays (an entry that is not external, a constraint
 /// without a staterror link).
 pub(crate) const NONE: u32 = u32::MAX;
+
+/// Values of one floored block in `KernelLayout::floor_values`: floor, the total it is
+/// renormalised to (NaN: none), its active bins, 1 where its values are logarithms.
+pub(crate) const FLOOR_WORDS: usize = 4;
+/// Values of one statistical term in `KernelLayout::stat_values`: the effective count of a
+/// Poisson term (NaN: a Gaussian term), and the low and high end of an analytic term's range.
+pub(crate) const STAT_WORDS: usize = 3;
+/// Doubles of scratch per statistical term in the kernels: its error E, its bin's yield before
+/// it, whether an analytic θ was held by its range, and the gradient's weights through μ and E.
+pub(crate) const STAT_SCRATCH_WORDS: usize = 5;
 
 /// Values per parameter in `KernelLayout::normsys_input`: kind (0 none, 1 LogNormal, 2 linear,
 /// 3 logarithm, 4 affine) and two coefficients.
@@ -50,20 +60,6 @@ pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
              normalised over their global observable's range, LogNormal or Gamma \
              ConstraintTerms), which the f32 kernels (Vulkan, Metal) do not evaluate yet: run \
              it on the CPU or CUDA, or read the XML with pyhf's semantics (semantics \"pyhf\")"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
-/// Refuse, by name, a model with terms the CUDA kernels do not evaluate yet: floored blocks and
-/// template statistics (CMS Combine's template morphing and autoMCStats).
-pub fn check_cuda_terms(m: &CompiledModel) -> ns_core::Result<()> {
-    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() {
-        return Err(ns_core::Error::Device(
-            "this model floors morphed templates or has template statistics (CMS Combine's \
-             shape systematics, autoMCStats), which the CUDA kernels do not evaluate yet: run \
-             it on the CPU"
                 .into(),
         ));
     }
@@ -108,6 +104,26 @@ pub struct KernelLayout {
     /// Range-normalised Poisson constraints (ROOT's Gamma): the parameter, and τ, high of each.
     pub pois_range_param: Vec<u32>,
     pub pois_range_values: Vec<f64>,
+    /// Per sample block, its index among the floored blocks or `NONE`; empty where no block
+    /// is floored.
+    pub floor_block: Vec<u32>,
+    /// Per floored block, `FLOOR_WORDS` values.
+    pub floor_values: Vec<f64>,
+    /// The statistical terms (`ns_core::layout::BinStat`) of each main bin, in term order (CSR
+    /// over `stat_terms`); empty where the model has none.
+    pub stat_bin_start: Vec<u32>,
+    pub stat_terms: Vec<u32>,
+    /// Per statistical term: its parameter, `STAT_WORDS` values, its global observable where
+    /// fits set it analytically (else `NONE`), and its entries with their template errors σ
+    /// (CSR).
+    pub stat_param: Vec<u32>,
+    pub stat_values: Vec<f64>,
+    pub stat_aux: Vec<u32>,
+    pub stat_entry_start: Vec<u32>,
+    pub stat_entries: Vec<u32>,
+    pub stat_sigma: Vec<f64>,
+    /// Per parameter, 1 where fits set it analytically; empty where none is.
+    pub param_analytic: Vec<u32>,
     pub param_slot_start: Vec<u32>,
     pub param_slots: Vec<u32>,
     pub normsys_code: i32,
@@ -211,8 +227,22 @@ impl KernelLayout {
                 );
             }
         }
+        if !m.floored_blocks.is_empty() {
+            l.floor_block = vec![NONE; m.samples.len()];
+            for (k, f) in m.floored_blocks.iter().enumerate() {
+                l.floor_block[f.block as usize] = k as u32;
+                l.floor_values.extend_from_slice(&[
+                    f.floor,
+                    f.renormalise_to.unwrap_or(f64::NAN),
+                    f64::from(f.active_bins.min(m.samples[f.block as usize].n_bins)),
+                    f64::from(u8::from(f.logarithmic)),
+                ]);
+            }
+        }
+        l.add_stats(m);
         // Gradient slots in the kernel's order: scalar factors, histosys terms, entry factors,
-        // Gaussian constraints, Poisson constraints, Gaussian and Poisson range normalisations.
+        // Gaussian constraints, Poisson constraints, Gaussian and Poisson range normalisations,
+        // statistical terms.
         let slot_params = m
             .scalar_factors
             .iter()
@@ -222,7 +252,8 @@ impl KernelLayout {
             .chain(m.gaussian.iter().map(|c| c.param))
             .chain(m.poisson.iter().map(|c| c.param))
             .chain(m.gaussian_ranges.iter().map(|r| r.param))
-            .chain(m.poisson_ranges.iter().map(|r| r.param));
+            .chain(m.poisson_ranges.iter().map(|r| r.param))
+            .chain(l.stat_param.iter().copied());
         let mut per_param: Vec<Vec<u32>> = vec![Vec::new(); m.n_params];
         for (slot, p) in slot_params.enumerate() {
             per_param[p as usize].push(slot as u32);
@@ -241,6 +272,70 @@ impl KernelLayout {
         l
     }
 
+    /// The statistical terms: per bin its terms, per term its parameter, values, entries and
+    /// (where fits set it analytically) its global observable.
+    fn add_stats(&mut self, m: &CompiledModel) {
+        if m.bin_stats.is_empty() {
+            return;
+        }
+        let mut terms_of_bin: Vec<Vec<u32>> = vec![Vec::new(); m.n_main];
+        self.stat_entry_start.push(0);
+        let analytic = m.analytic_parameters();
+        for (t, stat) in m.bin_stats.iter().enumerate() {
+            let (bin, param) = match stat {
+                BinStat::Gaussian {
+                    bin,
+                    param,
+                    entries,
+                    analytic,
+                } => {
+                    for &(e, sigma) in entries {
+                        self.stat_entries.push(e);
+                        self.stat_sigma.push(sigma);
+                    }
+                    let (low, high) = analytic.unwrap_or((f64::NAN, f64::NAN));
+                    self.stat_values.extend_from_slice(&[f64::NAN, low, high]);
+                    let aux = m
+                        .gaussian
+                        .iter()
+                        .find(|c| c.param == *param)
+                        .filter(|_| analytic.is_some())
+                        .map_or(NONE, |c| c.aux_index);
+                    self.stat_aux.push(aux);
+                    (*bin, *param)
+                }
+                BinStat::Poisson {
+                    entry,
+                    param,
+                    count,
+                } => {
+                    self.stat_entries.push(*entry);
+                    self.stat_sigma.push(0.0);
+                    self.stat_values
+                        .extend_from_slice(&[*count, f64::NAN, f64::NAN]);
+                    self.stat_aux.push(NONE);
+                    let block = self.entry_block[*entry as usize] as usize;
+                    let sample = &m.samples[block];
+                    (sample.bin_start + (*entry - sample.entry_start), *param)
+                }
+            };
+            self.stat_param.push(param);
+            self.stat_entry_start.push(self.stat_entries.len() as u32);
+            terms_of_bin[bin as usize].push(t as u32);
+        }
+        self.stat_bin_start.push(0);
+        for terms in terms_of_bin {
+            self.stat_terms.extend(terms);
+            self.stat_bin_start.push(self.stat_terms.len() as u32);
+        }
+        if !analytic.is_empty() {
+            self.param_analytic = vec![0; m.n_params];
+            for p in analytic {
+                self.param_analytic[p] = 1;
+            }
+        }
+    }
+
     /// Number of gradient contribution slots.
     pub fn n_slots(&self) -> usize {
         self.param_slots.len()
@@ -253,6 +348,31 @@ impl KernelLayout {
             + 2 * self.nominal.len()
             + (self.bin_entry_start.len() - 1)
             + self.n_slots()
+            + self.floor_scratch_doubles()
+            + self.stat_scratch_doubles()
+    }
+
+    /// Per entry whether it was raised to its floor, per floored block its renormalisation
+    /// and the mean its histosys weights lose.
+    fn floor_scratch_doubles(&self) -> usize {
+        let floored = self.floor_values.len() / FLOOR_WORDS;
+        if floored == 0 {
+            0
+        } else {
+            self.nominal.len() + 2 * floored
+        }
+    }
+
+    /// Per entry its Poisson multiplier and factor weight, per term `STAT_SCRATCH_WORDS`
+    /// values, and the evaluation point (with the analytic parameters set).
+    fn stat_scratch_doubles(&self) -> usize {
+        let terms = self.stat_param.len();
+        let n_params = self.param_slot_start.len() - 1;
+        if terms == 0 {
+            0
+        } else {
+            2 * self.nominal.len() + STAT_SCRATCH_WORDS * terms + n_params
+        }
     }
 }
 

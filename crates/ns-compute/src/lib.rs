@@ -24,8 +24,8 @@ pub mod toys;
 pub mod wgpu;
 
 pub use backend::{
-    Backend, Batching, Datasets, DeviceSlice, FitSignal, Precision, Resident, SampledToys,
-    SignalBatch, Values, ValuesMut,
+    Backend, Batching, Datasets, DeviceSlice, FitSignal, Objective, Precision, Resident,
+    SampledToys, SignalBatch, Values, ValuesMut,
 };
 pub use cpu::{CpuBackend, CpuEvaluator, HessianPart, Scratch};
 pub use data::{MAX_COUNT, PreparedData};

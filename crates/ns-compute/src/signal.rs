@@ -85,6 +85,22 @@ impl ExternalSignal {
                 )));
             }
             refuse_shapesys(model, block, channel, sample)?;
+            let floored = compiled
+                .floored_blocks
+                .iter()
+                .any(|f| f.block as usize == block);
+            if floored || !compiled.bin_stats.is_empty() {
+                return Err(Error::InvalidInput(format!(
+                    "sample '{sample}' of channel '{channel}' cannot take external yields: {}",
+                    if floored {
+                        "its morphed template is floored and renormalised (CMS Combine's shape \
+                         systematics), which external yields are not differentiated through"
+                    } else {
+                        "the model has template statistics (CMS Combine's autoMCStats), which \
+                         external yields are not differentiated through"
+                    }
+                )));
+            }
             let b = &compiled.samples[block];
             let (e0, n) = (b.entry_start as usize, b.n_bins as usize);
             let terms = (b.histosys_end - b.histosys_start) as usize;

@@ -148,7 +148,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "cpu" => fitters.push(("cpu", Fitter::new(&model))),
             "cuda" => {
                 let session_open = Instant::now();
-                let backend = ns_compute::cuda::CudaBackend::new(&model.compiled, 0)?;
+                let backend = ns_compute::cuda::CudaBackend::new(
+                    &model.compiled,
+                    0,
+                    ns_compute::Objective::Likelihood,
+                )?;
                 let session_s = session_open.elapsed().as_secs_f64();
                 let mut session = backend.session();
                 let device = session.info().clone();

@@ -30,6 +30,39 @@ pub fn combine_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/combine")
 }
 
+/// The shape files of a card of the Combine corpus at `path` (its entry `card` in
+/// `reference.json`) as its text2workspace command reads them: relative to the card, with its
+/// `-m` mass.
+pub fn combine_shape_files<'a>(
+    card: &serde_json::Value,
+    path: &'a std::path::Path,
+) -> ns_datacard::ShapeFiles<'a> {
+    let command = card["commands"]["text2workspace"].as_str().unwrap_or("");
+    let mass = command
+        .split_whitespace()
+        .skip_while(|w| *w != "-m")
+        .nth(1)
+        .map(String::from);
+    ns_datacard::ShapeFiles::new(
+        ns_core::FileAccess::Local {
+            base: path.parent(),
+        },
+        mass,
+    )
+}
+
+/// The model of a card of the Combine corpus (its entry in `reference.json`), with the default
+/// physics model.
+pub fn combine_card_model(card: &serde_json::Value) -> ns_core::model::HistFactoryModel {
+    let path = combine_dir().join(card["card"].as_str().expect("a card path"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let parsed = ns_datacard::parse(&text, &path.display().to_string())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    ns_datacard::model(&parsed, &combine_shape_files(card, &path))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The published likelihoods of [`likelihoods_dir`]: (name, its folder), sorted by name.
 pub fn published_likelihoods() -> Vec<(String, PathBuf)> {
     let dir = likelihoods_dir();
@@ -286,8 +319,13 @@ pub fn all_gpus_backend(model: &ns_core::CompiledModel) -> Box<dyn ns_compute::B
     };
     eprintln!("sharing between GPUs {ordinals:?}");
     Box::new(
-        ns_compute::cuda::MultiCudaBackend::new(model, &ordinals, ns_compute::CudaGpus::All)
-            .expect("every GPU opens"),
+        ns_compute::cuda::MultiCudaBackend::new(
+            model,
+            &ordinals,
+            ns_compute::CudaGpus::All,
+            ns_compute::Objective::Likelihood,
+        )
+        .expect("every GPU opens"),
     )
 }
 

@@ -6,10 +6,10 @@
 //! GPU machine `bench/gpu_build.sh` builds this file's binary and `bench/gpu_run.sh` runs it
 //! with `--include-ignored`. What only f32 has is in f32_parity.rs.
 
-use ns_compute::backend::open;
+use ns_compute::backend::{open, open_for};
 use ns_compute::rng::ToyStream;
 use ns_compute::{
-    CpuEvaluator, Datasets, Device, PreparedData, Scratch, ToyEnsembleRates, Workload,
+    CpuEvaluator, Datasets, Device, Objective, PreparedData, Scratch, ToyEnsembleRates, Workload,
 };
 use ns_core::HistFactoryModel;
 use ns_inference::toys::{fit_toys, generate_toy};
@@ -34,10 +34,26 @@ fn compare_nll_grad(
     data: &PreparedData,
     points: &[Vec<f64>],
 ) {
+    compare_objective(device, name, model, data, points, Objective::Likelihood);
+}
+
+/// [`compare_nll_grad`] of `objective`.
+fn compare_objective(
+    device: Device,
+    name: &str,
+    model: &HistFactoryModel,
+    data: &PreparedData,
+    points: &[Vec<f64>],
+    objective: Objective,
+) {
     let tol = |key: &str| backend_tolerance(device, key);
-    let cpu = CpuEvaluator::new(&model.compiled);
+    let cpu = match objective {
+        Objective::Likelihood => CpuEvaluator::new(&model.compiled),
+        Objective::Profiled => CpuEvaluator::new(&model.compiled).profiled(),
+    };
+    let name = format!("{name} ({objective:?})");
     let mut scratch = Scratch::new(&model.compiled);
-    let backend = open(device, &model.compiled).expect("backend opens");
+    let backend = open_for(device, &model.compiled, objective).expect("backend opens");
     let resident = backend.upload(std::slice::from_ref(data)).unwrap();
     let n = model.n_params();
     let (mut nll, mut grad) = (
@@ -87,24 +103,25 @@ fn nll_and_gradient_match_cpu_on_every_workspace_at_many_points(device: Device) 
     }
 }
 
-test_device!(f64: combine_counting_cards_match_cpu);
-/// CMS Combine's counting cards (AsymPow lnN, gmN, formula powers, trG's affine factor, two-sided
-/// params): NLL and gradient at many points, and the fit.
-fn combine_counting_cards_match_cpu(device: Device) {
+test_device!(f64: combine_cards_match_cpu);
+/// Every card of the CMS Combine corpus: counting terms (AsymPow lnN, gmN, formula powers,
+/// trG's affine factor, two-sided params), morphed templates (their floor and renormalisation,
+/// shapeN's logarithms, channels padded to the widest) and autoMCStats (Poisson and Gaussian
+/// terms, Combine's analytic Barlow–Beeston): the NLL and gradient of the likelihood and of the
+/// objective fits minimise (profiled over the analytic parameters) at many points, the fit, and
+/// on the template cards toy test statistics toy by toy (or the same refusal on both).
+fn combine_cards_match_cpu(device: Device) {
     let tol = |key: &str| backend_tolerance(device, key);
     let dir = ns_tests::combine_dir();
     let text = std::fs::read_to_string(dir.join("reference.json")).expect("the Combine corpus");
     let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut checked = 0;
     for (id, card) in reference["cards"].as_object().unwrap() {
-        if !card["shape_files"].as_array().unwrap().is_empty() {
-            continue;
-        }
-        let path = dir.join(card["card"].as_str().unwrap());
-        let parsed = ns_datacard::parse(&std::fs::read_to_string(&path).unwrap(), id).unwrap();
-        let model = ns_datacard::model(&parsed, &ns_datacard::ShapeFiles::none()).unwrap();
+        let model = ns_tests::combine_card_model(card);
         let data = ns_compute::Likelihood::observed(&model).unwrap();
-        compare_nll_grad(device, id, &model, &data, &points_for(&model, 5, 20));
+        let points = points_for(&model, 5, 20);
+        compare_objective(device, id, &model, &data, &points, Objective::Likelihood);
+        compare_objective(device, id, &model, &data, &points, Objective::Profiled);
         let config = FitConfig::suggested(&model);
         let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
         let gpu = fitter_on(&model, device).fit(&data, &config).unwrap();
@@ -114,9 +131,13 @@ fn combine_counting_cards_match_cpu(device: Device) {
             gpu.twice_nll,
             cpu.twice_nll
         );
+        // Toy by toy on a device (the CPU's toys are the CPU's by construction).
+        if device != Device::Cpu && !card["shape_files"].as_array().unwrap().is_empty() {
+            compare_toys(device, id, &model, &data, 1.0, 60);
+        }
         checked += 1;
     }
-    assert_eq!(checked, 10, "the counting cards of the corpus");
+    assert_eq!(checked, 18, "the cards of the corpus");
 }
 
 test_device!(f64: clipped_yields_match_cpu);
@@ -395,61 +416,83 @@ fn backend_toys_are_the_cpu_toys_bit_for_bit(device: Device) {
 
 test_device!(f64: toy_hypotest_matches_cpu_toy_by_toy);
 fn toy_hypotest_matches_cpu_toy_by_toy(device: Device) {
-    let atol = backend_tolerance(device, "toy_teststat_atol");
     for (file, mu, n_toys) in [
         ("nextstat_complex_workspace.json", 1.0, 500),
         ("nextstat_tttt_prod.json", 1.5, 200),
     ] {
         let ws = Workspace::from_path(&workspace_path(file)).unwrap();
         let (model, data) = model_and_data(&ws, Default::default());
-        let config = FitConfig::suggested(&model);
-        let run = |fitter: &Fitter| {
-            hypotest_toys(
-                fitter,
-                mu,
-                &data,
-                &config,
-                TestStatistic::QTilde,
-                n_toys,
-                5,
-                &|_| {},
-            )
-            .unwrap()
-        };
-        let (cpu, gpu) = (run(&Fitter::new(&model)), run(&fitter_on(&model, device)));
-        assert!(
-            (cpu.teststat_obs - gpu.teststat_obs).abs() <= atol,
-            "{file}: observed q"
+        compare_toys(device, file, &model, &data, mu, n_toys);
+    }
+}
+
+/// `hypotest_toys` at `mu` on the CPU and on `device`: the same failed fits, the same test
+/// statistic toy by toy within the backend tolerance, and (where no toy lies that close to the
+/// observed one) the same CLs.
+fn compare_toys(
+    device: Device,
+    name: &str,
+    model: &HistFactoryModel,
+    data: &PreparedData,
+    mu: f64,
+    n_toys: usize,
+) {
+    let atol = backend_tolerance(device, "toy_teststat_atol");
+    let config = FitConfig::suggested(model);
+    let run = |fitter: &Fitter| {
+        hypotest_toys(
+            fitter,
+            mu,
+            data,
+            &config,
+            TestStatistic::QTilde,
+            n_toys,
+            5,
+            &|_| {},
+        )
+    };
+    let (cpu, gpu) = match (run(&Fitter::new(model)), run(&fitter_on(model, device))) {
+        (Ok(cpu), Ok(gpu)) => (cpu, gpu),
+        // Refused alike: as many failed toy fits, of the same kinds, on both.
+        (Err(cpu), Err(gpu)) => {
+            assert_eq!(cpu.to_string(), gpu.to_string(), "{name}");
+            eprintln!("{name}: refused on both: {cpu}");
+            return;
+        }
+        (cpu, gpu) => panic!("{name}: CPU {:?} vs device {:?}", cpu.err(), gpu.err()),
+    };
+    assert!(
+        (cpu.teststat_obs - gpu.teststat_obs).abs() <= atol,
+        "{name}: observed q"
+    );
+    let mut near_threshold = 0;
+    for (which, c, g) in [
+        ("s+b", &cpu.signal, &gpu.signal),
+        ("b", &cpu.background, &gpu.background),
+    ] {
+        assert_eq!(
+            c.n_failed, g.n_failed,
+            "{name} {which}: failed fits differ (CPU {:?}, GPU {:?})",
+            c.failures, g.failures
         );
-        let mut near_threshold = 0;
-        for (which, c, g) in [
-            ("s+b", &cpu.signal, &gpu.signal),
-            ("b", &cpu.background, &gpu.background),
-        ] {
-            assert_eq!(
-                c.n_failed, g.n_failed,
-                "{file} {which}: failed fits differ (CPU {:?}, GPU {:?})",
-                c.failures, g.failures
-            );
-            assert_eq!(c.teststats.len(), g.teststats.len());
-            let mut worst: f64 = 0.0;
-            for (a, b) in c.teststats.iter().zip(&g.teststats) {
-                worst = worst.max((a - b).abs());
-                if (a - cpu.teststat_obs).abs() <= atol {
-                    near_threshold += 1;
-                }
+        assert_eq!(c.teststats.len(), g.teststats.len());
+        let mut worst: f64 = 0.0;
+        for (a, b) in c.teststats.iter().zip(&g.teststats) {
+            worst = worst.max((a - b).abs());
+            if (a - cpu.teststat_obs).abs() <= atol {
+                near_threshold += 1;
             }
-            assert!(worst <= atol, "{file} {which}: max |Δq| = {worst:e}");
-            eprintln!(
-                "{file} {which}: {} toys, max |Δq| = {worst:.2e}",
-                c.teststats.len()
-            );
         }
-        eprintln!("{file}: {near_threshold} toys within {atol:e} of the observed q");
-        if near_threshold == 0 {
-            assert_eq!(cpu.cls.clsb_obs, gpu.cls.clsb_obs, "{file}: CLsb");
-            assert_eq!(cpu.cls.clb_obs, gpu.cls.clb_obs, "{file}: CLb");
-        }
+        assert!(worst <= atol, "{name} {which}: max |Δq| = {worst:e}");
+        eprintln!(
+            "{name} {which}: {} toys, max |Δq| = {worst:.2e}",
+            c.teststats.len()
+        );
+    }
+    eprintln!("{name}: {near_threshold} toys within {atol:e} of the observed q");
+    if near_threshold == 0 {
+        assert_eq!(cpu.cls.clsb_obs, gpu.cls.clsb_obs, "{name}: CLsb");
+        assert_eq!(cpu.cls.clb_obs, gpu.cls.clb_obs, "{name}: CLb");
     }
 }
 

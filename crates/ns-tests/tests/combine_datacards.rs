@@ -3,44 +3,11 @@
 //! (`nll_total`) at each of its reference points to 1e-9 relative and each bin's expected yield
 //! to 1e-10.
 
-use std::path::PathBuf;
-
 use ns_compute::{CpuEvaluator, Scratch};
 use serde_json::Value;
 
-fn shared() -> PathBuf {
-    std::env::var_os("NEXTSTAT_COMBINE").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/combine"),
-        PathBuf::from,
-    )
-}
-
-/// The card's templates from its folder, with the mass its reference was made with (`-m`).
-fn shape_files<'a>(card: &Value, path: &'a std::path::Path) -> ns_datacard::ShapeFiles<'a> {
-    let command = card["commands"]["text2workspace"].as_str().unwrap_or("");
-    let mass = command
-        .split_whitespace()
-        .skip_while(|w| *w != "-m")
-        .nth(1)
-        .map(String::from);
-    ns_datacard::ShapeFiles::new(
-        ns_core::FileAccess::Local {
-            base: path.parent(),
-        },
-        mass,
-    )
-}
-
-/// The model of a reference entry's card (the default physics model).
-fn card_model(card: &Value) -> ns_core::model::HistFactoryModel {
-    let path = shared().join(card["card"].as_str().unwrap());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let parsed = ns_datacard::parse(&text, &path.display().to_string()).unwrap();
-    ns_datacard::model(&parsed, &shape_files(card, &path)).unwrap()
-}
-
 fn reference() -> Value {
-    let text = std::fs::read_to_string(shared().join("reference.json"))
+    let text = std::fs::read_to_string(ns_tests::combine_dir().join("reference.json"))
         .expect("../shared/combine/reference.json (the Combine reference corpus)");
     serde_json::from_str(&text).unwrap()
 }
@@ -88,11 +55,11 @@ fn every_card_parses_and_counting_cards_give_combines_nll() {
     assert!(cards.len() >= 18, "{} cards", cards.len());
     let (mut compared, mut refused) = (Vec::new(), Vec::new());
     for (id, card) in cards {
-        let path = shared().join(card["card"].as_str().unwrap());
+        let path = ns_tests::combine_dir().join(card["card"].as_str().unwrap());
         let text = std::fs::read_to_string(&path).unwrap();
         let parsed = ns_datacard::parse(&text, &path.display().to_string())
             .unwrap_or_else(|e| panic!("{id}: {e}"));
-        let model = match ns_datacard::model(&parsed, &shape_files(card, &path)) {
+        let model = match ns_datacard::model(&parsed, &ns_tests::combine_shape_files(card, &path)) {
             Ok(model) => model,
             Err(e) => {
                 assert!(!BUILT.contains(&id.as_str()), "{id}: {e}");
@@ -196,7 +163,7 @@ fn counting_cards_give_combines_answers() {
     let reference = reference();
     for id in BUILT {
         let card = &reference["cards"][id];
-        let model = card_model(card);
+        let model = ns_tests::combine_card_model(card);
         let fitter = ns_inference::Fitter::new(&model);
         let data = ns_compute::Likelihood::observed(&model).unwrap();
         let config = ns_inference::FitConfig::suggested(&model);
@@ -341,7 +308,7 @@ fn the_profiled_objective_has_the_profiles_gradient() {
 }
 
 fn profiled_gradient_matches_differences(card: &Value) {
-    let model = card_model(card);
+    let model = ns_tests::combine_card_model(card);
     let data = ns_compute::Likelihood::observed(&model).unwrap();
     let analytic = ns_compute::Likelihood::analytic_parameters(&model);
     assert!(analytic.len() > 10, "{} per-bin parameters", analytic.len());
@@ -387,7 +354,7 @@ fn the_gradient_matches_differences_on_every_card() {
     let mut checked = 0;
     for id in BUILT {
         let card = &reference["cards"][id];
-        let model = card_model(card);
+        let model = ns_tests::combine_card_model(card);
         let data = ns_compute::Likelihood::observed(&model).unwrap();
         let eval = CpuEvaluator::new(&model.compiled);
         let mut scratch = Scratch::new(&model.compiled);
@@ -443,10 +410,10 @@ fn cards_pyhf_expresses_become_workspaces_with_combines_likelihood() {
     };
     let (mut written, mut refused) = (Vec::new(), Vec::new());
     for (id, card) in reference["cards"].as_object().unwrap() {
-        let path = shared().join(card["card"].as_str().unwrap());
+        let path = ns_tests::combine_dir().join(card["card"].as_str().unwrap());
         let text = std::fs::read_to_string(&path).unwrap();
         let parsed = ns_datacard::parse(&text, &path.display().to_string()).unwrap();
-        let files = shape_files(card, &path);
+        let files = ns_tests::combine_shape_files(card, &path);
         let default = ns_datacard::SignalMaps::default();
         let value = match ns_datacard::pyhf_workspace(&parsed, &files, &default) {
             Ok(value) => value,

@@ -12,8 +12,8 @@ use rayon::prelude::*;
 use super::abi::DEVICE_MAX_MEMORY;
 use super::session::{CudaSession, DeviceDatasets, DeviceSignal};
 use crate::backend::{
-    Backend, Batching, Datasets, DeviceFitOutput, DeviceFitProblem, Resident, SampledToys,
-    SignalBatch, Values,
+    Backend, Batching, Datasets, DeviceFitOutput, DeviceFitProblem, Objective, Resident,
+    SampledToys, SignalBatch, Values,
 };
 use crate::data::PreparedData;
 use crate::device::{CudaGpus, Device};
@@ -31,12 +31,13 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// Open device `ordinal`, load (or compile) the kernels and upload `model`.
-    pub fn new(model: &CompiledModel, ordinal: usize) -> Result<Self> {
+    /// Open device `ordinal`, load (or compile) the kernels and upload `model`, evaluating
+    /// `objective`.
+    pub fn new(model: &CompiledModel, ordinal: usize, objective: Objective) -> Result<Self> {
         Ok(CudaBackend {
             ordinal,
             model_address: model as *const CompiledModel as usize,
-            session: Mutex::new(CudaSession::new(model, ordinal)?),
+            session: Mutex::new(CudaSession::new(model, ordinal, objective)?),
         })
     }
 

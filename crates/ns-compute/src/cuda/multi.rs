@@ -13,7 +13,7 @@ use ns_core::{CompiledModel, Error, Result};
 use super::abi::DEVICE_MAX_MEMORY;
 use super::backend::CudaBackend;
 use crate::backend::{
-    Backend, Batching, Datasets, DeviceFitOutput, DeviceFitProblem, FitSignal, Resident,
+    Backend, Batching, Datasets, DeviceFitOutput, DeviceFitProblem, FitSignal, Objective, Resident,
     SampledToys, SignalBatch, check_batch,
 };
 use crate::data::PreparedData;
@@ -75,14 +75,19 @@ impl MultiCudaBackend {
     /// Open every GPU of `ordinals` (at the same time) and upload `model` to each. `set` is the
     /// name the backend reports. The same ordinal may repeat (two sessions on one GPU), which
     /// tests the sharding where a host has one GPU.
-    pub fn new(model: &CompiledModel, ordinals: &[usize], set: CudaGpus) -> Result<Self> {
+    pub fn new(
+        model: &CompiledModel,
+        ordinals: &[usize],
+        set: CudaGpus,
+        objective: Objective,
+    ) -> Result<Self> {
         if ordinals.is_empty() {
             return Err(Error::InvalidInput("no CUDA GPU was named".into()));
         }
         let gpus = std::thread::scope(|scope| {
             let jobs: Vec<_> = ordinals
                 .iter()
-                .map(|&i| scope.spawn(move || CudaBackend::new(model, i)))
+                .map(|&i| scope.spawn(move || CudaBackend::new(model, i, objective)))
                 .collect();
             jobs.into_iter()
                 .map(|job| job.join().expect("a GPU opening thread panicked"))

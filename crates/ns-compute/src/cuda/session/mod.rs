@@ -16,7 +16,7 @@ use cudarc::driver::{
 };
 use ns_core::{CompiledModel, Error, Result};
 
-use crate::backend::check_batch;
+use crate::backend::{Objective, check_batch};
 use crate::cuda::abi::{BLOCK_THREADS, ModelView, NllGradArgs, SignalView};
 use crate::cuda::compile::{KernelOrigin, kernel_cubin, prebuilt_cubin};
 use crate::data::PreparedData;
@@ -275,6 +275,7 @@ fn upload_model(
     stream: &Arc<CudaStream>,
     model: &CompiledModel,
     l: &KernelLayout,
+    objective: Objective,
 ) -> Result<(ModelView, ModelBuffers)> {
     let mut up = ModelBuffers {
         stream: stream.clone(),
@@ -307,6 +308,17 @@ fn upload_model(
         normsys_input: up.f64(&l.normsys_input)?,
         pois_range_param: up.u32(&l.pois_range_param)?,
         pois_range_values: up.f64(&l.pois_range_values)?,
+        floor_block: up.u32(&l.floor_block)?,
+        floor_values: up.f64(&l.floor_values)?,
+        stat_bin_start: up.u32(&l.stat_bin_start)?,
+        stat_terms: up.u32(&l.stat_terms)?,
+        stat_param: up.u32(&l.stat_param)?,
+        stat_values: up.f64(&l.stat_values)?,
+        stat_aux: up.u32(&l.stat_aux)?,
+        stat_entry_start: up.u32(&l.stat_entry_start)?,
+        stat_entries: up.u32(&l.stat_entries)?,
+        stat_sigma: up.f64(&l.stat_sigma)?,
+        param_analytic: up.u32(&l.param_analytic)?,
         param_slot_start: up.u32(&l.param_slot_start)?,
         param_slots: up.u32(&l.param_slots)?,
         n_params: model.n_params as i32,
@@ -324,6 +336,11 @@ fn upload_model(
         clip_sample_yields: l.clip_sample_yields,
         has_normsys_input: i32::from(!l.normsys_input.is_empty()),
         has_gauss_sigma_low: i32::from(!l.gauss_sigma_low.is_empty()),
+        n_floored: (l.floor_values.len() / crate::layout::FLOOR_WORDS) as i32,
+        n_stats: l.stat_param.len() as i32,
+        profile_analytic: i32::from(
+            objective == Objective::Profiled && !l.param_analytic.is_empty(),
+        ),
         normsys_code: l.normsys_code,
         histosys_code: l.histosys_code,
     };
@@ -358,9 +375,9 @@ pub struct CudaSession {
 }
 
 impl CudaSession {
-    /// Open device `ordinal`, load (or compile) the kernels and upload `model`.
-    pub fn new(model: &CompiledModel, ordinal: usize) -> Result<Self> {
-        crate::layout::check_cuda_terms(model)?;
+    /// Open device `ordinal`, load (or compile) the kernels and upload `model`, evaluating
+    /// `objective`.
+    pub fn new(model: &CompiledModel, ordinal: usize, objective: Objective) -> Result<Self> {
         if !has_cuda() {
             return Err(cuda_unavailable());
         }
@@ -373,7 +390,7 @@ impl CudaSession {
         let (kernels, info) = load_kernels(&ctx)?;
         check_abi(&stream, &kernels.abi_layout)?;
         let layout = KernelLayout::new(model);
-        let (view, model_buffers) = upload_model(&stream, model, &layout)?;
+        let (view, model_buffers) = upload_model(&stream, model, &layout, objective)?;
 
         let blocks_per_sm = match ns_core::settings::settings().cuda_blocks_per_sm {
             Some(n) => n,
