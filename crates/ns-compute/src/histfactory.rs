@@ -187,6 +187,16 @@ impl Likelihood for HistFactoryModel {
         crate::backend::open(device, &self.compiled)
     }
 
+    fn open_smoothed(&self, width: f64) -> Option<Box<dyn Backend + '_>> {
+        crate::CpuEvaluator::has_smoothable_kinks(&self.compiled).then(|| {
+            Box::new(
+                crate::cpu::CpuBackend::new(&self.compiled)
+                    .profiled()
+                    .smoothed(width),
+            ) as Box<dyn Backend + '_>
+        })
+    }
+
     fn open_for_fits(&self, device: Device) -> Result<Box<dyn Backend + '_>> {
         crate::backend::open_for(device, &self.compiled, crate::backend::Objective::Profiled)
     }

@@ -200,6 +200,14 @@ pub trait Likelihood: Send + Sync {
         self.open(device)
     }
 
+    /// A CPU backend of fits' objective with the likelihood's kinks smoothed over `width`
+    /// events ([`crate::CpuEvaluator::smoothed`]: template floors, clipped yields); `None`
+    /// where it has no such kinks. Fits that stall on a kink follow the smoothed minimum.
+    fn open_smoothed(&self, width: f64) -> Option<Box<dyn Backend + '_>> {
+        let _ = width;
+        None
+    }
+
     /// Sets the [`analytic_parameters`](Self::analytic_parameters) in `params` for `data`.
     fn profile_analytic(&self, params: &mut [f64], data: &PreparedData) -> Result<()> {
         let _ = (params, data);

@@ -27,6 +27,8 @@ pub struct CpuBackend<M> {
     scratch: Vec<Mutex<Option<Scratch>>>,
     /// Evaluations profiled over the analytic parameters ([`CpuEvaluator::profiled`]).
     profiled: bool,
+    /// The width kinks are smoothed over ([`CpuEvaluator::smoothed`]); 0: none.
+    kink_width: f64,
 }
 
 impl<M: Borrow<CompiledModel>> CpuBackend<M> {
@@ -38,7 +40,15 @@ impl<M: Borrow<CompiledModel>> CpuBackend<M> {
                 .map(|_| Mutex::new(None))
                 .collect(),
             profiled: false,
+            kink_width: 0.0,
         }
+    }
+
+    /// The same backend with the model's kinks smoothed over `width` events
+    /// ([`CpuEvaluator::smoothed`]): not the likelihood, a path to a kink's minimum.
+    pub fn smoothed(mut self, width: f64) -> Self {
+        self.kink_width = width;
+        self
     }
 
     /// The same backend, its NLL and gradient profiled over the analytic parameters: a fit's
@@ -50,7 +60,12 @@ impl<M: Borrow<CompiledModel>> CpuBackend<M> {
 
     fn evaluator(&self) -> CpuEvaluator<'_> {
         let eval = CpuEvaluator::with_plan(self.model.borrow(), &self.plan);
-        if self.profiled { eval.profiled() } else { eval }
+        let eval = if self.profiled { eval.profiled() } else { eval };
+        if self.kink_width > 0.0 {
+            eval.smoothed(self.kink_width)
+        } else {
+            eval
+        }
     }
 
     /// One evaluation on the calling thread (a fit's step: no hop to the thread pool), with

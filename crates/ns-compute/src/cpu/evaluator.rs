@@ -26,6 +26,23 @@ pub struct CpuEvaluator<'m> {
     /// set to their minimum at every point, their gradient is 0, and the others' gradient is
     /// the profile's.
     profiled: bool,
+    /// 0: the likelihood's kinks as they are. Otherwise the width, in events, over which a
+    /// template bin's floor and a clipped sample yield are smoothed ([`smoothed`](Self::smoothed)).
+    kink_width: f64,
+}
+
+/// max(d, 0) smoothed over `width` (softplus), and its slope (the logistic function).
+#[inline]
+fn smooth_max0(d: f64, width: f64) -> (f64, f64) {
+    let t = d / width;
+    let softplus = t.max(0.0) + (-t.abs()).exp().ln_1p();
+    let slope = if t >= 0.0 {
+        1.0 / (1.0 + (-t).exp())
+    } else {
+        let e = t.exp();
+        e / (1.0 + e)
+    };
+    (width * softplus, slope)
 }
 
 /// Working memory of one evaluation; reuse it across calls to avoid allocation.
@@ -59,8 +76,9 @@ pub struct Scratch {
     block_log_weight: Vec<f64>,
     /// Products of the factors after index k, for the product rule without division.
     suffix: Vec<f64>,
-    /// Per entry as `base`: raised to its block's floor (renormalised blocks only).
-    floored: Vec<bool>,
+    /// Per entry as `base`: d base / d (its value before the floor or the clip): 0 where
+    /// raised to its block's floor or clipped, 1 where not, between where smoothed.
+    kink_slope: Vec<f64>,
     /// Per sample block: the renormalisation T / Σ f of a renormalised block.
     block_renorm: Vec<f64>,
     /// The statistical terms' state (CMS Combine's autoMCStats); empty without them.
@@ -109,7 +127,7 @@ impl Scratch {
             block_scale: vec![0.0; blocks],
             block_log_weight: vec![0.0; blocks],
             suffix: vec![0.0; max_factors + 1],
-            floored: vec![false; padded_entries_len(model)],
+            kink_slope: vec![1.0; padded_entries_len(model)],
             block_renorm: vec![1.0; blocks],
             stats: StatScratch::new(model),
         }
@@ -322,7 +340,27 @@ impl<'m> CpuEvaluator<'m> {
             model,
             plan: std::borrow::Cow::Owned(Plan::new(model)),
             profiled: false,
+            kink_width: 0.0,
         }
+    }
+
+    /// The same evaluator with the model's kinks smoothed over `width` events: a morphed
+    /// template's bin raised to its floor (CMS Combine's `shape`, not `shapeN`) and a sample
+    /// yield clipped at zero (ROOT's semantics) become `floor + softplus` of the distance over
+    /// `width`. Not the likelihood: fits that stall on a kink follow its minimum as the width
+    /// shrinks (ns_inference's kink handling); the exact likelihood then judges the end.
+    pub fn smoothed(mut self, width: f64) -> Self {
+        self.kink_width = width;
+        self
+    }
+
+    /// Whether the model has kinks that [`smoothed`](Self::smoothed) smooths.
+    pub fn has_smoothable_kinks(model: &CompiledModel) -> bool {
+        model.clip_sample_yields
+            || model.floored_blocks.iter().any(|f| {
+                let b = &model.samples[f.block as usize];
+                !f.logarithmic && b.histosys_end > b.histosys_start
+            })
     }
 
     /// The same evaluator, its NLL and gradient profiled over the analytic parameters (CMS
@@ -339,6 +377,7 @@ impl<'m> CpuEvaluator<'m> {
             model,
             plan: std::borrow::Cow::Borrowed(plan),
             profiled: false,
+            kink_width: 0.0,
         }
     }
 
@@ -486,7 +525,7 @@ impl<'m> CpuEvaluator<'m> {
             block_normsys,
             block_linear: linear_products,
             block_scale,
-            floored,
+            kink_slope,
             block_renorm,
             ..
         } = s;
@@ -527,9 +566,16 @@ impl<'m> CpuEvaluator<'m> {
                 );
                 if m.clip_sample_yields {
                     // As the CUDA kernel: below zero clipped, NaN kept.
-                    for v in &mut base[bins.clone()] {
-                        if *v < 0.0 {
-                            *v = 0.0;
+                    let slopes = &mut kink_slope[bins.clone()];
+                    for (v, slope) in base[bins.clone()].iter_mut().zip(slopes) {
+                        if self.kink_width > 0.0 {
+                            (*v, *slope) = smooth_max0(*v, self.kink_width);
+                        } else {
+                            // At zero, the derivatives of the clipped side.
+                            *slope = if *v <= 0.0 { 0.0 } else { 1.0 };
+                            if *v < 0.0 {
+                                *v = 0.0;
+                            }
                         }
                     }
                 }
@@ -544,10 +590,11 @@ impl<'m> CpuEvaluator<'m> {
                     }
                     let k = floor.renormalise_to.unwrap_or(sum) / sum;
                     block_renorm[b] = k;
-                    for (v, raised) in base[bins.clone()].iter_mut().zip(&mut floored[bins]) {
+                    for (v, slope) in base[bins.clone()].iter_mut().zip(&mut kink_slope[bins]) {
                         *v *= k;
-                        *raised = *v < floor.floor;
-                        if *raised {
+                        let raised = *v < floor.floor;
+                        *slope = if raised { 0.0 } else { 1.0 };
+                        if raised {
                             *v = floor.floor;
                         }
                     }
@@ -556,13 +603,19 @@ impl<'m> CpuEvaluator<'m> {
                     // the raised bins marked for the backward pass (they do not move with α).
                     let bins = block.base_start..block.base_start + floor.active;
                     let mut sum = 0.0;
-                    for (v, raised) in base[bins.clone()]
+                    for (v, slope) in base[bins.clone()]
                         .iter_mut()
-                        .zip(&mut floored[bins.clone()])
+                        .zip(&mut kink_slope[bins.clone()])
                     {
-                        *raised = *v < floor.floor;
-                        if *raised {
-                            *v = floor.floor;
+                        if self.kink_width > 0.0 {
+                            let (above, s) = smooth_max0(*v - floor.floor, self.kink_width);
+                            (*v, *slope) = (floor.floor + above, s);
+                        } else {
+                            let raised = *v < floor.floor;
+                            *slope = if raised { 0.0 } else { 1.0 };
+                            if raised {
+                                *v = floor.floor;
+                            }
                         }
                         sum += *v;
                     }
@@ -840,7 +893,7 @@ impl<'m> CpuEvaluator<'m> {
             entry_product,
             entry_weight,
             histosys_sums,
-            floored,
+            kink_slope,
             block_renorm,
             normsys_value,
             normsys_slope,
@@ -853,7 +906,7 @@ impl<'m> CpuEvaluator<'m> {
             ..
         } = s;
         let (bin_weight, base, entry_product) = (&bin_weight[..], &base[..], &entry_product[..]);
-        let (floored, block_renorm) = (&floored[..], &block_renorm[..]);
+        let (kink_slope, block_renorm) = (&kink_slope[..], &block_renorm[..]);
         let (normsys_value, normsys_slope) = (&normsys_value[..], &normsys_slope[..]);
         let (block_normsys, linear_products, block_scale) =
             (&block_normsys[..], &linear_products[..], &block_scale[..]);
@@ -936,11 +989,12 @@ impl<'m> CpuEvaluator<'m> {
                 for w in entry_weight.iter_mut() {
                     *w *= scale;
                 }
+                let slopes = &kink_slope[block.base_start..block.base_start + n];
                 if m.clip_sample_yields {
                     // A clipped yield does not move with its histosys parameters.
-                    for (w, &base) in entry_weight.iter_mut().zip(base) {
-                        if base == 0.0 {
-                            *w = 0.0;
+                    for (w, &slope) in entry_weight.iter_mut().zip(slopes) {
+                        if slope != 1.0 {
+                            *w = if slope == 0.0 { 0.0 } else { *w * slope };
                         }
                     }
                 }
@@ -949,9 +1003,8 @@ impl<'m> CpuEvaluator<'m> {
                     // of f_c is y_c (w_c − Σ w·y / T) over the bins that move (a raised bin's
                     // own y, below the floor before it was raised, is taken at the floor).
                     let total = floor.renormalise_to.unwrap_or(f64::NAN);
-                    let raised = &floored[block.base_start..block.base_start + n];
-                    for (w, &raised) in entry_weight.iter_mut().zip(raised) {
-                        if raised {
+                    for (w, &slope) in entry_weight.iter_mut().zip(slopes) {
+                        if slope == 0.0 {
                             *w = 0.0;
                         }
                     }
@@ -962,14 +1015,17 @@ impl<'m> CpuEvaluator<'m> {
                 } else if let Some(floor) = block.floor {
                     // A bin raised to the floor does not move with α. Renormalised, y = f·T/F:
                     // dy_b = (T/F)(df_b − f_b·dF/F), so each weight w_b becomes
-                    // (w_b − Σ w·y/T)·T/F where f_b moves.
+                    // (w_b − Σ w·y/T)·T/F times df_b/d(its value before the floor).
                     let (mean, k) = match floor.renormalise_to {
                         Some(total) => (dot(entry_weight, base) / total, block_renorm[b]),
                         None => (0.0, 1.0),
                     };
-                    let raised = &floored[block.base_start..block.base_start + n];
-                    for (w, &raised) in entry_weight.iter_mut().zip(raised) {
-                        *w = if raised { 0.0 } else { (*w - mean) * k };
+                    for (w, &slope) in entry_weight.iter_mut().zip(slopes) {
+                        *w = match slope {
+                            0.0 => 0.0,
+                            1.0 => (*w - mean) * k,
+                            _ => (*w - mean) * k * slope,
+                        };
                     }
                 }
                 let (start, sums) = (block.rows_start, block.sums_start);

@@ -12,6 +12,14 @@
 //! (Clarke-stationary) where that combination is below the fit's tolerance in a ball of radius
 //! [`CERTIFY_RADIUS`]: no direction lowers the objective. Away from kinks the sampled gradients
 //! agree, and the test is the projected-gradient test of a smooth fit.
+//!
+//! Gradient sampling steps like steepest descent, and a minimum on a kink that many parameters
+//! move (a morphed template's bin at its floor, CMS Combine's `shape`: every shape systematic of
+//! the process moves it) lies at the end of a long, badly scaled valley. Where the likelihood
+//! can smooth its kinks ([`Likelihood::open_smoothed`](ns_compute::Likelihood::open_smoothed)),
+//! a stalled fit first follows the minimum of the smoothed likelihood as the width shrinks
+//! ([`SMOOTHING_WIDTHS`]), by quasi-Newton fits that converge on a smooth function; the exact
+//! likelihood then judges the end, and gradient sampling finishes what remains.
 
 use ns_compute::rng::ToyStream;
 use ns_compute::{Datasets, PreparedData};
@@ -50,7 +58,61 @@ const MAX_ROUNDS: usize = 60;
 /// Iterations of the projected-gradient solver of the small quadratic program.
 const QP_ITERATIONS: usize = 2000;
 
+/// Widths, in events, over which a stalled fit's kinks are smoothed in turn, each fit starting
+/// where the previous one ended: the smoothed minimum is within about the width (times the
+/// gradient's jump) of the kink's.
+const SMOOTHING_WIDTHS: [f64; 4] = [1e-2, 1e-4, 1e-6, 1e-9];
+
 impl Fitter<'_> {
+    /// Where the likelihood smooths its kinks ([`Likelihood::open_smoothed`]
+    /// (ns_compute::Likelihood::open_smoothed)): fits of the smoothed likelihood from
+    /// `result`'s end, over [`SMOOTHING_WIDTHS`] in turn. Their end replaces `result`'s where
+    /// the exact objective is lower there, and is converged where it passes the fit's scaled
+    /// test ([`Termination::ConvergedScaled`]).
+    pub(crate) fn follow_smoothed_kinks(
+        &self,
+        mut result: FitResult,
+        data: &PreparedData,
+        config: &FitConfig,
+        run: &FitRun,
+        tolerance: f64,
+    ) -> Result<FitResult> {
+        if self.smoothed || !result.twice_nll.is_finite() {
+            return Ok(result);
+        }
+        let mut x = result.parameters.clone();
+        for width in SMOOTHING_WIDTHS {
+            let Some(backend) = self.model().open_smoothed(width) else {
+                return Ok(result);
+            };
+            let mut fitter = Fitter::with_backend(self.model(), backend)?
+                .with_interrupt(self.interrupt().clone());
+            fitter.smoothed = true;
+            let start = FitConfig {
+                scale: None,
+                uncertainties: false,
+                ..config.starting_at(&x)
+            };
+            let end = fitter.fit(data, &start)?;
+            result.iterations += end.iterations;
+            result.evaluations += end.evaluations;
+            if end.twice_nll.is_finite() {
+                x = end.parameters;
+            }
+        }
+        let check = self.check_in_f64(&x, data, config, run, tolerance)?;
+        if check.twice_nll <= result.twice_nll {
+            result.parameters = x;
+            result.twice_nll = check.twice_nll;
+            result.projected_gradient = check.projected_gradient;
+            if check.within {
+                result.converged = true;
+                result.termination = Termination::ConvergedScaled;
+            }
+        }
+        Ok(result)
+    }
+
     /// Gradient sampling from `result`, where a fit stopped short of the projected-gradient
     /// test (see the module). The point moves only where the objective decreases; the result is
     /// converged ([`Termination::ConvergedKink`]) where it ends Clarke-stationary. Evaluations

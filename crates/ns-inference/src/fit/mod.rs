@@ -73,6 +73,9 @@ pub struct Fitter<'m> {
     /// Where `backend` is profiled over analytic parameters ([`Likelihood::open_for_fits`]):
     /// the plain likelihood, for evaluations at a given point.
     plain: Option<Box<dyn Backend + 'm>>,
+    /// Whether `backend` evaluates the likelihood with its kinks smoothed
+    /// ([`Likelihood::open_smoothed`]): such a fitter is a step of another's kink handling.
+    smoothed: bool,
 }
 
 impl<'m> Fitter<'m> {
@@ -98,6 +101,7 @@ impl<'m> Fitter<'m> {
             host,
             interrupt: Arc::new(AtomicBool::new(false)),
             plain,
+            smoothed: false,
         })
     }
 
@@ -490,7 +494,10 @@ impl<'m> Fitter<'m> {
                 result.converged = true;
                 result.termination = Termination::ConvergedScaled;
             } else {
-                result = self.descend_at_kinks(result, data, config, run, tolerance)?;
+                result = self.follow_smoothed_kinks(result, data, config, run, tolerance)?;
+                if !result.converged {
+                    result = self.descend_at_kinks(result, data, config, run, tolerance)?;
+                }
             }
         }
         // The analytic parameters where the objective set them at the end point.
