@@ -93,8 +93,8 @@ impl ExternalSignal {
                 return Err(Error::InvalidInput(format!(
                     "sample '{sample}' of channel '{channel}' cannot take external yields: {}",
                     if floored {
-                        "its morphed template is floored and renormalised (CMS Combine's shape \
-                         systematics), which external yields are not differentiated through"
+                        "its morphed template is floored (CMS Combine's shape systematics), which \
+                         external yields are not differentiated through"
                     } else {
                         "the model has template statistics (CMS Combine's autoMCStats), which \
                          external yields are not differentiated through"

@@ -39,6 +39,45 @@ fn toy_fits_on_template_cards_converge() {
     }
 }
 
+/// External signal yields (the differentiable layer) are not differentiated through a floored
+/// template or through autoMCStats: refused by name, on every device.
+#[test]
+fn external_yields_on_templates_or_template_statistics_are_refused() {
+    let reference = reference();
+    let morphed = ns_tests::combine_card_model(&reference["cards"]["cat23001_template"]);
+    // The same templates without shape systematics, under autoMCStats.
+    let dir = ns_tests::combine_dir().join("data/tutorials/CAT23001");
+    let card = "imax 1\njmax 1\nkmax *\n\
+                shapes * * template-analysis-datacard-input.root $PROCESS $PROCESS_$SYSTEMATIC\n\
+                bin ch1\nobservation 85\nbin ch1 ch1\nprocess signal background\n\
+                process 0 1\nrate 24 100\nlumi lnN 1.1 1.0\n* autoMCStats 10\n";
+    let parsed = ns_datacard::parse(card, "mcstats.txt").unwrap();
+    let files = ns_datacard::ShapeFiles::new(
+        ns_core::FileAccess::Local {
+            base: Some(dir.as_path()),
+        },
+        None,
+    );
+    let statistics = ns_datacard::model(&parsed, &files).unwrap();
+    assert!(
+        statistics.compiled.floored_blocks.is_empty() && !statistics.compiled.bin_stats.is_empty()
+    );
+    for (model, why) in [
+        (&morphed, "morphed template is floored"),
+        (&statistics, "template statistics"),
+    ] {
+        let named = [("ch1".to_string(), "background".to_string())];
+        let message = match ns_compute::ExternalSignal::new(model, &named) {
+            Ok(_) => panic!("external yields on a {why} were accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            message.contains("cannot take external yields") && message.contains(why),
+            "{message}"
+        );
+    }
+}
+
 fn reference() -> Value {
     let text = std::fs::read_to_string(ns_tests::combine_dir().join("reference.json"))
         .expect("../shared/combine/reference.json (the Combine reference corpus)");
