@@ -282,43 +282,26 @@ impl KernelLayout {
         self.stat_entry_start.push(0);
         let analytic = m.analytic_parameters();
         for (t, stat) in m.bin_stats.iter().enumerate() {
-            let (bin, param) = match stat {
-                BinStat::Gaussian {
-                    bin,
-                    param,
-                    entries,
-                    analytic,
-                } => {
+            match stat {
+                BinStat::Gaussian { entries, .. } => {
                     for &(e, sigma) in entries {
                         self.stat_entries.push(e);
                         self.stat_sigma.push(sigma);
                     }
-                    let (low, high) = analytic.unwrap_or((f64::NAN, f64::NAN));
+                    let ((low, high), aux) =
+                        stat.analytic(m).unwrap_or(((f64::NAN, f64::NAN), NONE));
                     self.stat_values.extend_from_slice(&[f64::NAN, low, high]);
-                    let aux = m
-                        .gaussian
-                        .iter()
-                        .find(|c| c.param == *param)
-                        .filter(|_| analytic.is_some())
-                        .map_or(NONE, |c| c.aux_index);
                     self.stat_aux.push(aux);
-                    (*bin, *param)
                 }
-                BinStat::Poisson {
-                    entry,
-                    param,
-                    count,
-                } => {
+                BinStat::Poisson { entry, count, .. } => {
                     self.stat_entries.push(*entry);
                     self.stat_sigma.push(0.0);
                     self.stat_values
                         .extend_from_slice(&[*count, f64::NAN, f64::NAN]);
                     self.stat_aux.push(NONE);
-                    let block = self.entry_block[*entry as usize] as usize;
-                    let sample = &m.samples[block];
-                    (sample.bin_start + (*entry - sample.entry_start), *param)
                 }
-            };
+            }
+            let (bin, param) = (stat.main_bin(m), stat.param());
             self.stat_param.push(param);
             self.stat_entry_start.push(self.stat_entries.len() as u32);
             terms_of_bin[bin as usize].push(t as u32);

@@ -257,6 +257,45 @@ pub enum BinStat {
 impl BinStat {
     /// Combine's floor of a bin's total after its statistical terms (`CropUnderflows`).
     pub const FLOOR: f64 = 1e-9;
+
+    /// The term's parameter.
+    pub fn param(&self) -> u32 {
+        match self {
+            BinStat::Gaussian { param, .. } | BinStat::Poisson { param, .. } => *param,
+        }
+    }
+
+    /// The main bin the term adds to in `model` (a Poisson term's: its entry's).
+    pub fn main_bin(&self, model: &CompiledModel) -> u32 {
+        match self {
+            BinStat::Gaussian { bin, .. } => *bin,
+            BinStat::Poisson { entry, .. } => {
+                let block = model
+                    .samples
+                    .partition_point(|b| b.entry_start + b.n_bins <= *entry);
+                let sample = &model.samples[block];
+                sample.bin_start + (entry - sample.entry_start)
+            }
+        }
+    }
+
+    /// Where fits set the term's parameter analytically: its range, and the auxiliary index of
+    /// its Gaussian constraint's global observable.
+    pub fn analytic(&self, model: &CompiledModel) -> Option<((f64, f64), u32)> {
+        let BinStat::Gaussian {
+            param,
+            analytic: Some(range),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        model
+            .gaussian
+            .iter()
+            .find(|c| c.param == *param)
+            .map(|c| (*range, c.aux_index))
+    }
 }
 
 /// A Gaussian constraint of another width below its global observable (CMS Combine's

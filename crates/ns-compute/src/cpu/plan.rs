@@ -359,35 +359,19 @@ impl Plan {
         };
         for stat in &m.bin_stats {
             let start = self.stat_entries.len();
-            let (bin, param, poisson_count, analytic) = match stat {
-                BinStat::Gaussian {
-                    bin,
-                    param,
-                    entries,
-                    analytic,
-                } => {
+            let poisson_count = match stat {
+                BinStat::Gaussian { entries, .. } => {
                     self.stat_entries
                         .extend(entries.iter().map(|&(e, sigma)| locate(e, sigma)));
-                    let aux = m
-                        .gaussian
-                        .iter()
-                        .find(|c| c.param == *param)
-                        .map(|c| c.aux_index as usize);
-                    let analytic = analytic.zip(aux);
-                    (*bin as usize, *param as usize, None, analytic)
+                    None
                 }
-                BinStat::Poisson {
-                    entry,
-                    param,
-                    count,
-                } => {
-                    let located = locate(*entry, 0.0);
-                    self.stat_entries.push(located);
-                    let block = &m.samples[located.block];
-                    let bin = (block.bin_start as usize) + located.offset;
-                    (bin, *param as usize, Some(*count), None)
+                BinStat::Poisson { entry, count, .. } => {
+                    self.stat_entries.push(locate(*entry, 0.0));
+                    Some(*count)
                 }
             };
+            let (bin, param) = (stat.main_bin(m) as usize, stat.param() as usize);
+            let analytic = stat.analytic(m).map(|(range, aux)| (range, aux as usize));
             for e in &self.stat_entries[start..] {
                 self.blocks[e.block].stats = true;
             }
