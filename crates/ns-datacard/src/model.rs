@@ -101,7 +101,24 @@ pub fn model_with(
     let mut observed = Vec::with_capacity(card.bins.len());
     for (bin, &count) in card.bins.iter().zip(&card.observations) {
         match shapes::observed(card, bin, files)? {
-            Some(histogram) => observed.push(histogram),
+            Some(histogram) => {
+                // Combine's check of the card's count against the data histogram's integral
+                // (ShapeTools: 0.5%, or any data where the card says 0).
+                let integral: f64 = histogram.iter().sum();
+                let mismatch = if count == 0.0 {
+                    integral > 0.01
+                } else {
+                    count > 0.0 && (integral / count - 1.0).abs() > 0.005
+                };
+                if mismatch {
+                    return Err(Error::InvalidModel(format!(
+                        "{origin}: the observation of '{bin}' is {count}, but its data \
+                         histogram holds {integral} (Combine refuses them too: \"Mismatch in \
+                         normalizations\"; give -1 to take the histogram's)"
+                    )));
+                }
+                observed.push(histogram)
+            }
             None if count < 0.0 => {
                 return Err(Error::InvalidModel(format!(
                     "{origin}: the observation of '{bin}' is -1 (the data histogram's integral), \

@@ -78,6 +78,39 @@ fn external_yields_on_templates_or_template_statistics_are_refused() {
     }
 }
 
+/// A card whose observation disagrees with its data histogram is refused, as Combine refuses
+/// it; -1 takes the histogram's integral.
+#[test]
+fn an_observation_that_is_not_the_data_histograms_is_refused() {
+    let dir = ns_tests::combine_dir().join("data/tutorials/CAT23001");
+    let text = std::fs::read_to_string(dir.join("datacard-2-template-analysis.txt")).unwrap();
+    let files = ns_datacard::ShapeFiles::new(
+        ns_core::FileAccess::Local {
+            base: Some(dir.as_path()),
+        },
+        None,
+    );
+    let build = |observation: &str| {
+        let card = text.replace("observation 85", &format!("observation {observation}"));
+        ns_datacard::model(&ns_datacard::parse(&card, "card.txt").unwrap(), &files)
+    };
+    for wrong in ["850", "1e300", "0"] {
+        let message = build(wrong)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message.contains("Mismatch in normalizations"),
+            "{wrong}: {message}"
+        );
+    }
+    let from_histogram = build("-1").unwrap();
+    assert_eq!(
+        from_histogram.observations,
+        build("85").unwrap().observations
+    );
+}
+
 fn reference() -> Value {
     let text = std::fs::read_to_string(ns_tests::combine_dir().join("reference.json"))
         .expect("../shared/combine/reference.json (the Combine reference corpus)");
