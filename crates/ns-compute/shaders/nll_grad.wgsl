@@ -60,7 +60,8 @@ fn deviance(n: f32, lambda: f32) -> f32 {
 }
 
 // Normsys factor and slope at alpha (ns_core::NormsysTerm::factor_and_derivative): term t's
-// ln_hi, ln_lo and code-4 polynomial.
+// ln_hi, ln_lo and code-4 polynomial; code 5 is CMS Combine's AsymPow, whose ln κ is blended
+// inside |α| < 0.5 (ns_core::NormsysTerm::asympow_log).
 fn normsys(t: u32, alpha: f32) -> vec2<f32> {
     let base = m.normsys + NORMSYS_WORDS * t;
     if (m.normsys_code == 4u && alpha < 1.0 && alpha > -1.0) {
@@ -74,12 +75,53 @@ fn normsys(t: u32, alpha: f32) -> vec2<f32> {
         let slope = p0 + alpha * (2.0 * p1 + alpha * (3.0 * p2 + alpha * (4.0 * p3 + alpha * (5.0 * p4 + alpha * 6.0 * p5))));
         return vec2<f32>(value, slope);
     }
+    if (m.normsys_code == 5u && alpha < 0.5 && alpha > -0.5) {
+        let a = 0.5 * (reals[base] - reals[base + 1u]);
+        let b = 0.5 * (reals[base] + reals[base + 1u]);
+        let x = 2.0 * alpha;
+        let x2 = x * x;
+        let s = x * (x2 * (3.0 * x2 - 10.0) + 15.0) / 8.0;
+        let ds = 15.0 * (x2 - 1.0) * (x2 - 1.0) / 8.0;
+        let log_kappa = a + b * s;
+        let f = exp(alpha * log_kappa);
+        return vec2<f32>(f, f * (log_kappa + 2.0 * alpha * b * ds));
+    }
     if (alpha >= 0.0) {
         let f = exp(alpha * reals[base]);
         return vec2<f32>(f, f * reals[base]);
     }
     let f = exp(-alpha * reals[base + 1u]);
     return vec2<f32>(f, -f * reals[base + 1u]);
+}
+
+// What parameter q's normsys terms read at theta, and its slope: α' = τ(κ^θ − 1) (ROOT's
+// LogNormal), s(θ − 1) (ROOT's Gamma), ln θ or ln(1 + vθ) (CMS Combine's formulas and trG, held
+// at AFFINE_FLOOR), or θ itself.
+fn normsys_input(q: u32, theta: f32) -> vec2<f32> {
+    if (m.has_normsys_input == 0u) {
+        return vec2<f32>(theta, 1.0);
+    }
+    let i = m.normsys_input + NORMSYS_INPUT_WORDS * q;
+    let kind = reals[i];
+    let c = reals[i + 1u];
+    if (kind == 1.0) {
+        let power = pow(reals[i + 2u], theta);
+        return vec2<f32>(c * (power - 1.0), c * power * log(reals[i + 2u]));
+    }
+    if (kind == 2.0) {
+        return vec2<f32>(c * (theta - 1.0), c);
+    }
+    if (kind == 3.0) {
+        return vec2<f32>(log(theta), 1.0 / theta);
+    }
+    if (kind == 4.0) {
+        let factor = 1.0 + c * theta;
+        if (factor < AFFINE_FLOOR) {
+            return vec2<f32>(log(AFFINE_FLOOR), 0.0);
+        }
+        return vec2<f32>(log(factor), c / factor);
+    }
+    return vec2<f32>(theta, 1.0);
 }
 
 // Histosys weights (w_up, w_down, s_up, s_down) at a (ns_core::HistosysWeights::new).
@@ -157,6 +199,292 @@ fn block_word(b: u32, k: u32) -> u32 {
     return ints[m.blocks + BLOCK_WORDS * b + k];
 }
 
+// Where an evaluation's intermediates lie in its scratch area (ns_scratch_stride and the areas
+// of ns_nll_grad_block in nll_grad.cu; the host sizes it with KernelLayout::scratch_doubles_per_block).
+struct Areas {
+    scalar_value: u32,
+    scalar_slope: u32,
+    block_scale: u32,
+    base: u32,
+    product: u32,
+    bin_weight: u32,
+    contrib: u32,
+    // Floored blocks: per entry 1 where raised to the floor; per floored block its
+    // renormalisation and the mean its histosys weights lose.
+    raised: u32,
+    renorm: u32,
+    floor_mean: u32,
+    // Statistical terms: per entry its Poisson multiplier and what its factors owe the terms'
+    // errors; per term STAT_SCRATCH_WORDS values; the evaluation point (analytic θ set).
+    multiplier: u32,
+    factor_weight: u32,
+    term_scratch: u32,
+    point: u32,
+}
+
+fn areas(scratch0: u32) -> Areas {
+    var a: Areas;
+    a.scalar_value = scratch0;
+    a.scalar_slope = a.scalar_value + m.n_scalar;
+    a.block_scale = a.scalar_slope + m.n_scalar;
+    a.base = a.block_scale + m.n_blocks;
+    a.product = a.base + m.n_entries;
+    a.bin_weight = a.product + m.n_entries;
+    a.contrib = a.bin_weight + m.n_main;
+    a.raised = a.contrib + stat_slot0() + m.n_stats;
+    a.renorm = a.raised + select(0u, m.n_entries, m.n_floored > 0u);
+    a.floor_mean = a.renorm + m.n_floored;
+    a.multiplier = a.floor_mean + m.n_floored;
+    a.factor_weight = a.multiplier + select(0u, m.n_entries, m.n_stats > 0u);
+    a.term_scratch = a.factor_weight + select(0u, m.n_entries, m.n_stats > 0u);
+    a.point = a.term_scratch + STAT_SCRATCH_WORDS * m.n_stats;
+    return a;
+}
+
+// The first gradient slot of the statistical terms (after the scalar, histosys, entry-factor,
+// Gaussian and Poisson terms' slots; range-normalised constraints are refused on this device).
+fn stat_slot0() -> u32 {
+    return m.n_scalar + m.n_histosys + m.n_entry_factors + m.n_gauss + m.n_pois;
+}
+
+// Parameter i of the evaluation point: a profiled evaluation's has its analytic θ set.
+fn at_param(a: Areas, p0: u32, i: u32) -> f32 {
+    if (m.profile_analytic != 0u) {
+        return scratch[a.point + i];
+    }
+    return params[p0 + i];
+}
+
+// The width of Gaussian constraint c on its parameter's side of the global observable: below it
+// a two-sided constraint's own (CMS Combine's asymmetric param), `sigma` otherwise.
+fn gauss_side(c: u32, theta: f32, observed: f32, sigma: f32) -> f32 {
+    if (m.has_gauss_sigma_low != 0u && theta < observed) {
+        return reals[m.gauss_sigma_low + c];
+    }
+    return sigma;
+}
+
+// ROOT's semantics: whether block b's product of normsys factors is at or below zero, where
+// ROOT clips it and the block yields nothing.
+fn clipped_normsys(a: Areas, b: u32) -> bool {
+    if (m.clip_sample_yields == 0u) {
+        return false;
+    }
+    var normsys = 1.0;
+    for (var k = block_word(b, 3u); k < block_word(b, 4u); k++) {
+        if (ints[m.scalar_normsys + k] != LINEAR) {
+            normsys *= scratch[a.scalar_value + k];
+        }
+    }
+    return normsys <= 0.0;
+}
+
+// Block b's morphed yields, floored block k (CMS Combine's templates; ns_floor_block): its
+// first `active_bins` bins raised to the floor and renormalised to the total where one is given, or,
+// logarithmic, exponentiated and renormalised, then floored. Each raised bin is marked.
+fn floor_block(a: Areas, b: u32, k: u32) {
+    let fv = m.floor_values + FLOOR_WORDS * k;
+    let floor = reals[fv];
+    let total = reals[fv + 1u];
+    let active_bins = u32(reals[fv + 2u]);
+    let e0 = block_word(b, 2u);
+    for (var i = active_bins; i < block_word(b, 1u); i++) {
+        scratch[a.raised + e0 + i] = 0.0;
+    }
+    var sum = 0.0;
+    if (reals[fv + 3u] != 0.0) {
+        for (var i = 0u; i < active_bins; i++) {
+            let v = exp(scratch[a.base + e0 + i]);
+            scratch[a.base + e0 + i] = v;
+            sum += v;
+        }
+        let scale = select(total, sum, total < 0.0) / sum;
+        scratch[a.renorm + k] = scale;
+        for (var i = 0u; i < active_bins; i++) {
+            let v = scratch[a.base + e0 + i] * scale;
+            scratch[a.raised + e0 + i] = select(0.0, 1.0, v < floor);
+            scratch[a.base + e0 + i] = select(v, floor, v < floor);
+        }
+        return;
+    }
+    for (var i = 0u; i < active_bins; i++) {
+        let low = scratch[a.base + e0 + i] < floor;
+        scratch[a.raised + e0 + i] = select(0.0, 1.0, low);
+        if (low) {
+            scratch[a.base + e0 + i] = floor;
+        }
+        sum += scratch[a.base + e0 + i];
+    }
+    scratch[a.renorm + k] = 1.0;
+    if (total >= 0.0) {
+        let scale = total / sum;
+        scratch[a.renorm + k] = scale;
+        for (var i = 0u; i < active_bins; i++) {
+            scratch[a.base + e0 + i] *= scale;
+        }
+    }
+}
+
+// The weight of entry e (of block b, floored block k or NONE) in its histosys sums: its bin's
+// weight times its entry factors (and Poisson statistical multiplier), with the block's scale
+// where floored; zero where clipped. With `with_mean`, a floored block's weights are those of its
+// yields after the floor and renormalisation (ns_histosys_weight).
+fn histosys_weight(a: Areas, b: u32, e: u32, k: u32, with_mean: bool) -> f32 {
+    var w = scratch[a.bin_weight + block_word(b, 0u) + (e - block_word(b, 2u))] * scratch[a.product + e];
+    if (m.n_stats > 0u) {
+        w *= scratch[a.multiplier + e];
+    }
+    if (k != NONE) {
+        w *= scratch[a.block_scale + b];
+    }
+    if (m.clip_sample_yields != 0u && scratch[a.base + e] == 0.0) {
+        w = 0.0;
+    }
+    if (k == NONE || !with_mean) {
+        return w;
+    }
+    let raised = scratch[a.raised + e] != 0.0;
+    let mean = scratch[a.floor_mean + k];
+    if (reals[m.floor_values + FLOOR_WORDS * k + 3u] != 0.0) {
+        return scratch[a.base + e] * (select(w, 0.0, raised) - mean);
+    }
+    return select((w - mean) * scratch[a.renorm + k], 0.0, raised);
+}
+
+// The root of CMS Combine's analytic Barlow–Beeston (ns_analytic_root): θ minimising the bin's
+// Poisson term and θ's unit Gaussian given the yield mu without θ·E, the error E, the count n
+// and the global observable g, clamped to [low, high]; (θ, 1 where clamped, 1 where found).
+fn analytic_root(mu: f32, error: f32, n: f32, g: f32, low: f32, high: f32) -> vec3<f32> {
+    if (!(error > 0.0)) {
+        return vec3<f32>(0.0);
+    }
+    let b = error + mu / error - g;
+    let c = mu - n - (mu / error) * g;
+    let discriminant = b * b - 4.0 * c;
+    if (discriminant < 0.0) {
+        return vec3<f32>(0.0);
+    }
+    let q = -0.5 * (b + select(-1.0, 1.0, b >= 0.0) * sqrt(discriminant));
+    var root = 0.0;
+    if (q != 0.0) {
+        root = max(q, c / q);
+    }
+    if (!(abs(root) <= 3.0e38)) {
+        return vec3<f32>(0.0);
+    }
+    return vec3<f32>(min(max(root, low), high), select(1.0, 0.0, root >= low && root <= high), 1.0);
+}
+
+// Main bin b's statistical terms in term order (CMS Combine's autoMCStats; ns_stats_forward)
+// added to its yield: a Poisson term multiplies its entry by θ/n, a Gaussian adds θ·E with
+// E = √Σ(F_e σ_e)². In a profiled evaluation an analytic θ is set to its minimum given the rest
+// (into the point). A bin with terms is floored at BIN_STAT_FLOOR. (yield, 1 where floored).
+fn stats_forward(a: Areas, b: u32, lambda0: f32, p0: u32, n: f32, aux0: u32) -> vec2<f32> {
+    let k0 = ints[m.stat_bin_start + b];
+    let k1 = ints[m.stat_bin_start + b + 1u];
+    if (k0 == k1) {
+        return vec2<f32>(lambda0, 0.0);
+    }
+    var lambda = lambda0;
+    for (var k = k0; k < k1; k++) {
+        let t = ints[m.stat_terms + k];
+        let s0 = ints[m.stat_entry_start + t];
+        let v = m.stat_values + STAT_WORDS * t;
+        let param = ints[m.stat_param + t];
+        var theta = params[p0 + param];
+        if (reals[v] >= 0.0) {
+            let e = ints[m.stat_entries + s0];
+            let multiplier = theta / reals[v];
+            scratch[a.multiplier + e] = multiplier;
+            lambda += (multiplier - 1.0) * (scratch[a.block_scale + ints[m.entry_block + e]] * scratch[a.product + e]) * scratch[a.base + e];
+            continue;
+        }
+        var sum = 0.0;
+        for (var s = s0; s < ints[m.stat_entry_start + t + 1u]; s++) {
+            let e = ints[m.stat_entries + s];
+            let error = (scratch[a.block_scale + ints[m.entry_block + e]] * scratch[a.product + e]) * reals[m.stat_sigma + s];
+            sum += error * error;
+        }
+        let ts = a.term_scratch + STAT_SCRATCH_WORDS * t;
+        let error = sqrt(sum);
+        scratch[ts] = error;
+        scratch[ts + 1u] = lambda;
+        scratch[ts + 2u] = 0.0;
+        scratch[ts + 3u] = 0.0;
+        scratch[ts + 4u] = 0.0;
+        let aux = ints[m.stat_aux + t];
+        if (m.profile_analytic != 0u && aux != NONE) {
+            let r = analytic_root(lambda, error, n, data[aux0 + aux], reals[v + 1u], reals[v + 2u]);
+            if (r.z != 0.0) {
+                theta = r.x;
+                scratch[a.point + param] = theta;
+                scratch[ts + 2u] = r.y;
+            }
+        }
+        lambda += theta * error;
+    }
+    let floored = lambda < BIN_STAT_FLOOR;
+    return vec2<f32>(select(lambda, BIN_STAT_FLOOR, floored), select(0.0, 1.0, floored));
+}
+
+// Main bin b's statistical terms backward from its weight d NLL / d ν (ns_stats_backward): in a
+// profiled evaluation each analytic θ* moves with μ and E (the μ part joins the bin's weight,
+// returned); then each term's gradient slot and what its entries' factors owe.
+fn stats_backward(a: Areas, b: u32, weight0: f32, p0: u32, aux0: u32) -> f32 {
+    let k0 = ints[m.stat_bin_start + b];
+    let k1 = ints[m.stat_bin_start + b + 1u];
+    var weight = weight0;
+    if (m.profile_analytic != 0u) {
+        for (var k = k0; k < k1; k++) {
+            let t = ints[m.stat_terms + k];
+            let ts = a.term_scratch + STAT_SCRATCH_WORDS * t;
+            let error = scratch[ts];
+            let mu = scratch[ts + 1u];
+            let aux = ints[m.stat_aux + t];
+            if (aux == NONE || !(error > 0.0) || scratch[ts + 2u] != 0.0) {
+                continue;
+            }
+            let g = data[aux0 + aux];
+            let theta = at_param(a, p0, ints[m.stat_param + t]);
+            let owed = weight * error + (theta - g);
+            let slope = 2.0 * theta + error + mu / error - g;
+            if (owed == 0.0 || slope == 0.0) {
+                continue;
+            }
+            let by_mu = -(theta / error + 1.0 - g / error) / slope;
+            let by_error = -(theta * (1.0 - mu / (error * error)) + g * mu / (error * error)) / slope;
+            scratch[ts + 3u] = owed * by_mu;
+            scratch[ts + 4u] = owed * by_error;
+            weight += owed * by_mu;
+        }
+    }
+    let slot0 = a.contrib + stat_slot0();
+    for (var k = k0; k < k1; k++) {
+        let t = ints[m.stat_terms + k];
+        let s0 = ints[m.stat_entry_start + t];
+        let count = reals[m.stat_values + STAT_WORDS * t];
+        if (count >= 0.0) {
+            let e = ints[m.stat_entries + s0];
+            scratch[slot0 + t] = weight * (scratch[a.block_scale + ints[m.entry_block + e]] * scratch[a.product + e]) * scratch[a.base + e] / count;
+            continue;
+        }
+        let ts = a.term_scratch + STAT_SCRATCH_WORDS * t;
+        // The bin's weight less what θ*'s move with μ added to it.
+        let w = weight - scratch[ts + 3u];
+        let error = scratch[ts];
+        scratch[slot0 + t] = w * error;
+        if (error > 0.0) {
+            let outer = (w * at_param(a, p0, ints[m.stat_param + t]) + scratch[ts + 4u]) / error;
+            for (var s = s0; s < ints[m.stat_entry_start + t + 1u]; s++) {
+                let e = ints[m.stat_entries + s];
+                let sigma = reals[m.stat_sigma + s];
+                scratch[a.factor_weight + e] += outer * (scratch[a.block_scale + ints[m.entry_block + e]] * scratch[a.product + e]) * sigma * sigma;
+            }
+        }
+    }
+    return weight;
+}
+
 @compute @workgroup_size(THREADS)
 fn nll_grad(@builtin(local_invocation_index) tid: u32,
             @builtin(workgroup_id) wid: vec3<u32>,
@@ -168,230 +496,323 @@ fn nll_grad(@builtin(local_invocation_index) tid: u32,
 
 // Evaluation ev by the whole workgroup (call in uniform control flow): the parameters of row
 // ev against dataset eval_dataset[ev], into row ev of `result`; its intermediates in scratch
-// from `scratch0`.
+// from `scratch0`. The phases pass values through `scratch` (storage) and `red` (workgroup),
+// with a storage and a workgroup barrier between them.
 fn evaluate(ev: u32, tid: u32, scratch0: u32) {
-    // Scratch layout (ns_scratch_stride in nll_grad.cu).
-    let scalar_value = scratch0;
-    let scalar_slope = scalar_value + m.n_scalar;
-    let block_scale = scalar_slope + m.n_scalar;
-    let base = block_scale + m.n_blocks;
-    let product = base + m.n_entries;
-    let bin_weight = product + m.n_entries;
-    let contrib = bin_weight + m.n_main;
+    let a = areas(scratch0);
     let histosys_slot0 = m.n_scalar;
     let entry_slot0 = histosys_slot0 + m.n_histosys;
     let gauss_slot0 = entry_slot0 + m.n_entry_factors;
     let pois_slot0 = gauss_slot0 + m.n_gauss;
     let np = m.n_params;
-
-    {
-        let p0 = ev * np;
-        let s0 = ev * m.n_signal;
-        let d = eval_dataset[ev];
-        let obs0 = d * (m.n_main + m.n_aux);
-        let aux0 = obs0 + m.n_main;
-
-        // 1. Scalar factors.
-        for (var k = tid; k < m.n_scalar; k += THREADS) {
-            let theta = params[p0 + ints[m.scalar_param + k]];
-            let term = ints[m.scalar_normsys + k];
-            if (term == LINEAR) {
-                scratch[scalar_value + k] = theta;
-                scratch[scalar_slope + k] = 1.0;
-            } else {
-                let f = normsys(term, theta);
-                scratch[scalar_value + k] = f.x;
-                scratch[scalar_slope + k] = f.y;
-            }
+    let p0 = ev * np;
+    let s0 = ev * m.n_signal;
+    let d = eval_dataset[ev];
+    let obs0 = d * (m.n_main + m.n_aux);
+    let aux0 = obs0 + m.n_main;
+    if (m.profile_analytic != 0u) {
+        for (var i = tid; i < np; i += THREADS) {
+            scratch[a.point + i] = params[p0 + i];
         }
-        // The phases pass values through `scratch` (storage) and `red` (workgroup).
-        storageBarrier();
-        workgroupBarrier();
+    }
 
-        // 2. Per-sample scale, per-entry base yield and entry-factor product.
-        for (var b = tid; b < m.n_blocks; b += THREADS) {
-            var scale = 1.0;
+    // 1. Scalar factors.
+    for (var k = tid; k < m.n_scalar; k += THREADS) {
+        let q = ints[m.scalar_param + k];
+        let term = ints[m.scalar_normsys + k];
+        if (term == LINEAR) {
+            scratch[a.scalar_value + k] = params[p0 + q];
+            scratch[a.scalar_slope + k] = 1.0;
+        } else {
+            let input = normsys_input(q, params[p0 + q]);
+            let f = normsys(term, input.x);
+            scratch[a.scalar_value + k] = f.x;
+            scratch[a.scalar_slope + k] = f.y * input.y;
+        }
+    }
+    storageBarrier();
+    workgroupBarrier();
+
+    // 2. Per-sample scale, per-entry base yield and entry-factor product.
+    for (var b = tid; b < m.n_blocks; b += THREADS) {
+        var scale = 0.0;
+        if (!clipped_normsys(a, b)) {
+            scale = 1.0;
             for (var k = block_word(b, 3u); k < block_word(b, 4u); k++) {
-                scale *= scratch[scalar_value + k];
+                scale *= scratch[a.scalar_value + k];
             }
-            scratch[block_scale + b] = scale;
         }
-        for (var e = tid; e < m.n_entries; e += THREADS) {
-            let b = ints[m.entry_block + e];
-            let h0 = block_word(b, 5u);
-            let nh = block_word(b, 6u) - h0;
-            let row0 = block_word(b, 7u) + (e - block_word(b, 2u)) * 2u * nh;
-            // An external entry: its yield from the signal row, its deltas against the fixed
-            // templates (Δup = hi − s, Δdown = s − lo).
-            let ext = signal_index(e);
-            var sv = 0.0;
-            var acc = reals[m.nominal + e];
+        scratch[a.block_scale + b] = scale;
+    }
+    for (var e = tid; e < m.n_entries; e += THREADS) {
+        let b = ints[m.entry_block + e];
+        let h0 = block_word(b, 5u);
+        let nh = block_word(b, 6u) - h0;
+        let row0 = block_word(b, 7u) + (e - block_word(b, 2u)) * 2u * nh;
+        // An external entry: its yield from the signal row, its deltas against the fixed
+        // templates (Δup = hi − s, Δdown = s − lo).
+        let ext = signal_index(e);
+        var sv = 0.0;
+        var acc = reals[m.nominal + e];
+        if (ext != NONE) {
+            sv = signal[s0 + ext];
+            acc = sv;
+        }
+        for (var j = 0u; j < nh; j++) {
+            let w = histosys_weights(params[p0 + ints[m.histosys_param + h0 + j]]);
+            var up = reals[m.histosys_delta + row0 + 2u * j];
+            var down = reals[m.histosys_delta + row0 + 2u * j + 1u];
             if (ext != NONE) {
-                sv = signal[s0 + ext];
-                acc = sv;
+                up = reals[m.templates + row0 + 2u * j] - sv;
+                down = sv - reals[m.templates + row0 + 2u * j + 1u];
             }
-            for (var j = 0u; j < nh; j++) {
-                let w = histosys_weights(params[p0 + ints[m.histosys_param + h0 + j]]);
-                var up = reals[m.histosys_delta + row0 + 2u * j];
-                var down = reals[m.histosys_delta + row0 + 2u * j + 1u];
-                if (ext != NONE) {
-                    up = reals[m.templates + row0 + 2u * j] - sv;
-                    down = sv - reals[m.templates + row0 + 2u * j + 1u];
-                }
-                acc += w.x * up + w.y * down;
-            }
-            scratch[base + e] = acc;
-            var prod = 1.0;
-            for (var f = ints[m.entry_factor_start + e]; f < ints[m.entry_factor_start + e + 1u]; f++) {
-                prod *= params[p0 + ints[m.entry_factor_param + f]];
-            }
-            scratch[product + e] = prod;
+            acc += w.x * up + w.y * down;
         }
-        // The phases pass values through `scratch` (storage) and `red` (workgroup).
-        storageBarrier();
-        workgroupBarrier();
-
-        // 3. Expected data, the NLL terms and d NLL / d expected.
-        var local = 0.0;
-        for (var b = tid; b < m.n_main; b += THREADS) {
-            var lambda = 0.0;
-            for (var i = ints[m.bin_entry_start + b]; i < ints[m.bin_entry_start + b + 1u]; i++) {
-                let e = ints[m.bin_entries + i];
-                lambda += scratch[base + e] * scratch[block_scale + ints[m.entry_block + e]] * scratch[product + e];
-            }
-            let n = data[obs0 + b];
-            local += deviance(n, lambda);
-            scratch[bin_weight + b] = select(1.0 - n / lambda, 1.0, n == 0.0);
+        // ROOT's semantics: a sample's yield is clipped at zero (one without histosys terms
+        // was clipped once in the model, as on the CPU).
+        if (m.clip_sample_yields != 0u && nh > 0u && acc < 0.0) {
+            acc = 0.0;
         }
-        for (var c = tid; c < m.n_gauss; c += THREADS) {
-            let sigma = gauss_sigma(c, s0);
-            let pull = (data[aux0 + ints[m.gauss_aux + c]] - params[p0 + ints[m.gauss_param + c]]) / sigma;
-            local += 0.5 * pull * pull;
-            if (m.width_terms != 0u && sigma != reals[m.gauss_sigma + c]) {
-                local += log(sigma / reals[m.gauss_sigma + c]);
-            }
+        scratch[a.base + e] = acc;
+        var prod = 1.0;
+        for (var f = ints[m.entry_factor_start + e]; f < ints[m.entry_factor_start + e + 1u]; f++) {
+            prod *= params[p0 + ints[m.entry_factor_param + f]];
         }
-        for (var c = tid; c < m.n_pois; c += THREADS) {
-            local += deviance(data[aux0 + ints[m.pois_aux + c]], params[p0 + ints[m.pois_param + c]] * reals[m.pois_tau + c]);
+        scratch[a.product + e] = prod;
+        if (m.n_stats > 0u) {
+            scratch[a.multiplier + e] = 1.0;
+            scratch[a.factor_weight + e] = 0.0;
         }
-        let nll = workgroup_sum(local, tid);
-
-        // 4. Gradient contributions, one slot per term.
+    }
+    storageBarrier();
+    workgroupBarrier();
+    if (m.n_floored > 0u) {
+        // As the CPU, only a block with histosys terms is floored.
         for (var b = tid; b < m.n_blocks; b += THREADS) {
-            let k0 = block_word(b, 3u);
-            let k1 = block_word(b, 4u);
-            if (k1 == k0) {
-                continue;
-            }
-            var unscaled = 0.0;
-            for (var i = 0u; i < block_word(b, 1u); i++) {
-                let e = block_word(b, 2u) + i;
-                unscaled += scratch[bin_weight + block_word(b, 0u) + i] * scratch[product + e] * scratch[base + e];
-            }
-            // Product rule without division: suffix products into the block's own slots first,
-            // then one forward pass with the prefix product.
-            var suffix = 1.0;
-            for (var k = k1; k > k0; k--) {
-                suffix *= scratch[scalar_value + k - 1u];
-                scratch[contrib + k - 1u] = suffix;
-            }
-            var prefix = 1.0;
-            for (var k = k0; k < k1; k++) {
-                let after = select(1.0, scratch[contrib + k + 1u], k + 1u < k1);
-                let value = scratch[scalar_value + k];
-                scratch[contrib + k] = unscaled * prefix * after * scratch[scalar_slope + k];
-                prefix *= value;
+            let k = ints[m.floor_block + b];
+            if (k != NONE && block_word(b, 6u) > block_word(b, 5u)) {
+                floor_block(a, b, k);
             }
         }
-        for (var h = tid; h < m.n_histosys; h += THREADS) {
-            let b = ints[m.histosys_block + h];
-            let j = h - block_word(b, 5u);
-            let nh = block_word(b, 6u) - block_word(b, 5u);
-            let col = block_word(b, 7u) + 2u * j;
-            // A sample block is external as a whole.
-            let ext = signal_index(block_word(b, 2u)) != NONE;
-            var sum_up = 0.0;
-            var sum_down = 0.0;
-            for (var i = 0u; i < block_word(b, 1u); i++) {
-                let w = scratch[bin_weight + block_word(b, 0u) + i] * scratch[product + block_word(b, 2u) + i];
-                var up = reals[m.histosys_delta + col + i * 2u * nh];
-                var down = reals[m.histosys_delta + col + i * 2u * nh + 1u];
-                if (ext) {
-                    let sv = signal[s0 + signal_index(block_word(b, 2u) + i)];
-                    up = reals[m.templates + col + i * 2u * nh] - sv;
-                    down = sv - reals[m.templates + col + i * 2u * nh + 1u];
-                }
-                sum_up += w * up;
-                sum_down += w * down;
-            }
-            let hw = histosys_weights(params[p0 + ints[m.histosys_param + h]]);
-            scratch[contrib + histosys_slot0 + h] = scratch[block_scale + b] * (hw.z * sum_up + hw.w * sum_down);
-        }
-        for (var e = tid; e < m.n_entries; e += THREADS) {
-            let f0 = ints[m.entry_factor_start + e];
-            let f1 = ints[m.entry_factor_start + e + 1u];
-            if (f1 == f0) {
-                continue;
-            }
-            let b = ints[m.entry_block + e];
-            let outer = scratch[bin_weight + block_word(b, 0u) + (e - block_word(b, 2u))] * scratch[base + e] * scratch[block_scale + b];
-            for (var f = f0; f < f1; f++) {
-                var others = 1.0;
-                for (var g = f0; g < f1; g++) {
-                    if (g != f) {
-                        others *= params[p0 + ints[m.entry_factor_param + g]];
-                    }
-                }
-                scratch[contrib + entry_slot0 + f] = outer * others;
-            }
-        }
-        for (var c = tid; c < m.n_gauss; c += THREADS) {
-            let s = gauss_sigma(c, s0);
-            scratch[contrib + gauss_slot0 + c] = (params[p0 + ints[m.gauss_param + c]] - data[aux0 + ints[m.gauss_aux + c]]) / (s * s);
-        }
-        for (var c = tid; c < m.n_pois; c += THREADS) {
-            let observed = data[aux0 + ints[m.pois_aux + c]];
-            let tau = reals[m.pois_tau + c];
-            scratch[contrib + pois_slot0 + c] = select(tau - observed / params[p0 + ints[m.pois_param + c]], tau, observed == 0.0);
-        }
-        // The phases pass values through `scratch` (storage) and `red` (workgroup).
-        storageBarrier();
-        workgroupBarrier();
-
-        // 5. Gather: each parameter sums its slots in ascending order, one thread per parameter.
-        let r0 = ev * (1u + np + m.n_signal);
-        // ∂NLL/∂s, in the order of ExternalSignal::gradient: through the expected count (slope of
-        // the entry in its nominal, times ∂NLL/∂λ of its bin), then through each staterror width.
-        for (var i = tid; i < m.n_signal; i += THREADS) {
-            let e = ints[m.signal_entry + i];
-            let b = ints[m.entry_block + e];
-            var slope = 1.0;
-            for (var h = block_word(b, 5u); h < block_word(b, 6u); h++) {
-                let w = histosys_weights(params[p0 + ints[m.histosys_param + h]]);
-                slope += w.y - w.x;
-            }
-            var d = scratch[block_scale + b] * scratch[product + e] * slope * scratch[bin_weight + block_word(b, 0u) + (e - block_word(b, 2u))];
-            for (var k = ints[m.signal_link_start + i]; k < ints[m.signal_link_start + i + 1u]; k++) {
-                let l = ints[m.signal_links + k];
-                let c = ints[m.link_gauss + l];
-                let sigma = gauss_sigma(c, s0);
-                let pull = (data[aux0 + ints[m.gauss_aux + c]] - params[p0 + ints[m.gauss_param + c]]) / sigma;
-                d += (1.0 - pull * pull) / sigma * (-sigma * sigma / reals[m.link_absolute + l]);
-            }
-            result[r0 + 1u + np + i] = d;
-        }
-        for (var q = tid; q < np; q += THREADS) {
-            var sum = 0.0;
-            for (var s = ints[m.param_slot_start + q]; s < ints[m.param_slot_start + q + 1u]; s++) {
-                sum += scratch[contrib + ints[m.param_slots + s]];
-            }
-            result[r0 + 1u + q] = sum;
-        }
-        if (tid == 0u) {
-            result[r0] = nll;
-        }
-        // The phases pass values through `scratch` (storage) and `red` (workgroup).
         storageBarrier();
         workgroupBarrier();
     }
+
+    // 3. Expected data, the NLL terms and d NLL / d expected.
+    var local = 0.0;
+    for (var b = tid; b < m.n_main; b += THREADS) {
+        var lambda = 0.0;
+        for (var i = ints[m.bin_entry_start + b]; i < ints[m.bin_entry_start + b + 1u]; i++) {
+            let e = ints[m.bin_entries + i];
+            lambda += scratch[a.base + e] * scratch[a.block_scale + ints[m.entry_block + e]] * scratch[a.product + e];
+        }
+        let n = data[obs0 + b];
+        var floored = false;
+        if (m.n_stats > 0u) {
+            let forward = stats_forward(a, b, lambda, p0, n, aux0);
+            lambda = forward.x;
+            floored = forward.y != 0.0;
+        }
+        local += deviance(n, lambda);
+        var weight = select(1.0 - n / lambda, 1.0, n == 0.0);
+        if (floored) {
+            weight = 0.0;
+        }
+        if (m.n_stats > 0u) {
+            weight = stats_backward(a, b, weight, p0, aux0);
+        }
+        scratch[a.bin_weight + b] = weight;
+    }
+    // The evaluation point: a profiled evaluation's has the analytic parameters at their minimum.
+    if (m.profile_analytic != 0u) {
+        storageBarrier();
+        workgroupBarrier();
+    }
+    for (var c = tid; c < m.n_gauss; c += THREADS) {
+        let sigma = gauss_sigma(c, s0);
+        let observed = data[aux0 + ints[m.gauss_aux + c]];
+        let theta = at_param(a, p0, ints[m.gauss_param + c]);
+        let pull = (observed - theta) / gauss_side(c, theta, observed, sigma);
+        local += 0.5 * pull * pull;
+        if (m.width_terms != 0u && sigma != reals[m.gauss_sigma + c]) {
+            local += log(sigma / reals[m.gauss_sigma + c]);
+        }
+    }
+    for (var c = tid; c < m.n_pois; c += THREADS) {
+        local += deviance(data[aux0 + ints[m.pois_aux + c]], params[p0 + ints[m.pois_param + c]] * reals[m.pois_tau + c]);
+    }
+    let nll = workgroup_sum(local, tid);
+
+    // 4. Gradient contributions, one slot per term. A floored block's histosys weights lose the
+    // mean of its renormalisation (logarithmic: of its exponentiation) first.
+    if (m.n_floored > 0u) {
+        for (var b = tid; b < m.n_blocks; b += THREADS) {
+            let k = ints[m.floor_block + b];
+            if (k == NONE || block_word(b, 6u) == block_word(b, 5u)) {
+                continue;
+            }
+            let total = reals[m.floor_values + FLOOR_WORDS * k + 1u];
+            let logarithmic = reals[m.floor_values + FLOOR_WORDS * k + 3u] != 0.0;
+            var sum = 0.0;
+            for (var i = 0u; i < block_word(b, 1u); i++) {
+                let e = block_word(b, 2u) + i;
+                let w = histosys_weight(a, b, e, k, false);
+                sum += select(w, 0.0, logarithmic && scratch[a.raised + e] != 0.0) * scratch[a.base + e];
+            }
+            scratch[a.floor_mean + k] = select(0.0, sum / total, logarithmic || total >= 0.0);
+        }
+        storageBarrier();
+        workgroupBarrier();
+    }
+    for (var b = tid; b < m.n_blocks; b += THREADS) {
+        let k0 = block_word(b, 3u);
+        let k1 = block_word(b, 4u);
+        if (k1 == k0) {
+            continue;
+        }
+        if (clipped_normsys(a, b)) {
+            // Flat where clipped: neither the normsys nor the linear factors move the yields.
+            for (var k = k0; k < k1; k++) {
+                scratch[a.contrib + k] = 0.0;
+            }
+            continue;
+        }
+        var unscaled = 0.0;
+        for (var i = 0u; i < block_word(b, 1u); i++) {
+            let e = block_word(b, 2u) + i;
+            var w = scratch[a.bin_weight + block_word(b, 0u) + i] * scratch[a.product + e];
+            if (m.n_stats > 0u) {
+                w *= scratch[a.multiplier + e];
+                // What the statistical terms' errors owe the block's factors (through F_e).
+                unscaled += scratch[a.factor_weight + e] * scratch[a.product + e];
+            }
+            unscaled += w * scratch[a.base + e];
+        }
+        // Product rule without division: suffix products into the block's own slots first,
+        // then one forward pass with the prefix product.
+        var suffix = 1.0;
+        for (var k = k1; k > k0; k--) {
+            suffix *= scratch[a.scalar_value + k - 1u];
+            scratch[a.contrib + k - 1u] = suffix;
+        }
+        var prefix = 1.0;
+        for (var k = k0; k < k1; k++) {
+            let after = select(1.0, scratch[a.contrib + k + 1u], k + 1u < k1);
+            let value = scratch[a.scalar_value + k];
+            scratch[a.contrib + k] = unscaled * prefix * after * scratch[a.scalar_slope + k];
+            prefix *= value;
+        }
+    }
+    for (var h = tid; h < m.n_histosys; h += THREADS) {
+        let b = ints[m.histosys_block + h];
+        let j = h - block_word(b, 5u);
+        let nh = block_word(b, 6u) - block_word(b, 5u);
+        let col = block_word(b, 7u) + 2u * j;
+        // A sample block is external as a whole.
+        let ext = signal_index(block_word(b, 2u)) != NONE;
+        var k = NONE;
+        if (m.n_floored > 0u) {
+            k = ints[m.floor_block + b];
+        }
+        var sum_up = 0.0;
+        var sum_down = 0.0;
+        for (var i = 0u; i < block_word(b, 1u); i++) {
+            let e = block_word(b, 2u) + i;
+            // A clipped yield does not move with its histosys parameters.
+            if (m.clip_sample_yields != 0u && scratch[a.base + e] == 0.0) {
+                continue;
+            }
+            let w = histosys_weight(a, b, e, k, true);
+            var up = reals[m.histosys_delta + col + i * 2u * nh];
+            var down = reals[m.histosys_delta + col + i * 2u * nh + 1u];
+            if (ext) {
+                let sv = signal[s0 + signal_index(e)];
+                up = reals[m.templates + col + i * 2u * nh] - sv;
+                down = sv - reals[m.templates + col + i * 2u * nh + 1u];
+            }
+            sum_up += w * up;
+            sum_down += w * down;
+        }
+        let hw = histosys_weights(params[p0 + ints[m.histosys_param + h]]);
+        // A floored block's weights carry its scale.
+        let scale = select(1.0, scratch[a.block_scale + b], k == NONE);
+        scratch[a.contrib + histosys_slot0 + h] = scale * (hw.z * sum_up + hw.w * sum_down);
+    }
+    for (var e = tid; e < m.n_entries; e += THREADS) {
+        let f0 = ints[m.entry_factor_start + e];
+        let f1 = ints[m.entry_factor_start + e + 1u];
+        if (f1 == f0) {
+            continue;
+        }
+        let b = ints[m.entry_block + e];
+        var weight = scratch[a.bin_weight + block_word(b, 0u) + (e - block_word(b, 2u))] * scratch[a.base + e];
+        if (m.n_stats > 0u) {
+            weight = weight * scratch[a.multiplier + e] + scratch[a.factor_weight + e];
+        }
+        let outer = weight * scratch[a.block_scale + b];
+        for (var f = f0; f < f1; f++) {
+            var others = 1.0;
+            for (var g = f0; g < f1; g++) {
+                if (g != f) {
+                    others *= params[p0 + ints[m.entry_factor_param + g]];
+                }
+            }
+            scratch[a.contrib + entry_slot0 + f] = outer * others;
+        }
+    }
+    for (var c = tid; c < m.n_gauss; c += THREADS) {
+        let observed = data[aux0 + ints[m.gauss_aux + c]];
+        let theta = at_param(a, p0, ints[m.gauss_param + c]);
+        let s = gauss_side(c, theta, observed, gauss_sigma(c, s0));
+        scratch[a.contrib + gauss_slot0 + c] = (theta - observed) / (s * s);
+    }
+    for (var c = tid; c < m.n_pois; c += THREADS) {
+        let observed = data[aux0 + ints[m.pois_aux + c]];
+        let tau = reals[m.pois_tau + c];
+        scratch[a.contrib + pois_slot0 + c] = select(tau - observed / params[p0 + ints[m.pois_param + c]], tau, observed == 0.0);
+    }
+    storageBarrier();
+    workgroupBarrier();
+
+    // 5. Gather: each parameter sums its slots in ascending order, one thread per parameter.
+    let r0 = ev * (1u + np + m.n_signal);
+    // ∂NLL/∂s, in the order of ExternalSignal::gradient: through the expected count (slope of
+    // the entry in its nominal, times ∂NLL/∂λ of its bin), then through each staterror width.
+    for (var i = tid; i < m.n_signal; i += THREADS) {
+        let e = ints[m.signal_entry + i];
+        let b = ints[m.entry_block + e];
+        var slope = 1.0;
+        for (var h = block_word(b, 5u); h < block_word(b, 6u); h++) {
+            let w = histosys_weights(params[p0 + ints[m.histosys_param + h]]);
+            slope += w.y - w.x;
+        }
+        if (m.clip_sample_yields != 0u && scratch[a.base + e] == 0.0) {
+            slope = 0.0;
+        }
+        var d = scratch[a.block_scale + b] * scratch[a.product + e] * slope * scratch[a.bin_weight + block_word(b, 0u) + (e - block_word(b, 2u))];
+        for (var k = ints[m.signal_link_start + i]; k < ints[m.signal_link_start + i + 1u]; k++) {
+            let l = ints[m.signal_links + k];
+            let c = ints[m.link_gauss + l];
+            let sigma = gauss_sigma(c, s0);
+            let pull = (data[aux0 + ints[m.gauss_aux + c]] - params[p0 + ints[m.gauss_param + c]]) / sigma;
+            d += (1.0 - pull * pull) / sigma * (-sigma * sigma / reals[m.link_absolute + l]);
+        }
+        result[r0 + 1u + np + i] = d;
+    }
+    for (var q = tid; q < np; q += THREADS) {
+        var sum = 0.0;
+        for (var s = ints[m.param_slot_start + q]; s < ints[m.param_slot_start + q + 1u]; s++) {
+            sum += scratch[a.contrib + ints[m.param_slots + s]];
+        }
+        // A profiled evaluation does not move the parameters it sets.
+        if (m.profile_analytic != 0u && ints[m.param_analytic + q] != 0u) {
+            sum = 0.0;
+        }
+        result[r0 + 1u + q] = sum;
+    }
+    if (tid == 0u) {
+        result[r0] = nll;
+    }
+    storageBarrier();
+    workgroupBarrier();
 }

@@ -523,9 +523,11 @@ where
             }
         }
         #[cfg(feature = "wgpu")]
-        Device::Vulkan | Device::Metal => {
-            Box::new(crate::wgpu::WgpuBackend::new(model.borrow(), device)?)
-        }
+        Device::Vulkan | Device::Metal => Box::new(crate::wgpu::WgpuBackend::new(
+            model.borrow(),
+            device,
+            objective,
+        )?),
         #[cfg(not(feature = "wgpu"))]
         Device::Vulkan | Device::Metal => {
             return Err(Error::Device(format!(

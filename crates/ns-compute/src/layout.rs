@@ -31,35 +31,14 @@ pub(crate) const STAT_SCRATCH_WORDS: usize = 5;
 pub(crate) const NORMSYS_INPUT_WORDS: usize = 3;
 
 /// Refuse, by name, a model with terms the f32 kernels (Vulkan, Metal) do not evaluate yet:
-/// ROOT's clipped sample yields and range-normalised constraints (HistFactory XML read with
-/// ROOT's semantics). CUDA evaluates them.
+/// constraints normalised over their global observable's range (ROOT's semantics for HistFactory
+/// XML; their normalisation needs erfc and lgamma, which WGSL lacks). CUDA evaluates them.
 pub fn check_f32_device_terms(m: &CompiledModel) -> ns_core::Result<()> {
-    if m.codes.normsys == NormsysCode::AsymPow {
+    if !m.gaussian_ranges.is_empty() || !m.poisson_ranges.is_empty() {
         return Err(ns_core::Error::Device(
-            "this model has CMS Combine's lnN interpolation (AsymPow), which the f32 kernels \
-             (Vulkan, Metal) do not evaluate yet: run it on the CPU or CUDA"
-                .into(),
-        ));
-    }
-    if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() || !m.low_side_widths.is_empty() {
-        return Err(ns_core::Error::Device(
-            "this model floors morphed templates, has template statistics or two-sided \
-             Gaussian constraints (CMS Combine's shape systematics, autoMCStats, asymmetric \
-             params), which the f32 kernels (Vulkan, Metal) do not evaluate yet: run it on the \
-             CPU"
-            .into(),
-        ));
-    }
-    if m.clip_sample_yields
-        || !m.gaussian_ranges.is_empty()
-        || !m.normsys_inputs.is_empty()
-        || !m.poisson_ranges.is_empty()
-    {
-        return Err(ns_core::Error::Device(
-            "this model has ROOT's HistFactory terms (sample yields clipped at zero, constraints \
-             normalised over their global observable's range, LogNormal or Gamma \
-             ConstraintTerms), which the f32 kernels (Vulkan, Metal) do not evaluate yet: run \
-             it on the CPU or CUDA, or read the XML with pyhf's semantics (semantics \"pyhf\")"
+            "this model has ROOT's HistFactory constraints normalised over their global \
+             observable's range, which the f32 kernels (Vulkan, Metal) do not evaluate: run it \
+             on the CPU or CUDA, or read the XML with pyhf's semantics (semantics \"pyhf\")"
                 .into(),
         ));
     }

@@ -8,7 +8,9 @@ use ns_core::optim::{
     WOLFE_C1, WOLFE_C2,
 };
 
-use crate::layout::{BLOCK_WORDS, NORMSYS_WORDS};
+use crate::layout::{
+    BLOCK_WORDS, FLOOR_WORDS, NORMSYS_INPUT_WORDS, NORMSYS_WORDS, STAT_SCRATCH_WORDS, STAT_WORDS,
+};
 
 /// Threads per workgroup of `nll_grad` (a power of 2: its reductions are trees).
 pub(crate) const THREADS: u32 = 128;
@@ -95,9 +97,29 @@ wgsl_struct! {
         templates,
         link_absolute,
         link_fixed,
-        pad0,
-        pad1,
-        pad2,
+        /// CMS Combine's and ROOT's terms (`crate::layout::KernelLayout`; each array empty and
+        /// its flag or count 0 where the model has none): ROOT's clipped sample yields, the
+        /// parameters' normsys inputs, two-sided Gaussian widths, floored blocks, statistical
+        /// terms, and whether the NLL is profiled over the analytic parameters.
+        clip_sample_yields,
+        has_normsys_input,
+        has_gauss_sigma_low,
+        n_floored,
+        n_stats,
+        profile_analytic,
+        floor_block,
+        stat_bin_start,
+        stat_terms,
+        stat_param,
+        stat_aux,
+        stat_entry_start,
+        stat_entries,
+        param_analytic,
+        normsys_input,
+        gauss_sigma_low,
+        floor_values,
+        stat_values,
+        stat_sigma,
     }
 }
 
@@ -168,6 +190,10 @@ pub(crate) fn header() -> String {
         ("LINEAR", ScalarFactor::LINEAR),
         ("NONE", crate::layout::NONE),
         ("DEVIANCE_TERMS", crate::poisson::DEVIANCE_SERIES_TERMS),
+        ("NORMSYS_INPUT_WORDS", NORMSYS_INPUT_WORDS as u32),
+        ("FLOOR_WORDS", FLOOR_WORDS as u32),
+        ("STAT_WORDS", STAT_WORDS as u32),
+        ("STAT_SCRATCH_WORDS", STAT_SCRATCH_WORDS as u32),
     ];
     for (name, value) in constants {
         h.push_str(&format!("const {name}: u32 = {value}u;\n"));
@@ -202,6 +228,8 @@ pub(crate) fn header() -> String {
         ("WOLFE_C2", WOLFE_C2),
         ("HZ_DELTA", HZ_DELTA),
         ("SLOPE_WINDOW_PER_NOISE", SLOPE_WINDOW_PER_NOISE),
+        ("AFFINE_FLOOR", ns_core::layout::AFFINE_FLOOR),
+        ("BIN_STAT_FLOOR", ns_core::layout::BinStat::FLOOR),
     ];
     for (name, value) in reals {
         h.push_str(&format!("const {name}: f32 = {value:?};\n"));

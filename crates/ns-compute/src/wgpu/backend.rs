@@ -12,7 +12,7 @@ use super::abi::{FIT_HEADER, FitMeta, Meta, RUNNING, fit_header, shader_source};
 use super::adapter::{Opened, open};
 use super::packed::PackedModel;
 use crate::backend::{
-    Backend, Batching, Datasets, DeviceFitOutput, DeviceFitProblem, Precision, Resident,
+    Backend, Batching, Datasets, DeviceFitOutput, DeviceFitProblem, Objective, Precision, Resident,
     SignalBatch, Values, ValuesMut, check_batch, not_finite,
 };
 use crate::data::PreparedData;
@@ -350,8 +350,8 @@ fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> Result
 
 impl WgpuBackend {
     /// Open the best adapter of `device` (`Vulkan` or `Metal`), build the shader and upload
-    /// `model`.
-    pub fn new(model: &CompiledModel, device: Device) -> Result<Self> {
+    /// `model`, whose evaluations are of `objective`.
+    pub fn new(model: &CompiledModel, device: Device, objective: Objective) -> Result<Self> {
         crate::layout::check_f32_device_terms(model)?;
         if !matches!(device, Device::Vulkan | Device::Metal) {
             return Err(Error::InvalidInput(format!(
@@ -361,7 +361,7 @@ impl WgpuBackend {
         }
         let opened = open(device)?;
         let gpu = &opened.device;
-        let packed = PackedModel::new(model);
+        let packed = PackedModel::new(model, objective);
         let (pipeline, fit_pipeline, fit_meta, layout, uploaded) =
             scoped(gpu, "building the shader", || {
                 let module = gpu.create_shader_module(wgpu::ShaderModuleDescriptor {

@@ -5,7 +5,8 @@
 use ns_core::CompiledModel;
 
 use super::abi::Meta;
-use crate::layout::{KernelLayout, SignalLayout};
+use crate::backend::Objective;
+use crate::layout::{FLOOR_WORDS, KernelLayout, SignalLayout};
 use crate::signal::ExternalSignal;
 
 /// The packed buffers' contents and their uniform (without the dispatch's `n_eval`).
@@ -19,7 +20,8 @@ pub(crate) struct PackedModel {
 }
 
 impl PackedModel {
-    pub(crate) fn new(model: &CompiledModel) -> Self {
+    /// The model's buffers for evaluations of `objective`.
+    pub(crate) fn new(model: &CompiledModel, objective: Objective) -> Self {
         let l = KernelLayout::new(model);
         let mut ints: Vec<u32> = Vec::new();
         let mut reals: Vec<f32> = Vec::new();
@@ -45,6 +47,14 @@ impl PackedModel {
             pois_aux: int(&l.pois_aux),
             param_slot_start: int(&l.param_slot_start),
             param_slots: int(&l.param_slots),
+            floor_block: int(&l.floor_block),
+            stat_bin_start: int(&l.stat_bin_start),
+            stat_terms: int(&l.stat_terms),
+            stat_param: int(&l.stat_param),
+            stat_aux: int(&l.stat_aux),
+            stat_entry_start: int(&l.stat_entry_start),
+            stat_entries: int(&l.stat_entries),
+            param_analytic: int(&l.param_analytic),
             ..Default::default()
         };
         let mut real = |v: &[f64]| {
@@ -57,6 +67,19 @@ impl PackedModel {
         meta.histosys_delta = real(&l.histosys_delta);
         meta.gauss_sigma = real(&l.gauss_sigma);
         meta.pois_tau = real(&l.pois_tau);
+        meta.normsys_input = real(&l.normsys_input);
+        meta.gauss_sigma_low = real(&l.gauss_sigma_low);
+        // WGSL has no NaN test (and may assume none): the layout's NaN marks (a floored block
+        // without a total to renormalise to, a Gaussian statistical term's count, the range of
+        // a term that is not analytic) are packed as −1, which no total or count can be.
+        let marked = |v: &[f64]| -> Vec<f64> {
+            v.iter()
+                .map(|&x| if x.is_nan() { -1.0 } else { x })
+                .collect()
+        };
+        meta.floor_values = real(&marked(&l.floor_values));
+        meta.stat_values = real(&marked(&l.stat_values));
+        meta.stat_sigma = real(&l.stat_sigma);
         // A binding cannot be empty.
         ints.push(0);
         reals.push(0.0);
@@ -73,6 +96,13 @@ impl PackedModel {
         meta.normsys_code = l.normsys_code as u32;
         meta.histosys_code = l.histosys_code as u32;
         meta.scratch_stride = l.scratch_doubles_per_block() as u32;
+        meta.clip_sample_yields = l.clip_sample_yields as u32;
+        meta.has_normsys_input = u32::from(!l.normsys_input.is_empty());
+        meta.has_gauss_sigma_low = u32::from(!l.gauss_sigma_low.is_empty());
+        meta.n_floored = (l.floor_values.len() / FLOOR_WORDS) as u32;
+        meta.n_stats = l.stat_param.len() as u32;
+        meta.profile_analytic =
+            u32::from(objective == Objective::Profiled && !l.param_analytic.is_empty());
         PackedModel {
             ints,
             reals,
