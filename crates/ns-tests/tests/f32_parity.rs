@@ -267,6 +267,59 @@ fn differentiable_nll_matches_cpu() {
     }
 }
 
+/// Backends of one process share the device and its shader: two models opened on it evaluate
+/// from two threads at once, each at the CPU's NLL and gradient within the f32 tier.
+#[test]
+fn backends_sharing_a_device_evaluate_concurrently() {
+    use ns_compute::{CpuEvaluator, Scratch};
+    std::thread::scope(|scope| {
+        for (file, seed) in [
+            ("nextstat_complex_workspace.json", 3),
+            ("nextstat_tHu.json", 4),
+        ] {
+            scope.spawn(move || {
+                let ws = Workspace::from_path(&workspace_path(file)).unwrap();
+                let (model, data) = model_and_data(&ws, Default::default());
+                let backend = open(DEVICE, &model.compiled).unwrap();
+                let resident = backend.upload(std::slice::from_ref(&data)).unwrap();
+                let cpu = CpuEvaluator::new(&model.compiled);
+                let mut scratch = Scratch::new(&model.compiled);
+                let mut rng = TestRng::new(seed);
+                let n = model.n_params();
+                for _ in 0..20 {
+                    let p = random_point(&model, &mut rng);
+                    let (mut nll, mut grad) = ([0.0], vec![0.0; n]);
+                    backend
+                        .nll_grad_batch(
+                            &p,
+                            Datasets::Resident(&resident),
+                            &[0],
+                            &mut nll,
+                            &mut grad,
+                            &AtomicBool::new(false),
+                        )
+                        .unwrap();
+                    let mut g = vec![0.0; n];
+                    let want = cpu
+                        .nll_minus_constant(&p, &data, &mut scratch, Some(&mut g))
+                        .unwrap();
+                    assert!(
+                        (nll[0] - want).abs() <= tol("nll_atol") + tol("nll_rtol") * want.abs(),
+                        "{file}: NLL {} vs {want}",
+                        nll[0]
+                    );
+                    for (a, b) in grad.iter().zip(&g) {
+                        assert!(
+                            (a - b).abs() <= tol("gradient_rel") * b.abs().max(1.0),
+                            "{file}"
+                        );
+                    }
+                }
+            });
+        }
+    });
+}
+
 /// A request for an f32 device where it cannot be met is an error, never a panic: yields in
 /// device memory (CUDA's), and datasets from another backend.
 #[test]

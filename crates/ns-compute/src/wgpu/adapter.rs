@@ -71,6 +71,7 @@ pub fn adapters() -> Vec<AdapterSummary> {
 
 /// A device and its queue on the best adapter of `device` (Vulkan or Metal), with the adapter's
 /// own limits, and a slot where errors the driver reports outside a call land (device loss).
+#[derive(Clone)]
 pub(crate) struct Opened {
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,

@@ -2,7 +2,7 @@
 //! + gradient evaluations dispatched as one shader run each (one workgroup per evaluation).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use ns_core::{CompiledModel, Error, Result};
 use rayon::prelude::*;
@@ -348,6 +348,83 @@ fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> Result
     }
 }
 
+/// The shader built on one device: its two pipelines and their bind group layout. The shader
+/// does not depend on the model, so the backends of a process share one per device, built with
+/// the device at the first open (compiling it takes about 0.5 s on lavapipe).
+#[derive(Clone)]
+struct Built {
+    opened: Opened,
+    pipeline: wgpu::ComputePipeline,
+    fit_pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+/// The process's [`Built`] for `device` (`Vulkan` or `Metal`); a device that was lost is
+/// opened and built anew.
+fn built(device: Device) -> Result<Built> {
+    static BUILT: OnceLock<Mutex<Vec<(Device, Built)>>> = OnceLock::new();
+    let mut all = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    all.retain(|(_, b)| {
+        b.opened
+            .lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    });
+    if let Some((_, b)) = all.iter().find(|(d, _)| *d == device) {
+        return Ok(b.clone());
+    }
+    let opened = open(device)?;
+    let gpu = &opened.device;
+    let (pipeline, fit_pipeline, layout) = scoped(gpu, "building the shader", || {
+        let module = gpu.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("nll_grad.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(shader_source().into()),
+        });
+        let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
+        // 0 meta, 1 ints, 2 reals, 3 params (written by the device optimizer), 4 data,
+        // 5 which, 6 scratch, 7 result, 8 signal, 9 the device optimizer's launch.
+        let mut entries = vec![buffer_entry(0, wgpu::BufferBindingType::Uniform)];
+        entries.extend((1..=2).map(|b| buffer_entry(b, storage(true))));
+        entries.push(buffer_entry(3, storage(false)));
+        entries.extend((4..=5).map(|b| buffer_entry(b, storage(true))));
+        entries.extend((6..=7).map(|b| buffer_entry(b, storage(false))));
+        entries.push(buffer_entry(8, storage(true)));
+        entries.push(buffer_entry(9, wgpu::BufferBindingType::Uniform));
+        let layout = gpu.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("nll_grad"),
+            entries: &entries,
+        });
+        let pipeline_layout = gpu.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("nll_grad"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline_for = |entry| {
+            gpu.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            })
+        };
+        (pipeline_for("nll_grad"), pipeline_for("fit"), layout)
+    })?;
+    let built = Built {
+        opened,
+        pipeline,
+        fit_pipeline,
+        layout,
+    };
+    all.push((device, built.clone()));
+    Ok(built)
+}
+
 impl WgpuBackend {
     /// Open the best adapter of `device` (`Vulkan` or `Metal`), build the shader and upload
     /// `model`, whose evaluations are of `objective`.
@@ -359,58 +436,23 @@ impl WgpuBackend {
                 device.name()
             )));
         }
-        let opened = open(device)?;
+        let Built {
+            opened,
+            pipeline,
+            fit_pipeline,
+            layout,
+        } = built(device)?;
         let gpu = &opened.device;
         let packed = PackedModel::new(model, objective);
-        let (pipeline, fit_pipeline, fit_meta, layout, uploaded) =
-            scoped(gpu, "building the shader", || {
-                let module = gpu.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some("nll_grad.wgsl"),
-                    source: wgpu::ShaderSource::Wgsl(shader_source().into()),
-                });
-                let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
-                // 0 meta, 1 ints, 2 reals, 3 params (written by the device optimizer), 4 data,
-                // 5 which, 6 scratch, 7 result, 8 signal, 9 the device optimizer's launch.
-                let mut entries = vec![buffer_entry(0, wgpu::BufferBindingType::Uniform)];
-                entries.extend((1..=2).map(|b| buffer_entry(b, storage(true))));
-                entries.push(buffer_entry(3, storage(false)));
-                entries.extend((4..=5).map(|b| buffer_entry(b, storage(true))));
-                entries.extend((6..=7).map(|b| buffer_entry(b, storage(false))));
-                entries.push(buffer_entry(8, storage(true)));
-                entries.push(buffer_entry(9, wgpu::BufferBindingType::Uniform));
-                let layout = gpu.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                    label: Some("nll_grad"),
-                    entries: &entries,
-                });
-                let pipeline_layout = gpu.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                    label: Some("nll_grad"),
-                    bind_group_layouts: &[Some(&layout)],
-                    immediate_size: 0,
-                });
-                let pipeline_for = |entry| {
-                    gpu.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                        label: Some(entry),
-                        layout: Some(&pipeline_layout),
-                        module: &module,
-                        entry_point: Some(entry),
-                        compilation_options: wgpu::PipelineCompilationOptions::default(),
-                        cache: None,
-                    })
-                };
-                let fit_meta = gpu.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("fit launch"),
-                    size: std::mem::size_of::<FitMeta>() as u64,
-                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                (
-                    pipeline_for("nll_grad"),
-                    pipeline_for("fit"),
-                    fit_meta,
-                    layout,
-                    upload_packed(gpu, &packed),
-                )
-            })?;
+        let (fit_meta, uploaded) = scoped(gpu, "uploading the model", || {
+            let fit_meta = gpu.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("fit launch"),
+                size: std::mem::size_of::<FitMeta>() as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            (fit_meta, upload_packed(gpu, &packed))
+        })?;
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         Ok(WgpuBackend {
             device,
@@ -963,5 +1005,21 @@ impl Backend for WgpuBackend {
         }
         gpu.signal_data = Some((full, data));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The backends of a process share one device and one compiled shader per device: the
+    /// shader is built once (each build compiles both pipelines). Needs a Vulkan adapter (in CI
+    /// lavapipe, installed by scripts/test.sh).
+    #[test]
+    fn backends_of_a_device_share_its_shader() {
+        let first = built(Device::Vulkan).expect("a Vulkan adapter");
+        let second = built(Device::Vulkan).expect("a Vulkan adapter");
+        assert!(first.pipeline == second.pipeline && first.fit_pipeline == second.fit_pipeline);
+        assert!(first.opened.device == second.opened.device);
     }
 }
