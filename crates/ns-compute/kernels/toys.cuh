@@ -69,6 +69,13 @@ __device__ double ns_truncated_normal(NsToyStream* s, double mean, double sigma,
     return fmin(fmax(mean, low), high);
 }
 
+// rng.rs's bifurcated_normal: a uniform picks the side, then |N(0, 1)|.
+__device__ double ns_bifurcated_normal(NsToyStream* s, double mean, double sigma_below, double sigma_above) {
+    const bool above = ns_uniform(s) * (sigma_below + sigma_above) < sigma_above;
+    const double z = fabs(ns_normal(s));
+    return above ? mean + sigma_above * z : mean - sigma_below * z;
+}
+
 // rng.rs's continuous_poisson; shape: ln λ, envelope, mode.
 __device__ double ns_continuous_poisson(NsToyStream* s, const double* shape, double high) {
     for (int i = 0; i < NS_MAX_REJECTIONS; ++i) {
@@ -117,7 +124,7 @@ __device__ double ns_poisson(NsToyStream* s, double lambda) {
 __device__ __forceinline__ void ns_sample_toys(
     const double* __restrict__ main_rate, int n_main,
     const double* __restrict__ gauss_mean, const double* __restrict__ gauss_sigma,
-    const unsigned* __restrict__ gauss_aux, int n_gauss,
+    const double* __restrict__ gauss_sigma_low, const unsigned* __restrict__ gauss_aux, int n_gauss,
     const double* __restrict__ gauss_range,
     const double* __restrict__ pois_rate, const double* __restrict__ pois_shape,
     const double* __restrict__ pois_high, const unsigned* __restrict__ pois_aux, int n_pois,
@@ -138,7 +145,10 @@ __device__ __forceinline__ void ns_sample_toys(
     for (int b = 0; b < n_main; ++b) main_row[b] = ns_poisson(&s, rate[b]);
     for (int c = 0; c < n_gauss; ++c) {
         const double low = gauss_range[2 * c], high = gauss_range[2 * c + 1];
-        aux_row[gauss_aux[c]] = isfinite(low) || isfinite(high)
+        // Below the observable the constraint's low side: the observable lies above θ.
+        aux_row[gauss_aux[c]] = gauss_sigma_low[c] != gauss_sigma[c]
+            ? ns_bifurcated_normal(&s, mean[c], gauss_sigma[c], gauss_sigma_low[c])
+            : isfinite(low) || isfinite(high)
             ? ns_truncated_normal(&s, mean[c], gauss_sigma[c], low, high)
             : mean[c] + gauss_sigma[c] * ns_normal(&s);
     }
@@ -150,7 +160,7 @@ __device__ __forceinline__ void ns_sample_toys(
 // The kernel takes one argument struct (ns_compute::cuda::abi::ToyArgs); the body above keeps its
 // parameter list, inlined.
 extern "C" __global__ void sample_toys(const ToyArgs args) {
-    ns_sample_toys(args.main_rate, args.n_main, args.gauss_mean, args.gauss_sigma, args.gauss_aux,
+    ns_sample_toys(args.main_rate, args.n_main, args.gauss_mean, args.gauss_sigma, args.gauss_sigma_low, args.gauss_aux,
                    args.n_gauss, args.gauss_range, args.pois_rate, args.pois_shape, args.pois_high,
                    args.pois_aux, args.n_pois, args.n_aux, args.seed,
                    args.streams, args.first_toy, args.n_toys, args.n_ensembles, args.main_out,

@@ -173,10 +173,7 @@ impl KernelLayout {
             l.gauss_sigma.push(c.sigma);
         }
         if !m.low_side_widths.is_empty() {
-            l.gauss_sigma_low = l.gauss_sigma.clone();
-            for w in &m.low_side_widths {
-                l.gauss_sigma_low[w.constraint as usize] = w.sigma_low;
-            }
+            l.gauss_sigma_low = crate::toys::low_side_widths(m);
         }
         for c in &m.poisson {
             l.pois_param.push(c.param);

@@ -137,6 +137,19 @@ impl ToyStream {
         mean.clamp(low, high)
     }
 
+    /// A bifurcated normal around `mean` (the global observable of CMS Combine's asymmetric
+    /// `param`, RooBifurGauss): above the mean with probability σ_above/(σ_below + σ_above),
+    /// each side a half-normal of its own width. A uniform picks the side, then |N(0, 1)|.
+    pub fn bifurcated_normal(&mut self, mean: f64, sigma_below: f64, sigma_above: f64) -> f64 {
+        let above = self.uniform() * (sigma_below + sigma_above) < sigma_above;
+        let z = self.normal().abs();
+        if above {
+            mean + sigma_above * z
+        } else {
+            mean - sigma_below * z
+        }
+    }
+
     /// A continuous Poisson datum on [0, high]: density ∝ e^{tL − ln Γ(t+1)} with L = ln λ, by
     /// rejection from the uniform under the envelope's maximum (`ContinuousPoisson::at`); its
     /// mode after `MAX_REJECTIONS` rejections.
@@ -228,6 +241,21 @@ mod tests {
         let mean = zs.iter().sum::<f64>() / n as f64;
         let var = zs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
         assert!(mean.abs() < 0.01 && (var - 1.0).abs() < 0.02);
+        // A bifurcated normal (widths 0.5 below, 2 above the mean 1): above with probability
+        // 2/2.5, mean 1 + (2 − 0.5)·√(2/π) (each side's half-normal mean, weighted by its
+        // probability: σ_a²/(σ_a + σ_b) − σ_b²/(σ_a + σ_b)).
+        let xs: Vec<f64> = (0..n).map(|_| s.bifurcated_normal(1.0, 0.5, 2.0)).collect();
+        let above = xs.iter().filter(|&&x| x > 1.0).count() as f64 / n as f64;
+        assert!(
+            (above - 0.8).abs() < 5.0 * (0.8f64 * 0.2 / n as f64).sqrt(),
+            "{above}"
+        );
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let want = 1.0 + (4.0 - 0.25) / 2.5 * (2.0 / std::f64::consts::PI).sqrt();
+        assert!(
+            (mean - want).abs() < 5.0 * 2.0 / (n as f64).sqrt(),
+            "{mean} vs {want}"
+        );
         // Same (seed, stream, toy) → same numbers.
         let (mut a, mut b) = (ToyStream::new(1, 1, 3), ToyStream::new(1, 1, 3));
         assert_eq!(a.poisson(17.0), b.poisson(17.0));

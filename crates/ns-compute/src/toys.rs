@@ -1,5 +1,7 @@
 //! What a toy ensemble is drawn from, and the host sampler: main bins ~ Poisson(ν), Gaussian
-//! auxiliary data ~ Normal(θ, σ), Poisson auxiliary data ~ Poisson(γτ) — where a constraint is
+//! auxiliary data ~ Normal(θ, σ) (a two-sided constraint's bifurcated, as RooFit draws the global
+//! observable of CMS Combine's asymmetric `param`), Poisson auxiliary data ~ Poisson(γτ) — where
+//! a constraint is
 //! normalised over a bounded range of its global observable (ROOT's semantics), the normal
 //! truncated to it and the Poisson datum continuous on it — from the counter-based
 //! generator of [`crate::rng`] — toy `i` of stream `s` with seed `k` is the same dataset on every
@@ -64,13 +66,16 @@ impl AuxRanges {
 impl ToyEnsembleRates {
     /// The ensemble generated at parameters `params`.
     pub fn at(model: &CompiledModel, params: &[f64], stream: u32) -> Result<Self> {
-        if !model.low_side_widths.is_empty() {
-            return Err(Error::InvalidModel(
-                "toys of a model with two-sided Gaussian constraints (CMS Combine's asymmetric \
-                 params) are not drawn yet: their global observables follow a bifurcated \
-                 Gaussian"
-                    .into(),
-            ));
+        let ranges = AuxRanges::of(model);
+        if let Some(w) = model.low_side_widths.iter().find(|w| {
+            let (low, high) = ranges.gauss[w.constraint as usize];
+            low.is_finite() || high.is_finite()
+        }) {
+            return Err(Error::InvalidModel(format!(
+                "toys of a two-sided Gaussian constraint whose global observable has a bounded \
+                 range (constraint {}) are not drawn",
+                w.constraint
+            )));
         }
         let (main, _) = CpuEvaluator::new(model).expected_data(params, &mut Scratch::new(model))?;
         let pois_rate: Vec<f64> = model
@@ -78,7 +83,7 @@ impl ToyEnsembleRates {
             .iter()
             .map(|c| params[c.param as usize] * c.tau)
             .collect();
-        let pois_shape = AuxRanges::of(model)
+        let pois_shape = ranges
             .pois_high
             .iter()
             .zip(&pois_rate)
@@ -127,14 +132,19 @@ impl ToyEnsembleRates {
             .map(|&lambda| rng.poisson(lambda))
             .collect();
         let ranges = AuxRanges::of(model);
+        let low_widths = low_side_widths(model);
         let mut aux = vec![0.0; model.n_aux];
-        for ((c, &mean), &(low, high)) in model
+        for (((c, &mean), &(low, high)), &sigma_low) in model
             .gaussian
             .iter()
             .zip(&self.gauss_mean)
             .zip(&ranges.gauss)
+            .zip(&low_widths)
         {
-            aux[c.aux_index as usize] = if low.is_finite() || high.is_finite() {
+            // Below the observable the constraint's low side: the observable lies above θ.
+            aux[c.aux_index as usize] = if sigma_low != c.sigma {
+                rng.bifurcated_normal(mean, c.sigma, sigma_low)
+            } else if low.is_finite() || high.is_finite() {
                 rng.truncated_normal(mean, c.sigma, low, high)
             } else {
                 mean + c.sigma * rng.normal()
@@ -155,4 +165,14 @@ impl ToyEnsembleRates {
         }
         PreparedData::new(model, main, aux)
     }
+}
+
+/// Per Gaussian constraint, its width where θ lies below its global observable: a two-sided
+/// constraint's low side (CMS Combine's asymmetric `param`), σ otherwise.
+pub fn low_side_widths(model: &CompiledModel) -> Vec<f64> {
+    let mut widths: Vec<f64> = model.gaussian.iter().map(|c| c.sigma).collect();
+    for w in &model.low_side_widths {
+        widths[w.constraint as usize] = w.sigma_low;
+    }
+    widths
 }

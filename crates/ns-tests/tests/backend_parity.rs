@@ -109,8 +109,8 @@ test_device!(combine_cards_match_cpu);
 /// shapeN's logarithms, channels padded to the widest) and autoMCStats (Poisson and Gaussian
 /// terms, Combine's analytic Barlow–Beeston): the NLL and gradient of the likelihood and of the
 /// objective fits minimise (profiled over the analytic parameters) at many points, the fit, and
-/// on CUDA, for the template cards, toy test statistics toy by toy (or the same refusal on both;
-/// the f32 toy tier is f32_parity's).
+/// on CUDA, for the template cards and the asymmetric params, toy test statistics toy by toy
+/// (or the same refusal on both; the f32 toy tier is f32_parity's).
 fn combine_cards_match_cpu(device: Device) {
     let tol = |key: &str| backend_tolerance(device, key);
     let dir = ns_tests::combine_dir();
@@ -132,8 +132,11 @@ fn combine_cards_match_cpu(device: Device) {
             gpu.twice_nll,
             cpu.twice_nll
         );
-        // Toy by toy on CUDA (the CPU's toys are the CPU's by construction).
-        if matches!(device, Device::Cuda(_)) && !card["shape_files"].as_array().unwrap().is_empty()
+        // Toy by toy on CUDA (the CPU's toys are the CPU's by construction), on the template
+        // cards and where a global observable is bifurcated (an asymmetric param).
+        let templates = !card["shape_files"].as_array().unwrap().is_empty();
+        if matches!(device, Device::Cuda(_))
+            && (templates || !model.compiled.low_side_widths.is_empty())
         {
             compare_toys(device, id, &model, &data, 1.0, 60);
         }

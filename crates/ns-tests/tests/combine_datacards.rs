@@ -39,6 +39,52 @@ fn toy_fits_on_template_cards_converge() {
     }
 }
 
+/// Toys of an asymmetric `param` (own_counting_extras' `kfac param 1.2 -0.1/+0.2`): its global
+/// observable follows RooFit's draw of the RooBifurGauss mean, above θ with probability
+/// σ_lo/(σ_lo + σ_hi) = 1/3 (there the pull uses σ_lo) and at mean offset (σ_lo² − σ_hi²)/(σ_lo +
+/// σ_hi)·√(2/π); toy fits of the card converge.
+#[test]
+fn toys_of_an_asymmetric_param_draw_its_bifurcated_observable() {
+    let reference = reference();
+    let card = &reference["cards"]["own_counting_extras"];
+    let model = ns_tests::combine_card_model(card);
+    let data = ns_compute::Likelihood::observed(&model).unwrap();
+    let compiled = &model.compiled;
+    let kfac = model.parameter_index("kfac").unwrap() as u32;
+    let constraint = compiled.gaussian.iter().find(|c| c.param == kfac).unwrap();
+    assert_eq!(compiled.low_side_widths.len(), 1);
+    let mut point = model.suggested_init();
+    point[kfac as usize] = 1.25;
+    let rates = ns_compute::ToyEnsembleRates::at(compiled, &point, 0).unwrap();
+    let n = 20_000;
+    let offsets: Vec<f64> = (0..n)
+        .map(|i| rates.sample(compiled, 9, i).unwrap().aux[constraint.aux_index as usize] - 1.25)
+        .collect();
+    let above = offsets.iter().filter(|&&d| d > 0.0).count() as f64 / n as f64;
+    assert!(
+        (above - 1.0 / 3.0).abs() < 5.0 * (2.0 / 9.0 / n as f64).sqrt(),
+        "{above} above θ"
+    );
+    let mean = offsets.iter().sum::<f64>() / n as f64;
+    let want = (0.01 - 0.04) / 0.3 * (2.0 / std::f64::consts::PI).sqrt();
+    assert!(
+        (mean - want).abs() < 5.0 * 0.2 / (n as f64).sqrt(),
+        "{mean} vs {want}"
+    );
+    let result = ns_inference::hypotest_toys(
+        &ns_inference::Fitter::new(&model),
+        1.0,
+        &data,
+        &ns_inference::FitConfig::suggested(&model),
+        ns_inference::TestStatistic::QTilde,
+        200,
+        3,
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!((result.signal.n_failed, result.background.n_failed), (0, 0));
+}
+
 /// External signal yields (the differentiable layer) are not differentiated through a floored
 /// template or through autoMCStats: refused by name, on every device.
 #[test]

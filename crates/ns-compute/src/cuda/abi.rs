@@ -274,6 +274,9 @@ kernel_struct! {
         main_rate: u64 => "const double*",
         gauss_mean: u64 => "const double*",
         gauss_sigma: u64 => "const double*",
+        /// Per Gaussian constraint, its width where θ lies below the observable (σ where the
+        /// constraint is symmetric): a bifurcated draw where it differs.
+        gauss_sigma_low: u64 => "const double*",
         gauss_aux: u64 => "const unsigned*",
         pois_rate: u64 => "const double*",
         /// Per ensemble, per Poisson constraint: ln λ, envelope, mode of its continuous density

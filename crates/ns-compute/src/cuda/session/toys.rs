@@ -41,6 +41,7 @@ impl CudaSession {
         let rate = up(&rate).map_err(err)?;
         let mean = up(&mean).map_err(err)?;
         let sigma = up(&model.gaussian.iter().map(|c| c.sigma).collect::<Vec<_>>()).map_err(err)?;
+        let sigma_low = up(&crate::toys::low_side_widths(model)).map_err(err)?;
         let gauss_aux = up32(
             &model
                 .gaussian
@@ -73,6 +74,7 @@ impl CudaSession {
             main_rate: rate.device_ptr(s).0,
             gauss_mean: mean.device_ptr(s).0,
             gauss_sigma: sigma.device_ptr(s).0,
+            gauss_sigma_low: sigma_low.device_ptr(s).0,
             gauss_aux: gauss_aux.device_ptr(s).0,
             pois_rate: prate.device_ptr(s).0,
             pois_shape: pshape.device_ptr(s).0,
