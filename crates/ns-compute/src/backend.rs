@@ -429,12 +429,16 @@ pub trait Backend: Send + Sync {
         first: u32,
         n_toys: usize,
     ) -> Result<SampledToys> {
-        let host = ensembles
+        let samplers = ensembles
             .iter()
-            .flat_map(|rates| (0..n_toys).map(move |i| (rates, first + i as u32)))
+            .map(|rates| rates.sampler(model))
+            .collect::<Result<Vec<_>>>()?;
+        let host = samplers
+            .iter()
+            .flat_map(|sampler| (0..n_toys).map(move |i| (sampler, first + i as u32)))
             .collect::<Vec<_>>()
             .into_par_iter()
-            .map(|(rates, index)| rates.sample(model, seed, index))
+            .map(|(sampler, index)| sampler.sample(seed, index))
             .collect::<Result<Vec<_>>>()?;
         Ok(SampledToys {
             host,

@@ -32,7 +32,7 @@ pub use data::{MAX_COUNT, PreparedData};
 pub use device::{AdapterSummary, CudaGpus, Device, Inventory, Workload};
 pub use likelihood::{ChannelYields, Likelihood, NegativeEmptyBins, Reach, Saturated};
 pub use signal::ExternalSignal;
-pub use toys::ToyEnsembleRates;
+pub use toys::{ToyEnsembleRates, ToySampler};
 
 /// The backends compiled into this build: "cuda" (the driver and NVRTC are loaded at run time,
 /// so a build without a GPU still has it) and "wgpu" with the f32 backend's feature — neither in a

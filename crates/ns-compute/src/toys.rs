@@ -122,24 +122,50 @@ impl ToyEnsembleRates {
         Ok(())
     }
 
-    /// Toy `index` of this ensemble, drawn on the host.
+    /// Toy `index` of this ensemble, drawn on the host (for many toys, take one
+    /// [`sampler`](Self::sampler) and draw from it).
     pub fn sample(&self, model: &CompiledModel, seed: u64, index: u32) -> Result<PreparedData> {
+        self.sampler(model)?.sample(seed, index)
+    }
+
+    /// The host sampler of this ensemble: what the model contributes to every toy (the ranges of
+    /// the global observables, the constraints' low-side widths) resolved once.
+    pub fn sampler<'a>(&'a self, model: &'a CompiledModel) -> Result<ToySampler<'a>> {
         self.check(model)?;
-        let mut rng = ToyStream::new(seed, self.stream, index);
-        let main: Vec<f64> = self
+        Ok(ToySampler {
+            rates: self,
+            model,
+            ranges: AuxRanges::of(model),
+            low_widths: low_side_widths(model),
+        })
+    }
+}
+
+/// Draws the toys of one ensemble on the host ([`ToyEnsembleRates::sampler`]).
+pub struct ToySampler<'a> {
+    rates: &'a ToyEnsembleRates,
+    model: &'a CompiledModel,
+    ranges: AuxRanges,
+    low_widths: Vec<f64>,
+}
+
+impl ToySampler<'_> {
+    /// Toy `index` of the ensemble with generator seed `seed`.
+    pub fn sample(&self, seed: u64, index: u32) -> Result<PreparedData> {
+        let (rates, model) = (self.rates, self.model);
+        let mut rng = ToyStream::new(seed, rates.stream, index);
+        let main: Vec<f64> = rates
             .main
             .iter()
             .map(|&lambda| rng.poisson(lambda))
             .collect();
-        let ranges = AuxRanges::of(model);
-        let low_widths = low_side_widths(model);
         let mut aux = vec![0.0; model.n_aux];
         for (((c, &mean), &(low, high)), &sigma_low) in model
             .gaussian
             .iter()
-            .zip(&self.gauss_mean)
-            .zip(&ranges.gauss)
-            .zip(&low_widths)
+            .zip(&rates.gauss_mean)
+            .zip(&self.ranges.gauss)
+            .zip(&self.low_widths)
         {
             // Below the observable the constraint's low side: the observable lies above θ.
             aux[c.aux_index as usize] = if sigma_low != c.sigma {
@@ -153,9 +179,9 @@ impl ToyEnsembleRates {
         for (((c, &rate), shape), &high) in model
             .poisson
             .iter()
-            .zip(&self.pois_rate)
-            .zip(&self.pois_shape)
-            .zip(&ranges.pois_high)
+            .zip(&rates.pois_rate)
+            .zip(&rates.pois_shape)
+            .zip(&self.ranges.pois_high)
         {
             aux[c.aux_index as usize] = if high.is_finite() {
                 rng.continuous_poisson(shape, high)
