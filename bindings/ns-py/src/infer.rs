@@ -164,6 +164,9 @@ pub(crate) fn infer(
     if let Ok(m) = model.cast::<PyModel>() {
         return run_call_on(py, &m.get().model, &call, progress, &|_| {});
     }
+    if let Ok(m) = model.cast::<crate::joint::PyJointModel>() {
+        return run_call_on(py, m.get().model.as_ref(), &call, progress, &|_| {});
+    }
     if let Ok(m) = model.cast::<PyUnbinnedModel>() {
         let unbinned = m.get().model.as_ref();
         return run_call_on(py, unbinned, &call, progress, &|report| {
@@ -171,7 +174,7 @@ pub(crate) fn infer(
         });
     }
     Err(pyo3::exceptions::PyTypeError::new_err(format!(
-        "model must be a nextstat Model or UnbinnedModel, not {}",
+        "model must be a nextstat Model, UnbinnedModel or JointModel, not {}",
         model.get_type().name()?
     )))
 }
@@ -182,10 +185,12 @@ pub(crate) fn call_json(model: &Bound<'_, PyAny>, call: &str) -> PyResult<String
     let mut call = call_of(call)?;
     let model_ref = if let Ok(m) = model.cast::<PyUnbinnedModel>() {
         m.get().source.clone()
+    } else if let Ok(m) = model.cast::<crate::joint::PyJointModel>() {
+        m.get().source.clone()
     } else {
         let m = model.cast::<PyModel>().map_err(|_| {
             pyo3::exceptions::PyTypeError::new_err(
-                "model must be a nextstat Model or UnbinnedModel",
+                "model must be a nextstat Model, UnbinnedModel or JointModel",
             )
         })?;
         let Some(source) = &m.get().source else {

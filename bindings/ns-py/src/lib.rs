@@ -6,6 +6,7 @@
 mod differentiable;
 mod flow;
 mod infer;
+mod joint;
 mod model;
 mod reduce;
 mod shard;
@@ -159,6 +160,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<workspace::PyWorkspace>()?;
     m.add_class::<model::PyModel>()?;
     m.add_class::<unbinned::PyUnbinnedModel>()?;
+    m.add_class::<joint::PyJointModel>()?;
     m.add_class::<flow::PyFlow>()?;
     m.add_class::<differentiable::PyDifferentiable>()?;
     for f in [

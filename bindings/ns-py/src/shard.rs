@@ -53,6 +53,10 @@ fn model_of<'a>(
         })?;
         return Ok((&m.model, source.model_ref(), Box::new(|_| {})));
     }
+    if let Ok(m) = model.cast::<crate::joint::PyJointModel>() {
+        let m = m.get();
+        return Ok((m.model.as_ref(), m.source.clone(), Box::new(|_| {})));
+    }
     if let Ok(m) = model.cast::<PyUnbinnedModel>() {
         let m = m.get();
         let unbinned = m.model.as_ref();
@@ -63,7 +67,7 @@ fn model_of<'a>(
         ));
     }
     Err(pyo3::exceptions::PyTypeError::new_err(
-        "model must be a nextstat Model or UnbinnedModel",
+        "model must be a nextstat Model, UnbinnedModel or JointModel",
     ))
 }
 
@@ -191,6 +195,14 @@ pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> 
             )?
             .into_any())
         }
+        ns_source::LoadedModel::Joint(model) => Ok(Py::new(
+            py,
+            crate::joint::PyJointModel {
+                model: Arc::from(model),
+                source: model_ref,
+            },
+        )?
+        .into_any()),
         ns_source::LoadedModel::Unbinned(model) => Ok(Py::new(
             py,
             PyUnbinnedModel {

@@ -70,6 +70,11 @@ pub(crate) fn load_unbinned(
         ns_source::LoadedModel::Binned { .. } => Err(to_py(invalid(
             "this is a pyhf workspace, not an HS3 model: read it with nextstat.Workspace".into(),
         ))),
+        ns_source::LoadedModel::Joint(_) => Err(to_py(invalid(
+            "this HS3 analysis joins binned and unbinned channels: read it with \
+             nextstat.load_hs3, which gives a JointModel"
+                .into(),
+        ))),
     }
 }
 

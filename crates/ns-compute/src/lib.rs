@@ -14,6 +14,7 @@ pub mod data;
 pub mod detmath;
 pub mod device;
 pub mod histfactory;
+pub mod joint;
 pub mod layout;
 pub mod likelihood;
 pub mod poisson;

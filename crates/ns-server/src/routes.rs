@@ -155,7 +155,7 @@ fn describe(id: &str, model: &LoadedModel) -> Value {
     let m = model.likelihood();
     json!({
         "id": id,
-        "kind": match model { LoadedModel::Binned { .. } => "binned", LoadedModel::Unbinned(_) => "unbinned" },
+        "kind": match model { LoadedModel::Binned { .. } => "binned", LoadedModel::Unbinned(_) => "unbinned", LoadedModel::Joint(_) => "joint" },
         "origin": m.origin(),
         "parameter_names": m.parameter_names(),
         "poi": m.poi().ok().map(|i| m.parameter_names()[i].clone()),

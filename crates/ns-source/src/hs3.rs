@@ -2,7 +2,12 @@
 //! `ns_unbinned::hs3`. Data files the document names (Parquet events, flow manifests) are
 //! opened only as the reader's file policy allows, relative to the document's folder.
 
-use ns_core::Result;
+use std::collections::BTreeMap;
+
+use ns_compute::Likelihood;
+use ns_compute::joint::JointLikelihood;
+use ns_core::{HistFactoryModel, Result};
+use ns_translate::FromWorkspace;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -59,21 +64,55 @@ impl Format for Hs3 {
     }
 
     fn model(reference: &Hs3Ref, document: Value, read: &dyn Reader) -> Result<LoadedModel> {
-        // Binned channels (`histfactory_dist`): a pyhf workspace with ROOT's semantics.
-        if let Some(binned) = ns_hs3::binned::read(&document, reference.analysis.as_deref())? {
-            let workspace = ns_translate::Workspace::from_value(binned.workspace)?;
-            let options = ns_translate::ModelOptions {
-                codes: binned.codes,
-                ..ns_translate::ModelOptions::default()
-            };
-            return crate::pyhf::binned_model(workspace, &options);
-        }
         let options = ns_unbinned::hs3::ReadOptions {
             analysis: reference.analysis.as_deref(),
             files: read.data_files(reference.document.folder()),
         };
-        let model = ns_unbinned::hs3::read(&document, &options)?;
-        Ok(LoadedModel::Unbinned(Box::new(model)))
+        // Binned channels (`histfactory_dist`): a pyhf workspace with ROOT's semantics.
+        let Some(binned) = ns_hs3::binned::read(&document, reference.analysis.as_deref())? else {
+            let model = ns_unbinned::hs3::read(&document, &options)?;
+            return Ok(LoadedModel::Unbinned(Box::new(model)));
+        };
+        let workspace = ns_translate::Workspace::from_value(binned.workspace)?;
+        let model_options = ns_translate::ModelOptions {
+            codes: binned.codes,
+            ..ns_translate::ModelOptions::default()
+        };
+        let Some(unbinned) = binned.unbinned else {
+            return crate::pyhf::binned_model(workspace, &model_options);
+        };
+        // Binned and unbinned channels: one likelihood of both, parameters shared under the
+        // file's names (the binned reader's nextstat names mapped back).
+        let histfactory = HistFactoryModel::from_workspace(&workspace, &model_options)?;
+        let file_names: BTreeMap<&str, &str> = binned
+            .names
+            .iter()
+            .map(|(theirs, ours)| (ours.as_str(), theirs.as_str()))
+            .collect();
+        let binned_names = histfactory
+            .par_names
+            .iter()
+            .map(|n| {
+                file_names
+                    .get(n.as_str())
+                    .map_or(n.clone(), |t| t.to_string())
+            })
+            .collect();
+        let unbinned = ns_unbinned::hs3::read(&unbinned, &options)?;
+        let unbinned_names = unbinned.parameter_names().to_vec();
+        let origin = format!(
+            "HS3 analysis '{}' (binned and unbinned channels)",
+            histfactory.measurement
+        );
+        let joint = JointLikelihood::new(
+            origin,
+            vec![
+                (Box::new(histfactory) as Box<dyn Likelihood>, binned_names),
+                (Box::new(unbinned), unbinned_names),
+            ],
+            binned.poi.as_deref(),
+        )?;
+        Ok(LoadedModel::Joint(Box::new(joint)))
     }
 
     fn sources_mut(reference: &mut Hs3Ref) -> Vec<&mut Source> {

@@ -1,6 +1,7 @@
 //! A loaded model, of whichever kind its format reads.
 
 use ns_compute::Likelihood;
+use ns_compute::joint::JointLikelihood;
 use ns_core::HistFactoryModel;
 use ns_translate::Workspace;
 use serde_json::Value;
@@ -16,6 +17,8 @@ pub enum LoadedModel {
         xml_semantics: Option<ns_xml::Semantics>,
     },
     Unbinned(Box<ns_unbinned::UnbinnedModel>),
+    /// Binned and unbinned channels in one likelihood (an HS3 analysis of both).
+    Joint(Box<JointLikelihood>),
 }
 
 impl LoadedModel {
@@ -23,6 +26,7 @@ impl LoadedModel {
         match self {
             LoadedModel::Binned { model, .. } => model.as_ref(),
             LoadedModel::Unbinned(model) => model.as_ref(),
+            LoadedModel::Joint(model) => model.as_ref(),
         }
     }
 
@@ -32,6 +36,7 @@ impl LoadedModel {
     pub fn annotate(&self, report: &mut Value) {
         match self {
             LoadedModel::Unbinned(m) => annotate_unbinned(m, report),
+            LoadedModel::Joint(_) => {}
             LoadedModel::Binned {
                 workspace,
                 xml_semantics,

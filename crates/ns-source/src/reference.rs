@@ -298,7 +298,7 @@ impl ModelRef {
                  likelihood"
                     .into(),
             )),
-            LoadedModel::Unbinned(_) => {
+            LoadedModel::Unbinned(_) | LoadedModel::Joint(_) => {
                 let document = self.document(read)?;
                 match ns_hs3::nextstat_entries(&document).first() {
                     Some(entry) => Err(Error::InvalidInput(format!(

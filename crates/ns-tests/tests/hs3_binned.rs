@@ -297,3 +297,55 @@ fn the_older_dialect_reads_as_the_same_model() {
         );
     }
 }
+
+/// A file without ROOT's nominal snapshot — no parameter point gives the γ's global observables
+/// (`nom_gamma_…`), as ROOT writes a RooSimultaneous built by hand — reads as RooFit reads it:
+/// each observable at its constraint's nominal (τ = 1/σ² for a Poisson, 1 for a Gaussian), the
+/// same likelihood as the file with the snapshot.
+#[test]
+fn gamma_global_observables_default_to_their_nominals_as_roofit_reads_them() {
+    for name in [
+        "nextstat_simple",
+        "nextstat_complex",
+        "nextstat_complex_gaussstat",
+        "nextstat_shape",
+    ] {
+        let text = std::fs::read_to_string(hs3_dir().join(format!("{name}.hs3.json"))).unwrap();
+        let document: Value = serde_json::from_str(&text).unwrap();
+        let mut without = document.clone();
+        let mut removed = 0;
+        for point in without["parameter_points"].as_array_mut().unwrap() {
+            let parameters = point["parameters"].as_array_mut().unwrap();
+            let before = parameters.len();
+            parameters.retain(|p| !p["name"].as_str().unwrap().starts_with("nom_gamma_"));
+            removed += before - parameters.len();
+        }
+        assert!(removed > 0, "{name} has γ global observables");
+        let twice_nll = |doc: Value| {
+            let loaded = ModelRef::ByContent(ns_source::PyhfRef {
+                workspace: ns_source::Source::Inline(doc),
+                ..ns_source::PyhfRef::file("")
+            })
+            .load_model(&Files)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let model = loaded.likelihood();
+            let data = model.observed().unwrap();
+            let fitter = Fitter::new(model);
+            let init = model.suggested_init();
+            (fitter.twice_nll(&init, &data).unwrap(), data.aux)
+        };
+        let (with_snapshot, aux) = twice_nll(document);
+        let (without_snapshot, aux_default) = twice_nll(without);
+        assert_eq!(aux.len(), aux_default.len());
+        for (a, b) in aux.iter().zip(&aux_default) {
+            assert!(
+                (a - b).abs() <= 1e-13 * a.abs().max(1.0),
+                "{name}: global observables {aux:?} vs {aux_default:?}"
+            );
+        }
+        assert!(
+            (with_snapshot - without_snapshot).abs() <= 1e-12 * with_snapshot.abs(),
+            "{name}: {with_snapshot} vs {without_snapshot}"
+        );
+    }
+}

@@ -68,7 +68,7 @@ __all__ = [
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
     "build_info", "has_metal", "devices", "infer", "run_call", "exceptions", "utils", "tensor", "set_backend", "get_backend",
-    "readxml", "Datacard", "load_hs3",
+    "readxml", "Datacard", "load_hs3", "JointModel",
 ]
 
 
@@ -76,7 +76,7 @@ from ._validate import Spec
 from ._workspace import Patch, PatchSet, Workspace
 from ._model import Model
 from ._datacard import Datacard
-from ._hs3 import load_hs3
+from ._hs3 import JointModel, load_hs3
 from ._verbs import (
     build_info, devices, fit, fit_toys_batch_gpu, fit_toys_from_data_gpu, fixed_poi_fit, gof,
     has_cuda, has_metal, hypotest, hypotest_qtilde_toys_gpu, hypotest_toys, profile_scan, ranking,

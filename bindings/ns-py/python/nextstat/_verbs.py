@@ -57,10 +57,11 @@ def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tol
 def _call_text(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra) -> str:
     """The engine's call of ``verb`` on ``model`` (without the model) as JSON text: the request,
     the fit options, the device and the data (observed unless given)."""
+    from ._hs3 import JointModel
     from .unbinned import UnbinnedModel
 
-    if not isinstance(model, (Model, UnbinnedModel)):
-        raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()) or a nextstat.unbinned.UnbinnedModel, not {type(model).__name__}")
+    if not isinstance(model, (Model, UnbinnedModel, JointModel)):
+        raise TypeError(f"{verb}: model must be a nextstat.Model (Workspace(...).model()), a nextstat.unbinned.UnbinnedModel or a nextstat.JointModel, not {type(model).__name__}")
     data = model.observed if data is None else data
     if data is None and isinstance(model, Model):
         raise InvalidInputError("this model was built from a spec and has no observations: pass the data")

@@ -34,6 +34,11 @@ pub struct BinnedWorkspace {
     /// The interpolation codes its modifiers name (one normsys code per model; every histosys
     /// ROOT's code 4, pyhf's code4p).
     pub codes: InterpCodes,
+    /// Where the likelihood also has unbinned channels: the document with the analysis's
+    /// likelihood narrowed to them, for the unbinned reader (a joint likelihood of both).
+    pub unbinned: Option<Value>,
+    /// The analysis's parameter of interest, as the file names it.
+    pub poi: Option<String>,
 }
 
 /// The analysis a binned read takes by default: the first not on Asimov data (ROOT lists
@@ -53,10 +58,11 @@ fn default_analysis(doc: &Value) -> Option<&str> {
 }
 
 /// The workspace of `doc`'s analysis where its distributions are `histfactory_dist`; `None`
-/// where none is (an unbinned model).
+/// where none is (an unbinned model). Where they are some of its distributions, the workspace
+/// of those, and the document narrowed to the others ([`BinnedWorkspace::unbinned`]).
 pub fn read(doc: &Value, analysis: Option<&str>) -> Result<Option<BinnedWorkspace>> {
     let chosen = analysis.or_else(|| default_analysis(doc));
-    let document = Document::read(doc, chosen)?;
+    let mut document = Document::read(doc, chosen)?;
     let dists = index(doc, "distributions")?;
     if let Some((missing, _, _)) = document
         .pairs
@@ -82,15 +88,45 @@ pub fn read(doc: &Value, analysis: Option<&str>) -> Result<Option<BinnedWorkspac
     if !kinds.iter().any(|&b| b) {
         return Ok(None);
     }
-    if !kinds.iter().all(|&b| b) {
-        return Err(invalid(format!(
-            "likelihood '{}' mixes histfactory_dist channels with unbinned ones, which nextstat \
-             does not read yet",
-            document.likelihood_name
-        )));
-    }
+    let unbinned = if kinds.iter().all(|&b| b) {
+        None
+    } else {
+        let others = document
+            .pairs
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, binned)| !**binned)
+            .map(|((dist, data, _), _)| (*dist, *data));
+        let narrowed = narrowed(doc, &document.likelihood_name, others)?;
+        let mut kind = kinds.iter();
+        document.pairs.retain(|_| *kind.next().unwrap_or(&false));
+        Some(narrowed)
+    };
     let name = chosen.unwrap_or(&document.likelihood_name).to_string();
-    Translation::new(doc, &document).run(&dists, name).map(Some)
+    let mut binned = Translation::new(doc, &document).run(&dists, name)?;
+    binned.unbinned = unbinned;
+    Ok(Some(binned))
+}
+
+/// `doc` with its likelihood `likelihood` holding only the (distribution, data) `pairs`.
+fn narrowed<'a>(
+    doc: &Value,
+    likelihood: &str,
+    pairs: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Result<Value> {
+    let (dists, data): (Vec<&str>, Vec<&str>) = pairs.unzip();
+    let mut narrowed = doc.clone();
+    let entry = narrowed
+        .get_mut("likelihoods")
+        .and_then(Value::as_array_mut)
+        .and_then(|list| {
+            list.iter_mut()
+                .find(|l| l.get("name").and_then(Value::as_str) == Some(likelihood))
+        })
+        .ok_or_else(|| invalid(format!("no likelihood '{likelihood}' to narrow")))?;
+    entry["distributions"] = json!(dists);
+    entry["data"] = json!(data);
+    Ok(narrowed)
 }
 
 struct Translation<'a> {
@@ -217,12 +253,30 @@ impl<'a> Translation<'a> {
         self.global(name, at)
     }
 
-    /// The global observables of per-bin parameters `ps` (nextstat's `ours[i]`): their values.
-    fn per_bin_means(&mut self, ps: &[&str], ours: &str, at: &str) -> Result<Vec<f64>> {
-        ps.iter()
+    /// The global observables of per-bin parameters `ps` (nextstat's `ours[i]`): their values
+    /// as the configuration's `auxdata`; no key where no parameter point gives any of them
+    /// (a file written without ROOT's nominal snapshot): RooFit's importer then puts each at
+    /// its constraint's nominal (τ = 1/σ² for a Poisson, 1 for a Gaussian), as the model's
+    /// default does.
+    fn per_bin_means(&mut self, ps: &[&str], ours: &str, at: &str) -> Result<Value> {
+        let given = |t: &Self, p: &&str| {
+            let name = global_observable(p);
+            t.document
+                .variables
+                .get(&name)
+                .and_then(|v| v.value)
+                .is_some()
+                || t.values.contains_key(name.as_str())
+        };
+        if !ps.iter().any(|p| given(self, p)) {
+            return Ok(json!({}));
+        }
+        let means = ps
+            .iter()
             .enumerate()
             .map(|(i, p)| self.gaussian_mean(&global_observable(p), &format!("{ours}[{i}]"), at))
-            .collect()
+            .collect::<Result<Vec<f64>>>()?;
+        Ok(json!({"auxdata": means}))
     }
 
     /// The unit Gaussian constraint `constraint_name` of `modifier` on `parameter` (nextstat's
@@ -353,6 +407,8 @@ impl<'a> Translation<'a> {
         });
         Ok(BinnedWorkspace {
             workspace,
+            unbinned: None,
+            poi: self.document.poi.map(str::to_string),
             names: self.names,
             codes: InterpCodes {
                 normsys: self
@@ -542,7 +598,7 @@ impl<'a> Translation<'a> {
                     format!("{at}: the sample's data.errors"),
                 )?;
                 let aux = self.per_bin_means(&ps, &ours, at)?;
-                self.configure(&ours, &ps, json!({"auxdata": aux}));
+                self.configure(&ours, &ps, aux);
                 self.staterror.insert(
                     ours.clone(),
                     json!({"constraint": constraint, "threshold": 0.0}),
@@ -581,7 +637,7 @@ impl<'a> Translation<'a> {
                 }
                 let constraint = constraint_type("Gauss")?;
                 let aux = self.per_bin_means(&ps, &ours, at)?;
-                self.configure(&ours, &ps, json!({"auxdata": aux}));
+                self.configure(&ours, &ps, aux);
                 self.shapesys.insert(
                     ours.clone(),
                     json!({"constraint": constraint, "relative": vals}),
