@@ -2,7 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use ns_core::{Error, Result};
+use ns_core::{Error, HistFactoryModel, Result};
+use ns_translate::FromWorkspace;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -290,14 +291,30 @@ impl ModelRef {
                 model,
                 ..
             } => ns_hs3::binned::write(&workspace, &model),
+            // A datacard where pyhf expresses its likelihood exactly (`datacard_as_pyhf`,
+            // which names the term that has no pyhf form otherwise), through that workspace.
             LoadedModel::Binned {
                 workspace: None, ..
-            } => Err(Error::InvalidInput(
-                "a CMS Combine datacard is not written as HS3 yet: Combine's lnN, shape and \
-                 autoMCStats terms have no HistFactory form that ROOT reads as the same \
-                 likelihood"
-                    .into(),
-            )),
+            } => {
+                let pyhf_form = self.datacard_as_pyhf(read).map_err(|e| match e {
+                    Error::InvalidModel(why) => Error::InvalidModel(format!(
+                        "{why}; export-hs3 writes a card through that exact pyhf form, so not as \
+                         HS3 either"
+                    )),
+                    other => other,
+                })?;
+                let workspace = ns_translate::Workspace::from_value(pyhf_form)?;
+                // Its symmetric lnN are κ^θ: normsys code1 (ROOT's code 1).
+                let options = ns_translate::ModelOptions {
+                    codes: ns_core::InterpCodes {
+                        normsys: ns_core::NormsysCode::Code1,
+                        ..ns_core::InterpCodes::default()
+                    },
+                    ..ns_translate::ModelOptions::default()
+                };
+                let model = HistFactoryModel::from_workspace(&workspace, &options)?;
+                ns_hs3::binned::write(&workspace, &model)
+            }
             LoadedModel::Unbinned(_) | LoadedModel::Joint(_) => {
                 let document = self.document(read)?;
                 match ns_hs3::nextstat_entries(&document).first() {
