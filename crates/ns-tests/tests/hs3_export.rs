@@ -202,3 +202,54 @@ fn datacards_are_written_where_pyhf_expresses_them() {
         "written and refused of the 18 shared cards"
     );
 }
+
+/// ROOT's additive code-4 normsys (read from a normsys without a code) is written with ROOT's
+/// code 4 and reads back as the same likelihood; it is evaluated on the CPU, and a GPU is refused
+/// by name rather than given a model it would evaluate as another.
+#[test]
+fn roots_additive_normsys_round_trips_and_stays_on_the_cpu() {
+    let options = ModelOptions {
+        codes: ns_core::InterpCodes {
+            normsys: ns_core::NormsysCode::RootAdditive4,
+            ..ns_core::InterpCodes::default()
+        },
+        clip_negative_yields: true,
+        ..ModelOptions::default()
+    };
+    let mut failures = Vec::new();
+    for (name, workspace) in shared_workspaces()
+        .into_iter()
+        .filter(|(n, _)| n.contains("tHu") || n.contains("complex") || n.contains("normsys"))
+    {
+        let model = HistFactoryModel::from_workspace(&workspace, &options).unwrap();
+        let document = ns_hs3::binned::write(&workspace, &model).unwrap();
+        let codes: Vec<_> = document["distributions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|d| d["samples"].as_array().into_iter().flatten())
+            .flat_map(|s| s["modifiers"].as_array().unwrap())
+            .filter(|m| m["type"] == "normsys")
+            .map(|m| m["interpolation"].as_i64())
+            .collect();
+        assert!(
+            !codes.is_empty() && codes.iter().all(|&c| c == Some(4)),
+            "{name}: {codes:?}"
+        );
+        failures.extend(round_trip(&name, &workspace, &model).err());
+        for device in [
+            ns_compute::Device::Cuda(ns_compute::CudaGpus::FIRST),
+            ns_compute::Device::Vulkan,
+        ] {
+            let error = ns_compute::backend::open(device, &model.compiled)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                error.contains("evaluated on the CPU only"),
+                "{name} on {device:?}: {error}"
+            );
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
