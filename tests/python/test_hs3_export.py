@@ -190,34 +190,6 @@ def test_datacards_written_as_hs3_are_their_likelihood_in_roofit(name, tmp_path)
     roofit_reads_the_same_likelihood(out, model, workspace.data(model))
 
 
-ADDITIVE_SOURCES = [WORKSPACES / "nextstat_tHu.json", WORKSPACES / "nextstat_complex_workspace.json", LIKELIHOODS / "atlas_staus_2018-04_comb_DS_100_1" / "workspace.json"]
-
-
-@pytest.mark.parametrize("source", ADDITIVE_SOURCES, ids=source_id)
-def test_roots_additive_code4_normsys_is_roofits(source, tmp_path):
-    """A normsys without an `interpolation` key (ATLAS's ROOT 6.32 exports) is ROOT's code 4:
-    polynomial inside |α| < 1, linear outside, and the deltas of a sample's normsys add. Files
-    with several normsys (and histosys) per sample, stripped of their keys, read by RooFit and
-    by nextstat: one likelihood up to a constant, at random points inside and outside ±1, and
-    RooFit's fit ends at nextstat's minimum."""
-    written = tmp_path / "code5.hs3.json"
-    run_cli("export-hs3", str(source), "--clip-negative-yields", "-o", str(written))
-    document = json.loads(written.read_text())
-    stripped = 0
-    for dist in document["distributions"]:
-        for sample in dist.get("samples", []):
-            counts = [m["type"] for m in sample["modifiers"]].count("normsys")
-            for m in sample["modifiers"]:
-                if m["type"] == "normsys":
-                    stripped += m.pop("interpolation") == 5 and counts > 1
-    assert stripped > 0, "samples with several normsys"
-    out = tmp_path / "code4.hs3.json"
-    out.write_text(json.dumps(document))
-    model = nextstat.load_hs3(out)
-    assert "root4" in run_cli("eval", str(out))[1]
-    roofit_reads_the_same_likelihood(out, model, model.observed, reaches_minimum=source_id(source) not in ROOFIT_STOPS_ABOVE)
-
-
 HS3 = REPO.parent / "shared" / "hs3-binned"
 
 

@@ -502,13 +502,6 @@ pub fn open_for<'m, M>(
 where
     M: std::borrow::Borrow<CompiledModel> + Send + Sync + 'm,
 {
-    if device != Device::Cpu && model.borrow().codes.normsys.is_additive() {
-        return Err(Error::Device(format!(
-            "ROOT's additive code-4 normsys (an HS3 normsys without an 'interpolation' key, as \
-             ROOT 6.30+ reads it) are evaluated on the CPU only, not on {}: run with --gpu cpu",
-            device.name()
-        )));
-    }
     Ok(match device {
         Device::Cpu => match objective {
             Objective::Likelihood => Box::new(crate::cpu::CpuBackend::new(model)),

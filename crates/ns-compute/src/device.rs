@@ -196,11 +196,10 @@ impl Device {
         match self {
             Device::Auto => match workload {
                 Workload::Batch { fits }
-                    if !model.codes.normsys.is_additive()
-                        && fits
-                            .saturating_mul(model.n_main)
-                            .saturating_mul(model.n_params)
-                            >= AUTO_MIN_BATCH_WORK
+                    if fits
+                        .saturating_mul(model.n_main)
+                        .saturating_mul(model.n_params)
+                        >= AUTO_MIN_BATCH_WORK
                         && has_cuda() =>
                 {
                     Device::Cuda(CudaGpus::FIRST)

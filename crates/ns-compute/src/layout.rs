@@ -121,8 +121,6 @@ impl KernelLayout {
                 NormsysCode::Code1 => 1,
                 NormsysCode::Code4 => 4,
                 NormsysCode::AsymPow => 5,
-                // Refused before a device layout is built (`check_device_terms`).
-                NormsysCode::RootAdditive4 => 6,
             },
             histosys_code: match m.codes.histosys {
                 HistosysCode::Code0 => 0,

@@ -18,11 +18,6 @@ pub enum NormsysCode {
     /// α ≤ −½, and inside A + B·s(2α) (A, B the half difference and half sum of ln hi and
     /// ln lo, s the odd quintic (3x⁵ − 10x³ + 15x)/8). A symmetric κ (lo = 1/κ) is κ^α.
     AsymPow,
-    /// ROOT's FlexibleInterpVar code 4 (a normsys without an `interpolation` key in an HS3 file
-    /// read by ROOT ≥ 6.30): 1 + δ(α), δ linear outside |α| ≥ 1 (α·(hi − 1) above, α·(1 − lo)
-    /// below) and the sixth-order polynomial of pyhf's histosys code4p inside; and the δ of a
-    /// sample's normsys **add** (1 + Σδ), where every other code multiplies the factors.
-    RootAdditive4,
 }
 
 /// The odd quintic of Combine's smooth interpolations, and its first two derivatives.
@@ -90,13 +85,7 @@ impl NormsysCode {
             NormsysCode::Code1 => "code1",
             NormsysCode::Code4 => "code4",
             NormsysCode::AsymPow => "asympow",
-            NormsysCode::RootAdditive4 => "root4",
         }
-    }
-
-    /// Whether a sample's factors of this code add their deltas (1 + Σδ) instead of multiplying.
-    pub fn is_additive(self) -> bool {
-        self == NormsysCode::RootAdditive4
     }
 }
 
@@ -212,12 +201,6 @@ impl NormsysTerm {
                 *coef = row.iter().zip(b.iter()).map(|(a, b)| a * b).sum();
             }
         }
-        if code == NormsysCode::RootAdditive4 {
-            // δ = α·(S + α·A·(15 + α²(−10 + 3α²))) inside, as ROOT's code 4 and pyhf's code4p.
-            let (up, down) = (hi - 1.0, 1.0 - lo);
-            let (s, a) = (0.5 * (up + down), 0.0625 * (up - down));
-            poly = [s, 15.0 * a, 0.0, -10.0 * a, 0.0, 3.0 * a];
-        }
         NormsysTerm { ln_hi, ln_lo, poly }
     }
 
@@ -241,15 +224,7 @@ impl NormsysTerm {
                 let f = log.exp();
                 (f, f * log_slope)
             }
-            NormsysCode::RootAdditive4 if alpha >= 1.0 => {
-                let up = self.ln_hi.exp() - 1.0;
-                (1.0 + alpha * up, up)
-            }
-            NormsysCode::RootAdditive4 if alpha <= -1.0 => {
-                let down = 1.0 - self.ln_lo.exp();
-                (1.0 + alpha * down, down)
-            }
-            NormsysCode::Code4 | NormsysCode::RootAdditive4 => {
+            NormsysCode::Code4 => {
                 if alpha >= 1.0 || alpha <= -1.0 {
                     exp_branch(alpha)
                 } else {
@@ -395,38 +370,4 @@ pub fn histosys_delta_and_derivative(
     down: f64,
 ) -> (f64, f64) {
     HistosysWeights::new(code, alpha).apply(up, down)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// ROOT's code-4 normsys is 1 + the code4p delta of a one-bin histosys with nominal 1
-    /// (ROOT's FlexibleInterpVar code 4 and PiecewiseInterpolation code 4 are one polynomial):
-    /// value and slope, inside and outside ±1, continuous at ±1.
-    #[test]
-    fn roots_code4_normsys_is_one_plus_the_code4p_delta() {
-        for (hi, lo) in [(1.2, 0.85), (1.05, 0.7), (0.9, 1.1), (2.5, 0.1)] {
-            let term = NormsysTerm::new(NormsysCode::RootAdditive4, hi, lo);
-            for i in -300..=300 {
-                let alpha = i as f64 / 100.0;
-                let (value, slope) = term.factor_and_derivative(NormsysCode::RootAdditive4, alpha);
-                let (delta, d_delta) =
-                    histosys_delta_and_derivative(HistosysCode::Code4p, alpha, hi - 1.0, 1.0 - lo);
-                assert!(
-                    (value - 1.0 - delta).abs() < 1e-14,
-                    "{hi} {lo} at {alpha}: {value} vs 1 + {delta}"
-                );
-                assert!(
-                    (slope - d_delta).abs() < 1e-13,
-                    "{hi} {lo} at {alpha}: slope {slope} vs {d_delta}"
-                );
-            }
-            for edge in [-1.0, 1.0] {
-                let below = term.factor_and_derivative(NormsysCode::RootAdditive4, edge - 1e-12);
-                let above = term.factor_and_derivative(NormsysCode::RootAdditive4, edge + 1e-12);
-                assert!((below.0 - above.0).abs() < 1e-11 && (below.1 - above.1).abs() < 1e-9);
-            }
-        }
-    }
 }

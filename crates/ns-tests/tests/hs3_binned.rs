@@ -147,7 +147,7 @@ fn what_is_not_read_is_refused_by_name() {
     let text = std::fs::read_to_string(hs3_dir().join("nextstat_complex.hs3.json")).unwrap();
     let document: Value = serde_json::from_str(&text).unwrap();
     let cases: [(&str, Edit); 3] = [
-        ("interpolation code 2", |m| m["interpolation"] = 2.into()),
+        ("interpolation code 4", |m| m["interpolation"] = 4.into()),
         ("modifier type 'lumisys'", |m| m["type"] = "lumisys".into()),
         (
             "every width must be positive, or zero for a constant γ",

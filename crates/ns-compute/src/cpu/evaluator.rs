@@ -430,9 +430,7 @@ impl<'m> CpuEvaluator<'m> {
             let r = g.start as usize..g.end as usize;
             // Term by term where a transform reads the parameter, or inside AsymPow's blend.
             let blend = plan.normsys_code == NormsysCode::AsymPow && alpha.abs() < 0.5;
-            // ROOT's additive code 4 is linear outside ±1 (inside, code 4's polynomial path).
-            let linear_outside = plan.normsys_code.is_additive() && alpha.abs() >= 1.0;
-            if input.is_some() || blend || linear_outside {
+            if input.is_some() || blend {
                 let (value, slope, log_slope) = (
                     &mut values[r.clone()],
                     &mut slopes[r.clone()],
@@ -454,11 +452,7 @@ impl<'m> CpuEvaluator<'m> {
             let value = &mut values[r.clone()];
             let slope = &mut slopes[r.clone()];
             let log_slope = &mut log_slopes[r.clone()];
-            if matches!(
-                plan.normsys_code,
-                NormsysCode::Code4 | NormsysCode::RootAdditive4
-            ) && alpha.abs() < 1.0
-            {
+            if plan.normsys_code == NormsysCode::Code4 && alpha.abs() < 1.0 {
                 // Inside ±1 code 4 is 1 + Σ_k c_k α^k: the powers are the parameter's, the
                 // coefficients the term's, so each term is two independent dot products.
                 let a2 = alpha * alpha;
@@ -528,8 +522,6 @@ impl<'m> CpuEvaluator<'m> {
             entry_product,
             histosys_weights,
             normsys_value,
-            normsys_slope,
-            normsys_log_slope,
             block_normsys,
             block_linear: linear_products,
             block_scale,
@@ -545,33 +537,12 @@ impl<'m> CpuEvaluator<'m> {
             &mut linear_products[..],
             &mut block_scale[..],
         );
-        let additive = plan.normsys_code.is_additive();
         for (b, block) in plan.blocks.iter().enumerate() {
-            let terms = &block_terms[block.terms.clone()];
-            let mut normsys = if additive {
-                1.0 + terms
-                    .iter()
-                    .map(|&t| normsys_value[t as usize] - 1.0)
-                    .sum::<f64>()
-            } else {
-                gather_product(normsys_value, terms)
-            };
+            let mut normsys = gather_product(normsys_value, &block_terms[block.terms.clone()]);
             if m.clip_sample_yields && normsys <= 0.0 {
                 // ROOT's FlexibleInterpVar: a product of normsys factors at or below zero is
                 // clipped (to the smallest normal double there, zero here); it is flat there.
                 normsys = 0.0;
-            }
-            if additive {
-                // d ln(1 + Σδ) / dα_t = δ_t' / (1 + Σδ): what the backward pass reads per term
-                // (each term belongs to one block).
-                for &t in terms {
-                    let t = t as usize;
-                    normsys_log_slope[t] = if normsys != 0.0 {
-                        normsys_slope[t] / normsys
-                    } else {
-                        0.0
-                    };
-                }
             }
             let mut linear = 1.0;
             for &p in &block_linear[block.linear.clone()] {

@@ -123,8 +123,8 @@ impl CpuEvaluator<'_> {
     /// The Hessian of the NLL at `params` (with respect to every parameter), analytic: `part`
     /// says whether the whole matrix or its diagonal. `None` where the module's form does not
     /// hold: a γ at 0, two linear factors of one sample at 0, a normsys product that is not a
-    /// normal number, a floored block, statistical terms or additive normsys (their second
-    /// derivatives are left to differences of the gradient).
+    /// normal number, a floored block or statistical terms (their second derivatives are left to
+    /// differences of the gradient).
     pub fn nll_hessian(
         &self,
         params: &[f64],
@@ -135,12 +135,7 @@ impl CpuEvaluator<'_> {
         self.check_params(params)?;
         self.check_data(data)?;
         let m = self.model;
-        // ROOT's additive normsys couple the α of one sample (ln(1 + Σδ) is not a sum of
-        // per-term logarithms): also left to differences.
-        if !m.floored_blocks.is_empty()
-            || !m.bin_stats.is_empty()
-            || !m.low_side_widths.is_empty()
-            || m.codes.normsys.is_additive()
+        if !m.floored_blocks.is_empty() || !m.bin_stats.is_empty() || !m.low_side_widths.is_empty()
         {
             return Ok(None);
         }
@@ -157,7 +152,7 @@ impl CpuEvaluator<'_> {
             let polynomial = match plan.normsys_code {
                 NormsysCode::Code4 => alpha.abs() < 1.0,
                 NormsysCode::AsymPow => alpha.abs() < 0.5,
-                NormsysCode::Code1 | NormsysCode::RootAdditive4 => false,
+                NormsysCode::Code1 => false,
             };
             if !polynomial && input.is_none() {
                 continue;

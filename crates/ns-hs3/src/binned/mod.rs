@@ -60,9 +60,5 @@ fn global_observable(parameter: &str) -> String {
 /// inside |α| < 1, exponential outside), 1 pyhf's code1 (exponential).
 const ROOT_CODE4: i64 = 5;
 const ROOT_CODE1: i64 = 1;
-/// ROOT's code 4 of a normsys: polynomial inside, linear outside, the deltas of a sample's
-/// normsys added (`NormsysCode::RootAdditive4`); what ROOT ≥ 6.30 gives a normsys written
-/// without an `interpolation` key (ATLAS's ROOT 6.32 exports).
-const ROOT_ADDITIVE_CODE4: i64 = 4;
 /// ROOT's PiecewiseInterpolation code of a histosys: pyhf's code4p (ROOT writes no code).
 const ROOT_HISTOSYS_CODE4P: i64 = 4;

@@ -6,8 +6,7 @@
 //! - a `histfactory_dist` per channel (`model_<channel>`), one axis; samples with `contents`
 //!   (and `errors` for a staterror);
 //! - `normfactor` (with a `constraint_name`: the luminosity, a Gaussian of fixed width);
-//! - `normsys` (`interpolation` 5, pyhf's code4; 1, pyhf's code1; 4 or none, ROOT's additive
-//!   code 4) and `histosys` (ROOT's code 4, pyhf's code4p),
+//! - `normsys` (`interpolation` 5, pyhf's code4) and `histosys` (ROOT's code 4, pyhf's code4p),
 //!   each with a unit Gaussian constraint on `alpha_<name>`;
 //! - `staterror` (parameters `gamma_stat_<channel>_bin_<i>`, Poisson or Gaussian, no threshold:
 //!   ROOT's importer applies none);
@@ -23,8 +22,8 @@ use ns_core::{HistosysCode, InterpCodes, NormsysCode, Result};
 use serde_json::{Map, Value, json};
 
 use super::{
-    ALPHA_PREFIX, ROOT_ADDITIVE_CODE4, ROOT_CODE1, ROOT_CODE4, ROOT_HISTOSYS_CODE4P, ROOT_LUMI,
-    STAT_SET_PREFIX, channel_of, global_observable, stat_gamma,
+    ALPHA_PREFIX, ROOT_CODE1, ROOT_CODE4, ROOT_HISTOSYS_CODE4P, ROOT_LUMI, STAT_SET_PREFIX,
+    channel_of, global_observable, stat_gamma,
 };
 use crate::{Document, index, invalid, number, str_list};
 
@@ -520,10 +519,8 @@ impl<'a> Translation<'a> {
                 let p = parameter()?;
                 let code = m.get("interpolation").and_then(Value::as_i64);
                 let normsys = match code {
-                    _ if kind != "normsys" => None,
                     Some(ROOT_CODE4) => Some(NormsysCode::Code4),
                     Some(ROOT_CODE1) => Some(NormsysCode::Code1),
-                    None | Some(ROOT_ADDITIVE_CODE4) => Some(NormsysCode::RootAdditive4),
                     _ => None,
                 };
                 let readable = match kind {
@@ -533,8 +530,8 @@ impl<'a> Translation<'a> {
                 if !readable {
                     return Err(invalid(format!(
                         "{at}: interpolation code {} is not read: a normsys must be ROOT's 5 \
-                         (pyhf's code4), 1 (pyhf's code1) or 4 (ROOT's additive code 4, the \
-                         default), a histosys ROOT's 4 (pyhf's code4p, the default)",
+                         (pyhf's code4) or 1 (pyhf's code1), a histosys ROOT's 4 (pyhf's \
+                         code4p, the default)",
                         code.map_or("none".into(), |c| c.to_string())
                     )));
                 }

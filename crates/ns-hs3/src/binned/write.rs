@@ -30,8 +30,8 @@ use ns_translate::spec::ModifierKind;
 use serde_json::{Map, Value, json};
 
 use super::{
-    ROOT_ADDITIVE_CODE4, ROOT_CODE1, ROOT_CODE4, ROOT_LUMI, STAT_SET_PREFIX, alpha,
-    channel_distribution, channel_observable, gamma, global_observable, stat_gamma,
+    ROOT_CODE1, ROOT_CODE4, ROOT_LUMI, STAT_SET_PREFIX, alpha, channel_distribution,
+    channel_observable, gamma, global_observable, stat_gamma,
 };
 use crate::invalid;
 
@@ -157,7 +157,6 @@ impl<'m> Writer<'m> {
         let normsys_code = match model.compiled.codes.normsys {
             NormsysCode::Code4 => Some(ROOT_CODE4),
             NormsysCode::Code1 => Some(ROOT_CODE1),
-            NormsysCode::RootAdditive4 => Some(ROOT_ADDITIVE_CODE4),
             NormsysCode::AsymPow => None,
         };
         let mut writer = Writer {
