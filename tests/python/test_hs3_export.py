@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import nextstat
-from conftest import ROOT as REPO, WORKSPACES, run_cli
+from conftest import ROOT as REPO, WORKSPACES, cli_json, run_cli
 
 R = pytest.importorskip("ROOT", reason="RooFit (PyPI 'root') is in requirements-test.txt")
 R.RooMsgService.instance().setGlobalKillBelow(R.RooFit.ERROR)
@@ -188,6 +188,38 @@ def test_datacards_written_as_hs3_are_their_likelihood_in_roofit(name, tmp_path)
     workspace = nextstat.Workspace(json.loads(pyhf_form.read_text()))
     model = workspace.model(clip_negative_yields=True, modifier_settings={"normsys": {"interpcode": "code1"}, "histosys": {"interpcode": "code4p"}})
     roofit_reads_the_same_likelihood(out, model, workspace.data(model))
+
+
+CODELESS_SOURCES = [WORKSPACES / "nextstat_tHu.json", LIKELIHOODS / "atlas_staus_2018-04_comb_DS_100_1" / "workspace.json", LIKELIHOODS / "atlas_3Lonshell_2019-09_smodels" / "workspace.json"]
+
+
+@pytest.mark.parametrize("source", CODELESS_SOURCES, ids=source_id)
+def test_a_normsys_without_a_code_is_roofits(source, tmp_path):
+    """A normsys without an `interpolation` key (ATLAS's ROOT 6.32 exports) is the FlexibleInterpVar
+    code 4 in ROOT 6.40, which it evaluates as code 5 (pyhf's code4, docs/hs3-binned.md). Files
+    with several normsys (and histosys) per sample, stripped of their keys, read by RooFit and by
+    nextstat: one likelihood up to a constant at random points inside and outside ±1, and
+    RooFit's fit ends at nextstat's minimum."""
+    written = tmp_path / "code5.hs3.json"
+    run_cli("export-hs3", str(source), "--clip-negative-yields", "-o", str(written))
+    document = json.loads(written.read_text())
+    stripped = 0
+    for dist in document["distributions"]:
+        for sample in dist.get("samples", []):
+            counts = [m["type"] for m in sample["modifiers"]].count("normsys")
+            for m in sample["modifiers"]:
+                if m["type"] == "normsys":
+                    stripped += m.pop("interpolation") == 5 and counts > 1
+    assert stripped > 0, "samples with several normsys"
+    out = tmp_path / "codeless.hs3.json"
+    out.write_text(json.dumps(document))
+    # nextstat reads the file without codes as the file with them...
+    assert "normsys=code4" in run_cli("eval", str(out))[1]
+    assert cli_json("eval", str(out))["nll"] == cli_json("eval", str(written))["nll"]
+    # ...and RooFit reads it as the source model.
+    workspace = nextstat.Workspace(json.loads(source.read_text()))
+    model = workspace.model(clip_negative_yields=True)
+    roofit_reads_the_same_likelihood(out, model, workspace.data(model), reaches_minimum=source_id(source) not in ROOFIT_STOPS_ABOVE)
 
 
 HS3 = REPO.parent / "shared" / "hs3-binned"

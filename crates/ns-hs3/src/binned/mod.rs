@@ -60,5 +60,8 @@ fn global_observable(parameter: &str) -> String {
 /// inside |α| < 1, exponential outside), 1 pyhf's code1 (exponential).
 const ROOT_CODE4: i64 = 5;
 const ROOT_CODE1: i64 = 1;
+/// ROOT's FlexibleInterpVar code 4, what its importer gives a normsys without a key (ATLAS's
+/// ROOT 6.32 exports): ROOT 6.40 evaluates it exactly as code 5.
+const ROOT_CODE4_AS_5: i64 = 4;
 /// ROOT's PiecewiseInterpolation code of a histosys: pyhf's code4p (ROOT writes no code).
 const ROOT_HISTOSYS_CODE4P: i64 = 4;

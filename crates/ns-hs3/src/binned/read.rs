@@ -6,7 +6,8 @@
 //! - a `histfactory_dist` per channel (`model_<channel>`), one axis; samples with `contents`
 //!   (and `errors` for a staterror);
 //! - `normfactor` (with a `constraint_name`: the luminosity, a Gaussian of fixed width);
-//! - `normsys` (`interpolation` 5, pyhf's code4) and `histosys` (ROOT's code 4, pyhf's code4p),
+//! - `normsys` (`interpolation` 5, 4 or none: pyhf's code4; 1: pyhf's code1) and `histosys`
+//!   (ROOT's code 4, pyhf's code4p),
 //!   each with a unit Gaussian constraint on `alpha_<name>`;
 //! - `staterror` (parameters `gamma_stat_<channel>_bin_<i>`, Poisson or Gaussian, no threshold:
 //!   ROOT's importer applies none);
@@ -22,8 +23,8 @@ use ns_core::{HistosysCode, InterpCodes, NormsysCode, Result};
 use serde_json::{Map, Value, json};
 
 use super::{
-    ALPHA_PREFIX, ROOT_CODE1, ROOT_CODE4, ROOT_HISTOSYS_CODE4P, ROOT_LUMI, STAT_SET_PREFIX,
-    channel_of, global_observable, stat_gamma,
+    ALPHA_PREFIX, ROOT_CODE1, ROOT_CODE4, ROOT_CODE4_AS_5, ROOT_HISTOSYS_CODE4P, ROOT_LUMI,
+    STAT_SET_PREFIX, channel_of, global_observable, stat_gamma,
 };
 use crate::{Document, index, invalid, number, str_list};
 
@@ -519,7 +520,10 @@ impl<'a> Translation<'a> {
                 let p = parameter()?;
                 let code = m.get("interpolation").and_then(Value::as_i64);
                 let normsys = match code {
-                    Some(ROOT_CODE4) => Some(NormsysCode::Code4),
+                    _ if kind != "normsys" => None,
+                    // No key: ROOT's importer gives code 4, which ROOT 6.40 evaluates exactly
+                    // as code 5 (measured: docs/hs3-binned.md).
+                    None | Some(ROOT_CODE4) | Some(ROOT_CODE4_AS_5) => Some(NormsysCode::Code4),
                     Some(ROOT_CODE1) => Some(NormsysCode::Code1),
                     _ => None,
                 };
@@ -529,9 +533,9 @@ impl<'a> Translation<'a> {
                 };
                 if !readable {
                     return Err(invalid(format!(
-                        "{at}: interpolation code {} is not read: a normsys must be ROOT's 5 \
-                         (pyhf's code4) or 1 (pyhf's code1), a histosys ROOT's 4 (pyhf's \
-                         code4p, the default)",
+                        "{at}: interpolation code {} is not read: a normsys must be ROOT's 5 or \
+                         4 (pyhf's code4, the default) or 1 (pyhf's code1), a histosys ROOT's 4 \
+                         (pyhf's code4p, the default)",
                         code.map_or("none".into(), |c| c.to_string())
                     )));
                 }
