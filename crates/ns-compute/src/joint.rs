@@ -22,8 +22,8 @@ use crate::signal::ExternalSignal;
 const HEADER: usize = 3;
 
 /// One factor of a [`JointLikelihood`] and where its parameters sit among the joint ones.
-pub struct Part {
-    pub likelihood: Box<dyn Likelihood>,
+struct Part {
+    likelihood: Box<dyn Likelihood>,
     /// The joint index of each of the part's parameters.
     map: Vec<usize>,
 }
