@@ -126,3 +126,4 @@ def test_root_importer_reproducers_show_what_they_say(capsys):
     assert "1: RooPoisson" in out
     assert "2: ['Lumi', 'lumi', 'obs_x_c']" in out
     assert "3: [1.0, 0.0123457]" in out
+    assert "4: [4] [1.0099711, 1.0301495]" in out
