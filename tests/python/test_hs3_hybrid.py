@@ -23,7 +23,6 @@ KEEP = []  # PyROOT objects stay alive while the workspaces refer to them
 def write_hybrid(path, signal_per_mu=40, seed=7):
     """ROOT's binned `simple` channel and an unbinned Gauss + exponential channel whose signal
     yield is `signal_per_mu`·μ, μ shared with the binned signal's normfactor."""
-    R.Math.MinimizerOptions.SetDefaultPrecision(0)  # another test may have changed it
     src = R.RooWorkspace("src")
     assert R.RooJSONFactoryWSTool(src).importJSON(str(HS3 / "nextstat_simple.hs3.json"))
     binned = src.pdf("model_singlechannel")
@@ -85,13 +84,21 @@ class RooFit:
         for p in self.params.values():
             p.removeMin()
             p.removeMax()
-        m = R.RooMinimizer(self.nll)
-        m.setStrategy(2)
-        m.setEps(1e-8)
-        m.setPrintLevel(-1)
-        m.minimize("Minuit2", "Migrad")
-        m.hesse()
-        r = m.save()
+        # Minuit's precision is a process-wide default another test may have set
+        # (test_unbinned_roofit): this fit runs with ROOT's own (-1: computed), and leaves it.
+        options = R.Math.MinimizerOptions
+        precision = options.DefaultPrecision()
+        options.SetDefaultPrecision(-1)
+        try:
+            m = R.RooMinimizer(self.nll)
+            m.setStrategy(2)
+            m.setEps(1e-8)
+            m.setPrintLevel(-1)
+            m.minimize("Minuit2", "Migrad")
+            m.hesse()
+            r = m.save()
+        finally:
+            options.SetDefaultPrecision(precision)
         assert r.status() == 0 and r.covQual() == 3, f"RooFit's fit: status {r.status()}, covariance quality {r.covQual()}"
         return {p.GetName(): (p.getVal(), p.getError()) for p in r.floatParsFinal()}, r.minNll()
 
