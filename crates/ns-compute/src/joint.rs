@@ -8,6 +8,7 @@
 //! splits back into the parts' datasets exactly; its `aux` is the parts' auxiliary data in order.
 
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use ns_core::{Error, Result};
 
@@ -171,6 +172,7 @@ impl JointLikelihood {
         Ok(Box::new(JointBackend {
             parts,
             n_params: self.names.len(),
+            last_host: Mutex::new(None),
         }))
     }
 }
@@ -466,6 +468,24 @@ impl Likelihood for JointLikelihood {
 struct JointBackend<'a> {
     parts: Vec<(Box<dyn Backend + 'a>, &'a [usize])>,
     n_params: usize,
+    /// The host datasets last evaluated and their upload: a host-driven fit passes the same
+    /// dataset at every step, which is then split (and sent to a device) once, not per step.
+    last_host: Mutex<Option<(Vec<PreparedData>, Arc<Resident>)>>,
+}
+
+impl JointBackend<'_> {
+    /// `datasets` uploaded, or the upload of the same datasets kept from the last call.
+    fn uploaded(&self, datasets: &[PreparedData]) -> Result<Arc<Resident>> {
+        let mut last = self.last_host.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((held, resident)) = last.as_ref()
+            && held.as_slice() == datasets
+        {
+            return Ok(resident.clone());
+        }
+        let resident = Arc::new(self.upload(datasets)?);
+        *last = Some((datasets.to_vec(), resident.clone()));
+        Ok(resident)
+    }
 }
 
 /// Datasets uploaded by each part's backend.
@@ -540,7 +560,7 @@ impl Backend for JointBackend<'_> {
         let resident = match datasets {
             Datasets::Resident(r) => r.storage::<JointResident>()?,
             Datasets::Host(h) => {
-                uploaded = self.upload(h)?;
+                uploaded = self.uploaded(h)?;
                 uploaded.storage::<JointResident>()?
             }
         };
