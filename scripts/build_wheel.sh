@@ -4,6 +4,8 @@
 # the one wheel runs on machines without a GPU), linked by zig from PyPI (no Docker).
 #   bash scripts/build_wheel.sh [TARGET ...]     default: x86_64-unknown-linux-gnu
 # Wheels go to $WHEEL_DIR (default dist/); the build shares target/ with the workspace.
+# NEXTSTAT_WHEEL_BINS="ns-cli ns-server" also builds those packages' binaries in the wheel's
+# environment, reusing its compiled dependencies (target/<target>/release/; scripts/wheel_cargo.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}
@@ -21,7 +23,7 @@ for target in $targets; do
   rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
   # maturin runs zig through this interpreter's ziglang package.
   (cd bindings/ns-py && PATH="$(dirname "$python"):$PATH" CARGO_TARGET_DIR="$PWD/../../target" \
-    "$python" -m maturin build --quiet --release --zig --compatibility manylinux2014 \
+    CARGO="$PWD/../../scripts/wheel_cargo.sh" "$python" -m maturin build --quiet --release --zig --compatibility manylinux2014 \
     --target "$target" --out "$out") >&2
 done
 ls "$out"/nextstat-*.whl

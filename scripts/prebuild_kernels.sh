@@ -10,6 +10,9 @@ python=${PYTHON:-.venv/bin/python}
     "$python" -m pip install --quiet "$(grep '^nvidia-cuda-nvrtc' requirements-test.txt)" >&2
 nvrtc_lib=$("$python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
 dir=$PWD/target/prebuilt-kernels
+# Built first, then run: NVRTC's minutes hold no lock on target/, so another cargo command (the
+# lints, in scripts/test.sh) can run beside them.
+cargo build --quiet -p ns-compute --example prebuild_kernels >&2
 LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    cargo run --quiet -p ns-compute --example prebuild_kernels -- "$dir" >&2
+    target/debug/examples/prebuild_kernels "$dir" >&2
 echo "export NEXTSTAT_PREBUILT_KERNELS=$dir"

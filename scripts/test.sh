@@ -34,25 +34,31 @@ mark "Python requirements"
 # The release builds (wheel, CLI) embed the CUDA kernels compiled ahead of time (NVRTC from pip,
 # no GPU), as a release does: the Python suite tests the released binaries. The debug test
 # builds do not (they compile kernels at first use, as a development build does).
-kernels=$(PYTHON=.venv/bin/python bash scripts/prebuild_kernels.sh | sed 's/^export NEXTSTAT_PREBUILT_KERNELS=//')
+# NVRTC's minutes on one core run beside the lints.
+mkdir -p target
+PYTHON=.venv/bin/python bash scripts/prebuild_kernels.sh > target/prebuild-kernels.env &
+prebuild=$!
+# Lints as CI enforces them (the Python extension is a workspace member).
+cargo clippy --quiet --workspace --all-targets -- -D warnings
+mark "clippy"
+wait $prebuild
+kernels=$(sed 's/^export NEXTSTAT_PREBUILT_KERNELS=//' target/prebuild-kernels.env)
+mark "CUDA kernels"
 # The commit the builds record (nextstat.build_info(), nextstat --version; checked by the tests).
 export NEXTSTAT_BUILT_FROM=$(git rev-parse --short=12 HEAD)
 # The Python package as released: the manylinux2014 abi3 wheel (scripts/build_wheel.sh), installed
 # by pip, then installed and run in an old userland (glibc 2.23) by scripts/check_wheel.sh.
-NEXTSTAT_PREBUILT_KERNELS=$kernels WHEEL_DIR=target/wheels bash scripts/build_wheel.sh >/dev/null
+# The release CLI and server come out of the same build, linked as the wheel is (glibc 2.17): the
+# Python suite runs them hundreds of times on large models.
+NEXTSTAT_PREBUILT_KERNELS=$kernels NEXTSTAT_WHEEL_BINS="ns-cli ns-server" WHEEL_DIR=target/wheels \
+  bash scripts/build_wheel.sh >/dev/null
+release_bin=$PWD/target/x86_64-unknown-linux-gnu/release
 wheel=$(ls target/wheels/nextstat-*manylinux*x86_64*.whl)
 .venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 mark "Python package"
 bash scripts/check_wheel.sh "$wheel"
 mark "old-glibc install"
 
-# Lints as CI enforces them.
-cargo clippy --quiet --workspace --all-targets -- -D warnings
-(cd bindings/ns-py && CARGO_TARGET_DIR="$PWD/../../target" cargo clippy --quiet --all-targets -- -D warnings)
-mark "clippy"
-# The Python suite runs the CLI hundreds of times on large models: a release binary.
-NEXTSTAT_PREBUILT_KERNELS=$kernels cargo build --quiet --release --bin nextstat --bin nextstat-server
-mark "release build"
 nvrtc_lib=$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
@@ -76,5 +82,5 @@ mark "macOS type-check"
 
 # On every core, at most four (each worker imports torch, JAX and ROOT).
 workers=$(nproc); [ "$workers" -gt 4 ] && workers=4
-NEXTSTAT_PREBUILT_KERNELS=$kernels NEXTSTAT_BIN="$PWD/target/release/nextstat" .venv/bin/python -m pytest tests/python -q -n "$workers" --timeout 900 --timeout-method thread
+NEXTSTAT_PREBUILT_KERNELS=$kernels NEXTSTAT_BIN="$release_bin/nextstat" .venv/bin/python -m pytest tests/python -q -n "$workers" --timeout 900 --timeout-method thread
 mark "Python tests"

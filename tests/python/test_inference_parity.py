@@ -121,7 +121,7 @@ def test_ranking_matches_cabinetry_given_our_fit():
 
 @pytest.mark.parametrize("name", ["pyhf_validation_2bin_histosys", "pyhf_validation_1bin_shapesys"])
 def test_toy_cls_agrees_with_pyhf_toys(name, monkeypatch):
-    """CLsb and CLb from 2000 toys each side: within 4 binomial standard errors of pyhf's."""
+    """CLsb and CLb from 1000 toys each side: within 4 binomial standard errors of pyhf's."""
     import numpy
 
     from pyhf.tensor.numpy_backend import numpy_backend
@@ -131,7 +131,7 @@ def test_toy_cls_agrees_with_pyhf_toys(name, monkeypatch):
     pyhf.set_backend("numpy", pyhf.optimize.scipy_optimizer())
     model, data = model_and_data(name)
     numpy.random.seed(0)
-    n = 2000
+    n = 1000
     cls, (clsb, clb) = pyhf.infer.hypotest(1.0, data, model, test_stat="qtilde", calctype="toybased", ntoys=n, return_tail_probs=True, track_progress=False)
     ours = cli_json("hypotest-toys", workspace_file(name), "--mu", "1", "--n-toys", str(n), "--seed", "3")
     assert ours["n_failed"] == 0, ours["failures"]
