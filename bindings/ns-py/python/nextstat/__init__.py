@@ -67,7 +67,7 @@ __all__ = [
     "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "Patch", "fit", "fixed_poi_fit", "hypotest",
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
-    "build_info", "has_metal", "devices", "infer", "run_call", "exceptions", "utils", "tensor", "set_backend", "get_backend",
+    "build_info", "has_metal", "devices", "infer", "run_call", "exceptions", "optimize", "utils", "tensor", "set_backend", "get_backend",
     "readxml", "Datacard", "load_hs3", "JointModel",
 ]
 
@@ -84,28 +84,36 @@ from ._verbs import (
 )
 
 # pyhf's backend interface, for scripts that name the numpy backend (`import nextstat as pyhf`).
-from . import exceptions, simplemodels, tensor, utils  # noqa: E402
+from . import exceptions, optimize, simplemodels, tensor, utils  # noqa: E402
 
 _backend = tensor.numpy_backend()
 
 
-class _Optimizer:
-    """The optimizer every fit runs: nextstat's own L-BFGS-B (pyhf's `optimizer` slot)."""
-
-    name = "nextstat-lbfgsb"
-
-    def __repr__(self) -> str:
-        return "nextstat's L-BFGS-B (analytic gradients)"
+_optimizer: Any = optimize.scipy_optimizer()  # pyhf's default
 
 
-_optimizer = _Optimizer()
+def _optimizer_of(custom_optimizer: Any) -> Any:
+    """pyhf's ``custom_optimizer``: a name (``"scipy"``, ``"minuit"``) or an optimizer object."""
+    if isinstance(custom_optimizer, bytes):
+        custom_optimizer = custom_optimizer.decode()
+    if isinstance(custom_optimizer, str):
+        made = {"scipy": optimize.scipy_optimizer, "minuit": optimize.minuit_optimizer}.get(custom_optimizer.lower())
+        if made is None:
+            raise exceptions.InvalidOptimizer(
+                f"The optimizer provided is not supported: {custom_optimizer}. Select from one of the "
+                "supported optimizers: scipy, minuit"
+            )
+        return made()
+    return custom_optimizer
 
 
 def set_backend(backend: Any, custom_optimizer: Any = None, precision: Optional[str] = None, default: bool = False) -> None:
-    """pyhf's ``set_backend`` for the numpy backend (by name or object); any optimizer is
-    accepted and nextstat's own runs. Other backends raise ``exceptions.InvalidBackend`` naming
-    the alternative."""
-    global _backend
+    """pyhf's ``set_backend`` for the numpy backend (by name or object), with the optimizer
+    object ``custom_optimizer`` (a name, ``"scipy"`` or ``"minuit"``, or an object;
+    ``scipy_optimizer()`` when not given, as pyhf) that ``pyhf.optimizer`` then reads: fits run
+    on nextstat's own minimiser whichever it is (``nextstat.optimize``). Other backends raise
+    ``exceptions.InvalidBackend`` naming the alternative."""
+    global _backend, _optimizer
     name = backend.decode() if isinstance(backend, bytes) else getattr(backend, "name", backend)
     if not isinstance(name, str) or name.lower() != "numpy":
         raise exceptions.InvalidBackend(
@@ -116,10 +124,12 @@ def set_backend(backend: Any, custom_optimizer: Any = None, precision: Optional[
         _backend = backend
     else:
         _backend = tensor.numpy_backend(precision=precision or "64b")
+    _optimizer = optimize.scipy_optimizer() if custom_optimizer is None else _optimizer_of(custom_optimizer)
 
 
 def get_backend(default: bool = False) -> Tuple[Any, Any]:
-    """``(tensorlib, optimizer)``: the numpy backend and nextstat's optimizer."""
+    """``(tensorlib, optimizer)``: the numpy backend and the optimizer object set (nextstat's
+    own minimiser runs whichever it is: ``nextstat.optimize``)."""
     return (_backend, _optimizer)
 
 

@@ -78,6 +78,8 @@ class FitResult(_Result):
     converged = property(lambda self: bool(self._report["converged"]))
     termination_reason = property(lambda self: self._report["termination_reason"])
     iterations = property(lambda self: int(self._report["iterations"]))
+    #: Evaluations of the NLL (each with its gradient).
+    evaluations = property(lambda self: int(self._report["evaluations"]))
     at_bound = property(lambda self: list(self._report["at_bound"]))
     warning = property(lambda self: self._report.get("warning"))
 

@@ -10,7 +10,8 @@ __all__ = [
     "InvalidPatchSet", "InvalidPatchLookup", "PatchSetVerificationError",
     "InvalidWorkspaceOperation", "UnspecifiedPOI", "InvalidModel", "InvalidModifier",
     "InvalidInterpCode", "InvalidTestStatistic", "InvalidBackend", "InvalidOptimizer",
-    "InvalidPdfParameters", "InvalidPdfData", "FailedMinimization",
+    "InvalidPdfParameters", "InvalidPdfData", "FailedMinimization", "InvalidArchiveHost",
+    "InvalidArchive",
 ]
 
 
@@ -94,3 +95,12 @@ class FailedMinimization(ComputationError):
         message = getattr(result, "message", None) or "the fit did not converge"
         super().__init__(message)
         self.result = result
+
+
+class InvalidArchiveHost(InvalidInputError):
+    """``contrib.utils.download`` from a host other than HEPData's without ``force=True``."""
+
+
+class InvalidArchive(InvalidInputError):
+    """``contrib.utils.download``: the URL answered with an error, or not with a tar or zip
+    archive that unpacks inside its folder."""

@@ -18,14 +18,22 @@ def twice_nll(pars: Any, data: Any, pdf: Any) -> np.ndarray:
 
 
 class OptimizeResult(dict):
-    """The fit as pyhf's ``return_result_obj=True`` gives it (scipy's OptimizeResult fields):
-    ``x``, ``fun`` (twice the NLL), ``success``, ``status``, ``message``, ``nit``, and ``unc`` and
-    ``corr`` where asked for."""
+    """The fit as pyhf's ``return_result_obj=True`` gives it (scipy's OptimizeResult fields, and
+    those pyhf's Minuit optimizer adds): ``x``, ``fun`` (twice the NLL), ``success``, ``status``,
+    ``message``, ``nit``, ``nfev`` and ``njev`` (NLL evaluations, each with its gradient),
+    ``unc``, ``corr`` and ``hess_inv`` (the parameters' covariance)."""
 
     def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
+            if name == "minuit":
+                raise AttributeError(
+                    "minuit: nextstat fits with its own minimiser, not iminuit, so there is no Minuit "
+                    "object; its values, errors and covariance are this result's x, unc and hess_inv, "
+                    "and MINOS intervals come from nextstat.fit(model, minos=[names]) (or "
+                    "nextstat.profile_scan)"
+                ) from None
             raise AttributeError(name) from None
 
 
@@ -59,11 +67,9 @@ def fit(
         raise InvalidInputError(f"fit: unsupported arguments {sorted(unknown)}")
     r = _fit(pdf, data, init_pars, par_bounds, fixed_params, tolerance=kwargs.get("tolerance"), device=device)
     result_obj = OptimizeResult(x=r.bestfit, fun=np.asarray(r.twice_nll), success=r.converged,
-                                status=0 if r.converged else 1, message=r.termination_reason, nit=r.iterations)
-    if return_uncertainties:
-        result_obj["unc"] = r.uncertainties
-    if return_correlations:
-        result_obj["corr"] = r.correlation
+                                status=0 if r.converged else 1, message=r.termination_reason, nit=r.iterations,
+                                nfev=r.evaluations, njev=r.evaluations, unc=r.uncertainties,
+                                corr=r.correlation, hess_inv=r.covariance)
     if not r.converged:
         raise FailedMinimization(result_obj)
     pars = r.bestfit

@@ -1,0 +1,1 @@
+"""Drop-in for ``pyhf.contrib.viz``: ``brazil``, the CLs curve with its expected band."""

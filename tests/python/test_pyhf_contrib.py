@@ -1,0 +1,243 @@
+"""`import nextstat as pyhf` for what pyhf notebooks import first: `pyhf.contrib.viz.brazil`,
+`pyhf.contrib.utils.download` and `pyhf.optimize` with the fit result object's fields — each
+checked live against pyhf 0.7.6 (docs/pyhf-compat.md)."""
+
+import http.server
+import io
+import json
+import tarfile
+import threading
+import zipfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pyhf  # noqa: E402
+import pyhf.contrib.utils  # noqa: E402
+import pyhf.contrib.viz.brazil  # noqa: E402
+import pytest  # noqa: E402
+
+import nextstat  # noqa: E402
+import nextstat.contrib.utils  # noqa: E402
+import nextstat.contrib.viz.brazil  # noqa: E402
+from conftest import ROOT  # noqa: E402
+
+POIS = np.linspace(0.0, 5.0, 11)
+
+
+def hypotests(lib, tails):
+    model = lib.simplemodels.uncorrelated_background(signal=[12.0, 11.0], bkg=[50.0, 52.0], bkg_uncertainty=[3.0, 7.0])
+    data = [51, 48] + model.config.auxdata
+    return [lib.infer.hypotest(mu, data, model, return_expected_set=True, return_tail_probs=tails) for mu in POIS]
+
+
+def drawn(artists):
+    """What a BrazilBandCollection shows: each line's data and style, each band's outline, the
+    axes' labels, limits and legend."""
+    def line(l):
+        return None if l is None else (l.get_xdata().tolist(), l.get_ydata().tolist(), l.get_color(), l.get_linestyle(), l.get_linewidth(), l.get_label())
+
+    def band(b):
+        return (b.get_paths()[0].vertices.tolist(), b.get_facecolor().tolist(), b.get_label())
+
+    ax = artists.axes
+    return {
+        "cls_obs": line(artists.cls_obs), "cls_exp": [line(l) for l in artists.cls_exp],
+        "one_sigma": band(artists.one_sigma_band), "two_sigma": band(artists.two_sigma_band),
+        "test_size": line(artists.test_size), "clsb": line(artists.clsb), "clb": line(artists.clb),
+        "labels": (ax.get_xlabel(), ax.get_ylabel()), "ylim": ax.get_ylim(),
+        "legend": [t.get_text() for t in ax.get_legend().get_texts()],
+    }
+
+
+@pytest.mark.parametrize("components", [False, True])
+def test_brazil_plot_draws_what_pyhfs_draws(components):
+    theirs_results = hypotests(pyhf, components)
+    fig, axes = plt.subplots(1, 3)
+    try:
+        theirs = pyhf.contrib.viz.brazil.plot_results(POIS, theirs_results, ax=axes[0], components=components)
+        # The same numbers drawn: the same figure, artist by artist.
+        ours = nextstat.contrib.viz.brazil.plot_results(POIS, theirs_results, ax=axes[1], components=components)
+        assert drawn(ours) == drawn(theirs)
+        assert ours._fields == theirs._fields
+        # nextstat's own hypotests: the curves within the parity tolerance. At μ = 0 (the POI's
+        # bound) q̃ is 0 and CLs 1; pyhf's SLSQP fits leave ~3e-4 there, so μ = 0 is left out.
+        engine = nextstat.contrib.viz.brazil.plot_results(POIS, hypotests(nextstat, components), ax=axes[2], components=components)
+        pairs = [(getattr(engine, k), getattr(theirs, k)) for k in ["cls_obs", "clsb", "clb"]]
+        for a, b in pairs + list(zip(engine.cls_exp, theirs.cls_exp)):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_allclose(a.get_ydata()[1:], b.get_ydata()[1:], rtol=1e-4, atol=1e-7)
+    finally:
+        plt.close(fig)
+
+
+def test_brazil_plot_refuses_what_it_cannot_draw():
+    results = hypotests(nextstat, False)
+    fig, ax = plt.subplots()
+    try:
+        with pytest.raises(ValueError, match="components=True draws CLs\\+b and CLb"):
+            nextstat.contrib.viz.brazil.plot_results(POIS, results, ax=ax, components=True)
+        with pytest.raises(ValueError, match="at least one hypothesis test"):
+            nextstat.contrib.viz.brazil.plot_results([], [], ax=ax)
+        with pytest.raises(ValueError, match="cls_obs has 3 values for 11 POI values"):
+            nextstat.contrib.viz.brazil.plot_brazil_band(POIS, [0.1, 0.2, 0.3], [np.zeros(11)] * 5, 0.05, ax)
+    finally:
+        plt.close(fig)
+
+
+# --- contrib.utils.download, from a server on the loopback address -------------------------------
+
+def tar_of(members):
+    """A gzipped tar of (name, bytes or a TarInfo-editing function) pairs."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, content in members:
+            info = tarfile.TarInfo(name)
+            if callable(content):
+                content(info)
+                archive.addfile(info)
+            else:
+                info.size = len(content)
+                archive.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def zip_of(members):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, content in members:
+            archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+BKG = json.dumps({"channels": []}).encode()
+ARCHIVES = {
+    "likelihoods.tar.gz": tar_of([("1Lbb/BkgOnly.json", BKG), ("1Lbb/patchset.json", b"{}"), ("1Lbb/README.md", b"readme")]),
+    "likelihoods.zip": zip_of([("1Lbb/BkgOnly.json", BKG), ("1Lbb/patchset.json", b"{}")]),
+    "escape.tar.gz": tar_of([("ok.json", b"{}"), ("../escaped.json", b"{}")]),
+    "link.tar.gz": tar_of([("passwd", lambda i: (setattr(i, "type", tarfile.SYMTYPE), setattr(i, "linkname", "/etc/passwd")))]),
+    "escape.zip": zip_of([("../escaped.json", b"{}")]),
+    "page.html": b"<html>not an archive</html>",
+}
+
+
+@pytest.fixture(scope="module")
+def server():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = ARCHIVES.get(self.path.lstrip("/"))
+            self.send_response(200 if body is not None else 404)
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+
+
+def tree(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("name", ["likelihoods.tar.gz", "likelihoods.zip"])
+def test_download_unpacks_as_pyhf_does(server, tmp_path, name):
+    url = f"{server}/{name}"
+    pyhf.contrib.utils.download(url, tmp_path / "theirs", force=True)
+    nextstat.contrib.utils.download(url, tmp_path / "ours", force=True)
+    assert tree(tmp_path / "ours") == tree(tmp_path / "theirs") != {}
+    nextstat.contrib.utils.download(url, tmp_path / "kept.bin", force=True, compress=True)
+    assert (tmp_path / "kept.bin").read_bytes() == ARCHIVES[name]
+
+
+def test_download_refuses_hosts_archives_and_folders_it_should(server, tmp_path):
+    exceptions = nextstat.exceptions
+    with pytest.raises(exceptions.InvalidArchiveHost, match="127.0.0.1.* is not an approved archive host"):
+        nextstat.contrib.utils.download(f"{server}/likelihoods.tar.gz", tmp_path / "a")
+    with pytest.raises(pyhf.exceptions.InvalidArchiveHost):  # pyhf refuses it too
+        pyhf.contrib.utils.download(f"{server}/likelihoods.tar.gz", tmp_path / "a")
+    for name, message in [("missing.tar.gz", "response code of 404"), ("page.html", "neither a tar nor a zip"),
+                          ("escape.tar.gz", "'../escaped.json' would be written outside"),
+                          ("escape.zip", "'../escaped.json' would be written outside"),
+                          ("link.tar.gz", "the link 'passwd'.*outside")]:
+        out = tmp_path / "sub" / name.replace(".", "_")
+        with pytest.raises(exceptions.InvalidArchive, match=message):
+            nextstat.contrib.utils.download(f"{server}/{name}", out, force=True)
+        assert not out.exists(), name
+    assert not (tmp_path / "sub" / "escaped.json").exists() and not (tmp_path / "escaped.json").exists()
+    # An existing folder is never replaced (pyhf's zip branch deletes it first).
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(exceptions.InvalidArchive, match="already exists"):
+        nextstat.contrib.utils.download(f"{server}/likelihoods.zip", mine, force=True)
+    assert tree(mine) == {"notes.txt": b"mine"}
+
+
+# --- pyhf.optimize and the fit result object ---------------------------------------------------
+
+@pytest.fixture()
+def restore_backends():
+    yield
+    pyhf.set_backend("numpy", pyhf.optimize.scipy_optimizer())
+    nextstat.set_backend("numpy")
+
+
+SETTINGS = ["name", "maxiter", "verbose", "tolerance", "errordef", "steps", "strategy", "solver_options"]
+
+
+def settings(optimizer):
+    return {k: getattr(optimizer, k) for k in SETTINGS if hasattr(optimizer, k)}
+
+
+def test_optimizer_objects_carry_pyhfs_settings(restore_backends):
+    assert settings(nextstat.optimizer) == settings(pyhf.optimizer) and nextstat.optimizer.name == "scipy"
+    for chosen in ["minuit", "scipy", b"minuit", "MINUIT"]:
+        pyhf.set_backend("numpy", chosen)
+        nextstat.set_backend("numpy", chosen)
+        assert settings(nextstat.optimizer) == settings(pyhf.optimizer), chosen
+        assert settings(nextstat.get_backend()[1]) == settings(pyhf.get_backend()[1])
+    for make, kwargs in [("minuit_optimizer", {"verbose": True, "tolerance": 1e-3, "strategy": 2}),
+                         ("scipy_optimizer", {"maxiter": 50, "tolerance": 1e-8, "solver_options": {"ftol": 1e-9}})]:
+        ours, theirs = getattr(nextstat.optimize, make)(**kwargs), getattr(pyhf.optimize, make)(**kwargs)
+        assert settings(ours) == settings(theirs), make
+        with pytest.raises(nextstat.exceptions.Unsupported, match="Unsupported kwargs were passed in: \\['stepsize'\\]"):
+            getattr(nextstat.optimize, make)(stepsize=1)
+        with pytest.raises(pyhf.exceptions.Unsupported):
+            getattr(pyhf.optimize, make)(stepsize=1)
+    with pytest.raises(nextstat.exceptions.InvalidOptimizer, match="Select from one of the supported optimizers: scipy, minuit"):
+        nextstat.set_backend("numpy", "adam")
+    # pyhf's own object is accepted as it is; the default comes back without one.
+    theirs = pyhf.optimize.minuit_optimizer(tolerance=0.5)
+    nextstat.set_backend("numpy", theirs)
+    assert nextstat.optimizer is theirs
+    nextstat.set_backend("numpy")
+    assert nextstat.optimizer.name == "scipy"
+
+
+def test_fit_result_object_has_pyhfs_minuit_fields(restore_backends):
+    spec = json.loads((ROOT / "examples" / "analysis.json").read_text())
+    pyhf.set_backend("numpy", pyhf.optimize.minuit_optimizer(strategy=2, tolerance=1e-4))
+    nextstat.set_backend("numpy", nextstat.optimize.minuit_optimizer(strategy=2, tolerance=1e-4))
+    theirs_ws, ours_ws = pyhf.Workspace(spec), nextstat.Workspace(spec)
+    theirs_model, ours_model = theirs_ws.model(), ours_ws.model()
+    _, theirs = pyhf.infer.mle.fit(theirs_ws.data(theirs_model), theirs_model, return_result_obj=True)
+    _, ours = nextstat.infer.mle.fit(ours_ws.data(ours_model), ours_model, return_result_obj=True)
+    for key in ["x", "fun", "success", "message", "nfev", "njev", "unc", "corr", "hess_inv"]:
+        assert key in ours, key
+    assert ours.nfev > 0 and ours.njev == ours.nfev
+    np.testing.assert_allclose(ours.hess_inv, np.outer(ours.unc, ours.unc) * ours.corr, rtol=1e-10, atol=1e-14)
+    free = ~np.asarray(ours_model.config.suggested_fixed())
+    # Minuit's HESSE (second differences, strategy 2) against the analytic Hessian's inverse.
+    np.testing.assert_allclose(np.sqrt(np.diag(ours.hess_inv))[free], np.sqrt(np.diag(theirs.hess_inv))[free], rtol=2e-2)
+    np.testing.assert_allclose(ours.x, theirs.x, atol=2e-2 * float(np.max(ours.unc)))
+    assert float(ours.fun) <= float(theirs.fun) + 1e-6
+    with pytest.raises(AttributeError, match="no Minuit object.*minos="):
+        ours.minuit
