@@ -23,7 +23,7 @@ import pytest  # noqa: E402
 import nextstat  # noqa: E402
 import nextstat.contrib.utils  # noqa: E402
 import nextstat.contrib.viz.brazil  # noqa: E402
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT, WORKSPACES  # noqa: E402
 
 POIS = np.linspace(0.0, 5.0, 11)
 
@@ -241,3 +241,80 @@ def test_fit_result_object_has_pyhfs_minuit_fields(restore_backends):
     assert float(ours.fun) <= float(theirs.fun) + 1e-6
     with pytest.raises(AttributeError, match="no Minuit object.*minos="):
         ours.minuit
+
+
+# --- model.main_model, model.constraint_model, model.make_pdf, Model.sample_toys ----------------
+
+MODELS = [ROOT / "examples" / "analysis.json", ROOT.parent / "shared" / "likelihoods" / "atlas_1Lbb_simplified" / "workspace.json",
+          WORKSPACES / "pyhf_validation_1bin_shapesys.json"]
+
+
+def models(path):
+    spec = json.loads(path.read_text())
+    theirs_ws, ours_ws = pyhf.Workspace(spec), nextstat.Workspace(spec)
+    return theirs_ws.model(), ours_ws.model(), theirs_ws.data(theirs_ws.model())
+
+
+def points(model, n=3):
+    """The suggested init and points drawn inside the bounds."""
+    rng = np.random.default_rng(5)
+    init = np.asarray(model.config.suggested_init(), dtype=float)
+    bounds = np.asarray(model.config.suggested_bounds(), dtype=float)
+    lo, hi = np.maximum(bounds[:, 0], init - 0.5), np.minimum(bounds[:, 1], init + 0.5)
+    return [init] + [lo + (hi - lo) * rng.random(len(init)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.parent.name if p.name == "workspace.json" else p.stem)
+def test_main_and_constraint_models_are_pyhfs(path):
+    theirs, ours, data = models(path)
+    assert ours.config.samples == theirs.config.samples
+    n_main = theirs.config.nmaindata
+    main, aux = np.asarray(data[:n_main]), np.asarray(data[n_main:])
+    for pars in points(theirs):
+        by_sample = ours.main_model.expected_data(pars, return_by_sample=True)
+        np.testing.assert_allclose(by_sample, theirs.main_model.expected_data(pars, return_by_sample=True), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(by_sample.sum(axis=0), ours.main_model.expected_data(pars), rtol=1e-12)
+        np.testing.assert_allclose(ours.main_model.expected_data(pars), theirs.main_model.expected_data(pars), rtol=1e-10)
+        np.testing.assert_allclose(ours.constraint_model.make_pdf(pars).expected_data(), theirs.constraint_model.make_pdf(pars).expected_data(), rtol=1e-12)
+        assert ours.constraint_model.has_pdf() == theirs.constraint_model.has_pdf() and ours.main_model.has_pdf()
+        main_lp, aux_lp = ours.main_model.logpdf(main, pars), ours.constraint_model.logpdf(aux, pars)
+        np.testing.assert_allclose(main_lp, theirs.main_model.logpdf(main, pars), rtol=1e-10)
+        np.testing.assert_allclose(aux_lp, theirs.constraint_model.logpdf(aux, pars), rtol=1e-10)
+        # The parts add up to the engine's likelihood.
+        np.testing.assert_allclose(main_lp + aux_lp, ours.logpdf(pars, data)[0], rtol=1e-10)
+    with pytest.raises(nextstat.exceptions.InvalidPdfParameters, match="pars has len 1"):
+        ours.main_model.expected_data([1.0])
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.parent.name if p.name == "workspace.json" else p.stem)
+def test_make_pdf_draws_pyhfs_samples(path):
+    theirs, ours, data = models(path)
+    pars = points(theirs)[1]
+    np.random.seed(7)
+    drawn_theirs = np.asarray(theirs.make_pdf(pars).sample((4,)))
+    np.random.seed(7)
+    drawn_ours = ours.make_pdf(pars).sample((4,))
+    # numpy's global generator, drawn in pyhf's order: pyhf's own toys.
+    np.testing.assert_array_equal(drawn_ours, drawn_theirs)
+    np.testing.assert_allclose(ours.make_pdf(pars).expected_data(), theirs.make_pdf(pars).expected_data(), rtol=1e-10)
+    np.testing.assert_allclose(ours.make_pdf(pars).log_prob(drawn_ours), theirs.make_pdf(pars).log_prob(drawn_theirs), rtol=1e-10)
+    np.testing.assert_allclose(ours.make_pdf(pars).log_prob(np.asarray(data)), theirs.logpdf(pars, data)[0], rtol=1e-10)
+
+
+def test_engine_toys_from_a_model():
+    _, ours, _ = models(MODELS[0])
+    pars = ours.config.suggested_init()
+    toys = ours.sample_toys(pars, 4000, seed=11)
+    assert toys.shape == (4000, ours.config.nmaindata + ours.config.nauxdata)
+    np.testing.assert_array_equal(toys, ours.sample_toys(pars, 4000, seed=11))
+    assert not np.array_equal(toys, ours.sample_toys(pars, 4000, seed=12))
+    expected = ours.expected_data(pars)
+    # Each entry's mean within 5 standard errors of its expectation (Poisson variance ≈ mean,
+    # Gaussian constraints' widths ≤ 1).
+    spread = np.sqrt(np.maximum(expected, 1.0) / len(toys))
+    assert np.all(np.abs(toys.mean(axis=0) - expected) <= 5 * spread)
+    assert ours.sample_toys(pars, 0).shape == (0, toys.shape[1])
+    for bad, message in [({"n_toys": -1}, "n_toys = -1"), ({"n_toys": True}, "n_toys = True"),
+                         ({"n_toys": 3, "seed": -2}, "seed = -2"), ({"n_toys": 10**9}, "at most 100000000 values")]:
+        with pytest.raises(nextstat.InvalidInputError, match=message):
+            ours.sample_toys(pars, **bad)

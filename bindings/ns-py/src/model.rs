@@ -2,7 +2,7 @@
 
 use ns_compute::{CpuEvaluator, PreparedData, Scratch};
 use ns_translate::HistFactoryModel;
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyArray2, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 use crate::{NsResult, invalid, to_py};
@@ -198,6 +198,74 @@ impl PyModel {
             })
             .map_err(to_py)?;
         Ok((nll, PyArray1::from_vec(py, grad)))
+    }
+
+    /// The expected main data of each sample: one row per sample (in `samples` order), one
+    /// column per main bin (channels in order); zero where a channel has no such sample.
+    fn expected_by_sample<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<f64>,
+    ) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        use ns_compute::Likelihood;
+        let pars = pars.as_slice()?.to_vec();
+        self.params(&pars).map_err(to_py)?;
+        let m = &self.model;
+        let n_main: usize = m.channels.iter().map(|c| c.n_bins).sum();
+        let mut rows = vec![vec![0.0; n_main]; m.samples.len()];
+        for (channel, yields) in m.channels.iter().zip(m.sample_yields(&pars).map_err(to_py)?) {
+            for (name, values) in yields.samples {
+                let row = m.samples.iter().position(|s| *s == name).ok_or_else(|| {
+                    to_py(invalid(format!(
+                        "sample '{name}' of channel '{}' is not a model sample",
+                        channel.name
+                    )))
+                })?;
+                rows[row][channel.bin_start..channel.bin_start + values.len()].copy_from_slice(&values);
+            }
+        }
+        PyArray2::from_vec2(py, &rows).map_err(|e| to_py(invalid(e.to_string())))
+    }
+
+    /// `n` datasets (main data, then auxiliary data in pyhf's order) drawn at `pars` by the
+    /// engine's toy generator from `seed`: the toys every verb fits, the same on every device.
+    fn sample_toys<'py>(
+        &self,
+        py: Python<'py>,
+        pars: PyReadonlyArray1<f64>,
+        n: usize,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        /// The most values one call returns (0.8 GB of f64).
+        const MAX_VALUES: usize = 100_000_000;
+        let pars = pars.as_slice()?.to_vec();
+        self.params(&pars).map_err(to_py)?;
+        let compiled = &self.model.compiled;
+        let width = compiled.n_main + compiled.n_aux;
+        if n > u32::MAX as usize || n.saturating_mul(width.max(1)) > MAX_VALUES {
+            return Err(to_py(invalid(format!(
+                "{n} toy datasets of {width} values each: at most {MAX_VALUES} values are drawn at once"
+            ))));
+        }
+        let rates = ns_compute::ToyEnsembleRates::at(compiled, &pars, 0).map_err(to_py)?;
+        let sampler = rates.sampler(compiled).map_err(to_py)?;
+        let rows = py
+            .detach(|| {
+                (0..n as u32)
+                    .map(|i| {
+                        sampler.sample(seed, i).map(|toy| {
+                            let mut row = toy.main;
+                            row.extend(toy.aux);
+                            row
+                        })
+                    })
+                    .collect::<NsResult<Vec<Vec<f64>>>>()
+            })
+            .map_err(to_py)?;
+        if rows.is_empty() {
+            return Ok(PyArray2::zeros(py, [0, width], false));
+        }
+        PyArray2::from_vec2(py, &rows).map_err(|e| to_py(invalid(e.to_string())))
     }
 
     /// Expected main data and, if asked, the expected auxiliary data after it.

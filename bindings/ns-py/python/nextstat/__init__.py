@@ -67,7 +67,7 @@ __all__ = [
     "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "Patch", "fit", "fixed_poi_fit", "hypotest",
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
-    "build_info", "has_metal", "devices", "infer", "run_call", "exceptions", "optimize", "utils", "tensor", "set_backend", "get_backend",
+    "build_info", "has_metal", "devices", "infer", "run_call", "exceptions", "optimize", "pdf", "probability", "utils", "tensor", "set_backend", "get_backend",
     "readxml", "Datacard", "load_hs3", "JointModel",
 ]
 
@@ -145,6 +145,7 @@ def __getattr__(name: str) -> Any:
 
 
 from . import infer  # noqa: E402  (needs the names above)
+from . import pdf, probability  # noqa: E402
 from . import unbinned  # noqa: E402
 from . import readxml  # noqa: E402
 

@@ -223,6 +223,86 @@ def _model_of_spec(spec: dict, config_kwargs: Dict[str, Any]) -> Any:
     return core_model
 
 
+class _MainModel:
+    """pyhf's ``model.main_model``: the Poisson terms of the main bins about the engine's
+    expected data."""
+
+    def __init__(self, model: "Model"):
+        self._model = model
+
+    def expected_data(self, pars: Any, return_by_sample: bool = False) -> np.ndarray:
+        """The expected main data, or with ``return_by_sample`` one row per sample
+        (``model.config.samples`` order; zeros where a channel has no such sample)."""
+        pars = self._model._pars(pars)
+        if return_by_sample:
+            return self._model._model.expected_by_sample(pars)
+        return self._model._model.expected_data(pars, False)
+
+    def make_pdf(self, pars: Any) -> Any:
+        from .probability import Independent, Poisson
+
+        return Independent(Poisson(self.expected_data(pars)))
+
+    def has_pdf(self) -> bool:
+        """Whether the model has main bins."""
+        return self._model.config.nmaindata > 0
+
+    def logpdf(self, maindata: Any, pars: Any) -> np.ndarray:
+        return self.make_pdf(pars).log_prob(_array(maindata, "maindata"))
+
+
+class _ConstraintModel:
+    """pyhf's ``model.constraint_model`` (``has_pdf``, ``make_pdf``, ``logpdf``): each Gaussian
+    constraint a Normal about its parameter (the engine's expected auxiliary data) with its width, each Poisson constraint a Poisson
+    about τ·γ. ``gaussian_positions`` and ``poisson_positions`` say where their entries sit in
+    the auxiliary data."""
+
+    def __init__(self, model: "Model"):
+        self._model = model
+        config = model.config
+        self.gaussian_positions: List[int] = []
+        self.poisson_positions: List[int] = []
+        self._sigmas: List[float] = []
+        at = 0
+        for name in config.auxdata_order:
+            paramset = config.param_set(name)
+            width = len(paramset.auxdata)
+            if paramset.pdf_type == "normal":
+                self.gaussian_positions += range(at, at + width)
+                self._sigmas += list(paramset.sigmas)
+            else:
+                self.poisson_positions += range(at, at + width)
+            at += width
+        if at != config.nauxdata:
+            raise InvalidInputError(f"the constrained parameter sets hold {at} auxiliary data, the model {config.nauxdata}")
+
+    def has_pdf(self) -> bool:
+        """Whether the model has constraint terms."""
+        return bool(self.gaussian_positions or self.poisson_positions)
+
+    def parts(self, pars: Any) -> List[Tuple[Any, List[int]]]:
+        """The Gaussian and the Poisson terms at ``pars`` (those the model has), each with the
+        positions of its entries in the auxiliary data."""
+        from .probability import Independent, Normal, Poisson
+
+        centres = self._model.expected_auxdata(pars)
+        parts = []
+        if self.gaussian_positions:
+            parts.append((Independent(Normal(centres[self.gaussian_positions], self._sigmas)), self.gaussian_positions))
+        if self.poisson_positions:
+            parts.append((Independent(Poisson(centres[self.poisson_positions])), self.poisson_positions))
+        return parts
+
+    def make_pdf(self, pars: Any) -> Any:
+        from .probability import Simultaneous
+
+        parts = self.parts(pars)
+        return Simultaneous([p for p, _ in parts], [where for _, where in parts])
+
+    def logpdf(self, auxdata: Any, pars: Any) -> np.ndarray:
+        return self.make_pdf(pars).log_prob(_array(auxdata, "auxdata"))
+
+
 class Model:
     """A HistFactory model (``Workspace.model()``); it remembers its workspace's observations."""
 
@@ -290,7 +370,48 @@ class Model:
         return self._model.nll_grad(_array(pars, "pars"), _array(data, "data"))
 
     def expected_data(self, pars: Any, include_auxdata: bool = True) -> np.ndarray:
-        return self._model.expected_data(_array(pars, "pars"), include_auxdata)
+        return self._model.expected_data(self._pars(pars), include_auxdata)
+
+    def _pars(self, pars: Any) -> np.ndarray:
+        from .exceptions import InvalidPdfParameters
+
+        pars = _array(pars, "pars")
+        if len(pars) != self.config.npars:
+            raise InvalidPdfParameters(f"pars has len {len(pars)} but {self.config.npars} was expected")
+        return pars
+
+    @property
+    def main_model(self) -> _MainModel:
+        """pyhf's main model: ``expected_data(pars, return_by_sample=False)``, ``has_pdf``,
+        ``make_pdf``, ``logpdf``."""
+        return _MainModel(self)
+
+    @property
+    def constraint_model(self) -> _ConstraintModel:
+        """pyhf's constraint model: ``has_pdf``, ``make_pdf``, ``logpdf``."""
+        return _ConstraintModel(self)
+
+    def make_pdf(self, pars: Any) -> Any:
+        """pyhf's ``make_pdf``: the likelihood at ``pars`` as a distribution over the data vector
+        (main data, then auxiliary data) — ``log_prob(data)``, ``sample(sample_shape)`` drawn from
+        numpy's global generator as pyhf draws (``nextstat.probability``)."""
+        from .probability import Simultaneous
+
+        n_main = self.config.nmaindata
+        parts, positions = [self.main_model.make_pdf(pars)], [list(range(n_main))]
+        for part, where in self.constraint_model.parts(pars):
+            parts.append(part)
+            positions.append([n_main + i for i in where])
+        return Simultaneous(parts, positions)
+
+    def sample_toys(self, pars: Any, n_toys: int, seed: int = 0) -> np.ndarray:
+        """``n_toys`` datasets (rows of main then auxiliary data) drawn at ``pars`` by the engine's
+        toy generator: the toys ``hypotest_toys`` fits, the same on every device and thread count."""
+        if isinstance(n_toys, bool) or not isinstance(n_toys, (int, np.integer)) or n_toys < 0:
+            raise InvalidInputError(f"n_toys = {n_toys!r}: a number of toys is a whole number ≥ 0")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+            raise InvalidInputError(f"seed = {seed!r}: a seed is a whole number in [0, 2^64)")
+        return self._model.sample_toys(self._pars(pars), int(n_toys), int(seed))
 
     def __repr__(self) -> str:
         return f"Model({self.config.npars} parameters, POI {self.config.poi_name!r}, channels {self.config.channels})"
