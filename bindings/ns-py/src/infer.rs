@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ns_inference::FitConfig;
 use ns_api::call::{Call, FitOptions};
+use ns_inference::FitConfig;
 use ns_translate::HistFactoryModel;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -223,9 +223,7 @@ pub(crate) fn run_call(
     if let Some(base) = base {
         model_ref.resolve_paths(&base);
     }
-    let loaded = model_ref
-        .load_model(&ns_source::Files)
-        .map_err(to_py)?;
+    let loaded = model_ref.load_model(&ns_source::Files).map_err(to_py)?;
     let verb = call.request.verb().name.to_string();
     let report = run_call_on(py, loaded.likelihood(), &call, progress, &|report| {
         loaded.annotate(report)

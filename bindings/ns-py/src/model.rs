@@ -213,7 +213,11 @@ impl PyModel {
         let m = &self.model;
         let n_main: usize = m.channels.iter().map(|c| c.n_bins).sum();
         let mut rows = vec![vec![0.0; n_main]; m.samples.len()];
-        for (channel, yields) in m.channels.iter().zip(m.sample_yields(&pars).map_err(to_py)?) {
+        for (channel, yields) in m
+            .channels
+            .iter()
+            .zip(m.sample_yields(&pars).map_err(to_py)?)
+        {
             for (name, values) in yields.samples {
                 let row = m.samples.iter().position(|s| *s == name).ok_or_else(|| {
                     to_py(invalid(format!(
@@ -221,7 +225,8 @@ impl PyModel {
                         channel.name
                     )))
                 })?;
-                rows[row][channel.bin_start..channel.bin_start + values.len()].copy_from_slice(&values);
+                rows[row][channel.bin_start..channel.bin_start + values.len()]
+                    .copy_from_slice(&values);
             }
         }
         PyArray2::from_vec2(py, &rows).map_err(|e| to_py(invalid(e.to_string())))

@@ -172,10 +172,7 @@ pub(crate) fn merge_parts(parts: Vec<(String, String)>) -> PyResult<String> {
 pub(crate) fn load_model_ref(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
     let model_ref: ModelRef = serde_json::from_str(text)
         .map_err(|e| InvalidInputError::new_err(format!("model reference: {e}")))?;
-    match model_ref
-        .load_model(&ns_source::Files)
-        .map_err(to_py)?
-    {
+    match model_ref.load_model(&ns_source::Files).map_err(to_py)? {
         ns_source::LoadedModel::Binned {
             workspace, model, ..
         } => {

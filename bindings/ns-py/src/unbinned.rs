@@ -59,10 +59,7 @@ pub(crate) fn load_unbinned(
         measurement: analysis,
         ..ns_source::PyhfRef::file("")
     });
-    match source
-        .load_model(&ns_source::Files)
-        .map_err(to_py)?
-    {
+    match source.load_model(&ns_source::Files).map_err(to_py)? {
         ns_source::LoadedModel::Unbinned(model) => Ok(PyUnbinnedModel {
             model: Arc::from(model),
             source,
