@@ -7,6 +7,7 @@ import io
 import json
 import tarfile
 import threading
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -318,3 +319,24 @@ def test_engine_toys_from_a_model():
                          ({"n_toys": 3, "seed": -2}, "seed = -2"), ({"n_toys": 10**9}, "at most 100000000 values")]:
         with pytest.raises(nextstat.InvalidInputError, match=message):
             ours.sample_toys(pars, **bad)
+
+
+@pytest.mark.parametrize("scan", [np.linspace(0.0, 0.6, 7), np.linspace(3.0, 5.0, 5), np.linspace(0.0, 5.0, 21)], ids=["below", "above", "across"])
+def test_upper_limit_on_a_scan_gives_pyhfs_value_where_the_band_leaves_it(scan):
+    limits = {}
+    for lib in (pyhf, nextstat):
+        model = lib.simplemodels.uncorrelated_background(signal=[12.0, 11.0], bkg=[50.0, 52.0], bkg_uncertainty=[3.0, 7.0])
+        data = [51, 48] + model.config.auxdata
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            obs, exp = lib.infer.intervals.upper_limits.upper_limit(data, model, scan=scan)
+        limits[lib.__name__] = (float(obs), [float(e) for e in exp], [str(w.message) for w in caught])
+    (obs_t, exp_t, _), (obs_o, exp_o, said) = limits["pyhf"], limits["nextstat"]
+    np.testing.assert_allclose([obs_o] + exp_o, [obs_t] + exp_t, rtol=1e-4)
+    beyond = [v for v in [obs_t] + exp_t if v in (scan[0], scan[-1])]
+    # Each limit held at the scan's edge is said, and only those.
+    assert len([m for m in said if "does not cross" in m]) == len(beyond), said
+    # nextstat's own API keeps the honest NaN.
+    model = nextstat.simplemodels.uncorrelated_background(signal=[12.0, 11.0], bkg=[50.0, 52.0], bkg_uncertainty=[3.0, 7.0])
+    own = nextstat.upper_limit(model, [51, 48] + model.config.auxdata, scan=scan)
+    assert np.isnan(own.obs) == (obs_t in (scan[0], scan[-1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -78,11 +79,38 @@ def upper_limit(data: Any, model: Any, scan=None, level: float = 0.05, return_re
     test_stat = hypotest_kwargs.pop("test_stat", "qtilde")
     if test_stat != "qtilde" or set(hypotest_kwargs) - {"init_pars", "par_bounds", "fixed_params"}:
         raise InvalidInputError(f"upper_limit: unsupported arguments {sorted(set(hypotest_kwargs) | ({'test_stat'} if test_stat != 'qtilde' else set()))}")
-    r = _upper_limit(model, data, level, scan, hypotest_kwargs.get("init_pars"), hypotest_kwargs.get("par_bounds"), hypotest_kwargs.get("fixed_params"), device=device)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        r = _upper_limit(model, data, level, scan, hypotest_kwargs.get("init_pars"), hypotest_kwargs.get("par_bounds"), hypotest_kwargs.get("fixed_params"), device=device)
+    for w in said:
+        # On a scan, limits beyond it are said below, with the value pyhf gives.
+        if scan is None or "outside the scanned" not in str(w.message):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     obs, exp = np.asarray(r.obs), np.asarray(r.exp)
-    if not return_results:
-        return obs, exp
     points = r.points
     mus = np.array([p["mu"] for p in points])
     results = [(np.asarray(p["CLs_obs"]), np.asarray(p["CLs_exp"])) for p in points]
+    if scan is not None:
+        obs, exp = _grid_edges(obs, exp, mus, results, level)
+    if not return_results:
+        return obs, exp
     return obs, exp, (mus, results)
+
+
+def _grid_edges(obs: np.ndarray, exp: np.ndarray, mus: np.ndarray, results: list, level: float):
+    """Where a CLs curve does not cross ``level`` on the scan the engine's limit is NaN; pyhf's
+    interpolation (``np.interp`` on the reversed curve) gives the grid's edge there, and so does
+    the drop-in, with a warning that says so."""
+    curves = [np.array([float(o) for o, _ in results])] + [np.array([float(e[k]) for _, e in results]) for k in range(5)]
+    limits = [obs] + [exp[k] for k in range(5)]
+    names = ["observed"] + [f"expected ({k:+d}σ)" for k in (-2, -1, 0, 1, 2)]
+    edged = []
+    for limit, curve, name in zip(limits, curves, names):
+        if np.isnan(limit):
+            limit = np.asarray(np.interp(level, curve[::-1], mus[::-1]))
+            warnings.warn(
+                f"upper_limit: the {name} CLs does not cross {level} on the scan [{mus.min():g}, {mus.max():g}]; "
+                f"the limit given is pyhf's, the scan's edge {float(limit):g} (nextstat.upper_limit gives NaN: "
+                "widen the scan)", stacklevel=3)
+        edged.append(np.asarray(limit))
+    return edged[0], np.asarray(edged[1:])
