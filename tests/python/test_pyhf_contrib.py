@@ -340,3 +340,17 @@ def test_upper_limit_on_a_scan_gives_pyhfs_value_where_the_band_leaves_it(scan):
     model = nextstat.simplemodels.uncorrelated_background(signal=[12.0, 11.0], bkg=[50.0, 52.0], bkg_uncertainty=[3.0, 7.0])
     own = nextstat.upper_limit(model, [51, 48] + model.config.auxdata, scan=scan)
     assert np.isnan(own.obs) == (obs_t in (scan[0], scan[-1]))
+
+
+def test_a_patch_applies_with_jsonpatch_as_pyhfs_does():
+    import jsonpatch
+
+    patchset = json.loads((ROOT / "examples" / "patchset.json").read_text())
+    spec = json.loads((ROOT / "examples" / "bkgonly.json").read_text())
+    for entry in patchset["patches"]:
+        name = entry["metadata"]["name"]
+        theirs = jsonpatch.apply_patch(spec, pyhf.PatchSet(patchset)[name])
+        ours = jsonpatch.apply_patch(spec, nextstat.PatchSet(patchset)[name])
+        assert ours == theirs
+        assert nextstat.Workspace(ours) == nextstat.PatchSet(patchset).apply(nextstat.Workspace(spec), name)
+        assert len(nextstat.PatchSet(patchset)[name]) == len(pyhf.PatchSet(patchset)[name].patch)

@@ -17,7 +17,8 @@ from ._validate import Spec, _json_text
 
 class Patch:
     """One patch of a patchset (``pyhf.patchset.Patch``): ``name``, ``values``, ``metadata``,
-    the operations in ``patch``; ``apply(workspace)`` returns the patched workspace."""
+    the operations in ``patch`` (also by iterating the patch); ``apply(workspace)`` returns the
+    patched workspace."""
 
     def __init__(self, spec: dict):
         self.metadata = spec["metadata"]
@@ -29,6 +30,14 @@ class Patch:
     def apply(self, workspace: Any) -> "Workspace":
         ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         return Workspace._wrap(ws._ws.apply_patch(json.dumps(self.patch)))
+
+    def __iter__(self):
+        """The patch's operations, as iterating pyhf's ``Patch`` (a ``jsonpatch.JsonPatch``)
+        gives them: ``jsonpatch.apply_patch(spec, patch)`` takes either."""
+        return iter(json.loads(json.dumps(self.patch)))
+
+    def __len__(self) -> int:
+        return len(self.patch)
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, Patch) and (self.metadata, self.patch) == (other.metadata, other.patch)
