@@ -354,3 +354,36 @@ def test_a_patch_applies_with_jsonpatch_as_pyhfs_does():
         assert ours == theirs
         assert nextstat.Workspace(ours) == nextstat.PatchSet(patchset).apply(nextstat.Workspace(spec), name)
         assert len(nextstat.PatchSet(patchset)[name]) == len(pyhf.PatchSet(patchset)[name].patch)
+
+
+def test_expected_data_leaves_out_extra_parameters_as_pyhf_does():
+    theirs, ours = (lib.simplemodels.uncorrelated_background(signal=[12.0, 11.0], bkg=[50.0, 52.0], bkg_uncertainty=[3.0, 7.0]) for lib in (pyhf, nextstat))
+    pars = ours.config.suggested_init() + [5.0, 7.0]
+    with pytest.warns(UserWarning, match="the last 2 are ignored"):
+        np.testing.assert_allclose(ours.expected_data(pars), theirs.expected_data(pars), rtol=1e-12)
+    with pytest.warns(UserWarning, match="the last 2 are ignored"):
+        np.testing.assert_allclose(ours.main_model.expected_data(pars), theirs.main_model.expected_data(pars), rtol=1e-12)
+    with pytest.raises(nextstat.exceptions.InvalidPdfParameters, match="pars has len 2 but 3"):
+        ours.expected_data(pars[:2])
+    with pytest.raises(nextstat.exceptions.InvalidPdfParameters):  # logpdf is strict in pyhf too
+        ours.logpdf(pars, [51, 48] + ours.config.auxdata)
+    with pytest.raises(nextstat.exceptions.InvalidPdfParameters, match="pars has len 5 but 3"):
+        ours.sample_toys(pars, 3)
+
+
+def test_specs_with_numpy_arrays_and_multi_component_pois_as_pyhf():
+    spec = json.loads((ROOT / "examples" / "analysis.json").read_text())
+    spec["channels"][0]["samples"][0]["data"] = np.asarray(spec["channels"][0]["samples"][0]["data"])
+    spec["observations"][0]["data"] = [np.float64(x) for x in spec["observations"][0]["data"]]
+    theirs, ours = pyhf.Workspace(spec, validate=False), nextstat.Workspace(spec, validate=False)
+    m_theirs, m_ours = theirs.model(), ours.model()
+    pars = m_theirs.config.suggested_init()
+    np.testing.assert_allclose(m_ours.expected_data(pars), m_theirs.expected_data(pars), rtol=1e-12)
+    with pytest.raises(nextstat.InvalidInputError, match="not representable as JSON"):
+        nextstat.Workspace({**spec, "version": object()})
+    # A POI of several components: pyhf's refusal, naming it.
+    for lib in (pyhf, nextstat):
+        with pytest.raises(lib.exceptions.InvalidModel, match="'fakes_stat_CR' contains multiple components"):
+            lib.Workspace(json.loads((ROOT / "examples" / "analysis.json").read_text())).model(poi_name="fakes_stat_CR")
+    with pytest.raises(nextstat.exceptions.InvalidModel, match="'fakes_stat_CR' contains multiple components"):
+        nextstat.Model({"channels": spec["channels"], "parameters": spec["measurements"][0]["config"]["parameters"]}, poi_name="fakes_stat_CR")

@@ -216,7 +216,7 @@ def _model_of_spec(spec: dict, config_kwargs: Dict[str, Any]) -> Any:
         core_model = ws.model(None, *codes)
     except InvalidInputError as e:
         raise _as_pyhf_error(e) from None
-    if poi is not None and poi != "" and core_model.poi_index is None:
+    if poi is not None and poi != "" and core_model.poi_index is None and poi not in core_model.par_order:
         from .exceptions import InvalidModel
 
         raise InvalidModel(f"The parameter of interest '{poi}' cannot be fit as it is not declared in the model specification.")
@@ -320,6 +320,12 @@ class Model:
         self._spec = spec
         self.config = _Config(core_model, spec, owner=self)
         self.observed = None if observed is None else list(observed)
+        poi = core_model.poi_name
+        if poi and core_model.poi_index is None and poi in self.config.par_map:
+            from .exceptions import InvalidModel
+
+            # pyhf refuses the model itself; the engine would refuse the first verb that needs a POI.
+            raise InvalidModel(f"The parameter '{poi}' contains multiple components and is not currently supported as parameter of interest.")
 
     @property
     def spec(self) -> dict:
@@ -373,11 +379,19 @@ class Model:
         return self._model.expected_data(self._pars(pars), include_auxdata)
 
     def _pars(self, pars: Any) -> np.ndarray:
+        """``pars`` for the expected data: values beyond the model's parameters are left out, as
+        pyhf's ``expected_data`` leaves them (said in a warning); too few is an error."""
         from .exceptions import InvalidPdfParameters
 
-        pars = _array(pars, "pars")
-        if len(pars) != self.config.npars:
-            raise InvalidPdfParameters(f"pars has len {len(pars)} but {self.config.npars} was expected")
+        pars, n = _array(pars, "pars"), self.config.npars
+        if len(pars) < n:
+            raise InvalidPdfParameters(f"pars has len {len(pars)} but {n} was expected")
+        if len(pars) > n:
+            import warnings
+
+            warnings.warn(f"pars has len {len(pars)} for {n} parameters: the last {len(pars) - n} are ignored, "
+                          "as pyhf's expected_data ignores them", stacklevel=3)
+            pars = pars[:n]
         return pars
 
     @property
@@ -411,7 +425,12 @@ class Model:
             raise InvalidInputError(f"n_toys = {n_toys!r}: a number of toys is a whole number ≥ 0")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
             raise InvalidInputError(f"seed = {seed!r}: a seed is a whole number in [0, 2^64)")
-        return self._model.sample_toys(self._pars(pars), int(n_toys), int(seed))
+        from .exceptions import InvalidPdfParameters
+
+        pars = _array(pars, "pars")
+        if len(pars) != self.config.npars:
+            raise InvalidPdfParameters(f"pars has len {len(pars)} but {self.config.npars} was expected")
+        return self._model.sample_toys(pars, int(n_toys), int(seed))
 
     def __repr__(self) -> str:
         return f"Model({self.config.npars} parameters, POI {self.config.poi_name!r}, channels {self.config.channels})"

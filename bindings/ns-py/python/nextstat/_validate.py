@@ -16,12 +16,19 @@ from ._core import InvalidInputError
 Spec = Union[dict, str, os.PathLike]
 
 
+def _plain(value: Any) -> Any:
+    """numpy arrays and scalars inside a spec as JSON lists and numbers (pyhf takes them)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _json_text(spec: Spec, what: str) -> Tuple[str, str]:
     """A dict, a JSON string, a path to a JSON file or "-" (standard input), as (JSON text, where
     it came from: the file name, or `what`)."""
     if isinstance(spec, (dict, list)):
         try:
-            return json.dumps(spec, allow_nan=False), what
+            return json.dumps(spec, allow_nan=False, default=_plain), what
         except (TypeError, ValueError) as e:
             raise InvalidInputError(f"{what}: not representable as JSON ({e})") from None
     if isinstance(spec, (str, os.PathLike)) and not (isinstance(spec, str) and spec.lstrip().startswith(("{", "["))):

@@ -161,7 +161,7 @@ class Workspace(dict):
             core = _core.Workspace.from_json(text, origin)
         except InvalidInputError as e:
             raise _as_pyhf_error(e) from None
-        super().__init__(json.loads(text) if not isinstance(spec, dict) else json.loads(json.dumps(spec)))
+        super().__init__(json.loads(text))
         self._adopt(core)
 
     def _adopt(self, core_ws: Any) -> None:
