@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import InvalidInputError, hypotest as _hypotest, hypotest_toys as _hypotest_toys
 from . import calculators, intervals, mle, test_statistics, utils
+from .calculators import _toy_seed
 
 __all__ = ["hypotest", "mle", "intervals", "calculators", "test_statistics", "utils"]
 
@@ -71,7 +72,7 @@ def hypotest(
     if calctype == "asymptotics":
         r = _hypotest(poi_test, pdf, data, test_stat, init_pars, par_bounds, fixed_params, device=device)
     elif calctype == "toybased":
-        r = _hypotest_toys(poi_test, pdf, int(kwargs.get("ntoys", 2000)), int(kwargs.get("seed", 0)), data, test_stat, init_pars, par_bounds, fixed_params, device=device,
+        r = _hypotest_toys(poi_test, pdf, int(kwargs.get("ntoys", 2000)), _toy_seed(kwargs.get("seed")), data, test_stat, init_pars, par_bounds, fixed_params, device=device,
                            progress=bool(kwargs.get("track_progress", True)))
     else:
         raise InvalidInputError(f"calctype must be 'asymptotics' or 'toybased', not '{calctype}'")
@@ -119,4 +120,4 @@ def _calculator_of(result, calctype, data, pdf, init_pars, par_bounds, fixed_par
         return calc
     return ToyCalculator(data, pdf, init_pars, par_bounds, fixed_params, test_stat=test_stat,
                          ntoys=int(kwargs.get("ntoys", 2000)), track_progress=kwargs.get("track_progress", True),
-                         seed=int(kwargs.get("seed", 0)), device=device)
+                         seed=kwargs.get("seed"), device=device)

@@ -139,12 +139,23 @@ class AsymptoticCalculator:
         return [list(column) for column in zip(*rows)]
 
 
+def _toy_seed(seed: Any) -> int:
+    """``seed``, or where none is given one drawn from numpy's global generator: pyhf's toys come
+    from that generator, so ``np.random.seed`` makes a run repeat, and without it each run draws
+    new toys."""
+    if seed is None:
+        return int(np.random.randint(0, 2**63 - 1, dtype=np.int64))
+    return int(seed)
+
+
 class ToyCalculator:
     """pyhf's toy calculator on the engine's toys (``hypotest_toys``). Extra keywords: ``seed``
-    (nextstat's counter-based RNG, not numpy's global one) and ``device``."""
+    (the engine's counter-based generator; without one, a seed is drawn from numpy's global
+    generator at each ``distributions`` call, so ``np.random.seed`` reproduces runs as with
+    pyhf) and ``device``."""
 
     def __init__(self, data, pdf, init_pars=None, par_bounds=None, fixed_params=None,
-                 test_stat="qtilde", ntoys=2000, track_progress=True, seed=0, device="cpu"):
+                 test_stat="qtilde", ntoys=2000, track_progress=True, seed=None, device="cpu"):
         _set_problem(self, data, pdf, init_pars, par_bounds, fixed_params, test_stat)
         self.ntoys = ntoys
         self.track_progress = track_progress
@@ -156,7 +167,7 @@ class ToyCalculator:
         from .. import hypotest_toys
 
         progress = self.track_progress if track_progress is None else track_progress
-        result = hypotest_toys(poi_test, self.pdf, self.ntoys, self.seed, self.data, self.test_stat,
+        result = hypotest_toys(poi_test, self.pdf, self.ntoys, _toy_seed(self.seed), self.data, self.test_stat,
                                self.init_pars, self.par_bounds, self.fixed_params, device=self.device,
                                progress=progress, teststats=True)
         stats = result.teststats
