@@ -68,7 +68,7 @@ __all__ = [
     "hypotest_toys", "upper_limit", "significance", "profile_scan", "ranking", "gof",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
     "build_info", "has_metal", "devices", "infer", "run_call", "exceptions", "optimize", "pdf", "probability", "utils", "tensor", "set_backend", "get_backend",
-    "readxml", "Datacard", "load_hs3", "JointModel",
+    "readxml", "Datacard", "load_hs3", "JointModel", "install_as_pyhf",
 ]
 
 
@@ -146,6 +146,7 @@ def __getattr__(name: str) -> Any:
 
 from . import infer  # noqa: E402  (needs the names above)
 from . import pdf, probability  # noqa: E402
+from ._alias import install_as_pyhf  # noqa: E402
 from . import unbinned  # noqa: E402
 from . import readxml  # noqa: E402
 

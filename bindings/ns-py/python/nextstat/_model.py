@@ -25,6 +25,13 @@ def _interp_codes(modifier_settings: Optional[Dict[str, Dict[str, str]]]) -> Tup
             modifier_settings.get("histosys", {}).get("interpcode", "code0"))
 
 
+def _modifier_settings(modifier_settings: Optional[Dict[str, Dict[str, str]]]) -> Dict[str, Dict[str, str]]:
+    """pyhf's ``config.modifier_settings``: the settings given, or pyhf's defaults."""
+    if modifier_settings is None:
+        return {"normsys": {"interpcode": "code4"}, "histosys": {"interpcode": "code4p"}}
+    return json.loads(json.dumps(modifier_settings))
+
+
 def _slices(nbins: Dict[str, int]) -> Dict[str, slice]:
     """Consecutive slices of the given lengths, in the dict's order."""
     out, begin = {}, 0
@@ -251,6 +258,26 @@ class _MainModel:
         return self.make_pdf(pars).log_prob(_array(maindata, "maindata"))
 
 
+class _PoissonConstraints:
+    """pyhf's ``constraint_model.constraints_poisson``: ``batched_factors`` (one batch), the τ of
+    every Poisson-constrained parameter; absent, as in pyhf, where there is none."""
+
+    def __init__(self, factors: List[float]):
+        if factors:
+            self.batched_factors = np.asarray([factors], dtype=float)
+
+
+class _DataView:
+    """pyhf's ``model.fullpdf_tv``: ``split(data)`` into the main and the auxiliary data."""
+
+    def __init__(self, n_main: int):
+        self._n_main = n_main
+
+    def split(self, data: Any) -> List[np.ndarray]:
+        data = np.asarray(data, dtype=float)
+        return [data[..., : self._n_main], data[..., self._n_main :]]
+
+
 class _ConstraintModel:
     """pyhf's ``model.constraint_model`` (``has_pdf``, ``make_pdf``, ``logpdf``): each Gaussian
     constraint a Normal about its parameter (the engine's expected auxiliary data) with its width, each Poisson constraint a Poisson
@@ -263,6 +290,7 @@ class _ConstraintModel:
         self.gaussian_positions: List[int] = []
         self.poisson_positions: List[int] = []
         self._sigmas: List[float] = []
+        factors: List[float] = []
         at = 0
         for name in config.auxdata_order:
             paramset = config.param_set(name)
@@ -272,7 +300,10 @@ class _ConstraintModel:
                 self._sigmas += list(paramset.sigmas)
             else:
                 self.poisson_positions += range(at, at + width)
+                factors += list(paramset.factors)
             at += width
+        # pyhf's combined Poisson constraint: its factors τ, batched (cabinetry reads them).
+        self.constraints_poisson = _PoissonConstraints(factors)
         if at != config.nauxdata:
             raise InvalidInputError(f"the constrained parameter sets hold {at} auxiliary data, the model {config.nauxdata}")
 
@@ -307,6 +338,7 @@ class Model:
     """A HistFactory model (``Workspace.model()``); it remembers its workspace's observations."""
 
     def __init__(self, core_model: Any, observed: Optional[Sequence[float]] = None, spec: Optional[dict] = None, **config_kwargs: Any):
+        settings = config_kwargs.get("modifier_settings")
         if isinstance(core_model, dict):
             # pyhf's Model(spec, poi_name=..., modifier_settings=...): the channels and parameter
             # configurations, no observations (data is passed to every call).
@@ -319,6 +351,7 @@ class Model:
         self._model = core_model
         self._spec = spec
         self.config = _Config(core_model, spec, owner=self)
+        self.config.modifier_settings = _modifier_settings(settings)
         self.observed = None if observed is None else list(observed)
         poi = core_model.poi_name
         if poi and core_model.poi_index is None and poi in self.config.par_map:
@@ -393,6 +426,19 @@ class Model:
                           "as pyhf's expected_data ignores them", stacklevel=3)
             pars = pars[:n]
         return pars
+
+    @property
+    def fullpdf_tv(self) -> _DataView:
+        """pyhf's view of the data vector: ``split(data)`` gives ``[main data, auxiliary data]``."""
+        return _DataView(self.config.nmaindata)
+
+    def mainlogpdf(self, maindata: Any, pars: Any) -> np.ndarray:
+        """The main bins' log-likelihood (``main_model.logpdf``)."""
+        return self.main_model.logpdf(maindata, pars)
+
+    def constraint_logpdf(self, auxdata: Any, pars: Any) -> np.ndarray:
+        """The constraint terms' log-likelihood (``constraint_model.logpdf``)."""
+        return self.constraint_model.logpdf(auxdata, pars)
 
     @property
     def main_model(self) -> _MainModel:

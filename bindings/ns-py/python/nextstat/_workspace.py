@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _core
 from ._core import InvalidInputError
-from ._model import Model, _as_pyhf_error, _interp_codes, _slices
+from ._model import Model, _as_pyhf_error, _interp_codes, _modifier_settings, _slices
 from ._validate import Spec, _json_text
 
 
@@ -312,7 +312,9 @@ class Workspace(dict):
         measurement = ws.get_measurement(measurement_name)
         spec = ws.spec
         model_spec = {"channels": spec["channels"], "parameters": measurement["config"].get("parameters", [])}
-        return Model(core_model, ws._ws.data(core_model, True), spec=model_spec)
+        model = Model(core_model, ws._ws.data(core_model, True), spec=model_spec)
+        model.config.modifier_settings = _modifier_settings(modifier_settings)
+        return model
 
     def data(self, model: "Model", include_auxdata: bool = True) -> List[float]:
         return self._ws.data(model._model, include_auxdata)

@@ -23,10 +23,8 @@ class _Optimizer:
     name = "nextstat"
 
     def __init__(self, **kwargs: Any) -> None:
-        self.maxiter = int(kwargs.pop("maxiter", 100000))
+        self.maxiter = kwargs.pop("maxiter", 100000)
         self.verbose = kwargs.pop("verbose", 0)
-        if self.maxiter < 1:
-            raise Unsupported(f"maxiter = {self.maxiter}: a fit needs at least one iteration")
         if kwargs:
             raise Unsupported(f"Unsupported kwargs were passed in: {sorted(kwargs)}.")
 
@@ -48,9 +46,10 @@ class scipy_optimizer(_Optimizer):  # noqa: N801 (pyhf's name)
 
 class minuit_optimizer(_Optimizer):  # noqa: N801 (pyhf's name)
     """pyhf's Minuit optimizer object: ``errordef`` (1), ``steps`` (1000), ``strategy``
-    (``None``) and ``tolerance`` (0.1) are kept. Fit results carry ``unc``, ``corr`` and
-    ``hess_inv`` (the covariance) as pyhf's do; nextstat runs no Minuit, so there is no
-    ``minuit`` object (MINOS intervals: ``nextstat.fit(model, minos=[...])``)."""
+    (``None``) and ``tolerance`` (0.1) are kept. While it is set, a fit's result object
+    (``return_result_obj=True``) carries ``minuit``: an ``iminuit.Minuit`` on the engine's NLL
+    (with its analytic gradient) that has run MIGRAD and HESSE from nextstat's minimum, so
+    ``fmin``, ``fixed``, ``merrors`` and ``minos()`` work as on pyhf's."""
 
     name = "minuit"
 

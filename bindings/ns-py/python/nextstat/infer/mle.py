@@ -29,18 +29,67 @@ class OptimizeResult(dict):
         except KeyError:
             if name == "minuit":
                 raise AttributeError(
-                    "minuit: nextstat fits with its own minimiser, not iminuit, so there is no Minuit "
-                    "object; its values, errors and covariance are this result's x, unc and hess_inv, "
-                    "and MINOS intervals come from nextstat.fit(model, minos=[names]) (or "
-                    "nextstat.profile_scan)"
+                    "minuit: a result carries an iminuit.Minuit while pyhf's Minuit optimizer is set "
+                    "(set_backend('numpy', 'minuit'), as in pyhf); this result's x, unc and hess_inv "
+                    "hold the values, errors and covariance, and nextstat.fit(model, minos=[names]) "
+                    "gives MINOS intervals"
                 ) from None
             raise AttributeError(name) from None
+
+
+def _minuit_at(pdf: Any, data: Any, best: np.ndarray, unc: np.ndarray, bounds: Any, fixed: Any, optimizer: Any) -> Any:
+    """An ``iminuit.Minuit`` on twice the engine's NLL (analytic gradient), as pyhf's Minuit
+    optimizer builds it, that has run MIGRAD and HESSE from the engine's minimum ``best``: what
+    pyhf's result object carries as ``minuit`` (its ``fmin``, ``fixed``, ``minos()``)."""
+    try:
+        import iminuit
+    except ImportError:
+        from ..exceptions import Unsupported
+
+        raise Unsupported("the Minuit optimizer's result object needs iminuit (pip install iminuit), as pyhf's does") from None
+    data = np.asarray(data, dtype=float)
+
+    def twice_nll(pars):
+        return 2.0 * pdf.nll_grad(np.asarray(pars, dtype=float), data)[0]
+
+    def gradient(pars):
+        return 2.0 * np.asarray(pdf.nll_grad(np.asarray(pars, dtype=float), data)[1])
+
+    m = iminuit.Minuit(twice_nll, np.asarray(best, dtype=float), grad=gradient, name=list(pdf.config.par_names))
+    m.errordef = getattr(optimizer, "errordef", 1)
+    m.limits = [tuple(b) for b in bounds]
+    m.fixed = [bool(f) for f in fixed]
+    m.errors = [u if u > 0 else 0.01 for u in np.asarray(unc, dtype=float)]
+    strategy = getattr(optimizer, "strategy", None)
+    m.strategy = 1 if strategy is None else strategy
+    m.tol = getattr(optimizer, "tolerance", 0.1)
+    m.print_level = int(bool(getattr(optimizer, "verbose", 0)))
+    maxiter = getattr(optimizer, "maxiter", None)
+    m.migrad(ncall=maxiter)
+    if m.valid:
+        m.hesse()
+    return m
 
 
 # Options of pyhf's optimizers that nextstat's L-BFGS-B has its own answer to: gradients are
 # always analytic (do_grad), fixed parameters are always removed from the problem and put back
 # (do_stitch), and it stops on its projected-gradient tolerance (maxiter, strategy, verbose).
 _OPTIMIZER_OPTIONS = {"do_grad", "do_stitch", "maxiter", "strategy", "verbose", "solver_options"}
+
+
+def _bounds_holding_fixed_values(pdf: Any, init_pars: Any, par_bounds: Any, fixed_params: Any) -> Any:
+    """pyhf fits a parameter fixed outside its bounds (cabinetry's scans do, past μ = 0) at that
+    value; nextstat's fits refuse it, so the drop-in widens such a parameter's bounds to its
+    value (it does not move). Other bounds are left as given."""
+    if init_pars is None or fixed_params is None:
+        return par_bounds
+    bounds = [list(b) for b in (pdf.config.suggested_bounds() if par_bounds is None else par_bounds)]
+    widened = False
+    for i, (value, fixed) in enumerate(zip(init_pars, fixed_params)):
+        low, high = bounds[i]
+        if fixed and not low <= float(value) <= high:
+            bounds[i], widened = [min(low, float(value)), max(high, float(value))], True
+    return bounds if widened else par_bounds
 
 
 def fit(
@@ -65,6 +114,7 @@ def fit(
     unknown = set(kwargs) - {"tolerance"} - _OPTIMIZER_OPTIONS
     if unknown:
         raise InvalidInputError(f"fit: unsupported arguments {sorted(unknown)}")
+    par_bounds = _bounds_holding_fixed_values(pdf, init_pars, par_bounds, fixed_params)
     r = _fit(pdf, data, init_pars, par_bounds, fixed_params, tolerance=kwargs.get("tolerance"), device=device)
     result_obj = OptimizeResult(x=r.bestfit, fun=np.asarray(r.twice_nll), success=r.converged,
                                 status=0 if r.converged else 1, message=r.termination_reason, nit=r.iterations,
@@ -72,6 +122,12 @@ def fit(
                                 corr=r.correlation, hess_inv=r.covariance)
     if not r.converged:
         raise FailedMinimization(result_obj)
+    from .. import optimizer
+
+    if return_result_obj and getattr(optimizer, "name", None) == "minuit":
+        bounds = pdf.config.suggested_bounds() if par_bounds is None else par_bounds
+        fixed = pdf.config.suggested_fixed() if fixed_params is None else fixed_params
+        result_obj["minuit"] = _minuit_at(pdf, data, r.bestfit, r.uncertainties, bounds, fixed, optimizer)
     pars = r.bestfit
     if return_uncertainties:
         pars = np.stack([pars, r.uncertainties], axis=1)
