@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pyhf's own API-level tests (scikit-hep/pyhf at v0.7.6) run against nextstat: `import pyhf`
-# loads nextstat through tests/pyhf_suite/conftest.py, on the numpy backend only. pyhf's tests are
+# loads nextstat (`nextstat.install_as_pyhf()` in tests/pyhf_suite/conftest.py, which otherwise
+# only gives pyhf's fixtures for the numpy backend). pyhf's tests are
 # read from a checkout given as the argument (they are not part of this repository):
 #   git clone --depth 1 --branch v0.7.6 https://github.com/scikit-hep/pyhf /tmp/pyhf-v0.7.6
 #   bash scripts/pyhf_suite.sh /tmp/pyhf-v0.7.6 [RESULTS_DIR]
@@ -22,16 +23,6 @@ for m in $modules; do
   if [ -d "$src/tests/$m" ]; then cp -rL "$src/tests/$m" "$work/tests/"; fi
 done
 cp -rL "$src/validation" "$work/validation"
-# HistFactory XML import is pyhf's (ROOT files read by uproot), not nextstat's: pyhf itself turns
-# the suite's XML inputs into workspaces once, and the shim's readxml.parse returns them.
-(cd "$work" && "$python" - <<'PY_XML'
-import json, pyhf.readxml
-inputs = [("validation/xmlimport_input/config/example.xml", "validation/xmlimport_input/"),
-          ("validation/xmlimport_input2/config/example.xml", "validation/xmlimport_input2"),
-          ("validation/xmlimport_input3/config/examples/example_ShapeSys.xml", "validation/xmlimport_input3")]
-json.dump({config: pyhf.readxml.parse(config, root, track_progress=False) for config, root in inputs}, open("readxml.json", "w"))
-PY_XML
-) || echo "warning: pyhf's readxml (needs uproot) could not convert the XML inputs; the XML-based tests fail" >&2
 cp tests/pyhf_suite/conftest.py "$work/tests/conftest.py"
 cp tests/pyhf_suite/pytest.ini "$work/pytest.ini"
 (cd "$work" && "$python" -m pytest tests -q -p no:cacheprovider --continue-on-collection-errors --junitxml="$out/junit.xml" -o junit_family=xunit2 >"$out/pytest.log" 2>&1) || true

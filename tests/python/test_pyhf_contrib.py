@@ -436,3 +436,44 @@ def test_install_as_pyhf_refuses_an_already_imported_pyhf():
     # pyhf is imported in this process: the alias would leave it in place, so it is refused.
     with pytest.raises(nextstat.exceptions.Unsupported, match="call nextstat.install_as_pyhf\\(\\) before"):
         nextstat.install_as_pyhf()
+
+
+ALIASED = r'''
+import nextstat
+nextstat.install_as_pyhf()
+import pyhf, pyhf.patchset, pyhf.workspace, pyhf.schema, pyhf.events, pyhf.tensor, pyhf.optimize
+import pyhf.contrib.viz.brazil, pyhf.contrib.utils, pyhf.infer.calculators, pyhf.readxml
+import pyhf.probability, pyhf.pdf, pyhf.simplemodels, pyhf.exceptions
+from pyhf.infer.intervals import upper_limits
+assert pyhf is nextstat and pyhf.patchset.PatchSet is nextstat.PatchSet and pyhf.pdf.Model is nextstat.Model
+nextstat.install_as_pyhf()  # twice is harmless
+print("aliased", pyhf.schema.version)
+'''
+
+
+def test_every_pyhf_module_a_script_imports_is_nextstats_under_the_alias(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "aliased.py"
+    script.write_text(ALIASED)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "aliased 1.0.0" in done.stdout, done.stderr[-2000:]
+
+
+def test_schema_validates_what_pyhfs_does():
+    import pyhf.schema
+
+    for name, path in [("workspace.json", ROOT / "examples" / "analysis.json"), ("patchset.json", ROOT / "examples" / "patchset.json")]:
+        spec = json.loads(path.read_text())
+        pyhf.schema.validate(spec, name)
+        nextstat.schema.validate(spec, name)
+        broken = {k: v for k, v in spec.items() if k != "version"}
+        with pytest.raises(pyhf.exceptions.InvalidSpecification):
+            pyhf.schema.validate(broken, name)
+        with pytest.raises(nextstat.exceptions.InvalidSpecification):
+            nextstat.schema.validate(broken, name)
+    with pytest.raises(nextstat.exceptions.InvalidSpecification, match="unknown schema 'defs.json'"):
+        nextstat.schema.validate({}, "defs.json")
+    with pytest.raises(nextstat.exceptions.InvalidBackend, match="'jax' backend"):
+        nextstat.set_backend(nextstat.tensor.jax_backend(precision="64b"))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["numpy_backend"]
+__all__ = ["numpy_backend", "jax_backend", "pytorch_backend", "tensorflow_backend"]
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -224,3 +224,28 @@ def _erfinv(y: float) -> float:
         if abs(step) <= 1e-17 * x:
             break
     return math.copysign(x, y)
+
+
+class _OtherBackend:
+    """pyhf's jax, pytorch and tensorflow backends: constructible (scripts and pyhf's tests build
+    them), refused by ``set_backend`` with ``InvalidBackend``, which names what nextstat offers
+    instead (devices through ``device=``, gradients through ``nextstat.torch``)."""
+
+    def __init__(self, name: str, **kwargs: Any):
+        self.name = name
+        self.precision = kwargs.get("precision", "64b")
+
+    def __repr__(self) -> str:
+        return f"<{self.name} backend: not available in nextstat>"
+
+
+def jax_backend(**kwargs: Any) -> _OtherBackend:
+    return _OtherBackend("jax", **kwargs)
+
+
+def pytorch_backend(**kwargs: Any) -> _OtherBackend:
+    return _OtherBackend("pytorch", **kwargs)
+
+
+def tensorflow_backend(**kwargs: Any) -> _OtherBackend:
+    return _OtherBackend("tensorflow", **kwargs)

@@ -1,0 +1,5 @@
+"""Drop-in for ``pyhf.workspace``: ``Workspace``."""
+
+from ._workspace import Workspace
+
+__all__ = ["Workspace"]
