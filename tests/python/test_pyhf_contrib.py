@@ -477,3 +477,22 @@ def test_schema_validates_what_pyhfs_does():
         nextstat.schema.validate({}, "defs.json")
     with pytest.raises(nextstat.exceptions.InvalidBackend, match="'jax' backend"):
         nextstat.set_backend(nextstat.tensor.jax_backend(precision="64b"))
+
+
+def test_compat_names_citation_and_model_schema_as_pyhf():
+    import pyhf.compat
+
+    theirs, ours = models(MODELS[0])[:2]
+    for name in theirs.config.parameters:
+        rootnames = pyhf.compat.paramset_to_rootnames(theirs.config.param_set(name))
+        assert nextstat.compat.paramset_to_rootnames(ours.config.param_set(name)) == rootnames
+        for rootname in [rootnames] if isinstance(rootnames, str) else rootnames:
+            assert nextstat.compat.interpret_rootname(rootname) == pyhf.compat.interpret_rootname(rootname)
+    for rootname in ["mu", "Lumi", "alpha_JES", "gamma_stat_SR_12"]:
+        assert nextstat.compat.interpret_rootname(rootname) == pyhf.compat.interpret_rootname(rootname)
+    with pytest.raises(ValueError, match="gamma_"):
+        nextstat.compat.interpret_rootname("gamma_nobin")
+    text = nextstat.utils.citation()
+    assert text.startswith("@software{nextstat,") and nextstat.__version__ in text
+    assert "\n" not in nextstat.utils.citation(oneline=True)
+    assert (ours.schema, ours.version) == (theirs.schema, theirs.version)

@@ -337,6 +337,10 @@ class _ConstraintModel:
 class Model:
     """A HistFactory model (``Workspace.model()``); it remembers its workspace's observations."""
 
+    #: pyhf's schema of a model spec, and its version (``None``: the current one).
+    schema = "model.json"
+    version = None
+
     def __init__(self, core_model: Any, observed: Optional[Sequence[float]] = None, spec: Optional[dict] = None, **config_kwargs: Any):
         settings = config_kwargs.get("modifier_settings")
         if isinstance(core_model, dict):

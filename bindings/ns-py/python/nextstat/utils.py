@@ -4,7 +4,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["digest"]
+__all__ = ["digest", "citation"]
 
 
 def digest(obj: Any, algorithm: str = "sha256") -> str:
@@ -23,3 +23,19 @@ def digest(obj: Any, algorithm: str = "sha256") -> str:
         raise ValueError(f"{algorithm!r} is not an algorithm hashlib knows (e.g. 'sha256', 'md5')") from None
     h.update(text.encode("utf8"))
     return h.hexdigest()
+
+
+def citation(oneline: bool = False) -> str:
+    """The BibTeX entry to cite nextstat by (``pyhf.utils.citation``'s call; under
+    ``install_as_pyhf`` a script that prints pyhf's citation prints the software that computed
+    its results). ``oneline`` joins its lines."""
+    from . import __version__
+
+    entry = "\n".join([
+        "@software{nextstat,",
+        "  title = {{nextstat: v%s}}," % __version__,
+        "  version = {%s}," % __version__,
+        "  note = {likelihood inference for HistFactory, HS3 and CMS Combine models}",
+        "}",
+    ])
+    return "".join(entry.splitlines()) if oneline else entry
