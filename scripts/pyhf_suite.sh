@@ -14,6 +14,7 @@ out=$(realpath -m "${2:-pyhf-suite-results}")
 python=${PYTHON:-.venv/bin/python}
 python="$(cd "$(dirname "$python")" && pwd)/$(basename "$python")"
 [ -f "$src/tests/test_pdf.py" ] || { echo "error: $src has no tests/test_pdf.py: give a checkout of scikit-hep/pyhf v0.7.6" >&2; exit 2; }
+"$python" -c 'import pytest_mock' 2>/dev/null || "$python" -m pip install --quiet --disable-pip-version-check pytest-mock
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/tests" "$out"

@@ -145,7 +145,7 @@ def __getattr__(name: str) -> Any:
 
 
 from . import infer  # noqa: E402  (needs the names above)
-from . import compat, events, patchset, pdf, probability, schema, workspace  # noqa: E402
+from . import compat, events, patchset, pdf, probability, schema, workspace, writexml  # noqa: E402
 from ._alias import install_as_pyhf  # noqa: E402
 from . import unbinned  # noqa: E402
 from . import readxml  # noqa: E402

@@ -19,11 +19,19 @@ class _PyhfAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return importlib.util.spec_from_loader(name, self)
         return None
 
+    def __init__(self) -> None:
+        self._specs: dict = {}
+
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
-        return importlib.import_module("nextstat" + spec.name[len("pyhf"):])
+        module = importlib.import_module("nextstat" + spec.name[len("pyhf"):])
+        self._specs[spec.name] = module.__spec__
+        return module
 
     def exec_module(self, module: Any) -> None:
-        """The module is nextstat's, already executed."""
+        """The module is nextstat's, already executed. The import machinery has just given it the
+        alias's spec: its own goes back, so that its relative imports and ``__spec__`` stay
+        nextstat's."""
+        module.__spec__ = self._specs.pop(module.__spec__.name, module.__spec__)
 
 
 def install_as_pyhf() -> None:
