@@ -3,6 +3,8 @@ as pyhf's own operation; inspect, digest and patchset verbs print what pyhf prin
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pyhf
 import pytest
@@ -93,7 +95,8 @@ def test_inspect_text_and_json_match_pyhf(file, tmp_path):
     path = WORKSPACES / file
     theirs_json = tmp_path / "theirs.json"
     theirs = subprocess.run(
-        [str(BIN.parent.parent.parent / ".venv" / "bin" / "pyhf"), "inspect", str(path), "--output-file", str(theirs_json)],
+        # pyhf's command line, installed beside this interpreter.
+        [str(Path(sys.executable).parent / "pyhf"), "inspect", str(path), "--output-file", str(theirs_json)],
         capture_output=True,
         text=True,
     )
