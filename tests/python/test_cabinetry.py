@@ -150,3 +150,16 @@ def test_cabinetry_runs_unchanged_on_nextstat_as_pyhf(both, tmp_path):
     assert got["observed_limit"] == pytest.approx(limit_n.observed_limit, abs=1e-2)
     np.testing.assert_allclose(got["expected_limit"], limit_n.expected_limit, atol=1e-2)
     assert got["significance"] == pytest.approx(cabinetry.fit.significance(mp, dp).observed_significance, rel=1e-3)
+
+
+def test_cabinetry_tables_and_figures_from_the_adapters_model(both, tmp_path):
+    """cabinetry's own prediction, yield table and data/MC figures on `nextstat.cabinetry`'s model
+    (the model's `main_model` gives the per-sample yields from the engine)."""
+    (mp, dp), (mn, dn) = both
+    ours, theirs = cabinetry.model_utils.prediction(mn), cabinetry.model_utils.prediction(mp)
+    for a, b in zip(ours.model_yields, theirs.model_yields):
+        np.testing.assert_allclose(a, b, rtol=1e-10)
+    assert cabinetry.tabulate.yields(ours, dn) == cabinetry.tabulate.yields(theirs, dp)
+    post = cabinetry.model_utils.prediction(mn, fit_results=ns_cabinetry.fit(mn, dn))
+    assert len(cabinetry.visualize.data_mc(post, dn, figure_folder=tmp_path, close_figure=True)) == 2
+    assert len(list(tmp_path.glob("*.pdf"))) == 2

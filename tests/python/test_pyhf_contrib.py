@@ -496,3 +496,10 @@ def test_compat_names_citation_and_model_schema_as_pyhf():
     assert text.startswith("@software{nextstat,") and nextstat.__version__ in text
     assert "\n" not in nextstat.utils.citation(oneline=True)
     assert (ours.schema, ours.version) == (theirs.schema, theirs.version)
+
+
+def test_pyhfs_data_clipping_is_refused_with_the_alternative():
+    ws = nextstat.Workspace(json.loads((ROOT / "examples" / "analysis.json").read_text()))
+    for option in ["clip_sample_data", "clip_bin_data"]:
+        with pytest.raises(nextstat.exceptions.Unsupported, match=f"{option}: .*clip_negative_yields=True"):
+            ws.model(**{option: 0.0})

@@ -285,6 +285,12 @@ class Workspace(dict):
         config_kwargs.pop("validate", None)
         if config_kwargs.pop("batch_size", None) is not None:
             raise Unsupported("batch_size: nextstat evaluates batches through its own API (nextstat.fit_toys_batch_gpu, Model.nll_grad per point)")
+        clipping = sorted({"clip_sample_data", "clip_bin_data"} & set(config_kwargs))
+        if clipping:
+            raise Unsupported(
+                f"{', '.join(clipping)}: pyhf's clipping of sample or bin data is not offered; "
+                "clip_negative_yields=True clips each sample's negative yield at zero, as ROOT's HistFactory does"
+            )
         if config_kwargs:
             raise Unsupported(f"Workspace.model: unsupported options {sorted(config_kwargs)}")
         # One measurement, by name, for the engine's model and the spec alike.
