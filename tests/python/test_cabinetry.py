@@ -90,7 +90,7 @@ assert pyhf is nextstat
 spec = json.loads(open(sys.argv[1]).read())
 model, data = cabinetry.model_utils.model_and_data(spec)
 prefit = cabinetry.model_utils.prediction(model)
-table = cabinetry.tabulate.yields(prefit, data)
+table = cabinetry.tabulate.yields(prefit, data, save_tables=False)
 cabinetry.visualize.data_mc(prefit, data, figure_folder=sys.argv[2], close_figure=True)
 fit = cabinetry.fit.fit(model, data, minos=["mu_sig"], goodness_of_fit=True)
 postfit = cabinetry.model_utils.prediction(model, fit_results=fit)
@@ -135,7 +135,7 @@ def test_cabinetry_runs_unchanged_on_nextstat_as_pyhf(both, tmp_path):
     prefit_p = cabinetry.model_utils.prediction(mp)
     for ours, theirs in zip(got["prefit"], prefit_p.model_yields):
         np.testing.assert_allclose(ours, theirs, rtol=1e-10)
-    assert got["table"] == cabinetry.tabulate.yields(prefit_p, dp)
+    assert got["table"] == cabinetry.tabulate.yields(prefit_p, dp, save_tables=False)
     postfit_p = cabinetry.model_utils.prediction(mp, fit_results=fit_p)
     for ours, theirs in zip(got["postfit"], postfit_p.model_yields):
         np.testing.assert_allclose(ours, theirs, rtol=2e-3)
@@ -159,7 +159,7 @@ def test_cabinetry_tables_and_figures_from_the_adapters_model(both, tmp_path):
     ours, theirs = cabinetry.model_utils.prediction(mn), cabinetry.model_utils.prediction(mp)
     for a, b in zip(ours.model_yields, theirs.model_yields):
         np.testing.assert_allclose(a, b, rtol=1e-10)
-    assert cabinetry.tabulate.yields(ours, dn) == cabinetry.tabulate.yields(theirs, dp)
+    assert cabinetry.tabulate.yields(ours, dn, save_tables=False) == cabinetry.tabulate.yields(theirs, dp, save_tables=False)
     post = cabinetry.model_utils.prediction(mn, fit_results=ns_cabinetry.fit(mn, dn))
     assert len(cabinetry.visualize.data_mc(post, dn, figure_folder=tmp_path, close_figure=True)) == 2
     assert len(list(tmp_path.glob("*.pdf"))) == 2
