@@ -503,3 +503,16 @@ def test_pyhfs_data_clipping_is_refused_with_the_alternative():
     for option in ["clip_sample_data", "clip_bin_data"]:
         with pytest.raises(nextstat.exceptions.Unsupported, match=f"{option}: .*clip_negative_yields=True"):
             ws.model(**{option: 0.0})
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.parent.name if p.name == "workspace.json" else p.stem)
+def test_a_built_workspace_has_pyhfs_digest(path):
+    spec = json.loads(path.read_text())
+    digests = []
+    for lib in (pyhf, nextstat):
+        ws = lib.Workspace(spec)
+        model = ws.model()
+        data = ws.data(model)
+        digests.append(lib.utils.digest(lib.Workspace.build(model, data)))
+        assert [type(x) for x in data[:3]] == [type(x) for x in pyhf.Workspace(spec).data(pyhf.Workspace(spec).model())[:3]]
+    assert digests[0] == digests[1]

@@ -97,7 +97,33 @@ class _Config:
             paramset = _ParamSet(info, list(init[part]), [list(b) for b in bounds[part]], list(fixed[part]))
             self.par_map[info["name"]] = {"slice": part, "paramset": paramset}
         self.parameters = sorted(self.par_map)
+        self._keep_written_numbers(spec)
         self.auxdata_order = [name for name in self.par_order if self.par_map[name]["paramset"].constrained]
+
+    def _keep_written_numbers(self, spec: Optional[dict]) -> None:
+        """Inits and bounds as pyhf writes them where they are the model's: a spec's parameter
+        configuration as written (``[[0, 10]]`` stays integers), and a normfactor's default
+        bounds as pyhf's integers ``[[0, 10]]``. ``Workspace.build`` (and so the digest of what
+        it builds) shows them."""
+        given_bounds = {p.get("name") for p in (spec or {}).get("parameters") or [] if isinstance(p, dict) and "bounds" in p}
+        for name, entry in self.par_map.items():
+            paramset = entry["paramset"]
+            if paramset.modifier_type == "normfactor" and name not in given_bounds and paramset.suggested_bounds == [[0.0, 10.0]]:
+                paramset.suggested_bounds = [[0, 10]]
+        for given in (spec or {}).get("parameters") or []:
+            entry = self.par_map.get(given.get("name")) if isinstance(given, dict) else None
+            if entry is None:
+                continue
+            paramset = entry["paramset"]
+            for key, attribute in (("inits", "suggested_init"), ("bounds", "suggested_bounds")):
+                written = given.get(key)
+                ours = getattr(paramset, attribute)
+                try:
+                    same = np.array_equal(np.asarray(written, dtype=float), np.asarray(ours, dtype=float))
+                except (TypeError, ValueError):
+                    same = False
+                if same:
+                    setattr(paramset, attribute, json.loads(json.dumps(written)))
 
     par_names = property(lambda self: list(self._m.par_names))
     par_order = property(lambda self: list(self._m.par_order))

@@ -323,7 +323,14 @@ class Workspace(dict):
         return model
 
     def data(self, model: "Model", include_auxdata: bool = True) -> List[float]:
-        return self._ws.data(model._model, include_auxdata)
+        """The model's observations in this workspace, then (``include_auxdata``) its auxiliary
+        data. The observations are the numbers as written (``385`` stays an integer), as pyhf's."""
+        values = self._ws.data(model._model, include_auxdata)
+        written = [x for c in model.config.channels for x in (self.observations.get(c) or [])]
+        n_main = model.config.nmaindata
+        if len(written) == n_main and all(float(w) == v for w, v in zip(written, values[:n_main])):
+            return written + list(values[n_main:])
+        return values
 
     def digest(self) -> str:
         return self._ws.digest()
@@ -386,7 +393,7 @@ class Workspace(dict):
         ]
         spec = {
             "channels": model.spec["channels"],
-            "measurements": [{"name": name, "config": {"poi": config.poi_name or "", "parameters": parameters}}],
+            "measurements": [{"name": name, "config": {"poi": config.poi_name, "parameters": parameters}}],
             "observations": [{"name": c, "data": data[config.channel_slices[c]]} for c in config.channels],
             "version": "1.0.0",
         }
