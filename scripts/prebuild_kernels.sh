@@ -14,5 +14,5 @@ dir=$PWD/target/prebuilt-kernels
 # lints, in scripts/test.sh) can run beside them.
 cargo build --quiet -p ns-compute --example prebuild_kernels >&2
 LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    target/debug/examples/prebuild_kernels "$dir" >&2
+    "${CARGO_TARGET_DIR:-target}/debug/examples/prebuild_kernels" "$dir" >&2
 echo "export NEXTSTAT_PREBUILT_KERNELS=$dir"
