@@ -478,8 +478,11 @@ class Model:
 
     @property
     def constraint_model(self) -> _ConstraintModel:
-        """pyhf's constraint model: ``has_pdf``, ``make_pdf``, ``logpdf``."""
-        return _ConstraintModel(self)
+        """pyhf's constraint model: ``has_pdf``, ``make_pdf``, ``logpdf`` (its layout of the
+        auxiliary data, read from the parameter sets once per model)."""
+        if getattr(self, "_constraint_model", None) is None:
+            self._constraint_model = _ConstraintModel(self)
+        return self._constraint_model
 
     def make_pdf(self, pars: Any) -> Any:
         """pyhf's ``make_pdf``: the likelihood at ``pars`` as a distribution over the data vector

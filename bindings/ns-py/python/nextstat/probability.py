@@ -24,38 +24,37 @@ def _tensorlib():
     return tensorlib
 
 
-class Poisson:
+class _Terms:
+    """Independent terms of one distribution of the numpy backend: ``expected_data`` (their
+    centres), ``sample`` and ``log_prob`` entry by entry."""
+
+    def __init__(self, centres: np.ndarray, dist: Any):
+        self._centres, self._dist = centres, dist
+
+    def expected_data(self) -> np.ndarray:
+        return self._centres
+
+    def sample(self, sample_shape: Sequence[int] = ()) -> np.ndarray:
+        return self._dist.sample(tuple(sample_shape))
+
+    def log_prob(self, value: Any) -> np.ndarray:
+        return self._dist.log_prob(value)
+
+
+class Poisson(_Terms):
     """Poisson terms of rates ``rate`` (one per entry of the last axis)."""
 
     def __init__(self, rate: Any):
         self.rate = np.asarray(rate, dtype=float)
-        self._dist = _tensorlib().poisson_dist(self.rate)
-
-    def expected_data(self) -> np.ndarray:
-        return self.rate
-
-    def sample(self, sample_shape: Sequence[int] = ()) -> np.ndarray:
-        return self._dist.sample(tuple(sample_shape))
-
-    def log_prob(self, value: Any) -> np.ndarray:
-        return self._dist.log_prob(value)
+        super().__init__(self.rate, _tensorlib().poisson_dist(self.rate))
 
 
-class Normal:
+class Normal(_Terms):
     """Gaussian terms of means ``loc`` and widths ``scale``."""
 
     def __init__(self, loc: Any, scale: Any):
         self.loc, self.scale = np.asarray(loc, dtype=float), np.asarray(scale, dtype=float)
-        self._dist = _tensorlib().normal_dist(self.loc, self.scale)
-
-    def expected_data(self) -> np.ndarray:
-        return self.loc
-
-    def sample(self, sample_shape: Sequence[int] = ()) -> np.ndarray:
-        return self._dist.sample(tuple(sample_shape))
-
-    def log_prob(self, value: Any) -> np.ndarray:
-        return self._dist.log_prob(value)
+        super().__init__(self.loc, _tensorlib().normal_dist(self.loc, self.scale))
 
 
 class Independent:

@@ -48,12 +48,21 @@ def _minuit_at(pdf: Any, data: Any, best: np.ndarray, unc: np.ndarray, bounds: A
 
         raise Unsupported("the Minuit optimizer's result object needs iminuit (pip install iminuit), as pyhf's does") from None
     data = np.asarray(data, dtype=float)
+    last: dict = {}
+
+    def evaluated(pars):
+        # Minuit asks for the value and the gradient at the same point; the engine gives both.
+        pars = np.asarray(pars, dtype=float)
+        if last.get("pars") is None or not np.array_equal(last["pars"], pars):
+            nll, grad = pdf.nll_grad(pars, data)
+            last.update(pars=pars.copy(), value=2.0 * nll, grad=2.0 * np.asarray(grad))
+        return last
 
     def twice_nll(pars):
-        return 2.0 * pdf.nll_grad(np.asarray(pars, dtype=float), data)[0]
+        return evaluated(pars)["value"]
 
     def gradient(pars):
-        return 2.0 * np.asarray(pdf.nll_grad(np.asarray(pars, dtype=float), data)[1])
+        return evaluated(pars)["grad"]
 
     m = iminuit.Minuit(twice_nll, np.asarray(best, dtype=float), grad=gradient, name=list(pdf.config.par_names))
     m.errordef = getattr(optimizer, "errordef", 1)
