@@ -516,3 +516,19 @@ def test_a_built_workspace_has_pyhfs_digest(path):
         digests.append(lib.utils.digest(lib.Workspace.build(model, data)))
         assert [type(x) for x in data[:3]] == [type(x) for x in pyhf.Workspace(spec).data(pyhf.Workspace(spec).model())[:3]]
     assert digests[0] == digests[1]
+
+
+def test_careless_inputs_are_named():
+    _, ours, _ = models(MODELS[1])
+    pars = np.asarray(ours.config.suggested_init(), dtype=float)
+    pars[1] = np.nan
+    name = ours.config.par_names[1]
+    with pytest.raises(nextstat.exceptions.InvalidPdfParameters, match=f"pars\\[1\\] \\('{name}'\\) is nan"):
+        ours.make_pdf(pars)
+    with pytest.raises(nextstat.exceptions.InvalidPdfParameters, match=f"pars\\[1\\] \\('{name}'\\) is nan"):
+        ours.sample_toys(pars, 2)
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(nextstat.exceptions.InvalidSpecification, match="nested too deeply"):
+        nextstat.schema.validate(deep, "workspace.json")

@@ -490,6 +490,7 @@ class Model:
         numpy's global generator as pyhf draws (``nextstat.probability``)."""
         from .probability import Simultaneous
 
+        self._finite(pars)
         n_main = self.config.nmaindata
         parts, positions = [self.main_model.make_pdf(pars)], [list(range(n_main))]
         for part, where in self.constraint_model.parts(pars):
@@ -509,7 +510,18 @@ class Model:
         pars = _array(pars, "pars")
         if len(pars) != self.config.npars:
             raise InvalidPdfParameters(f"pars has len {len(pars)} but {self.config.npars} was expected")
+        self._finite(pars)
         return self._model.sample_toys(pars, int(n_toys), int(seed))
+
+    def _finite(self, pars: Any) -> None:
+        """Distributions are drawn at finite parameters only: the first that is not, named."""
+        from .exceptions import InvalidPdfParameters
+
+        values = self._pars(pars)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            i = int(bad[0])
+            raise InvalidPdfParameters(f"pars[{i}] ('{self.config.par_names[i]}') is {values[i]}: a distribution is drawn at finite parameters")
 
     def __repr__(self) -> str:
         return f"Model({self.config.npars} parameters, POI {self.config.poi_name!r}, channels {self.config.channels})"

@@ -31,6 +31,8 @@ def _json_text(spec: Spec, what: str) -> Tuple[str, str]:
             return json.dumps(spec, allow_nan=False, default=_plain), what
         except (TypeError, ValueError) as e:
             raise InvalidInputError(f"{what}: not representable as JSON ({e})") from None
+        except RecursionError:
+            raise InvalidInputError(f"{what}: nested too deeply to be a workspace, model or patchset") from None
     if isinstance(spec, (str, os.PathLike)) and not (isinstance(spec, str) and spec.lstrip().startswith(("{", "["))):
         if str(spec) == "-":
             import sys
