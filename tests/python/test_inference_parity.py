@@ -53,7 +53,7 @@ def test_fit_matches_tight_pyhf(name, tight_jax):
 
     free = [i for i, f in enumerate(model.config.suggested_fixed()) if not f]
     best = jax.numpy.asarray(ours["bestfit"])
-    hess = np.asarray(jax.hessian(lambda p: -2 * model.logpdf(p, jax.numpy.asarray(data))[0])(best))[np.ix_(free, free)]
+    hess = np.asarray(jax.jit(jax.hessian(lambda p: -2 * model.logpdf(p, jax.numpy.asarray(data))[0]))(best))[np.ix_(free, free)]
     exact = np.zeros(len(ours["bestfit"]))
     exact[free] = np.sqrt(np.diag(2 * np.linalg.inv(hess)))
     sigma = np.sqrt(np.diag(cov))

@@ -98,7 +98,8 @@ def test_gradient_matches_jax(name, normsys, histosys, tmp_path):
         pars_file = tmp_path / "points.json"
         pars_file.write_text(json.dumps([p.tolist() for p in points]))
         ours = cli_json("eval", workspace_file(name), "--pars", pars_file, "--interp-codes", f"normsys={normsys},histosys={histosys}")
-        grad_fn = jax.grad(lambda p: -model.logpdf(p, data)[0])
+        # Compiled once: tracing pyhf's model eagerly costs seconds per call.
+        grad_fn = jax.jit(jax.grad(lambda p: -model.logpdf(p, data)[0]))
         for i, (p, result) in enumerate(zip(points, ours["points"])):
             if result["nll"] in ("NaN", "inf"):
                 continue

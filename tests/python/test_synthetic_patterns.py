@@ -182,7 +182,7 @@ def test_tiny_shapesys_uncertainty_is_exact_and_fits_converge(tmp_path):
     try:
         jm = pyhf.Workspace(spec).model()
         free = [i for i, f in enumerate(jm.config.suggested_fixed()) if not f]
-        hess = np.asarray(jax.hessian(lambda p: -2 * jm.logpdf(p, jax.numpy.asarray(data))[0])(jax.numpy.asarray(best)))
+        hess = np.asarray(jax.jit(jax.hessian(lambda p: -2 * jm.logpdf(p, jax.numpy.asarray(data))[0]))(jax.numpy.asarray(best)))
     finally:
         pyhf.set_backend("numpy")
     exact_sigma = np.zeros(len(best))
@@ -226,7 +226,7 @@ def test_over_a_thousand_parameters(tmp_path):
     pyhf.set_backend("jax")
     try:
         jm = pyhf.Workspace(spec).model()
-        grad = np.asarray(jax.grad(lambda p: -2 * jm.logpdf(p, jax.numpy.asarray(data))[0])(jax.numpy.asarray(fit["bestfit"])))
+        grad = np.asarray(jax.jit(jax.grad(lambda p: -2 * jm.logpdf(p, jax.numpy.asarray(data))[0]))(jax.numpy.asarray(fit["bestfit"])))
     finally:
         pyhf.set_backend("numpy")
     lo, hi = np.asarray(jm.config.suggested_bounds()).T

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crate::checks;
 use crate::fit::{FitConfig, FitJob, FitResult, Fitter};
 use crate::hypotest::{
-    AsymptoticHypotest, TestStatValue, TestStatistic, asymptotic_from_fits, expected_data,
-    hypotest_asymptotic, statistic_from_fits,
+    TestStatValue, TestStatistic, asimov_data, asymptotic_from_fits, expected_data,
+    statistic_from_fits,
 };
 
 /// Where a limit lies when it is outside the μ range examined: the POI's bounds (root finding)
@@ -95,13 +95,35 @@ impl UpperLimit {
     }
 }
 
-/// CLs(μ) observed and expected, memoized: each μ costs a full asymptotic hypotest.
+/// The fits of an asymptotic hypotest that do not depend on μ: the free fit on the data, the fit
+/// behind the Asimov data (POI fixed at 0), the Asimov data and the free fit on them. A curve
+/// makes them once; each μ then costs its two fixed-POI fits.
+struct SharedFits {
+    free: FitResult,
+    behind_asimov: FitResult,
+    asimov: PreparedData,
+    free_asimov: FitResult,
+}
+
+/// CLs(μ) observed and expected, memoized; each new μ costs two fits (on the data and on the
+/// Asimov data, the POI fixed at μ), the μ-independent fits being made once per curve.
 struct ClsCurve<'a> {
     fitter: &'a Fitter<'a>,
     data: &'a PreparedData,
     config: &'a FitConfig,
+    shared: Option<SharedFits>,
     cache: BTreeMap<u64, (f64, [f64; 5])>,
     progress: &'a mut dyn FnMut(usize),
+}
+
+/// An error of a fit on the Asimov data names them (it is not about the observed data).
+fn on_asimov_data(e: Error) -> Error {
+    match e {
+        Error::InvalidModel(m) => Error::InvalidModel(format!(
+            "on the Asimov data (the expected data at POI = 0): {m}"
+        )),
+        other => other,
+    }
 }
 
 impl<'a> ClsCurve<'a> {
@@ -115,36 +137,78 @@ impl<'a> ClsCurve<'a> {
             fitter,
             data,
             config,
+            shared: None,
             cache: BTreeMap::new(),
             progress,
         }
     }
 
-    fn record(&mut self, h: &AsymptoticHypotest) -> (f64, [f64; 5]) {
-        let value = (h.cls.cls_obs, h.cls.cls_exp);
-        self.cache.insert(h.mu.to_bits(), value);
+    /// The μ-independent fits, made on first use: each as `hypotest_asymptotic` makes it, so a
+    /// curve's points are that function's results.
+    fn shared(&mut self) -> Result<&SharedFits> {
+        if self.shared.is_none() {
+            let (fitter, data, config) = (self.fitter, self.data, self.config);
+            let free = fitter.fit(data, config)?;
+            checks::started(fitter, &free, data)?;
+            let (asimov, behind_asimov) = asimov_data(fitter, 0.0, data, config)?;
+            let free_asimov = fitter.fit(&asimov, config).map_err(on_asimov_data)?;
+            checks::started(fitter, &free_asimov, &asimov).map_err(on_asimov_data)?;
+            self.shared = Some(SharedFits {
+                free,
+                behind_asimov,
+                asimov,
+                free_asimov,
+            });
+        }
+        Ok(self.shared.as_ref().expect("set above"))
+    }
+
+    /// The hypotest at `mu` from its two fixed-POI fits and the shared fits.
+    fn record(&mut self, mu: f64, poi: usize, fixed: FitResult, fixed_asimov: FitResult) {
+        let shared = self
+            .shared
+            .as_ref()
+            .expect("the shared fits precede every point");
+        let statistic = |fixed_fit: FitResult, free_fit: &FitResult| TestStatValue {
+            value: statistic_from_fits(TestStatistic::QTilde, mu, poi, &fixed_fit, free_fit),
+            fixed_fit,
+            free_fit: free_fit.clone(),
+        };
+        let h = asymptotic_from_fits(
+            TestStatistic::QTilde,
+            mu,
+            statistic(fixed, &shared.free),
+            shared.behind_asimov.clone(),
+            statistic(fixed_asimov, &shared.free_asimov),
+        );
+        self.cache
+            .insert(mu.to_bits(), (h.cls.cls_obs, h.cls.cls_exp));
         (self.progress)(self.cache.len());
-        value
     }
 
     fn at(&mut self, mu: f64) -> Result<(f64, [f64; 5])> {
         if let Some(v) = self.cache.get(&mu.to_bits()) {
             return Ok(*v);
         }
-        let h = hypotest_asymptotic(
-            self.fitter,
-            mu,
-            self.data,
-            self.config,
-            TestStatistic::QTilde,
-        )?;
-        Ok(self.record(&h))
+        let (fitter, data, config) = (self.fitter, self.data, self.config);
+        checks::asimov_poi_in_bounds(fitter, config, 0.0)?;
+        let poi = checks::free_poi(fitter, config)?;
+        checks::value_in_bounds(fitter, config, poi, mu, "mu")?;
+        let asimov = &self.shared()?.asimov;
+        let fixed_asimov = fitter
+            .fixed_poi_fit(mu, asimov, config)
+            .and_then(|f| checks::started(fitter, &f, asimov).map(|()| f))
+            .map_err(on_asimov_data)?;
+        let fixed = fitter.fixed_poi_fit(mu, data, config)?;
+        checks::started(fitter, &fixed, data)?;
+        self.record(mu, poi, fixed, fixed_asimov);
+        Ok(self.cache[&mu.to_bits()])
     }
 
-    /// Every μ of a grid, its fits as two batches (one GPU submission each, or every core):
-    /// on the data, the free fit, the fit behind the Asimov data and the fit at each μ; then on
-    /// the Asimov data, the free fit and the fit at each μ. Each fit is the one
-    /// [`at`](Self::at) makes, so the results are the same.
+    /// Every μ of a grid, its fits as two batches (one GPU submission each, or every core): on
+    /// the data, the fit at each μ (with the free fit and the fit behind the Asimov data, where
+    /// the curve has not made them yet); then on the Asimov data, the fit at each μ (with the
+    /// free fit). Each fit is the one [`at`](Self::at) makes, so the results are the same.
     fn at_all(&mut self, grid: &[f64]) -> Result<()> {
         let fitter = self.fitter;
         let config = self.config;
@@ -170,39 +234,56 @@ impl<'a> ClsCurve<'a> {
             checks::started(fitter, &fit, on)?;
             Ok(fit)
         };
-        let mut jobs = vec![job(config.clone()), job(config.with_fixed(poi, 0.0))];
-        jobs.extend(todo.iter().map(|&mu| job(config.with_fixed(poi, mu))));
+        let fixed_jobs = todo.iter().map(|&mu| job(config.with_fixed(poi, mu)));
+        let make_shared = self.shared.is_none();
+        let mut jobs = Vec::new();
+        if make_shared {
+            jobs.extend([job(config.clone()), job(config.with_fixed(poi, 0.0))]);
+        }
+        jobs.extend(fixed_jobs.clone());
         let mut on_data = fitter
             .fit_batch(std::slice::from_ref(self.data), &jobs, &|_| {})?
             .into_iter();
-        let free = started(on_data.next(), self.data)?;
-        let behind_asimov = started(on_data.next(), self.data)?;
-        let asimov = expected_data(fitter, &behind_asimov)?;
+        let mut free_on_data = None;
+        if make_shared {
+            let free = started(on_data.next(), self.data)?;
+            let behind_asimov = started(on_data.next(), self.data)?;
+            let asimov = expected_data(fitter, &behind_asimov)?;
+            free_on_data = Some((free, behind_asimov, asimov));
+        }
         let fixed: Vec<FitResult> = on_data
             .map(|f| started(Some(f), self.data))
             .collect::<Result<_>>()?;
 
-        // On the Asimov data: the same jobs but the one behind the Asimov data.
-        jobs.remove(1);
+        // On the Asimov data: the free fit where it is still to make, and the fit at each μ.
+        let mut jobs = Vec::new();
+        if make_shared {
+            jobs.push(job(config.clone()));
+        }
+        jobs.extend(fixed_jobs);
+        let asimov = match (&free_on_data, &self.shared) {
+            (Some((_, _, asimov)), _) => asimov,
+            (None, Some(shared)) => &shared.asimov,
+            (None, None) => unreachable!("the shared fits exist or are made in this batch"),
+        };
         let mut on_asimov = fitter
-            .fit_batch(std::slice::from_ref(&asimov), &jobs, &|_| {})?
+            .fit_batch(std::slice::from_ref(asimov), &jobs, &|_| {})?
             .into_iter();
-        let free_asimov = started(on_asimov.next(), &asimov)?;
-        for ((&mu, fixed), fixed_asimov) in todo.iter().zip(fixed).zip(on_asimov) {
-            let fixed_asimov = started(Some(fixed_asimov), &asimov)?;
-            let statistic = |fixed_fit: FitResult, free_fit: &FitResult| TestStatValue {
-                value: statistic_from_fits(TestStatistic::QTilde, mu, poi, &fixed_fit, free_fit),
-                fixed_fit,
-                free_fit: free_fit.clone(),
-            };
-            let h = asymptotic_from_fits(
-                TestStatistic::QTilde,
-                mu,
-                statistic(fixed, &free),
-                behind_asimov.clone(),
-                statistic(fixed_asimov, &free_asimov),
-            );
-            self.record(&h);
+        if let Some((free, behind_asimov, asimov)) = free_on_data {
+            let free_asimov = started(on_asimov.next(), &asimov).map_err(on_asimov_data)?;
+            self.shared = Some(SharedFits {
+                free,
+                behind_asimov,
+                asimov,
+                free_asimov,
+            });
+        }
+        let asimov = &self.shared.as_ref().expect("set above").asimov;
+        let fixed_asimov: Vec<FitResult> = on_asimov
+            .map(|f| started(Some(f), asimov).map_err(on_asimov_data))
+            .collect::<Result<_>>()?;
+        for ((&mu, fixed), fixed_asimov) in todo.iter().zip(fixed).zip(fixed_asimov) {
+            self.record(mu, poi, fixed, fixed_asimov);
         }
         Ok(())
     }

@@ -62,7 +62,7 @@ fn cls_match_cpu() {
                 &data,
                 &config,
                 TestStatistic::QTilde,
-                200,
+                100,
                 7,
                 &|_| {},
             )
@@ -102,7 +102,7 @@ fn toy_fits_match_cpu_per_toy() {
             Workspace::from_path(&dir.join("workspace.json")).unwrap(),
         ));
     }
-    let (n_toys, seed) = (8, 11);
+    let (n_toys, seed) = (4, 11);
     let mut failures = Vec::new();
     for (name, ws) in models {
         let started = std::time::Instant::now();
