@@ -31,16 +31,25 @@ mark "system packages"
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
 mark "Python requirements"
+# Lints as CI enforces them (clippy's, warnings denied), inside the builds the suite needs anyway:
+# clippy's driver compiles every workspace crate (tests, examples, benches, the Python extension),
+# so no separate check pass compiles every dependency a second time. Dependencies are not linted.
+export RUSTC_WORKSPACE_WRAPPER=${RUSTC_WORKSPACE_WRAPPER:-$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)}
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 # The release builds (wheel, CLI) embed the CUDA kernels compiled ahead of time (NVRTC from pip,
 # no GPU), as a release does: the Python suite tests the released binaries. The debug test
 # builds do not (they compile kernels at first use, as a development build does).
-# NVRTC's minutes on one core run beside the lints.
+# NVRTC's minutes on one core run beside the debug build of the tests.
 mkdir -p target
 PYTHON=.venv/bin/python bash scripts/prebuild_kernels.sh > target/prebuild-kernels.env &
 prebuild=$!
-# Lints as CI enforces them (the Python extension is a workspace member).
-cargo clippy --quiet --workspace --all-targets -- -D warnings
-mark "clippy"
+if cargo nextest --version >/dev/null 2>&1; then nextest=1; else nextest=; fi
+if [ -n "$nextest" ]; then
+  cargo nextest run --workspace --all-targets --no-run
+else
+  cargo test --workspace --all-targets --no-run
+fi
+mark "debug build and lints"
 wait $prebuild
 kernels=$(sed 's/^export NEXTSTAT_PREBUILT_KERNELS=//' target/prebuild-kernels.env)
 mark "CUDA kernels"
@@ -60,23 +69,22 @@ bash scripts/check_wheel.sh "$wheel"
 mark "old-glibc install"
 
 nvrtc_lib=$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
-if cargo nextest --version >/dev/null 2>&1; then
+# The CUDA kernels compiled by NVRTC (a pip package; no GPU needed) with the header generated
+# from Rust: the struct-layout checks of ns_compute::cuda::abi (the ignored tests of the
+# libraries, reported as ignored in the first run). The same test binaries: nothing is rebuilt.
+if [ -n "$nextest" ]; then
   cargo nextest run --workspace --no-fail-fast
-  # The CUDA kernels compiled by NVRTC (a pip package; no GPU needed) with the header generated
-  # from Rust: the struct-layout checks of ns_compute::cuda::abi (the ignored tests of the
-  # libraries, reported as ignored above). The same test binaries: nothing is rebuilt.
   LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo nextest run --workspace --lib --run-ignored ignored-only
 else
   cargo test --workspace --no-fail-fast
   LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --workspace --lib -- --ignored
 fi
 mark "Rust tests"
-# The Metal parts of the f32 backend type-check for Apple silicon where the target installs
-# (no Mac here: docs/gpu-f32.md says what stays unverified).
-# The CLI compiles every engine crate the Python extension does, the f32 backend's Metal code
-# among them; the extension adds no platform code of its own, so it is not checked twice.
+# The Metal parts of the f32 backend (wgpu's, behind ns-compute's `wgpu` feature; the project has
+# no platform code of its own) type-check for Apple silicon where the target installs (no Mac
+# here: docs/gpu-f32.md says what stays unverified).
 if rustup target add aarch64-apple-darwin >/dev/null 2>&1; then
-  cargo check --quiet -p ns-cli --target aarch64-apple-darwin
+  cargo check --quiet -p ns-compute --features wgpu --target aarch64-apple-darwin
 fi
 mark "macOS type-check"
 

@@ -100,6 +100,7 @@ def test_models_by_digest_and_verbs_answer_as_the_cli_does(server):
         ("hypotest", {"mu": 1.0}, ["hypotest", SIMPLE, "--mu", "1.0"]),
         ("hypotest-toys", {"mu": 1.0, "n_toys": 200, "seed": 3}, ["hypotest-toys", SIMPLE, "--mu", "1.0", "--n-toys", "200", "--seed", "3"]),
         ("upper-limit", {}, ["upper-limit", SIMPLE]),
+        ("upper-limit", {"scan": [0.5, 1.0, 1.5, 2.0], "n_toys": 100, "seed": 2}, ["upper-limit", SIMPLE, "--scan", "0.5", "2", "4", "--toys", "100", "--seed", "2"]),
         ("significance", {}, ["significance", SIMPLE]),
         ("scan", {"values": [0.0, 1.0, 2.0]}, ["scan", SIMPLE, "--range", "0", "2", "3"]),
         ("ranking", {}, ["ranking", SIMPLE]),

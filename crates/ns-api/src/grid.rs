@@ -38,6 +38,16 @@ impl Grid<'_> {
                 "a patchset grid computes upper limits or asymptotic hypotests".into(),
             ));
         }
+        if let Request::UpperLimit {
+            n_toys: Some(_), ..
+        } = self.template.request
+        {
+            return Err(Error::InvalidInput(
+                "a patchset grid computes asymptotic limits; a toy-based limit runs one signal \
+                 point at a time (--patch-name)"
+                    .into(),
+            ));
+        }
         if self.patchset.patches.is_empty() {
             return Err(Error::InvalidInput("the patchset has no patches".into()));
         }

@@ -64,6 +64,8 @@ pub fn overview(
     let (limit_outcome, upper_limit) = run(Request::UpperLimit {
         level: DEFAULT_CLS_LEVEL,
         scan: None,
+        n_toys: None,
+        seed: 0,
     })?;
     // The CLs curve reaches past the +2σ expected and the observed limit; the profile scan spans
     // ±3σ around the best fit; both within the POI's bounds.
@@ -78,6 +80,8 @@ pub fn overview(
     let (_, cls_scan) = run(Request::UpperLimit {
         level: DEFAULT_CLS_LEVEL,
         scan: Some(linspace(lo.max(0.0), reach.min(hi), CLS_POINTS)?),
+        n_toys: None,
+        seed: 0,
     })?;
     let (mu_hat, sigma) = match &fit_outcome {
         Outcome::Fit { fit, .. } => (

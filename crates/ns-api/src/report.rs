@@ -15,6 +15,7 @@ use ns_inference::limits::{Outside, UpperLimit};
 use ns_inference::params::number_json;
 use ns_inference::ranking::Ranking;
 use ns_inference::scan::ProfileScan;
+use ns_inference::toy_limit::ToyUpperLimit;
 use ns_inference::toys::ToyHypotest;
 use ns_inference::yields::FitYields;
 
@@ -193,6 +194,39 @@ pub fn upper_limit(ul: &UpperLimit, level: f64) -> Value {
     })
 }
 
+/// A toy-based limit: the upper limit's JSON with the Monte-Carlo errors of the limits and, per
+/// μ, of its CLs values, with the toys' counts and failures.
+pub fn upper_limit_toys(r: &ToyUpperLimit) -> Value {
+    let mut value = upper_limit(&r.limit, r.level);
+    value["method"] = json!("toys");
+    value["obs_error"] = json!(number_json(r.errors[0]));
+    value["exp_error"] = json!(
+        r.errors[1..]
+            .iter()
+            .map(|&e| number_json(e))
+            .collect::<Vec<_>>()
+    );
+    value["warning"] = json!(r.warning());
+    let first = &r.tests[0];
+    value["n_toys"] = json!(first.n_toys);
+    value["seed"] = json!(first.seed);
+    value["points"] = r
+        .tests
+        .iter()
+        .zip(&r.cls_errors)
+        .map(|(t, e)| {
+            json!({
+                "mu": t.mu, "CLs_obs": t.cls.cls_obs, "CLs_exp": t.cls.cls_exp,
+                "CLs_obs_error": number_json(e[0]),
+                "CLs_exp_error": e[1..].iter().map(|&x| number_json(x)).collect::<Vec<_>>(),
+                "teststat_obs": t.teststat_obs,
+                "n_failed": t.signal.n_failed + t.background.n_failed,
+            })
+        })
+        .collect();
+    value
+}
+
 pub fn significance(r: &Significance) -> Value {
     json!({
         "p0_obs": r.p0_obs, "Z_obs": number_json(r.z_obs), "p0_exp": r.p0_exp,
@@ -326,6 +360,7 @@ impl Outcome {
                 teststats,
             } => hypotest_toys(test_stat.name(), result, *teststats),
             Outcome::UpperLimit { level, result } => upper_limit(result, *level),
+            Outcome::UpperLimitToys(result) => upper_limit_toys(result),
             Outcome::Significance(result) => significance(result),
             Outcome::ProfileScan(result) => scan(result),
             Outcome::Ranking(result) => ranking(model, result),

@@ -21,6 +21,9 @@ use ns_inference::limits::{UpperLimit, upper_limit_root, upper_limit_scan};
 use ns_inference::params::{bounds_from_json, params_from_json};
 use ns_inference::ranking::{Ranking, ranking};
 use ns_inference::scan::{ProfileScan, profile_scan};
+use ns_inference::toy_limit::{
+    ToyLimitSpec, ToyUpperLimit, toy_upper_limit_auto, toy_upper_limit_scan,
+};
 use ns_inference::toys::{ToyHypotest, fit_toys, hypotest_toys};
 use ns_inference::yields::{FitYields, fit_yields};
 
@@ -87,12 +90,18 @@ pub enum Request {
         #[serde(default)]
         teststats: bool,
     },
-    /// Observed and expected upper limits: root finding, or a linear scan over `scan`.
+    /// Observed and expected upper limits: root finding, or a linear scan over `scan`. With
+    /// `n_toys`, CLs from that many toys per hypothesis at each μ — of `scan`, or of a grid built
+    /// around the asymptotic limits and refined near each crossing — every μ drawing from `seed`.
     UpperLimit {
         #[serde(default = "default_level")]
         level: f64,
         #[serde(default)]
         scan: Option<Vec<f64>>,
+        #[serde(default)]
+        n_toys: Option<usize>,
+        #[serde(default)]
+        seed: u64,
     },
     /// Discovery p0 and Z.
     Significance,
@@ -154,6 +163,7 @@ pub enum Outcome {
         level: f64,
         result: UpperLimit,
     },
+    UpperLimitToys(ToyUpperLimit),
     Significance(Significance),
     ProfileScan(ProfileScan),
     Ranking(Ranking),
@@ -177,6 +187,15 @@ impl Request {
                 fits: model.n_params().saturating_mul(4),
             },
             Request::FitToys { n_toys, .. } => Workload::Batch { fits: *n_toys },
+            Request::UpperLimit {
+                n_toys: Some(n_toys),
+                scan,
+                ..
+            } => Workload::Batch {
+                fits: n_toys
+                    .saturating_mul(4)
+                    .saturating_mul(scan.as_ref().map_or(1, Vec::len)),
+            },
             Request::FitDatasets { datasets, .. } => Workload::Batch {
                 fits: datasets.len(),
             },
@@ -194,8 +213,10 @@ impl Request {
             Request::FitToys { n_toys, .. } => *n_toys as u64,
             Request::FitDatasets { datasets, .. } => datasets.len() as u64,
             Request::UpperLimit {
-                scan: Some(grid), ..
-            } => grid.len() as u64,
+                scan: Some(grid),
+                n_toys,
+                ..
+            } => grid.len() as u64 * n_toys.map_or(1, |n| 2 * n as u64),
             _ => 0,
         }
     }
@@ -246,7 +267,30 @@ impl Request {
                 test_stat: *test_stat,
                 teststats: *teststats,
             },
-            Request::UpperLimit { level, scan } => {
+            Request::UpperLimit {
+                level,
+                scan,
+                n_toys: Some(n_toys),
+                seed,
+            } => {
+                let spec = ToyLimitSpec {
+                    level: *level,
+                    n_toys: *n_toys,
+                    seed: *seed,
+                };
+                Outcome::UpperLimitToys(match scan {
+                    Some(grid) => {
+                        toy_upper_limit_scan(fitter, data, config, &spec, grid, progress)?
+                    }
+                    None => toy_upper_limit_auto(fitter, data, config, &spec, progress)?,
+                })
+            }
+            Request::UpperLimit {
+                level,
+                scan,
+                n_toys: None,
+                ..
+            } => {
                 let mut step = |k: usize| progress(k);
                 let result = match scan {
                     Some(grid) => upper_limit_scan(fitter, data, config, *level, grid, &mut step)?,
@@ -424,7 +468,9 @@ mod tests {
             r,
             Request::UpperLimit {
                 level: 0.05,
-                scan: Some(vec![0.0, 1.0, 2.0])
+                scan: Some(vec![0.0, 1.0, 2.0]),
+                n_toys: None,
+                seed: 0,
             }
         );
         let unknown = serde_json::from_str::<Request>(r#"{"verb": "fit", "mu": 1}"#);

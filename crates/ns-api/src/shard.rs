@@ -28,10 +28,12 @@ use serde_json::{Map, Value, json};
 use crate::call::{Call, DataChoice, FitOptions};
 use crate::request::Request;
 use ns_inference::fit::Fitter;
+use ns_inference::hypotest::TestStatistic;
 use ns_inference::limits::{ClsPoint, UpperLimit, check_scan, cls_scan_points};
 use ns_inference::params::{number_json, number_of};
 use ns_inference::ranking::{impact_key, impact_order, ranked, ranking_share};
 use ns_inference::scan::profile_scan;
+use ns_inference::toy_limit::{ToyLimitSpec, ToyUpperLimit};
 use ns_inference::toys::{ToyEnsemble, ToyEnsembles, ToyHypotest, ToyTest, toy_ensembles_batch};
 
 /// The `format` of a part document.
@@ -175,8 +177,10 @@ pub fn units(call: &Call, model: &dyn Likelihood) -> Result<usize> {
         Request::HypotestToys { n_toys, .. } => *n_toys,
         Request::ProfileScan { values, .. } => values.len(),
         Request::UpperLimit {
-            scan: Some(grid), ..
-        } => grid.len(),
+            scan: Some(grid),
+            n_toys,
+            ..
+        } => grid.len().saturating_mul(n_toys.unwrap_or(1)),
         Request::Ranking => ranked(model, &call.fit_config(model)?)?,
         other => {
             return Err(Error::InvalidInput(format!(
@@ -286,6 +290,43 @@ pub fn run_part(
         Request::UpperLimit {
             level,
             scan: Some(grid),
+            n_toys: Some(n_toys),
+            seed,
+        } => {
+            check_scan(fitter, config, *level, grid)?;
+            let spec = ToyLimitSpec {
+                level: *level,
+                n_toys: *n_toys,
+                seed: *seed,
+            };
+            spec.check_points(grid.len())?;
+            let pieces = toy_limit_pieces(share, *n_toys);
+            let tests: Vec<ToyTest> = pieces
+                .iter()
+                .map(|(k, toys)| spec.test(grid[*k], toys.clone(), data, config))
+                .collect();
+            let ensembles = toy_ensembles_batch(fitter, &tests, progress)?;
+            let mut results = Vec::with_capacity(pieces.len());
+            for ((k, toys), e) in pieces.into_iter().zip(ensembles) {
+                let e = e?;
+                results.push(json!({
+                    "mu_index": k,
+                    "toys": [toys.start, toys.end],
+                    "teststat_obs": number_json(e.observed),
+                    "signal_plus_background": ensemble_json(&e.signal),
+                    "background_only": ensemble_json(&e.background),
+                }));
+            }
+            Part {
+                shared: json!({}),
+                result: json!({ "pieces": results }),
+            }
+        }
+        Request::UpperLimit {
+            level,
+            scan: Some(grid),
+            n_toys: None,
+            ..
         } => {
             check_scan(fitter, config, *level, grid)?;
             let mut step = |k: usize| progress(k);
@@ -318,12 +359,41 @@ pub fn run_part(
 
 /// Steps the progress callback of [`run_part`] counts up to for a share of `share` units.
 pub fn progress_steps(request: &Request, share: usize) -> u64 {
-    request.verb().steps_per_unit * share as u64
+    match request {
+        // A toy-based limit's unit is one toy at one μ: two fitted ensembles' worth, as a toy
+        // hypotest's.
+        Request::UpperLimit {
+            n_toys: Some(_), ..
+        } => 2 * share as u64,
+        _ => request.verb().steps_per_unit * share as u64,
+    }
 }
 
 /// What a request's units are, in words.
 fn unit_name(request: &Request) -> &'static str {
-    request.verb().units.unwrap_or("units")
+    match request {
+        Request::UpperLimit {
+            n_toys: Some(_), ..
+        } => "toys (over the scan's μ values)",
+        _ => request.verb().units.unwrap_or("units"),
+    }
+}
+
+/// A toy-based limit's units are its toys, μ after μ (unit `u` is toy `u mod n_toys` of the
+/// `u div n_toys`-th μ): a share's pieces, as (μ index, its toys in the share).
+fn toy_limit_pieces(share: Range<usize>, n_toys: usize) -> Vec<(usize, Range<usize>)> {
+    if share.is_empty() {
+        return Vec::new();
+    }
+    (share.start / n_toys..=(share.end - 1) / n_toys)
+        .map(|k| {
+            let first = k * n_toys;
+            (
+                k,
+                share.start.max(first) - first..share.end.min(first + n_toys) - first,
+            )
+        })
+        .collect()
 }
 
 /// A report split into the values every shard shares (`shared_keys`) and its per-unit lists.
@@ -736,6 +806,17 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
         Request::UpperLimit {
             level,
             scan: Some(grid),
+            n_toys: Some(n_toys),
+            seed,
+        } => {
+            let tests = merged_toy_tests(&parts, grid, *n_toys, *seed)?;
+            crate::report::upper_limit_toys(&ToyUpperLimit::from_tests(*level, tests)?)
+        }
+        Request::UpperLimit {
+            level,
+            scan: Some(grid),
+            n_toys: None,
+            ..
         } => {
             let mut points: Vec<ClsPoint> = Vec::new();
             for p in concatenated(&parts.results, "points")? {
@@ -778,6 +859,91 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
     Ok(report)
 }
 
+/// The toy tests of a toy-based limit from its parts: each part's pieces must be those of its
+/// share, each μ's observed statistic the same in every piece, and each ensemble's toys counted.
+fn merged_toy_tests(
+    parts: &Parts,
+    grid: &[f64],
+    n_toys: usize,
+    seed: u64,
+) -> Result<Vec<ToyHypotest>> {
+    let mut observed: Vec<Option<f64>> = vec![None; grid.len()];
+    let mut signal: Vec<ToyEnsemble> = vec![ToyEnsemble::default(); grid.len()];
+    let mut background: Vec<ToyEnsemble> = vec![ToyEnsemble::default(); grid.len()];
+    for (i, r) in parts.results.iter().enumerate() {
+        let shard = Shard::new(i, parts.job.shards)?;
+        let expected = toy_limit_pieces(shard.share(parts.job.units), n_toys);
+        let held = r["pieces"].as_array().map_or(&[][..], Vec::as_slice);
+        if held.len() != expected.len() {
+            return Err(Error::InvalidInput(format!(
+                "shard {shard}: its result holds {} pieces of μ values, its share has {}",
+                held.len(),
+                expected.len()
+            )));
+        }
+        for (piece, (k, toys)) in held.iter().zip(expected) {
+            let place = |which: &str| format!("shard {shard}, μ = {} ({which})", grid[k]);
+            if piece["mu_index"] != json!(k) || piece["toys"] != json!([toys.start, toys.end]) {
+                return Err(Error::InvalidInput(format!(
+                    "{}: the piece is not of toys {}..{} of μ index {k}",
+                    place("toys"),
+                    toys.start,
+                    toys.end
+                )));
+            }
+            let t = float_of(&piece["teststat_obs"], &place("teststat_obs"))?;
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(Error::InvalidInput(format!(
+                    "{}: {t} is not a test statistic (a finite number ≥ 0)",
+                    place("teststat_obs")
+                )));
+            }
+            match observed[k] {
+                Some(o) if o.to_bits() != t.to_bits() => {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: {t}, where an earlier shard has {o}: the parts disagree",
+                        place("teststat_obs")
+                    )));
+                }
+                _ => observed[k] = Some(t),
+            }
+            let sb = ensemble_of(
+                &piece["signal_plus_background"],
+                &place("signal_plus_background"),
+                toys.len(),
+            )?;
+            let b = ensemble_of(
+                &piece["background_only"],
+                &place("background_only"),
+                toys.len(),
+            )?;
+            signal[k] = append(std::mem::take(&mut signal[k]), sb);
+            background[k] = append(std::mem::take(&mut background[k]), b);
+        }
+    }
+    grid.iter()
+        .zip(observed)
+        .zip(signal.into_iter().zip(background))
+        .map(|((&mu, observed), (signal, background))| {
+            let observed = observed.ok_or_else(|| {
+                Error::InvalidInput(format!("no part holds the toys of μ = {mu}"))
+            })?;
+            ToyHypotest::from_ensembles(
+                mu,
+                TestStatistic::QTilde,
+                n_toys,
+                seed,
+                ToyEnsembles {
+                    observed,
+                    signal,
+                    background,
+                },
+            )
+            .map_err(|e| Error::InvalidInput(format!("the toys of μ = {mu}: {e}")))
+        })
+        .collect()
+}
+
 /// Every part holds one result per unit of its share, and the job's units are its request's.
 fn check_counts(parts: &Parts) -> Result<()> {
     let job = &parts.job;
@@ -789,6 +955,11 @@ fn check_counts(parts: &Parts) -> Result<()> {
             &["values", "twice_nll", "delta_twice_nll", "converged"],
         ),
         Request::Ranking => (None, &["entries", "order"]),
+        Request::UpperLimit {
+            scan: Some(grid),
+            n_toys: Some(n_toys),
+            ..
+        } => (Some(grid.len().saturating_mul(*n_toys)), &[]),
         Request::UpperLimit {
             scan: Some(grid), ..
         } => (Some(grid.len()), &["points"]),

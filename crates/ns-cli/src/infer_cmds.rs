@@ -161,6 +161,13 @@ pub enum InferCommand {
         /// Linear scan instead of root finding: START STOP COUNT (pyhf's scan=np.linspace)
         #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"], allow_negative_numbers = true)]
         scan: Option<Vec<f64>>,
+        /// CLs from N toys per hypothesis at each μ instead of asymptotic formulae: at the --scan
+        /// values, or on a grid built around the asymptotic limits and refined near each crossing
+        #[arg(long, value_name = "N", conflicts_with = "all")]
+        toys: Option<usize>,
+        /// Seed of the toys (every μ draws from it)
+        #[arg(long, default_value_t = 0, requires = "toys")]
+        seed: u64,
         /// Every patch of --patchset, in parallel: one table of limits per signal point (what
         /// `nextstat plot limit` draws as a Brazil band)
         #[arg(long, requires = "patchset", conflicts_with = "patch_name")]
@@ -390,10 +397,21 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
             vec![],
         ),
         InferCommand::UpperLimit {
-            args, level, scan, ..
+            args,
+            level,
+            scan,
+            toys,
+            seed,
+            ..
         } => {
             let scan = scan.map(|spec| grid("--scan", &spec)).transpose()?;
-            (args, Request::UpperLimit { level, scan }, vec![])
+            let request = Request::UpperLimit {
+                level,
+                scan,
+                n_toys: toys,
+                seed,
+            };
+            (args, request, vec![])
         }
         InferCommand::Significance { args } => (args, Request::Significance, vec![]),
         InferCommand::Scan {
@@ -414,6 +432,9 @@ fn label(request: &Request) -> &'static str {
         Request::HypotestToys { .. } => "toys",
         Request::Ranking => "ranking refits",
         Request::ProfileScan { .. } => "scan",
+        Request::UpperLimit {
+            n_toys: Some(_), ..
+        } => "toys",
         Request::UpperLimit { scan: Some(_), .. } => "CLs scan",
         Request::UpperLimit { scan: None, .. } => "hypotests",
         _ => "fits",
@@ -606,6 +627,7 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
         Outcome::Fit { fit, .. } => fit.warning.clone(),
         Outcome::HypotestToys { result, .. } => result.warning.clone(),
         Outcome::UpperLimit { result, .. } => result.outside_in_words(),
+        Outcome::UpperLimitToys(result) => result.warning(),
         _ => None,
     };
     if let Some(w) = warning {

@@ -3,7 +3,7 @@
 use ns_api::request::Outcome;
 use ns_compute::Likelihood;
 use ns_inference::TestStatistic;
-use ns_inference::limits::Outside;
+use ns_inference::limits::{Outside, UpperLimit};
 
 /// The expected band's labels in pyhf's order (n_σ = 2 … −2: the "−2σ" CLs first).
 const BAND_LABELS: [&str; 5] = ["-2σ", "-1σ", "median", "+1σ", "+2σ"];
@@ -122,20 +122,19 @@ pub fn text_of(outcome: &Outcome, model: &dyn Likelihood, matrices: bool) -> Str
             h.n_toys,
             h.signal.n_failed + h.background.n_failed
         ),
-        Outcome::UpperLimit { result: ul, .. } => {
-            let limit = |value: f64, outside: Option<Outside>| match outside {
-                Some(Outside::Above(mu)) => format!("> {} (outside {})", number(mu), ul.range),
-                Some(Outside::Below(mu)) => format!("< {} (outside {})", number(mu), ul.range),
-                None => number(value),
-            };
-            let mut text = format!("upper limit observed = {}\n", limit(ul.obs, ul.outside[0]));
-            for (k, label) in BAND_LABELS.iter().enumerate() {
-                text.push_str(&format!(
-                    "upper limit expected {label} = {}\n",
-                    limit(ul.exp[k], ul.outside[k + 1])
-                ));
-            }
-            text
+        Outcome::UpperLimit { result: ul, .. } => limits_text(ul, None),
+        Outcome::UpperLimitToys(r) => {
+            let failed: usize = r
+                .tests
+                .iter()
+                .map(|t| t.signal.n_failed + t.background.n_failed)
+                .sum();
+            format!(
+                "{}toys: {} per hypothesis at {} μ values, {failed} failed\n",
+                limits_text(&r.limit, Some(&r.errors)),
+                r.tests[0].n_toys,
+                r.tests.len()
+            )
         }
         Outcome::Significance(r) => format!(
             "p0 observed = {}  (Z = {})\n{}{}",
@@ -152,4 +151,24 @@ pub fn text_of(outcome: &Outcome, model: &dyn Likelihood, matrices: bool) -> Str
             text
         }
     }
+}
+
+/// The observed and expected limits, a line each, with their Monte-Carlo errors where given.
+fn limits_text(ul: &UpperLimit, errors: Option<&[f64; 6]>) -> String {
+    let limit = |k: usize, value: f64| {
+        let error = errors.map_or(String::new(), |e| format!(" ± {}", number(e[k])));
+        match ul.outside[k] {
+            Some(Outside::Above(mu)) => format!("> {} (outside {})", number(mu), ul.range),
+            Some(Outside::Below(mu)) => format!("< {} (outside {})", number(mu), ul.range),
+            None => format!("{}{error}", number(value)),
+        }
+    };
+    let mut text = format!("upper limit observed = {}\n", limit(0, ul.obs));
+    for (k, label) in BAND_LABELS.iter().enumerate() {
+        text.push_str(&format!(
+            "upper limit expected {label} = {}\n",
+            limit(k + 1, ul.exp[k])
+        ));
+    }
+    text
 }

@@ -17,6 +17,7 @@ pub mod params;
 pub mod ranking;
 pub mod scan;
 pub mod stats;
+pub mod toy_limit;
 pub mod toys;
 pub mod yields;
 
@@ -31,4 +32,5 @@ pub use limits::{UpperLimit, upper_limit_root, upper_limit_scan};
 pub use ns_compute::{Device, Workload};
 pub use ranking::{Ranking, RankingEntry, ranking, ranking_batch};
 pub use scan::{ProfileScan, profile_scan};
+pub use toy_limit::{ToyLimitSpec, ToyUpperLimit, toy_upper_limit_auto, toy_upper_limit_scan};
 pub use toys::{ToyHypotest, ToyTest, fit_toys, hypotest_toys, hypotest_toys_batch};

@@ -792,31 +792,93 @@ impl ToyHypotest {
     }
 }
 
+/// The percentiles of the expected values: n_σ = 2, 1, 0, −1, −2 of a normal distribution, in
+/// pyhf's order (ascending CLs).
+const BAND_PERCENTILES: [f64; 5] = [2.27501319, 15.86552539, 50.0, 84.13447461, 97.72498681];
+
+/// CLsb and CLb at a statistic `t`, from the two ensembles' sorted statistics.
+fn tail_pvalues(signal_sorted: &[f64], background_sorted: &[f64], t: f64) -> (f64, f64) {
+    (
+        tail_fraction(signal_sorted, t),
+        tail_fraction(background_sorted, t),
+    )
+}
+
+/// (CLsb, CLb, CLs) at each background-only toy's statistic: the values whose percentiles are the
+/// expected band.
+fn pvalues_per_background_toy(
+    signal_sorted: &[f64],
+    background_sorted: &[f64],
+    background: &[f64],
+) -> Vec<(f64, f64, f64)> {
+    background
+        .iter()
+        .map(|&t| {
+            let (clsb, clb) = tail_pvalues(signal_sorted, background_sorted, t);
+            (clsb, clb, clsb / clb)
+        })
+        .collect()
+}
+
 /// CLs, CLsb and CLb at the observed statistic, and their expected bands (percentiles −2σ…+2σ
 /// over the background-only toys), from the two ensembles' statistics.
 fn cls_from_ensembles(observed: f64, signal: &[f64], background: &[f64]) -> ClsValues {
     // p-values by binary search in the sorted statistics: O(n log n) for the whole band.
     let (signal_sorted, background_sorted) = (sorted(signal), sorted(background));
-    let pvalues = |t: f64| {
-        let (clsb, clb) = (
-            tail_fraction(&signal_sorted, t),
-            tail_fraction(&background_sorted, t),
-        );
-        (clsb, clb, clsb / clb)
-    };
-    let (clsb_obs, clb_obs, cls_obs) = pvalues(observed);
-    let per_toy: Vec<(f64, f64, f64)> = background.iter().map(|&t| pvalues(t)).collect();
+    let (clsb_obs, clb_obs) = tail_pvalues(&signal_sorted, &background_sorted, observed);
+    let per_toy = pvalues_per_background_toy(&signal_sorted, &background_sorted, background);
     let band = |pick: fn(&(f64, f64, f64)) -> f64| {
         let values: Vec<f64> = per_toy.iter().map(pick).collect();
-        [2.27501319, 15.86552539, 50.0, 84.13447461, 97.72498681].map(|q| percentile(&values, q))
+        BAND_PERCENTILES.map(|q| percentile(&values, q))
     };
     ClsValues {
-        cls_obs,
+        cls_obs: clsb_obs / clb_obs,
         clsb_obs,
         clb_obs,
         cls_exp: band(|p| p.2),
         clsb_exp: band(|p| p.0),
         clb_exp: band(|p| p.1),
+    }
+}
+
+impl ToyHypotest {
+    /// Monte-Carlo standard errors of CLs observed and expected (−2σ…+2σ, as `cls.cls_exp`).
+    /// Observed: the binomial errors of CLsb and CLb (each at least one toy's worth, so a tail
+    /// without toys is not exact), propagated to their ratio. Expected: the binomial error of
+    /// CLsb at the band's statistic, and the spread of the percentile over its rank's binomial
+    /// error (±√(N q (1 − q)) toys).
+    pub fn cls_errors(&self) -> [f64; 6] {
+        let (signal, background) = (&self.signal.teststats, &self.background.teststats);
+        let (signal_sorted, background_sorted) = (sorted(signal), sorted(background));
+        let (n_signal, n_background) = (signal.len() as f64, background.len() as f64);
+        let binomial = |p: f64, n: f64| {
+            let one_toy = (1.0 - 1.0 / n) / n;
+            ((p * (1.0 - p)).max(one_toy) / n).sqrt()
+        };
+        let c = &self.cls;
+        let observed = {
+            let (e_sb, e_b) = (
+                binomial(c.clsb_obs, n_signal),
+                binomial(c.clb_obs, n_background),
+            );
+            (e_sb / c.clb_obs).hypot(c.clsb_obs * e_b / (c.clb_obs * c.clb_obs))
+        };
+        let per_toy: Vec<f64> =
+            pvalues_per_background_toy(&signal_sorted, &background_sorted, background)
+                .into_iter()
+                .map(|p| p.2)
+                .collect();
+        let mut errors = [observed, 0.0, 0.0, 0.0, 0.0, 0.0];
+        for (k, q) in BAND_PERCENTILES.into_iter().enumerate() {
+            let rank = 100.0 * (q / 100.0 * (1.0 - q / 100.0) / n_background).sqrt();
+            let spread = (percentile(&per_toy, (q + rank).min(100.0))
+                - percentile(&per_toy, (q - rank).max(0.0)))
+            .abs()
+                / 2.0;
+            let signal_tail = binomial(c.clsb_exp[k], n_signal) / c.clb_exp[k];
+            errors[k + 1] = spread.hypot(signal_tail);
+        }
+        errors
     }
 }
 

@@ -106,6 +106,18 @@ fn requests() -> Vec<(&'static str, Request)> {
             Request::UpperLimit {
                 level: 0.05,
                 scan: Some(ns_api::call::linspace(0.0, 3.0, 16.0).unwrap()),
+                n_toys: None,
+                seed: 0,
+            },
+        ),
+        // 4 μ × 30 toys: shards of 7 split μ values' toys between parts.
+        (
+            "toy-based limit",
+            Request::UpperLimit {
+                level: 0.05,
+                scan: Some(ns_api::call::linspace(0.5, 2.0, 4.0).unwrap()),
+                n_toys: Some(30),
+                seed: 5,
             },
         ),
     ]
@@ -318,6 +330,8 @@ fn a_published_patchset_grid_in_shards_is_the_whole_grid() {
     let template = call_of(Request::UpperLimit {
         level: 0.05,
         scan: None,
+        n_toys: None,
+        seed: 0,
     });
     let template = Call {
         model: Some(ModelRef::file(dir.join("bkgonly.json"))),

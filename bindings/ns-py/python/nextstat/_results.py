@@ -157,6 +157,11 @@ class UpperLimitResult(_Result):
     warning = property(lambda self: self._report.get("warning"))
     level = property(lambda self: float(self._report["level"]))
     points = property(lambda self: list(self._report["points"]))
+    # Toy-based limits: "toys" (asymptotic: "asymptotic"), and the Monte-Carlo errors of the
+    # limits (NaN where a limit lies outside the grid; None for asymptotic limits).
+    method = property(lambda self: self._report.get("method", "asymptotic"))
+    obs_error = property(lambda self: float(self._report["obs_error"]) if "obs_error" in self._report else None)
+    exp_error = property(lambda self: [float(e) for e in self._report["exp_error"]] if "exp_error" in self._report else None)
 
 
 class SignificanceResult(_Result):

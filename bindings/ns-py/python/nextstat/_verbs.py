@@ -148,10 +148,15 @@ def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int 
     return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "toys"), save_call, mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat), teststats=bool(teststats))
 
 
-def upper_limit(model: Model, data=None, level: Optional[float] = None, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> UpperLimitResult:
-    """Observed and expected CLs upper limits: root finding, or a scan over ``scan``."""
+def upper_limit(model: Model, data=None, level: Optional[float] = None, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, n_toys: Optional[int] = None, seed: int = 0, tolerance=None, device="cpu", save_call=None, progress=True) -> UpperLimitResult:
+    """Observed and expected CLs upper limits: root finding, or a scan over ``scan``. With
+    ``n_toys``, CLs from that many toys per hypothesis at each μ (of ``scan``, or of a grid built
+    around the asymptotic limits and refined near each crossing), every μ drawing from ``seed``;
+    the result then carries each limit's Monte-Carlo error (``obs_error``, ``exp_error``)."""
     grid = None if scan is None else _array(scan, "scan").tolist()
-    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "CLs scan"), save_call, level=None if level is None else _number(level, "level"), scan=grid)
+    toys = {} if n_toys is None else {"n_toys": _integer(n_toys, "n_toys"), "seed": _integer(seed, "seed")}
+    label = "CLs scan" if n_toys is None else "toys"
+    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, label), save_call, level=None if level is None else _number(level, "level"), scan=grid, **toys)
 
 
 def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> SignificanceResult:
