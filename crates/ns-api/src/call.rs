@@ -227,7 +227,15 @@ impl Call {
             Request::UpperLimit {
                 scan: Some(grid), ..
             } => check_grid("upper-limit scan", grid)?,
-            Request::ProfileScan { values, .. } => check_grid("profile scan", values)?,
+            Request::ProfileScan { values, grid, .. } => {
+                if self.request.is_grid_scan()? {
+                    for axis in grid {
+                        check_grid("grid scan", axis)?;
+                    }
+                } else {
+                    check_grid("profile scan", values)?;
+                }
+            }
             _ => {}
         }
         if let DataChoice::Asimov(mu) = self.data

@@ -95,6 +95,9 @@ pub fn overview(
         _ => (0.0, 1.0),
     };
     let (_, scan) = run(Request::ProfileScan {
+        parameters: Vec::new(),
+        grid: Vec::new(),
+        cl: None,
         parameter: None,
         values: linspace(
             (mu_hat - 3.0 * sigma).max(lo),

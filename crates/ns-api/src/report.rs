@@ -301,6 +301,44 @@ pub fn scan(scan: &ProfileScan) -> Value {
     })
 }
 
+/// A grid scan's points, as one process or merged shards hold them.
+pub struct GridPoints<'a> {
+    pub parameters: &'a [String],
+    pub axes: &'a [Vec<f64>],
+    pub twice_nll: &'a [f64],
+    pub delta_twice_nll: &'a [f64],
+    pub converged: &'a [bool],
+    pub bestfit_twice_nll: f64,
+}
+
+/// A grid scan: the axes, per point (the last parameter fastest) twice_nll, 2ΔNLL and whether
+/// its fit converged, and for two parameters the contour lines at each confidence level.
+pub fn grid_scan(g: &GridPoints, cl: &[f64]) -> Value {
+    let contours: Vec<Value> = if g.axes.len() == 2 {
+        cl.iter()
+            .filter_map(|&c| {
+                let level = ns_inference::grid_scan::level_of_cl(c, 2).ok()?;
+                let lines = ns_inference::contour::contour_lines(
+                    &g.axes[0],
+                    &g.axes[1],
+                    g.delta_twice_nll,
+                    level,
+                );
+                Some(json!({"cl": c, "delta_twice_nll": level, "lines": lines}))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    json!({
+        "parameters": g.parameters, "grid": g.axes,
+        "twice_nll": g.twice_nll.iter().map(|&t| number_json(t)).collect::<Vec<_>>(),
+        "delta_twice_nll": g.delta_twice_nll.iter().map(|&t| number_json(t)).collect::<Vec<_>>(),
+        "converged": g.converged, "bestfit_twice_nll": number_json(g.bestfit_twice_nll),
+        "cl": cl, "contours": contours,
+    })
+}
+
 /// `nextstat devices` / `nextstat.devices()`: what this machine offers.
 pub fn devices(inventory: &ns_compute::Inventory) -> Value {
     let listed = |r: &std::result::Result<Vec<Value>, String>| match r {
@@ -363,6 +401,17 @@ impl Outcome {
             Outcome::UpperLimitToys(result) => upper_limit_toys(result),
             Outcome::Significance(result) => significance(result),
             Outcome::ProfileScan(result) => scan(result),
+            Outcome::GridScan { scan, cl } => grid_scan(
+                &GridPoints {
+                    parameters: &scan.parameters,
+                    axes: &scan.axes,
+                    twice_nll: &scan.twice_nll,
+                    delta_twice_nll: &scan.delta_twice_nll,
+                    converged: &scan.fits.iter().map(|f| f.converged).collect::<Vec<_>>(),
+                    bestfit_twice_nll: scan.free_fit.twice_nll,
+                },
+                cl,
+            ),
             Outcome::Ranking(result) => ranking(model, result),
             Outcome::Gof(result) => gof(result),
             Outcome::FitToys { toys, fits } => json!({

@@ -13,6 +13,7 @@ use serde_json::Value;
 use ns_compute::Workload;
 use ns_inference::fit::{FitConfig, FitResult, Fitter};
 use ns_inference::gof::{GoodnessOfFit, goodness_of_fit};
+use ns_inference::grid_scan::{GridScan, level_of_cl, profile_scan_grid};
 use ns_inference::hypotest::{
     AsymptoticHypotest, Significance, TestStatistic, hypotest_asymptotic, significance,
 };
@@ -105,11 +106,21 @@ pub enum Request {
     },
     /// Discovery p0 and Z.
     Significance,
-    /// Profile likelihood of `parameter` (the POI when `None`) at `values`.
+    /// Profile likelihood of `parameter` (the POI when `None`) at `values`; or, with `parameters`
+    /// and `grid` (a list of values for each), over the grid of their values (the last parameter
+    /// varying fastest), with, for two parameters, the contours at the confidence levels `cl`
+    /// (68.27% and 95.45% unless given).
     ProfileScan {
         #[serde(default)]
         parameter: Option<String>,
+        #[serde(default)]
         values: Vec<f64>,
+        #[serde(default)]
+        parameters: Vec<String>,
+        #[serde(default)]
+        grid: Vec<Vec<f64>>,
+        #[serde(default)]
+        cl: Option<Vec<f64>>,
     },
     /// Pulls, constraints and impacts of every nuisance parameter.
     Ranking,
@@ -166,6 +177,11 @@ pub enum Outcome {
     UpperLimitToys(ToyUpperLimit),
     Significance(Significance),
     ProfileScan(ProfileScan),
+    /// A grid scan and its contours' confidence levels.
+    GridScan {
+        scan: GridScan,
+        cl: Vec<f64>,
+    },
     Ranking(Ranking),
     Gof(GoodnessOfFit),
     /// Toy datasets and their fits, toy by toy.
@@ -209,7 +225,12 @@ impl Request {
         match self {
             Request::HypotestToys { n_toys, .. } => (*n_toys as u64).saturating_mul(2),
             Request::Ranking => 4 * model.n_params() as u64,
-            Request::ProfileScan { values, .. } => values.len() as u64,
+            Request::ProfileScan { values, grid, .. } => {
+                grid.iter()
+                    .map(Vec::len)
+                    .reduce(usize::saturating_mul)
+                    .unwrap_or(values.len()) as u64
+            }
             Request::FitToys { n_toys, .. } => *n_toys as u64,
             Request::FitDatasets { datasets, .. } => datasets.len() as u64,
             Request::UpperLimit {
@@ -302,7 +323,20 @@ impl Request {
                 }
             }
             Request::Significance => Outcome::Significance(significance(fitter, data, config)?),
-            Request::ProfileScan { parameter, values } => {
+            Request::ProfileScan {
+                parameters,
+                grid,
+                cl,
+                ..
+            } if self.is_grid_scan()? => {
+                let indices = parameter_indices(model, parameters)?;
+                let cl = contour_levels(cl.as_deref(), parameters.len())?;
+                let scan = profile_scan_grid(fitter, &indices, grid, data, config, progress)?;
+                Outcome::GridScan { scan, cl }
+            }
+            Request::ProfileScan {
+                parameter, values, ..
+            } => {
                 let index = match parameter {
                     Some(name) => model
                         .parameter_index(name)
@@ -446,6 +480,64 @@ fn minos_intervals(
             Ok((name, profile_interval(fitter, index, data, &plain, 1.0)?))
         })
         .collect()
+}
+
+impl Request {
+    /// Whether a profile scan is over a grid of parameters (`parameters` and `grid`) rather than
+    /// one parameter's `values`; an error where it names both or a grid's half.
+    pub fn is_grid_scan(&self) -> Result<bool> {
+        let Request::ProfileScan {
+            parameter,
+            values,
+            parameters,
+            grid,
+            cl,
+        } = self
+        else {
+            return Ok(false);
+        };
+        let grid_named = !parameters.is_empty() || !grid.is_empty();
+        if grid_named && (parameter.is_some() || !values.is_empty()) {
+            return Err(Error::InvalidInput(
+                "a profile scan is of one parameter (parameter, values) or over a grid \
+                 (parameters, grid), not both"
+                    .into(),
+            ));
+        }
+        if !grid_named && cl.is_some() {
+            return Err(Error::InvalidInput(
+                "contour levels (cl) belong to a grid scan of two parameters".into(),
+            ));
+        }
+        if grid_named {
+            ns_inference::grid_scan::check_grid(parameters, grid)?;
+        }
+        Ok(grid_named)
+    }
+}
+
+/// The indices of parameters named in a request, each named where it is unknown.
+pub fn parameter_indices(model: &dyn Likelihood, names: &[String]) -> Result<Vec<usize>> {
+    names
+        .iter()
+        .map(|n| model.parameter_index(n).map_err(Error::InvalidInput))
+        .collect()
+}
+
+/// The 2ΔNLL levels of a grid scan's contours at confidence levels `cl` (68.27% and 95.45% by
+/// default), for `dof` scanned parameters; contours are drawn for two.
+pub fn contour_levels(cl: Option<&[f64]>, dof: usize) -> Result<Vec<f64>> {
+    let cl = cl.map_or_else(|| vec![0.6827, 0.9545], <[f64]>::to_vec);
+    if cl.len() > 16 {
+        return Err(Error::InvalidInput(format!(
+            "{} contour levels: at most 16",
+            cl.len()
+        )));
+    }
+    for &c in &cl {
+        level_of_cl(c, dof)?;
+    }
+    Ok(cl)
 }
 
 #[cfg(test)]

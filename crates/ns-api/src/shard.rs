@@ -26,13 +26,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::call::{Call, DataChoice, FitOptions};
-use crate::request::Request;
+use crate::request::{Request, contour_levels, parameter_indices};
+use ns_inference::fit::FitResult;
 use ns_inference::fit::Fitter;
+use ns_inference::grid_scan::grid_points;
 use ns_inference::hypotest::TestStatistic;
 use ns_inference::limits::{ClsPoint, UpperLimit, check_scan, cls_scan_points};
 use ns_inference::params::{number_json, number_of};
 use ns_inference::ranking::{impact_key, impact_order, ranked, ranking_share};
-use ns_inference::scan::profile_scan;
+use ns_inference::scan::{profile_points, profile_scan};
 use ns_inference::toy_limit::{ToyLimitSpec, ToyUpperLimit};
 use ns_inference::toys::{ToyEnsemble, ToyEnsembles, ToyHypotest, ToyTest, toy_ensembles_batch};
 
@@ -175,7 +177,13 @@ pub struct Part {
 pub fn units(call: &Call, model: &dyn Likelihood) -> Result<usize> {
     Ok(match &call.request {
         Request::HypotestToys { n_toys, .. } => *n_toys,
-        Request::ProfileScan { values, .. } => values.len(),
+        Request::ProfileScan { values, grid, .. } => {
+            if call.request.is_grid_scan()? {
+                grid.iter().map(Vec::len).product()
+            } else {
+                values.len()
+            }
+        }
         Request::UpperLimit {
             scan: Some(grid),
             n_toys,
@@ -272,7 +280,40 @@ pub fn run_part(
                 }),
             }
         }
-        Request::ProfileScan { parameter, values } => {
+        Request::ProfileScan {
+            parameters, grid, ..
+        } if call.request.is_grid_scan()? => {
+            let indices = parameter_indices(model, parameters)?;
+            // Every value is checked, so that each shard refuses a grid the whole would refuse.
+            for (&index, axis) in indices.iter().zip(grid) {
+                for &v in axis {
+                    ns_inference::checks::value_in_bounds(
+                        fitter,
+                        config,
+                        index,
+                        v,
+                        "the scan value",
+                    )?;
+                }
+            }
+            let points = grid_points(grid);
+            let (fits, free_fit) =
+                profile_points(fitter, &indices, &points[share], data, config, progress)?;
+            let numbers = |f: &dyn Fn(&FitResult) -> f64| {
+                fits.iter().map(|r| number_json(f(r))).collect::<Vec<_>>()
+            };
+            Part {
+                shared: json!({"bestfit_twice_nll": number_json(free_fit.twice_nll)}),
+                result: json!({
+                    "twice_nll": numbers(&|r| r.twice_nll),
+                    "delta_twice_nll": numbers(&|r| r.twice_nll - free_fit.twice_nll),
+                    "converged": fits.iter().map(|r| r.converged).collect::<Vec<_>>(),
+                }),
+            }
+        }
+        Request::ProfileScan {
+            parameter, values, ..
+        } => {
             let index = match parameter {
                 Some(name) => model.parameter_index(name).map_err(Error::InvalidInput)?,
                 None => model.poi()?,
@@ -771,6 +812,55 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
             )?;
             crate::report::hypotest_toys(test_stat.name(), &result, *teststats)
         }
+        Request::ProfileScan {
+            parameters,
+            grid,
+            cl,
+            ..
+        } if parts.job.request.is_grid_scan()? => {
+            let report = joined(&parts)?;
+            let numbers = |key: &str| -> Result<Vec<f64>> {
+                report[key]
+                    .as_array()
+                    .map_or(&[][..], Vec::as_slice)
+                    .iter()
+                    .map(|v| float_of(v, key))
+                    .collect()
+            };
+            let converged: Vec<bool> = report["converged"]
+                .as_array()
+                .map_or(&[][..], Vec::as_slice)
+                .iter()
+                .map(|v| {
+                    v.as_bool().ok_or_else(|| {
+                        Error::InvalidInput(format!("converged: {v} is not true or false"))
+                    })
+                })
+                .collect::<Result<_>>()?;
+            let bestfit_twice_nll = float_of(&report["bestfit_twice_nll"], "bestfit_twice_nll")?;
+            let (twice_nll, delta_twice_nll) = (numbers("twice_nll")?, numbers("delta_twice_nll")?);
+            if let Some((t, d)) = twice_nll
+                .iter()
+                .zip(&delta_twice_nll)
+                .find(|(t, d)| (*t - bestfit_twice_nll).to_bits() != d.to_bits())
+            {
+                return Err(Error::InvalidInput(format!(
+                    "a grid point's delta_twice_nll {d} is not its twice_nll {t} minus the parts' \
+                     bestfit_twice_nll {bestfit_twice_nll}"
+                )));
+            }
+            crate::report::grid_scan(
+                &crate::report::GridPoints {
+                    parameters,
+                    axes: grid,
+                    twice_nll: &twice_nll,
+                    delta_twice_nll: &delta_twice_nll,
+                    converged: &converged,
+                    bestfit_twice_nll,
+                },
+                &contour_levels(cl.as_deref(), parameters.len())?,
+            )
+        }
         Request::ProfileScan { values, .. } => {
             let report = joined(&parts)?;
             if report.get("values") != Some(&json!(values)) {
@@ -950,6 +1040,10 @@ fn check_counts(parts: &Parts) -> Result<()> {
     let (request_units, lists): (Option<usize>, &[&str]) = match &job.request {
         _ if job.patchset.is_some() => (None, &["points", "errors"]),
         Request::HypotestToys { n_toys, .. } => (Some(*n_toys), &[]),
+        Request::ProfileScan { grid, .. } if !grid.is_empty() => (
+            Some(grid.iter().map(Vec::len).product()),
+            &["twice_nll", "delta_twice_nll", "converged"],
+        ),
         Request::ProfileScan { values, .. } => (
             Some(values.len()),
             &["values", "twice_nll", "delta_twice_nll", "converged"],

@@ -185,11 +185,27 @@ pub enum InferCommand {
         #[command(flatten)]
         args: InferArgs,
         /// Parameter to scan (default: the POI)
-        #[arg(long)]
+        #[arg(long, conflicts_with = "parameters")]
         parameter: Option<String>,
         /// START STOP COUNT of the scan grid
         #[arg(long, num_args = 3, value_names = ["START", "STOP", "COUNT"], default_values_t = [0.0, 2.0, 21.0], allow_negative_numbers = true)]
         range: Vec<f64>,
+        /// Scan a grid of several parameters instead, comma-separated (a,b): each point fitted
+        /// with them fixed there; for two, the 2ΔNLL contours
+        #[arg(
+            long,
+            value_delimiter = ',',
+            requires = "grid",
+            conflicts_with = "range"
+        )]
+        parameters: Vec<String>,
+        /// START STOP COUNT for each of --parameters, in their order
+        #[arg(long, num_args = 3.., value_names = ["START", "STOP", "COUNT"], allow_negative_numbers = true, requires = "parameters")]
+        grid: Vec<f64>,
+        /// Confidence levels of the contours of a two-parameter grid, comma-separated (default
+        /// 0.6827,0.9545: 2ΔNLL = 2.30 and 6.18)
+        #[arg(long, value_delimiter = ',', requires = "grid")]
+        cl: Option<Vec<f64>>,
         #[command(flatten)]
         shard: ShardArg,
     },
@@ -418,10 +434,42 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
             args,
             parameter,
             range,
+            parameters,
+            grid: spec,
+            cl,
             ..
         } => {
-            let values = grid("--range", &range)?;
-            (args, Request::ProfileScan { parameter, values }, vec![])
+            let request = if parameters.is_empty() {
+                Request::ProfileScan {
+                    parameter,
+                    values: grid("--range", &range)?,
+                    parameters,
+                    grid: Vec::new(),
+                    cl,
+                }
+            } else {
+                if spec.len() != 3 * parameters.len() {
+                    return Err(Error::InvalidInput(format!(
+                        "--grid: {} numbers for {} parameters; give START STOP COUNT for each \
+                         of --parameters ({})",
+                        spec.len(),
+                        parameters.len(),
+                        parameters.join(", ")
+                    )));
+                }
+                let axes = spec
+                    .chunks(3)
+                    .map(|c| grid("--grid", c))
+                    .collect::<Result<Vec<_>>>()?;
+                Request::ProfileScan {
+                    parameter: None,
+                    values: Vec::new(),
+                    parameters,
+                    grid: axes,
+                    cl,
+                }
+            };
+            (args, request, vec![])
         }
     })
 }

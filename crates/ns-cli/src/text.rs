@@ -150,6 +150,22 @@ pub fn text_of(outcome: &Outcome, model: &dyn Likelihood, matrices: bool) -> Str
             }
             text
         }
+        Outcome::GridScan { scan, .. } => {
+            let mut text: String = scan
+                .parameters
+                .iter()
+                .map(|p| format!("{p:>12}  "))
+                .collect();
+            text.push_str(&format!("{:>16}\n", "Δ twice_nll"));
+            let points = ns_inference::grid_scan::grid_points(&scan.axes);
+            for (point, d) in points.iter().zip(&scan.delta_twice_nll) {
+                for v in point {
+                    text.push_str(&format!("{v:>12.6}  "));
+                }
+                text.push_str(&format!("{d:>16.8}\n"));
+            }
+            text
+        }
     }
 }
 

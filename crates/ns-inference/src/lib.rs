@@ -5,9 +5,11 @@
 //! through a callback.
 
 pub mod checks;
+pub mod contour;
 pub mod differentiable;
 pub mod fit;
 pub mod gof;
+pub mod grid_scan;
 pub mod hypotest;
 pub mod intervals;
 pub mod limits;
@@ -23,6 +25,7 @@ pub mod yields;
 
 pub use fit::{FitConfig, FitJob, FitResult, FitRun, Fitter, UNBOUNDED_BELOW};
 pub use gof::{GoodnessOfFit, goodness_of_fit};
+pub use grid_scan::{GridScan, profile_scan_grid};
 pub use hypotest::{
     AsymptoticHypotest, ClsValues, Significance, TestStatistic, hypotest_asymptotic, significance,
     test_statistic,

@@ -98,9 +98,26 @@ fn requests() -> Vec<(&'static str, Request)> {
             Request::ProfileScan {
                 parameter: None,
                 values: ns_api::call::linspace(0.0, 2.0, 15.0).unwrap(),
+                parameters: Vec::new(),
+                grid: Vec::new(),
+                cl: None,
             },
         ),
         ("ranking", Request::Ranking),
+        // 7 × 5 points: shards of 7 split the grid's rows.
+        (
+            "grid scan",
+            Request::ProfileScan {
+                parameter: None,
+                values: Vec::new(),
+                parameters: vec!["mu_sig".into(), "k_ttbar".into()],
+                grid: vec![
+                    ns_api::call::linspace(0.0, 3.0, 7.0).unwrap(),
+                    ns_api::call::linspace(0.5, 1.5, 5.0).unwrap(),
+                ],
+                cl: None,
+            },
+        ),
         (
             "CLs-scan limit",
             Request::UpperLimit {
@@ -296,6 +313,9 @@ fn shard_specs_and_empty_shards_are_refused() {
     let call = call_of(Request::ProfileScan {
         parameter: None,
         values: vec![0.0, 0.5, 1.0, 1.5, 2.0],
+        parameters: Vec::new(),
+        grid: Vec::new(),
+        cl: None,
     });
     let model = loaded(&call);
     let fitter = Fitter::new(model.likelihood());

@@ -185,6 +185,30 @@ class ProfileScanResult(_Result):
     converged = property(lambda self: list(self._report["converged"]))
 
 
+class GridScanResult(_Result):
+    """A profile scan over a grid of parameters: ``delta_twice_nll`` shaped as the grid (one axis
+    per parameter), and for two parameters ``contours``: per confidence level, its 2ΔNLL and its
+    lines (each an array of (x, y) points; closed where first == last)."""
+
+    _repr_keys = ("parameters", "cl")
+
+    parameters = property(lambda self: list(self._report["parameters"]))
+    grid = property(lambda self: [np.asarray(a, dtype=np.float64) for a in self._report["grid"]])
+    cl = property(lambda self: list(self._report["cl"]))
+    bestfit_twice_nll = property(lambda self: float(self._report["bestfit_twice_nll"]))
+    twice_nll = property(lambda self: self._shaped("twice_nll"))
+    delta_twice_nll = property(lambda self: self._shaped("delta_twice_nll"))
+    converged = property(lambda self: np.asarray(self._report["converged"], dtype=bool).reshape([len(a) for a in self._report["grid"]]))
+    contours = property(lambda self: [
+        {"cl": c["cl"], "delta_twice_nll": c["delta_twice_nll"], "lines": [np.asarray(line, dtype=np.float64).reshape(-1, 2) for line in c["lines"]]}
+        for c in self._report["contours"]
+    ])
+
+    def _shaped(self, key):
+        values = np.array([float(v) for v in self._report[key]], dtype=np.float64)
+        return values.reshape([len(a) for a in self._report["grid"]])
+
+
 class RankingResult(_Result):
     """Pulls, constraints and impacts, sorted by post-fit impact (largest first)."""
 
