@@ -140,3 +140,29 @@ def test_a_fixed_parameter_is_not_scanned(tmp_path):
     path = write(tmp_path, spec)
     code, _, err = run_cli("scan", path, "--parameters", "a,b", "--grid", "0.5", "2", "5", "0.5", "2", "5", expect_ok=False)
     assert code == 2 and "'b' is fixed" in err, err
+
+
+def test_contour_figures_draw_the_scans_lines(tmp_path):
+    """`nextstat plot contour` and `nextstat.plot.contour` draw the JSON's lines, the same
+    numbers; a one-parameter scan is refused by name."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import nextstat.plot
+
+    path = write(tmp_path, TWO_COUNTS)
+    scan = tmp_path / "grid.json"
+    run_cli("scan", path, "--parameters", "a,b", "--grid", "0.4", "2.2", "19", "0.5", "1.3", "17", "-o", scan)
+    drawn = json.loads(run_cli("plot", "contour", scan, "-o", tmp_path / "c.png")[1])
+    result = json.loads(scan.read_text())
+    assert [lv["lines"] for lv in drawn["figure"]["levels"]] == [c["lines"] for c in result["contours"]]
+    assert drawn["figure"]["best"] == pytest.approx([1.2, 0.9], abs=0.06)
+    assert nextstat.plot.figure_data("contour", str(scan)) == drawn["figure"]
+    fig = nextstat.plot.contour(str(scan))
+    lines = [l for l in fig.axes[0].get_lines() if l.get_label() != "lowest grid point"]
+    assert len(lines) == sum(len(c["lines"]) for c in result["contours"])
+    np.testing.assert_array_equal(lines[0].get_xdata(), [p[0] for p in result["contours"][0]["lines"][0]])
+    one = tmp_path / "scan.json"
+    run_cli("scan", path, "--parameter", "b", "--range", "0.5", "1.5", "5", "-o", one)
+    code, _, err = run_cli("plot", "contour", one, "-o", tmp_path / "x.png", expect_ok=False)
+    assert code == 2 and "scan --parameters a,b --grid" in err, err

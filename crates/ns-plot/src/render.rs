@@ -13,8 +13,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontStyle, register_font};
 
 use crate::spec::{
-    ClsCurve, Correlation, Figure, Impacts, LikelihoodScan, LimitBand, Pulls, ToyDistributions,
-    Yields,
+    ClsCurve, Contours, Correlation, Figure, Impacts, LikelihoodScan, LimitBand, Pulls,
+    ToyDistributions, Yields,
 };
 use crate::style::{self, FONT};
 
@@ -38,6 +38,7 @@ pub fn svg(figure: &Figure) -> Result<(String, (u32, u32))> {
             Figure::Pulls(f) => pulls(&root, f)?,
             Figure::Correlation(f) => correlation(&root, f)?,
             Figure::Scan(f) => likelihood_scan(&root, f)?,
+            Figure::Contour(f) => contours(&root, f)?,
             Figure::Yields(f) => yields(&root, f)?,
             Figure::Toys(f) => toys(&root, f)?,
         }
@@ -623,6 +624,63 @@ fn likelihood_scan(root: &Area, f: &LikelihoodScan) -> Result<()> {
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK)
             .position(SeriesLabelPosition::UpperMiddle)
+            .draw(),
+    )?;
+    Ok(())
+}
+
+fn contours(root: &Area, f: &Contours) -> Result<()> {
+    let colors = [style::UP, style::DOWN, style::BAND_1SIGMA, style::THEORY];
+    let mut chart = draw(
+        ChartBuilder::on(root)
+            .caption(
+                format!("Profile likelihood of {} and {}", f.x_label, f.y_label),
+                (FONT, 28),
+            )
+            .margin(24)
+            .x_label_area_size(60)
+            .y_label_area_size(80)
+            .build_cartesian_2d(f.x_range[0]..f.x_range[1], f.y_range[0]..f.y_range[1]),
+    )?;
+    draw(
+        chart
+            .configure_mesh()
+            .x_desc(f.x_label.as_str())
+            .y_desc(f.y_label.as_str())
+            .label_style((FONT, 18))
+            .axis_desc_style((FONT, 22))
+            .draw(),
+    )?;
+    for (k, level) in f.levels.iter().enumerate() {
+        let color = colors[k % colors.len()];
+        for line in &level.lines {
+            draw(chart.draw_series(LineSeries::new(
+                line.iter().map(|p| (p[0], p[1])),
+                color.stroke_width(3),
+            )))?;
+        }
+        draw(chart.draw_series(std::iter::once(EmptyElement::at((f.best[0], f.best[1])))))?
+            .label(format!(
+                "{:.2}% CL (Δ(2 ln L) = {:.2})",
+                100.0 * level.cl,
+                level.delta_twice_nll
+            ))
+            .legend(line_legend(color, 3));
+    }
+    draw(chart.draw_series(std::iter::once(Cross::new(
+        (f.best[0], f.best[1]),
+        8,
+        style::OBSERVED.stroke_width(3),
+    ))))?
+    .label("lowest grid point")
+    .legend(|(x, y)| Cross::new((x + 12, y), 6, style::OBSERVED.stroke_width(2)));
+    draw(
+        chart
+            .configure_series_labels()
+            .label_font((FONT, 18))
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
             .draw(),
     )?;
     Ok(())

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The kinds `nextstat plot` draws, with the verb whose JSON each reads.
-pub const KINDS: [(&str, &str); 7] = [
+pub const KINDS: [(&str, &str); 8] = [
     (
         "limit",
         "`upper-limit --patchset PS.json --all` (Brazil band) or `upper-limit --scan` (CLs against μ)",
@@ -17,6 +17,7 @@ pub const KINDS: [(&str, &str); 7] = [
     ("pulls", "`fit`"),
     ("correlation", "`fit --covariance`"),
     ("scan", "`scan`"),
+    ("contour", "`scan --parameters a,b --grid …`"),
     ("yields", "`fit --yields`"),
     ("toys", "`hypotest-toys --teststats`"),
 ];
@@ -54,6 +55,7 @@ pub enum Figure {
     Pulls(Pulls),
     Correlation(Correlation),
     Scan(LikelihoodScan),
+    Contour(Contours),
     Yields(Yields),
     Toys(ToyDistributions),
 }
@@ -146,6 +148,25 @@ pub struct LikelihoodScan {
     /// Where Δ(2 ln L) crosses 1 and 4 on each side of the minimum (linear between points);
     /// `None` where the scan does not reach the crossing.
     pub crossings: Vec<Crossing>,
+}
+
+/// The contours of a grid scan of two parameters, over the grid, with its lowest point.
+#[derive(Clone, Debug, Serialize)]
+pub struct Contours {
+    pub x_label: String,
+    pub y_label: String,
+    pub x_range: [f64; 2],
+    pub y_range: [f64; 2],
+    /// The grid point with the lowest 2ΔNLL.
+    pub best: [f64; 2],
+    pub levels: Vec<ContourLevel>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ContourLevel {
+    pub cl: f64,
+    pub delta_twice_nll: f64,
+    pub lines: Vec<Vec<[f64; 2]>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -250,6 +271,7 @@ pub fn figure(kind: &str, result: &Value, options: &Options) -> Result<Figure> {
         "pulls" => pulls(result, options).map(Figure::Pulls),
         "correlation" => correlation(result, options).map(Figure::Correlation),
         "scan" => likelihood_scan(result).map(Figure::Scan),
+        "contour" => contours(result).map(Figure::Contour),
         "yields" => yields(result, options).map(Figure::Yields),
         "toys" => toys(result, options).map(Figure::Toys),
         other => Err(Error::InvalidInput(format!(
@@ -717,6 +739,82 @@ fn likelihood_scan(result: &Value) -> Result<LikelihoodScan> {
         values,
         delta,
         crossings,
+    })
+}
+
+fn contours(result: &Value) -> Result<Contours> {
+    const VERB: &str = "`scan --parameters a,b --grid …`";
+    let parameters = field(result, "parameters", VERB)?
+        .as_array()
+        .ok_or_else(|| Error::InvalidInput("parameters is not a list".into()))?;
+    let axes = field(result, "grid", VERB)?
+        .as_array()
+        .ok_or_else(|| Error::InvalidInput("grid is not a list of value lists".into()))?;
+    if parameters.len() != 2 || axes.len() != 2 {
+        return Err(Error::InvalidInput(format!(
+            "a grid scan of {} parameters: contours are drawn for two",
+            parameters.len()
+        )));
+    }
+    let (xs, ys) = (numbers(&axes[0], "grid[0]")?, numbers(&axes[1], "grid[1]")?);
+    // A point whose fit failed is "NaN" there: it is no candidate for the lowest point.
+    let delta: Vec<f64> = field(result, "delta_twice_nll", VERB)?
+        .as_array()
+        .ok_or_else(|| Error::InvalidInput("delta_twice_nll is not a list".into()))?
+        .iter()
+        .map(|v| v.as_f64().unwrap_or(f64::NAN))
+        .collect();
+    if xs.len() < 2 || ys.len() < 2 || delta.len() != xs.len() * ys.len() {
+        return Err(Error::InvalidInput(format!(
+            "a grid of {} × {} values with {} Δ(2 ln L) values: a contour needs two or more \
+             values a side and one Δ(2 ln L) per point",
+            xs.len(),
+            ys.len(),
+            delta.len()
+        )));
+    }
+    let k = (0..delta.len())
+        .min_by(|&a, &b| delta[a].total_cmp(&delta[b]))
+        .expect("four or more points");
+    let levels = field(result, "contours", VERB)?
+        .as_array()
+        .ok_or_else(|| Error::InvalidInput("contours is not a list".into()))?
+        .iter()
+        .map(|c| {
+            let lines = c["lines"]
+                .as_array()
+                .ok_or_else(|| Error::InvalidInput("a contour's lines is not a list".into()))?
+                .iter()
+                .map(|line| {
+                    line.as_array()
+                        .ok_or_else(|| Error::InvalidInput("a contour line is not a list".into()))?
+                        .iter()
+                        .map(|p| {
+                            let xy = numbers(p, "a contour point")?;
+                            match xy.as_slice() {
+                                [x, y] => Ok([*x, *y]),
+                                _ => Err(Error::InvalidInput(format!(
+                                    "a contour point {p} is not [x, y]"
+                                ))),
+                            }
+                        })
+                        .collect::<Result<Vec<_>>>()
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(ContourLevel {
+                cl: number(&c["cl"], "a contour's cl")?,
+                delta_twice_nll: number(&c["delta_twice_nll"], "a contour's delta_twice_nll")?,
+                lines,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Contours {
+        x_label: text(&parameters[0], "parameters[0]")?,
+        y_label: text(&parameters[1], "parameters[1]")?,
+        x_range: [xs[0], xs[xs.len() - 1]],
+        y_range: [ys[0], ys[ys.len() - 1]],
+        best: [xs[k / ys.len()], ys[k % ys.len()]],
+        levels,
     })
 }
 

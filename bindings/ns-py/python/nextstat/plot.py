@@ -25,7 +25,7 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 UP, DOWN, LEVEL = "#0072B2", "#E69F00", "#D55E00"
 BAND_1SIGMA, BAND_2SIGMA = "#009E73", "#F0E442"
 
-__all__ = ["figure_data", "limit", "ranking", "pulls", "correlation", "scan", "yields", "toys", "save"]
+__all__ = ["figure_data", "limit", "ranking", "pulls", "correlation", "scan", "contour", "yields", "toys", "save"]
 
 
 def _report(result: Any) -> Dict[str, Any]:
@@ -233,6 +233,29 @@ def scan(result: Any):
     ax.set_ylim(0, max(max(data["delta"]), 4.5) * 1.08)
     ax.set_title(f"Profile likelihood of {data['parameter']}")
     ax.legend(loc="upper center")
+    fig.tight_layout()
+    return fig
+
+
+def contour(result: Any):
+    """The contours of a two-parameter grid scan (``nextstat.profile_scan_grid``, ``nextstat scan
+    --parameters a,b --grid …``) at each of its confidence levels, with the grid's lowest point."""
+    plt = _pyplot()
+    data = figure_data("contour", result)
+    fig, ax = plt.subplots(figsize=(12, 6.75))
+    for k, level in enumerate(data["levels"]):
+        color = PALETTE[k % len(PALETTE)]
+        for j, line in enumerate(level["lines"]):
+            xs, ys = zip(*line) if line else ((), ())
+            label = f"{100 * level['cl']:.2f}% CL (Δ(2 ln L) = {level['delta_twice_nll']:.2f})" if j == 0 else None
+            ax.plot(xs, ys, color=color, lw=2.5, label=label)
+    ax.plot([data["best"][0]], [data["best"][1]], "kx", ms=10, mew=2.5, label="lowest grid point")
+    ax.set_xlim(*data["x_range"])
+    ax.set_ylim(*data["y_range"])
+    ax.set_xlabel(data["x_label"])
+    ax.set_ylabel(data["y_label"])
+    ax.set_title(f"Profile likelihood of {data['x_label']} and {data['y_label']}")
+    ax.legend(loc="upper right")
     fig.tight_layout()
     return fig
 
