@@ -31,6 +31,9 @@ mark "system packages"
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
 mark "Python requirements"
+# The commit the builds record (nextstat.build_info(), nextstat --version; checked by the tests),
+# set before the first build so that no later build sees it change.
+export NEXTSTAT_BUILT_FROM=$(git rev-parse --short=12 HEAD)
 # Lints as CI enforces them (clippy's, warnings denied), inside the builds the suite needs anyway:
 # clippy's driver compiles every workspace crate (tests, examples, benches, the Python extension),
 # so no separate check pass compiles every dependency a second time. Dependencies are not linted.
@@ -53,8 +56,6 @@ mark "debug build and lints"
 wait $prebuild
 kernels=$(sed 's/^export NEXTSTAT_PREBUILT_KERNELS=//' target/prebuild-kernels.env)
 mark "CUDA kernels"
-# The commit the builds record (nextstat.build_info(), nextstat --version; checked by the tests).
-export NEXTSTAT_BUILT_FROM=$(git rev-parse --short=12 HEAD)
 # The Python package as released: the manylinux2014 abi3 wheel (scripts/build_wheel.sh), installed
 # by pip, then installed and run in an old userland (glibc 2.23) by scripts/check_wheel.sh.
 # The release CLI and server come out of the same build, linked as the wheel is (glibc 2.17): the
@@ -90,5 +91,5 @@ mark "macOS type-check"
 
 # On every core, at most four (each worker imports torch, JAX and ROOT).
 workers=$(nproc); [ "$workers" -gt 4 ] && workers=4
-NEXTSTAT_PREBUILT_KERNELS=$kernels NEXTSTAT_BIN="$release_bin/nextstat" .venv/bin/python -m pytest tests/python -q -n "$workers" --timeout 900 --timeout-method thread
+NEXTSTAT_PREBUILT_KERNELS=$kernels NEXTSTAT_BIN="$release_bin/nextstat" .venv/bin/python -m pytest tests/python -q -n "$workers" --timeout 900 --timeout-method thread --durations=30
 mark "Python tests"
