@@ -1,7 +1,7 @@
 """Profile scans over a grid of two parameters (`nextstat scan WS --parameters a,b --grid …`,
 `nextstat.profile_scan_grid`): the grid's 2ΔNLL against pyhf's fits with the two parameters
-fixed, the contours against a likelihood whose level sets are known exactly, shards, the front
-ends, and careless requests."""
+fixed, the contours against a likelihood whose level sets are known exactly, the front ends and
+careless requests (shards: test_shards.py)."""
 
 import json
 
@@ -95,7 +95,7 @@ def test_contours_lie_on_the_exact_level_sets(tmp_path):
         assert line[:, 0].max() == pytest.approx(high, abs=0.1 * step)
 
 
-def test_python_server_shards_and_text_agree(tmp_path):
+def test_python_and_text_agree(tmp_path):
     import nextstat
 
     path = write(tmp_path, TWO_COUNTS)
@@ -107,12 +107,6 @@ def test_python_server_shards_and_text_agree(tmp_path):
     np.testing.assert_array_equal(result.delta_twice_nll.ravel(), whole["delta_twice_nll"])
     assert result.cl == [0.9] and len(result.contours) == 1
     np.testing.assert_array_equal(result.contours[0]["lines"][0], whole["contours"][0]["lines"][0])
-    parts = []
-    for i in range(3):
-        part = tmp_path / f"part{i}.json"
-        run_cli(*args, "--shard", f"{i}/3", "-o", part)
-        parts.append(part)
-    assert json.loads(run_cli("merge", *parts)[1]) == whole
     text = run_cli(*args, "--format", "text")[1].splitlines()
     assert text[0].split()[:2] == ["a", "b"] and len(text) == 1 + 7 * 5
 

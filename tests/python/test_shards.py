@@ -17,6 +17,8 @@ JOBS = {
     "scan": ["scan", EXAMPLE, "--range", "0", "2", "21"],
     "ranking": ["ranking", EXAMPLE],
     "limit": ["upper-limit", EXAMPLE, "--scan", "0", "3", "13"],
+    "toy limit": ["upper-limit", EXAMPLE, "--scan", "0.5", "2.5", "5", "--toys", "100", "--seed", "2"],
+    "grid scan": ["scan", EXAMPLE, "--parameters", "mu_sig,k_ttbar", "--grid", "0", "2", "5", "0.9", "1.1", "3"],
     "hypotest grid": ["hypotest", GRID / "bkgonly.json", "--patchset", GRID / "patchset.json", "--all", "--skip-verify"],
 }
 

@@ -108,9 +108,8 @@ def test_toy_limit_agrees_with_pyhfs_toy_based_upper_limit(tmp_path, monkeypatch
         assert abs(limits[k] - float(theirs[k])) <= 4 * errors[k] * scale, (k, limits[k], errors[k], float(theirs[k]))
 
 
-def test_python_api_and_shards(tmp_path):
-    """nextstat.upper_limit(n_toys=) is the CLI's answer, and a toy limit in three shards merges
-    to the same document."""
+def test_python_api(tmp_path):
+    """nextstat.upper_limit(n_toys=) is the CLI's answer (shards: test_shards.py)."""
     import nextstat
 
     path = write(tmp_path, COUNTING)
@@ -125,12 +124,6 @@ def test_python_api_and_shards(tmp_path):
     assert result.obs_error == whole["obs_error"]
     np.testing.assert_array_equal(result.exp_error, [float(e) for e in whole["exp_error"]])
     assert nextstat.upper_limit(model).method == "asymptotic" and nextstat.upper_limit(model).obs_error is None
-    parts = []
-    for i in range(3):
-        part = tmp_path / f"part{i}.json"
-        run_cli(*args, "--shard", f"{i}/3", "-o", part)
-        parts.append(part)
-    assert json.loads(run_cli("merge", *parts)[1]) == whole
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -261,10 +261,15 @@ impl<'a> ClsCurve<'a> {
             jobs.push(job(config.clone()));
         }
         jobs.extend(fixed_jobs);
-        let asimov = match (&free_on_data, &self.shared) {
-            (Some((_, _, asimov)), _) => asimov,
-            (None, Some(shared)) => &shared.asimov,
-            (None, None) => unreachable!("the shared fits exist or are made in this batch"),
+        let asimov = match &free_on_data {
+            Some((_, _, asimov)) => asimov,
+            None => {
+                &self
+                    .shared
+                    .as_ref()
+                    .expect("made before, or in this batch")
+                    .asimov
+            }
         };
         let mut on_asimov = fitter
             .fit_batch(std::slice::from_ref(asimov), &jobs, &|_| {})?

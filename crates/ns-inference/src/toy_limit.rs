@@ -16,7 +16,7 @@ use crate::checks;
 use crate::fit::{FitConfig, Fitter};
 use crate::hypotest::TestStatistic;
 use crate::limits::{Outside, UpperLimit, check_scan, upper_limit_root};
-use crate::toys::{MAX_TOYS, ToyHypotest, ToyTest, hypotest_toys_batch};
+use crate::toys::{MAX_TOYS, ToyHypotest, ToyTest, check_n_toys, hypotest_toys_batch};
 
 /// Toys of all μ together (μ values × toys per μ) that one limit may ask for: each is two fits.
 pub const MAX_LIMIT_TOYS: usize = MAX_TOYS;
@@ -142,12 +142,7 @@ pub struct ToyLimitSpec {
 impl ToyLimitSpec {
     /// Refuse a grid of `points` μ values whose toys together exceed [`MAX_LIMIT_TOYS`].
     pub fn check_points(&self, points: usize) -> Result<()> {
-        if self.n_toys == 0 || self.n_toys > MAX_TOYS {
-            return Err(Error::InvalidInput(format!(
-                "n_toys = {}: the number of toys per hypothesis must be between 1 and {MAX_TOYS}",
-                self.n_toys
-            )));
-        }
+        check_n_toys(self.n_toys)?;
         if points.saturating_mul(self.n_toys) > MAX_LIMIT_TOYS {
             return Err(Error::InvalidInput(format!(
                 "{points} μ values × {} toys: a toy-based limit draws at most {MAX_LIMIT_TOYS} \

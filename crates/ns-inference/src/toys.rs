@@ -681,11 +681,7 @@ fn baseline_plans(
 /// POI values of the signal and background hypotheses.
 fn check_test(fitter: &Fitter, test: &ToyTest) -> Result<(usize, FitConfig, f64, f64)> {
     let n_toys = test.n_toys;
-    if n_toys == 0 || n_toys > MAX_TOYS {
-        return Err(ns_core::Error::InvalidInput(format!(
-            "n_toys = {n_toys}: the number of toys per hypothesis must be between 1 and {MAX_TOYS}"
-        )));
-    }
+    check_n_toys(n_toys)?;
     if test.toys.end > n_toys || test.toys.start > test.toys.end {
         return Err(ns_core::Error::InvalidInput(format!(
             "toys {}..{} of a test of {n_toys} toys: the range must lie within 0..{n_toys}",
@@ -714,6 +710,16 @@ fn check_test(fitter: &Fitter, test: &ToyTest) -> Result<(usize, FitConfig, f64,
     )?;
     let scaled = fitter.with_scale(test.data, config)?;
     Ok((poi, scaled, signal_mu, background_mu))
+}
+
+/// Refuse a number of toys per hypothesis outside 1..=[`MAX_TOYS`].
+pub fn check_n_toys(n_toys: usize) -> Result<()> {
+    if n_toys == 0 || n_toys > MAX_TOYS {
+        return Err(ns_core::Error::InvalidInput(format!(
+            "n_toys = {n_toys}: the number of toys per hypothesis must be between 1 and {MAX_TOYS}"
+        )));
+    }
+    Ok(())
 }
 
 /// Toys sampled test by test, as one set: the backend's resident copy kept where there is one
