@@ -139,6 +139,22 @@ def test_careless_toy_limits_are_refused_by_name(tmp_path, extra, message):
     assert code == 2 and message in err, err
 
 
+def test_an_undefined_cls_is_refused_not_interpolated(tmp_path):
+    """0 observed on a background of 10: no background-only toy of 100 reaches the observed
+    statistic (CLb = 0), so CLs has no value there; it is refused, naming μ, not interpolated
+    through as NaN. A seed without toys in a call is refused too."""
+    spec = json.loads(json.dumps(COUNTING))
+    spec["channels"][0]["samples"][1]["data"] = [10.0]
+    spec["observations"][0]["data"] = [0.0]
+    path = write(tmp_path, spec)
+    code, out, err = run_cli("upper-limit", path, "--scan", "0.5", "5", "4", "--toys", "100", "--seed", "1", expect_ok=False)
+    assert code != 0 and out == "" and "CLs at μ = 0.5 is undefined" in err and "CLb = 0" in err, err
+    call = tmp_path / "call.json"
+    call.write_text(json.dumps({"model": {"workspace": str(path)}, "request": {"verb": "upper_limit", "seed": 5}}))
+    code, _, err = run_cli("run", call, expect_ok=False)
+    assert code == 2 and "seed 5 without n_toys" in err, err
+
+
 def test_toy_limits_refuse_patchset_grids(tmp_path):
     from conftest import SHARED
 

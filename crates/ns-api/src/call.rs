@@ -225,8 +225,17 @@ impl Call {
         let device = Device::from_name(&self.device)?;
         match &self.request {
             Request::UpperLimit {
-                scan: Some(grid), ..
-            } => check_grid("upper-limit scan", grid)?,
+                scan, n_toys, seed, ..
+            } => {
+                if let Some(grid) = scan {
+                    check_grid("upper-limit scan", grid)?;
+                }
+                if n_toys.is_none() && *seed != 0 {
+                    return Err(Error::InvalidInput(format!(
+                        "seed {seed} without n_toys: a seed belongs to a toy-based limit"
+                    )));
+                }
+            }
             Request::ProfileScan { values, grid, .. } => {
                 if self.request.is_grid_scan()? {
                     for axis in grid {

@@ -208,9 +208,10 @@ impl Request {
                 scan,
                 ..
             } => Workload::Batch {
+                // A built grid has tens of μ values (toy_limit::toy_upper_limit_auto).
                 fits: n_toys
                     .saturating_mul(4)
-                    .saturating_mul(scan.as_ref().map_or(1, Vec::len)),
+                    .saturating_mul(scan.as_ref().map_or(30, Vec::len)),
             },
             Request::FitDatasets { datasets, .. } => Workload::Batch {
                 fits: datasets.len(),
@@ -237,7 +238,8 @@ impl Request {
                 scan: Some(grid),
                 n_toys,
                 ..
-            } => grid.len() as u64 * n_toys.map_or(1, |n| 2 * n as u64),
+            } => (grid.len() as u64)
+                .saturating_mul(n_toys.map_or(1, |n| (n as u64).saturating_mul(2))),
             _ => 0,
         }
     }

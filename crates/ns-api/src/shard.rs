@@ -35,7 +35,7 @@ use ns_inference::limits::{ClsPoint, UpperLimit, check_scan, cls_scan_points};
 use ns_inference::params::{number_json, number_of};
 use ns_inference::ranking::{impact_key, impact_order, ranked, ranking_share};
 use ns_inference::scan::{profile_points, profile_scan};
-use ns_inference::toy_limit::{ToyLimitSpec, ToyUpperLimit};
+use ns_inference::toy_limit::{ToyLimitSpec, ToyUpperLimit, at_mu};
 use ns_inference::toys::{ToyEnsemble, ToyEnsembles, ToyHypotest, ToyTest, toy_ensembles_batch};
 
 /// The `format` of a part document.
@@ -284,7 +284,9 @@ pub fn run_part(
             parameters, grid, ..
         } if call.request.is_grid_scan()? => {
             let indices = parameter_indices(model, parameters)?;
-            // Every value is checked, so that each shard refuses a grid the whole would refuse.
+            // Every value is checked, so that each shard refuses a grid the whole would refuse,
+            // and in the order one process checks them.
+            ns_inference::scan::check_scanned(fitter, config, &indices)?;
             for (&index, axis) in indices.iter().zip(grid) {
                 for &v in axis {
                     ns_inference::checks::value_in_bounds(
@@ -765,6 +767,7 @@ fn append(mut a: ToyEnsemble, b: ToyEnsemble) -> ToyEnsemble {
 /// parts whose shared values differ are refused, naming the part.
 pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
     let parts = check_parts(docs)?;
+    check_request(&parts.job.request)?;
     check_counts(&parts)?;
     if parts.job.patchset.is_some() {
         return crate::grid::merge_grid(&parts.shared, &parts.results);
@@ -1029,9 +1032,29 @@ fn merged_toy_tests(
                     background,
                 },
             )
-            .map_err(|e| Error::InvalidInput(format!("the toys of μ = {mu}: {e}")))
+            .map_err(|e| at_mu(e, mu))
         })
         .collect()
+}
+
+/// The request of parts holds what one process would accept of it (a grid within its size, a
+/// toy limit within its toys), so that nothing derived from it overflows.
+fn check_request(request: &Request) -> Result<()> {
+    match request {
+        Request::UpperLimit {
+            level,
+            scan: Some(grid),
+            n_toys: Some(n_toys),
+            seed,
+        } => ToyLimitSpec {
+            level: *level,
+            n_toys: *n_toys,
+            seed: *seed,
+        }
+        .check_points(grid.len()),
+        Request::ProfileScan { .. } => request.is_grid_scan().map(drop),
+        _ => Ok(()),
+    }
 }
 
 /// Every part holds one result per unit of its share, and the job's units are its request's.
@@ -1041,7 +1064,7 @@ fn check_counts(parts: &Parts) -> Result<()> {
         _ if job.patchset.is_some() => (None, &["points", "errors"]),
         Request::HypotestToys { n_toys, .. } => (Some(*n_toys), &[]),
         Request::ProfileScan { grid, .. } if !grid.is_empty() => (
-            Some(grid.iter().map(Vec::len).product()),
+            Some(grid.iter().map(Vec::len).fold(1, usize::saturating_mul)),
             &["twice_nll", "delta_twice_nll", "converged"],
         ),
         Request::ProfileScan { values, .. } => (

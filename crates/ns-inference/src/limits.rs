@@ -143,26 +143,6 @@ impl<'a> ClsCurve<'a> {
         }
     }
 
-    /// The μ-independent fits, made on first use: each as `hypotest_asymptotic` makes it, so a
-    /// curve's points are that function's results.
-    fn shared(&mut self) -> Result<&SharedFits> {
-        if self.shared.is_none() {
-            let (fitter, data, config) = (self.fitter, self.data, self.config);
-            let free = fitter.fit(data, config)?;
-            checks::started(fitter, &free, data)?;
-            let (asimov, behind_asimov) = asimov_data(fitter, 0.0, data, config)?;
-            let free_asimov = fitter.fit(&asimov, config).map_err(on_asimov_data)?;
-            checks::started(fitter, &free_asimov, &asimov).map_err(on_asimov_data)?;
-            self.shared = Some(SharedFits {
-                free,
-                behind_asimov,
-                asimov,
-                free_asimov,
-            });
-        }
-        Ok(self.shared.as_ref().expect("set above"))
-    }
-
     /// The hypotest at `mu` from its two fixed-POI fits and the shared fits.
     fn record(&mut self, mu: f64, poi: usize, fixed: FitResult, fixed_asimov: FitResult) {
         let shared = self
@@ -194,13 +174,35 @@ impl<'a> ClsCurve<'a> {
         checks::asimov_poi_in_bounds(fitter, config, 0.0)?;
         let poi = checks::free_poi(fitter, config)?;
         checks::value_in_bounds(fitter, config, poi, mu, "mu")?;
-        let asimov = &self.shared()?.asimov;
+        // In `hypotest_asymptotic`'s order (so that a failing fit is named as it names it): the
+        // free and fixed fits on the data, then the Asimov data and the fits on them; the
+        // μ-independent ones on the curve's first point only.
+        let free = match self.shared {
+            None => {
+                let free = fitter.fit(data, config)?;
+                checks::started(fitter, &free, data)?;
+                Some(free)
+            }
+            Some(_) => None,
+        };
+        let fixed = fitter.fixed_poi_fit(mu, data, config)?;
+        checks::started(fitter, &fixed, data)?;
+        if let Some(free) = free {
+            let (asimov, behind_asimov) = asimov_data(fitter, 0.0, data, config)?;
+            let free_asimov = fitter.fit(&asimov, config).map_err(on_asimov_data)?;
+            checks::started(fitter, &free_asimov, &asimov).map_err(on_asimov_data)?;
+            self.shared = Some(SharedFits {
+                free,
+                behind_asimov,
+                asimov,
+                free_asimov,
+            });
+        }
+        let asimov = &self.shared.as_ref().expect("made above or before").asimov;
         let fixed_asimov = fitter
             .fixed_poi_fit(mu, asimov, config)
             .and_then(|f| checks::started(fitter, &f, asimov).map(|()| f))
             .map_err(on_asimov_data)?;
-        let fixed = fitter.fixed_poi_fit(mu, data, config)?;
-        checks::started(fitter, &fixed, data)?;
         self.record(mu, poi, fixed, fixed_asimov);
         Ok(self.cache[&mu.to_bits()])
     }

@@ -55,22 +55,7 @@ pub fn profile_points(
     config: &FitConfig,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<(Vec<FitResult>, FitResult)> {
-    let names = fitter.model().parameter_names();
-    for (k, &p) in parameters.iter().enumerate() {
-        if config.fixed[p] {
-            return Err(ns_core::Error::InvalidInput(format!(
-                "'{}' is fixed (in the measurement or by the call's fixed parameters): a profile \
-                 scan needs it free",
-                names[p]
-            )));
-        }
-        if parameters[..k].contains(&p) {
-            return Err(ns_core::Error::InvalidInput(format!(
-                "'{}' is named twice: a scan's parameters are distinct",
-                names[p]
-            )));
-        }
-    }
+    check_scanned(fitter, config, parameters)?;
     if points.is_empty() {
         return Err(ns_core::Error::InvalidInput(
             "a profile scan needs at least one value".into(),
@@ -116,4 +101,25 @@ pub fn profile_points(
         );
     }
     Ok((fits, free_fit))
+}
+
+/// Refuse scanned parameters that are fixed or named twice, naming them.
+pub fn check_scanned(fitter: &Fitter, config: &FitConfig, parameters: &[usize]) -> Result<()> {
+    let names = fitter.model().parameter_names();
+    for (k, &p) in parameters.iter().enumerate() {
+        if config.fixed[p] {
+            return Err(ns_core::Error::InvalidInput(format!(
+                "'{}' is fixed (in the measurement or by the call's fixed parameters): a profile \
+                 scan needs it free",
+                names[p]
+            )));
+        }
+        if parameters[..k].contains(&p) {
+            return Err(ns_core::Error::InvalidInput(format!(
+                "'{}' is named twice: a scan's parameters are distinct",
+                names[p]
+            )));
+        }
+    }
+    Ok(())
 }

@@ -47,17 +47,7 @@ impl ToyUpperLimit {
     /// The limits from the toy tests of a grid (any order; μ distinct).
     pub fn from_tests(level: f64, mut tests: Vec<ToyHypotest>) -> Result<ToyUpperLimit> {
         tests.sort_by(|a, b| a.mu.total_cmp(&b.mu));
-        if let Some(w) = tests.windows(2).find(|w| w[0].mu == w[1].mu) {
-            return Err(Error::InvalidInput(format!(
-                "two toy tests at μ = {}: a grid's μ values are distinct",
-                w[0].mu
-            )));
-        }
-        let points: Vec<_> = tests
-            .iter()
-            .map(|t| (t.mu, t.cls.cls_obs, t.cls.cls_exp))
-            .collect();
-        let limit = UpperLimit::from_scan(level, points)?;
+        let limit = curve_limit(level, &tests)?;
         let cls_errors: Vec<[f64; 6]> = tests.iter().map(ToyHypotest::cls_errors).collect();
         let mut errors = [f64::NAN; 6];
         for (which, error) in errors.iter_mut().enumerate() {
@@ -88,6 +78,36 @@ impl ToyUpperLimit {
             .collect();
         (!said.is_empty()).then(|| said.join("; "))
     }
+}
+
+/// The limits on the CLs curves of `tests` (μ increasing), refused where a μ repeats or a CLs is
+/// undefined: CLb = 0 (the observed statistic beyond every background-only toy) leaves CLs without
+/// a value, and interpolating through it would give a number that is no limit.
+fn curve_limit(level: f64, tests: &[ToyHypotest]) -> Result<UpperLimit> {
+    if let Some(w) = tests.windows(2).find(|w| w[0].mu == w[1].mu) {
+        return Err(Error::InvalidInput(format!(
+            "two toy tests at μ = {}: a grid's μ values are distinct",
+            w[0].mu
+        )));
+    }
+    if let Some(t) = tests.iter().find(|t| {
+        !std::iter::once(t.cls.cls_obs)
+            .chain(t.cls.cls_exp)
+            .all(f64::is_finite)
+    }) {
+        return Err(Error::Computation(format!(
+            "CLs at μ = {} is undefined: the observed test statistic lies beyond every one of the \
+             {} background-only toys (CLb = 0); more toys, or μ values nearer the limits, give it \
+             a value",
+            t.mu,
+            t.background.teststats.len()
+        )));
+    }
+    let points: Vec<_> = tests
+        .iter()
+        .map(|t| (t.mu, t.cls.cls_obs, t.cls.cls_exp))
+        .collect();
+    UpperLimit::from_scan(level, points)
 }
 
 /// The observed (0) or an expected (1..=5) limit.
@@ -194,8 +214,8 @@ fn tests_at(
         .collect()
 }
 
-/// An error of the test at one μ, naming it.
-fn at_mu(e: Error, mu: f64) -> Error {
+/// An error of the test at one μ, naming it (its kind kept).
+pub fn at_mu(e: Error, mu: f64) -> Error {
     let say = |m: String| format!("the toy test at μ = {mu}: {m}");
     match e {
         Error::InvalidInput(m) => Error::InvalidInput(say(m)),
@@ -253,10 +273,13 @@ pub fn toy_upper_limit_auto(
             grid.add(within(c * factor));
         }
     }
+    let first = grid.take_new();
+    // The most points the rounds can add (each limit: a point a round beyond the grid, two a
+    // round around it), refused before any toy is drawn rather than after hours of them.
+    spec.check_points(first.len() + 6 * EXTEND_ROUNDS + 12 * REFINE_ROUNDS)?;
     let mut tests: Vec<ToyHypotest> = Vec::new();
     let mut done = 0;
     let mut run = |mus: Vec<f64>, tests: &mut Vec<ToyHypotest>| -> Result<()> {
-        spec.check_points(tests.len() + mus.len())?;
         let offset = done;
         tests.extend(tests_at(fitter, data, config, spec, &mus, &|k| {
             progress(offset + k)
@@ -264,10 +287,11 @@ pub fn toy_upper_limit_auto(
         done += 2 * spec.n_toys * mus.len();
         Ok(())
     };
-    run(grid.take_new(), &mut tests)?;
+    run(first, &mut tests)?;
     for _ in 0..EXTEND_ROUNDS {
-        let current = ToyUpperLimit::from_tests(spec.level, tests.clone())?;
-        for side in current.limit.outside.iter().flatten() {
+        tests.sort_by(|a, b| a.mu.total_cmp(&b.mu));
+        let current = curve_limit(spec.level, &tests)?;
+        for side in current.outside.iter().flatten() {
             match *side {
                 Outside::Above(mu) if mu < high => grid.add(within(mu * 1.5)),
                 Outside::Below(mu) if mu > low.max(0.0) => grid.add(within(mu / 1.5)),
@@ -281,17 +305,17 @@ pub fn toy_upper_limit_auto(
         run(new, &mut tests)?;
     }
     for _ in 0..REFINE_ROUNDS {
-        let current = ToyUpperLimit::from_tests(spec.level, tests.clone())?;
+        tests.sort_by(|a, b| a.mu.total_cmp(&b.mu));
+        let current = curve_limit(spec.level, &tests)?;
         for which in 0..6 {
-            let value = limit_value(&current.limit, which);
-            let Some(j) = current
-                .tests
+            let value = limit_value(&current, which);
+            let Some(j) = tests
                 .windows(2)
                 .position(|w| w[0].mu <= value && value <= w[1].mu)
             else {
                 continue;
             };
-            if current.tests[j + 1].mu - current.tests[j].mu > 0.05 * value {
+            if tests[j + 1].mu - tests[j].mu > 0.05 * value {
                 grid.add(within(value * 0.98));
                 grid.add(within(value * 1.02));
             }

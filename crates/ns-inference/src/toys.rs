@@ -857,9 +857,11 @@ impl ToyHypotest {
         let (signal, background) = (&self.signal.teststats, &self.background.teststats);
         let (signal_sorted, background_sorted) = (sorted(signal), sorted(background));
         let (n_signal, n_background) = (signal.len() as f64, background.len() as f64);
+        // A tail fraction is known to one toy's worth at best: p(1 − p) is floored at its value
+        // for p = 1/(n + 1), which stays positive for a single toy.
         let binomial = |p: f64, n: f64| {
-            let one_toy = (1.0 - 1.0 / n) / n;
-            ((p * (1.0 - p)).max(one_toy) / n).sqrt()
+            let one_toy = 1.0 / (n + 1.0);
+            ((p * (1.0 - p)).max(one_toy * (1.0 - one_toy)) / n).sqrt()
         };
         let c = &self.cls;
         let observed = {
