@@ -37,7 +37,12 @@ export NEXTSTAT_BUILT_FROM=$(git rev-parse --short=12 HEAD)
 # Lints as CI enforces them (clippy's, warnings denied), inside the builds the suite needs anyway:
 # clippy's driver compiles every workspace crate (tests, examples, benches, the Python extension),
 # so no separate check pass compiles every dependency a second time. Dependencies are not linted.
-export RUSTC_WORKSPACE_WRAPPER=${RUSTC_WORKSPACE_WRAPPER:-$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)}
+clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)
+if [ -z "$clippy_driver" ]; then
+  echo "error: clippy-driver is missing (rustup component add clippy): the lints run inside the builds" >&2
+  exit 2
+fi
+export RUSTC_WORKSPACE_WRAPPER=$clippy_driver
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 # The release builds (wheel, CLI) embed the CUDA kernels compiled ahead of time (NVRTC from pip,
 # no GPU), as a release does: the Python suite tests the released binaries. The debug test
