@@ -65,6 +65,23 @@ fn padded(values: impl Iterator<Item = f64>, margin: f64) -> (f64, f64) {
     (lo - margin * span, hi + margin * span)
 }
 
+/// The legend box every figure draws: its series' labels at `size` points, on white, framed.
+fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    size: u32,
+    position: SeriesLabelPosition,
+) -> Result<()> {
+    draw(
+        chart
+            .configure_series_labels()
+            .label_font((FONT, size))
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .position(position)
+            .draw(),
+    )
+}
+
 fn line_legend(color: RGBColor, width: u32) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(width))
 }
@@ -192,15 +209,7 @@ fn limit_band(root: &Area, f: &LimitBand) -> Result<()> {
                 .label("theory")
                 .legend(line_legend(style::THEORY, 2));
             }
-            draw(
-                chart
-                    .configure_series_labels()
-                    .label_font((FONT, 18))
-                    .background_style(WHITE.mix(0.9))
-                    .border_style(BLACK)
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .draw(),
-            )?;
+            legend(chart, 18, SeriesLabelPosition::UpperLeft)?;
         }};
     }
     if log {
@@ -269,15 +278,7 @@ fn cls_curve(root: &Area, f: &ClsCurve) -> Result<()> {
             color.filled(),
         ))))?;
     }
-    draw(
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 18))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerLeft)
-            .draw(),
-    )?;
+    legend(&mut chart, 18, SeriesLabelPosition::LowerLeft)?;
     Ok(())
 }
 
@@ -410,15 +411,7 @@ fn impacts(root: &Area, f: &Impacts) -> Result<()> {
     )?
     .label("pull ± constraint")
     .legend(|(x, y)| Circle::new((x + 12, y), 5, BLACK.filled()));
-    draw(
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 16))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw(),
-    )?;
+    legend(&mut chart, 16, SeriesLabelPosition::LowerRight)?;
     Ok(())
 }
 
@@ -617,15 +610,7 @@ fn likelihood_scan(root: &Area, f: &LikelihoodScan) -> Result<()> {
             .label(text)
             .legend(line_legend(style::LEVEL, 1));
     }
-    draw(
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 18))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperMiddle)
-            .draw(),
-    )?;
+    legend(&mut chart, 18, SeriesLabelPosition::UpperMiddle)?;
     Ok(())
 }
 
@@ -674,15 +659,7 @@ fn contours(root: &Area, f: &Contours) -> Result<()> {
     ))))?
     .label("lowest grid point")
     .legend(|(x, y)| Cross::new((x + 12, y), 6, style::OBSERVED.stroke_width(2)));
-    draw(
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 18))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw(),
-    )?;
+    legend(&mut chart, 18, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }
 
@@ -792,15 +769,7 @@ fn yields(root: &Area, f: &Yields) -> Result<()> {
             .label("data")
             .legend(|(x, y)| Circle::new((x + 12, y), 5, BLACK.filled()));
         }
-        draw(
-            chart
-                .configure_series_labels()
-                .label_font((FONT, 15))
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperRight)
-                .draw(),
-        )?;
+        legend(&mut chart, 15, SeriesLabelPosition::UpperRight)?;
         // The ratio panel: data over the prediction, and the relative uncertainty.
         let mut ratio = draw(
             ChartBuilder::on(&lower)
@@ -969,14 +938,6 @@ fn toys(root: &Area, f: &ToyDistributions) -> Result<()> {
     )))?
     .label(format!("observed {stat} = {:.3}", f.observed))
     .legend(line_legend(BLACK, 3));
-    draw(
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 18))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw(),
-    )?;
+    legend(&mut chart, 18, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }
