@@ -402,24 +402,12 @@ pub fn run_part(
 
 /// Steps the progress callback of [`run_part`] counts up to for a share of `share` units.
 pub fn progress_steps(request: &Request, share: usize) -> u64 {
-    match request {
-        // A toy-based limit's unit is one toy at one μ: two fitted ensembles' worth, as a toy
-        // hypotest's.
-        Request::UpperLimit {
-            n_toys: Some(_), ..
-        } => 2 * share as u64,
-        _ => request.verb().steps_per_unit * share as u64,
-    }
+    request.shard_unit().1 * share as u64
 }
 
 /// What a request's units are, in words.
 fn unit_name(request: &Request) -> &'static str {
-    match request {
-        Request::UpperLimit {
-            n_toys: Some(_), ..
-        } => "toys (over the scan's μ values)",
-        _ => request.verb().units.unwrap_or("units"),
-    }
+    request.shard_unit().0
 }
 
 /// A toy-based limit's units are its toys, μ after μ (unit `u` is toy `u mod n_toys` of the

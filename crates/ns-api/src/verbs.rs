@@ -146,6 +146,21 @@ pub fn routes() -> impl Iterator<Item = &'static str> {
 }
 
 impl Request {
+    /// What a shard of this request splits into, in words, and the progress steps per unit:
+    /// the verb's, except for a toy-based limit, whose units are toys (each μ's, μ after μ), each
+    /// two fitted ensembles' worth as a toy hypotest's.
+    pub fn shard_unit(&self) -> (&'static str, u64) {
+        match self {
+            Request::UpperLimit {
+                n_toys: Some(_), ..
+            } => ("toys (over the scan's μ values)", 2),
+            _ => {
+                let verb = self.verb();
+                (verb.units.unwrap_or("units"), verb.steps_per_unit)
+            }
+        }
+    }
+
     /// This request's verb.
     pub fn verb(&self) -> &'static Verb {
         let name = match self {
