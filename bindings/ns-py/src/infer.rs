@@ -248,7 +248,7 @@ fn run_call_on(
                 done.fetch_max(k, Ordering::Relaxed);
             }
         })?;
-        let mut report = outcome.report(model, true);
+        let mut report = call.report(&outcome, model, true);
         annotate(&mut report);
         Ok(json_text(report))
     })

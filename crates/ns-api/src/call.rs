@@ -77,6 +77,11 @@ pub struct FitOptions {
     /// or an object mapping a parameter name to the value it is fixed at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed: Option<Value>,
+    /// The parameters of interest, by name (the model's when absent): the first is the one
+    /// hypothesis tests, limits, scans and rankings test; the others float in every fit unless
+    /// fixed. Each must be unconstrained (a normfactor, not a constrained nuisance parameter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poi: Option<Vec<String>>,
 }
 
 impl Default for FitOptions {
@@ -86,6 +91,7 @@ impl Default for FitOptions {
             init: None,
             bounds: None,
             fixed: None,
+            poi: None,
         }
     }
 }
@@ -111,6 +117,7 @@ impl FitOptions {
                 )
             }),
             fixed: fixed.map(|v| Value::Array(v.into_iter().map(Value::Bool).collect())),
+            poi: None,
         }
     }
 
@@ -140,7 +147,45 @@ impl FitOptions {
         if let Some(fixed) = &self.fixed {
             apply_fixed(model, fixed, &mut config)?;
         }
+        if self.poi.is_some() {
+            config.poi = self.pois(model)?.first().copied();
+        }
         Ok(config)
+    }
+
+    /// The parameters of interest of these fits: those the options name (each an unconstrained
+    /// parameter of `model`, named once), else the model's; the first is the one tested.
+    pub fn pois(&self, model: &dyn Likelihood) -> Result<Vec<usize>> {
+        let Some(names) = &self.poi else {
+            return Ok(model.pois());
+        };
+        if names.is_empty() {
+            return Err(Error::InvalidInput(
+                "poi: an empty list: name at least one parameter of interest, or leave poi out \
+                 for the model's"
+                    .into(),
+            ));
+        }
+        let mut indices = Vec::with_capacity(names.len());
+        for name in names {
+            let index = model
+                .parameter_index(name)
+                .map_err(|e| prefixed("poi", Error::InvalidInput(e)))?;
+            if let Some((centre, width)) = model.constraint(index) {
+                return Err(Error::InvalidInput(format!(
+                    "poi: '{name}' is a constrained nuisance parameter (its constraint is \
+                     centred on {centre} with width {width}, from {}): a parameter of interest \
+                     is unconstrained, as a normfactor is; to see the likelihood along it, scan \
+                     it (scan --parameter {name})",
+                    model.origin()
+                )));
+            }
+            if indices.contains(&index) {
+                return Err(Error::InvalidInput(format!("poi: '{name}' is named twice")));
+            }
+            indices.push(index);
+        }
+        Ok(indices)
     }
 }
 
@@ -276,6 +321,31 @@ impl Call {
             }
         };
         Ok(Prepared { config, data })
+    }
+
+    /// The JSON of `outcome`, this call's result on `model` ([`Outcome::report`]), naming the
+    /// parameter of interest a test tested (`"poi"`) and giving a fit's parameters of interest
+    /// with their best fits and uncertainties (`"pois"`).
+    pub fn report(&self, outcome: &Outcome, model: &dyn Likelihood, matrices: bool) -> Value {
+        let mut report = outcome.report(model, matrices);
+        let names = model.parameter_names();
+        let pois = self.fit.pois(model).unwrap_or_default();
+        if let (Some(object), Some(&tested)) = (report.as_object_mut(), pois.first()) {
+            if self.request.tests_poi() {
+                object.insert("poi".into(), Value::from(names[tested].as_str()));
+            }
+            if let Outcome::Fit { fit, .. } = outcome {
+                let entry = |&i: &usize| {
+                    serde_json::json!({
+                        "name": names[i],
+                        "bestfit": number_json(fit.parameters[i]),
+                        "uncertainty": fit.uncertainties.as_ref().map(|u| number_json(u[i])),
+                    })
+                };
+                object.insert("pois".into(), pois.iter().map(entry).collect());
+            }
+        }
+        report
     }
 
     /// The fit configuration of this call on `model` ([`FitOptions::config`]).

@@ -40,7 +40,7 @@ pub fn overview(
     progress: &dyn Fn(&str),
 ) -> Result<Overview> {
     let model = loaded.likelihood();
-    let poi = model.poi()?;
+    let poi = template.fit_config(model)?.poi(model)?;
     let binned = matches!(loaded, LoadedModel::Binned { .. });
     let mut steps = OVERVIEW_STEPS.iter();
     let mut run = |request: Request| -> Result<(Outcome, Value)> {
@@ -50,7 +50,7 @@ pub fn overview(
             ..template.clone()
         };
         let outcome = call.run(model, stop.clone(), &|_| {})?;
-        let mut report = outcome.report(model, true);
+        let mut report = call.report(&outcome, model, true);
         loaded.annotate(&mut report);
         Ok((outcome, report))
     };

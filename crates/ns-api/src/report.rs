@@ -13,6 +13,7 @@ use ns_inference::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestSt
 use ns_inference::intervals::ProfileInterval;
 use ns_inference::limits::{Outside, UpperLimit};
 use ns_inference::params::number_json;
+use ns_inference::posterior::{Posterior, SUMMARY_QUANTILES};
 use ns_inference::ranking::Ranking;
 use ns_inference::scan::ProfileScan;
 use ns_inference::toy_limit::ToyUpperLimit;
@@ -50,8 +51,8 @@ pub fn fit(model: &dyn Likelihood, fit: &FitResult, matrices: bool) -> Value {
     value
 }
 
-pub fn ranking(model: &dyn Likelihood, r: &Ranking) -> Value {
-    let poi = model.poi().unwrap_or(0);
+pub fn ranking(r: &Ranking) -> Value {
+    let poi = r.poi_index;
     let entries: Vec<Value> = r
         .entries
         .iter()
@@ -101,6 +102,52 @@ pub fn gof(g: &GoodnessOfFit) -> Value {
         "minus_two_log_lambda": g.minus_two_log_lambda, "ndof": g.ndof, "p_value": g.p_value,
         "twice_nll_bestfit": g.twice_nll_bestfit, "twice_nll_saturated": g.twice_nll_saturated, "converged": g.fit.converged,
     })
+}
+
+/// A posterior: the POI's credible upper limit and central interval, every free parameter's
+/// summary, each chain's sampler, warnings; with `keep_draws`, every draw (`[chain][draw]
+/// [parameter]` in the order of `draws.names`).
+pub fn posterior(p: &Posterior, keep_draws: bool) -> Value {
+    let n = number_json;
+    let parameters: Vec<Value> = p
+        .parameters
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.name, "mean": n(s.mean), "sd": n(s.sd),
+                "quantiles": s.quantiles.map(n),
+                "r_hat": n(s.diagnostics.r_hat), "ess_bulk": n(s.diagnostics.ess_bulk),
+                "ess_tail": n(s.diagnostics.ess_tail),
+            })
+        })
+        .collect();
+    let chains: Vec<Value> = p
+        .chains
+        .iter()
+        .map(|c| {
+            json!({
+                "divergences": c.divergences, "max_depth_hits": c.max_depth_hits,
+                "step_size": n(c.step_size), "mean_tree_depth": c.mean_tree_depth,
+                "mean_accept": n(c.mean_accept),
+            })
+        })
+        .collect();
+    let spec = &p.spec;
+    let mut value = json!({
+        "poi": p.poi, "cl": spec.cl, "upper_limit": n(p.upper_limit),
+        "upper_limit_error": n(p.upper_limit_error),
+        "central_interval": [n(p.central_interval.0), n(p.central_interval.1)],
+        "chains": spec.chains, "warmup": spec.warmup, "draws": spec.draws, "seed": spec.seed,
+        "target_accept": spec.target_accept, "max_tree_depth": spec.max_tree_depth,
+        "quantile_levels": SUMMARY_QUANTILES, "parameters": parameters, "sampler": chains,
+    });
+    if !p.warnings.is_empty() {
+        value["warning"] = json!(p.warnings.join("; "));
+    }
+    if keep_draws {
+        value["draws_by_chain"] = json!({"names": p.names, "values": p.draws});
+    }
+    value
 }
 
 pub fn hypotest(test_stat: &str, h: &AsymptoticHypotest) -> Value {
@@ -412,8 +459,9 @@ impl Outcome {
                 },
                 cl,
             ),
-            Outcome::Ranking(result) => ranking(model, result),
+            Outcome::Ranking(result) => ranking(result),
             Outcome::Gof(result) => gof(result),
+            Outcome::Posterior { result, keep_draws } => posterior(result, *keep_draws),
             Outcome::FitToys { toys, fits } => json!({
                 "toys": toys
                     .iter()

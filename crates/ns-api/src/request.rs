@@ -20,6 +20,7 @@ use ns_inference::hypotest::{
 use ns_inference::intervals::{ProfileInterval, profile_interval};
 use ns_inference::limits::{UpperLimit, upper_limit_root, upper_limit_scan};
 use ns_inference::params::{bounds_from_json, params_from_json};
+use ns_inference::posterior::{Posterior, PosteriorSpec, posterior};
 use ns_inference::ranking::{Ranking, ranking};
 use ns_inference::scan::{ProfileScan, profile_scan};
 use ns_inference::toy_limit::{
@@ -40,6 +41,32 @@ fn qtilde() -> TestStatistic {
 
 fn default_level() -> f64 {
     DEFAULT_CLS_LEVEL
+}
+
+/// A posterior's chains, warmup and draws per chain, credibility, target acceptance and tree
+/// depth unless asked (Stan's defaults; a 95% credible upper limit).
+pub const DEFAULT_CHAINS: usize = 4;
+pub const DEFAULT_ITERATIONS: usize = 1000;
+pub const DEFAULT_CREDIBILITY: f64 = 0.95;
+
+fn default_chains() -> usize {
+    DEFAULT_CHAINS
+}
+
+fn default_iterations() -> usize {
+    DEFAULT_ITERATIONS
+}
+
+fn default_credibility() -> f64 {
+    DEFAULT_CREDIBILITY
+}
+
+fn default_target_accept() -> f64 {
+    0.8
+}
+
+fn default_tree_depth() -> usize {
+    10
 }
 
 /// Relative tolerance of the upper-limit root finding (on μ).
@@ -126,6 +153,28 @@ pub enum Request {
     Ranking,
     /// Goodness of fit against the saturated model.
     Gof,
+    /// The Bayesian posterior by NUTS: `chains` chains of `warmup` adaptation iterations and
+    /// `draws` draws, flat priors within the free parameters' bounds and the constraint terms as
+    /// the nuisance parameters' priors; the POI's credible upper limit and central interval at
+    /// `cl`; every draw in the report with `keep_draws`.
+    Posterior {
+        #[serde(default = "default_chains")]
+        chains: usize,
+        #[serde(default = "default_iterations")]
+        warmup: usize,
+        #[serde(default = "default_iterations")]
+        draws: usize,
+        #[serde(default)]
+        seed: u64,
+        #[serde(default = "default_credibility")]
+        cl: f64,
+        #[serde(default = "default_target_accept")]
+        target_accept: f64,
+        #[serde(default = "default_tree_depth")]
+        max_tree_depth: usize,
+        #[serde(default)]
+        keep_draws: bool,
+    },
     /// `n_toys` toys drawn at `pars` (a list in parameter order), each fitted in one batch: the
     /// toy datasets and their fits.
     FitToys {
@@ -184,6 +233,10 @@ pub enum Outcome {
     },
     Ranking(Ranking),
     Gof(GoodnessOfFit),
+    Posterior {
+        result: Box<Posterior>,
+        keep_draws: bool,
+    },
     /// Toy datasets and their fits, toy by toy.
     FitToys {
         toys: Vec<PreparedData>,
@@ -220,6 +273,17 @@ impl Request {
         }
     }
 
+    /// Whether the request tests the parameter of interest (its report names it as `"poi"`).
+    pub fn tests_poi(&self) -> bool {
+        matches!(
+            self,
+            Request::Hypotest { .. }
+                | Request::HypotestToys { .. }
+                | Request::UpperLimit { .. }
+                | Request::Significance
+        )
+    }
+
     /// Steps the progress callback of [`run`](Self::run) counts up to, where known in advance
     /// (0: unknown, e.g. the hypotests of a root-finding limit).
     pub fn progress_steps(&self, model: &dyn Likelihood) -> u64 {
@@ -234,6 +298,12 @@ impl Request {
             }
             Request::FitToys { n_toys, .. } => *n_toys as u64,
             Request::FitDatasets { datasets, .. } => datasets.len() as u64,
+            Request::Posterior {
+                chains,
+                warmup,
+                draws,
+                ..
+            } => (*chains as u64).saturating_mul(warmup.saturating_add(*draws) as u64),
             Request::UpperLimit {
                 scan: Some(grid),
                 n_toys,
@@ -343,12 +413,36 @@ impl Request {
                     Some(name) => model
                         .parameter_index(name)
                         .map_err(ns_core::Error::InvalidInput)?,
-                    None => model.poi()?,
+                    None => config.poi(model)?,
                 };
                 Outcome::ProfileScan(profile_scan(fitter, index, values, data, config, progress)?)
             }
             Request::Ranking => Outcome::Ranking(ranking(fitter, data, config, progress)?),
             Request::Gof => Outcome::Gof(goodness_of_fit(fitter, data, config)?),
+            Request::Posterior {
+                chains,
+                warmup,
+                draws,
+                seed,
+                cl,
+                target_accept,
+                max_tree_depth,
+                keep_draws,
+            } => {
+                let spec = PosteriorSpec {
+                    chains: *chains,
+                    warmup: *warmup,
+                    draws: *draws,
+                    seed: *seed,
+                    cl: *cl,
+                    target_accept: *target_accept,
+                    max_tree_depth: *max_tree_depth,
+                };
+                Outcome::Posterior {
+                    result: Box::new(posterior(fitter, data, config, &spec, progress)?),
+                    keep_draws: *keep_draws,
+                }
+            }
             Request::FitToys { pars, n_toys, seed } => {
                 let pars = params_from_json(model, &serde_json::json!(pars), &config.init)?;
                 // The optimizer's variable scaling, once for all toys: at the Asimov data of

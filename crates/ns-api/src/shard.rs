@@ -252,7 +252,7 @@ pub fn run_part(
     let share = check_share(shard, units, unit_name(&call.request))?;
     let prepared = call.prepare_on(fitter)?;
     let (data, config) = (&prepared.data, &prepared.config);
-    Ok(match &call.request {
+    let mut part = match &call.request {
         Request::HypotestToys {
             mu,
             test_stat,
@@ -318,7 +318,7 @@ pub fn run_part(
         } => {
             let index = match parameter {
                 Some(name) => model.parameter_index(name).map_err(Error::InvalidInput)?,
-                None => model.poi()?,
+                None => config.poi(model)?,
             };
             // Every value is checked, so that each shard refuses a scan the whole would refuse.
             for &v in values {
@@ -382,7 +382,7 @@ pub fn run_part(
         Request::Ranking => {
             let ranking = ranking_share(fitter, data, config, share, progress)?;
             let mut part = split(
-                crate::report::ranking(model, &ranking),
+                crate::report::ranking(&ranking),
                 &["poi", "poi_bestfit", "poi_uncertainty"],
             );
             // The sort key of each entry, exactly (the report writes non-finite impacts as null).
@@ -397,7 +397,13 @@ pub fn run_part(
             part
         }
         _ => unreachable!("units() admits the sharded requests only"),
-    })
+    };
+    // The POI a test tests, named in the merged result as in one process's.
+    if let (true, Some(shared)) = (call.request.tests_poi(), part.shared.as_object_mut()) {
+        let name = &model.parameter_names()[config.poi(model)?];
+        shared.insert("poi".into(), Value::from(name.as_str()));
+    }
+    Ok(part)
 }
 
 /// Steps the progress callback of [`run_part`] counts up to for a share of `share` units.
@@ -936,6 +942,9 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
     };
     if let (Some(flows), Some(object)) = (parts.first.get("flows"), report.as_object_mut()) {
         object.insert("flows".into(), flows.clone());
+    }
+    if let (Some(poi), Some(object)) = (parts.shared.get("poi"), report.as_object_mut()) {
+        object.insert("poi".into(), poi.clone());
     }
     Ok(report)
 }

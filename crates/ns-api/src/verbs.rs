@@ -102,6 +102,12 @@ pub const VERBS: &[Verb] = &[
     .sharded("ranked parameters", 4),
     verb("gof", "gof", "Goodness of fit against the saturated model").result("GofResult"),
     verb(
+        "posterior",
+        "posterior",
+        "Bayesian posterior by NUTS: credible upper limit and interval on the POI, R̂ and ESS",
+    )
+    .result("PosteriorResult"),
+    verb(
         "eval",
         "eval",
         "Evaluate twice_nll, the NLL gradient and the expected data at parameter points",
@@ -173,6 +179,7 @@ impl Request {
             Request::ProfileScan { .. } => "profile_scan",
             Request::Ranking => "ranking",
             Request::Gof => "gof",
+            Request::Posterior { .. } => "posterior",
             Request::FitToys { .. } => "fit_toys",
             Request::FitDatasets { .. } => "fit_datasets",
         };

@@ -59,7 +59,7 @@ pub fn run(args: &InferArgs, request: Request, shard: Option<Shard>) -> Result<(
     // The call of every point: the options given, on the background (the point's patch first).
     let mut template_args = args.clone();
     template_args.model.patchset = None;
-    let template = template_args.call(request, &[])?;
+    let template = template_args.call(request)?;
     let grid = Grid {
         background: &background,
         patchset: &patchset,

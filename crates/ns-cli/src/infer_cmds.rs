@@ -33,6 +33,14 @@ pub struct InferArgs {
     /// Starting parameters (as eval --pars: a list in pyhf order or an object by name)
     #[arg(long, value_name = "FILE.json")]
     pub init: Option<PathBuf>,
+    /// The parameters of interest, instead of the model's: the first is the one hypothesis
+    /// tests, limits, scans and rankings test; the others float unless fixed with --fix. Each
+    /// must be unconstrained (a normfactor)
+    #[arg(long, value_name = "NAME[,NAME...]", value_delimiter = ',')]
+    pub poi: Vec<String>,
+    /// Fix parameters: NAME=VALUE (repeatable; NAME as in parameter_names)
+    #[arg(long = "fix", value_name = "NAME=VALUE")]
+    pub fix: Vec<String>,
     /// Parameter bounds NAME=LOW,HIGH (repeatable; NAME a parameter set or name[i])
     #[arg(long = "bound", value_name = "NAME=LOW,HIGH")]
     pub bounds: Vec<String>,
@@ -87,9 +95,6 @@ pub enum InferCommand {
     Fit {
         #[command(flatten)]
         args: InferArgs,
-        /// Fix parameters: NAME=VALUE (repeatable; NAME as in parameter_names)
-        #[arg(long = "fix", value_name = "NAME=VALUE")]
-        fix: Vec<String>,
         /// Profile-likelihood (MINOS-like) interval for a parameter (repeatable; "all" for every free one)
         #[arg(long = "minos", value_name = "NAME")]
         minos: Vec<String>,
@@ -179,6 +184,35 @@ pub enum InferCommand {
     Significance {
         #[command(flatten)]
         args: InferArgs,
+    },
+    #[command(about = verbs::summary("posterior"))]
+    Posterior {
+        #[command(flatten)]
+        args: InferArgs,
+        /// Chains, run in parallel
+        #[arg(long, default_value_t = ns_api::request::DEFAULT_CHAINS)]
+        chains: usize,
+        /// Adaptation iterations per chain (step size and metric), not kept
+        #[arg(long, default_value_t = ns_api::request::DEFAULT_ITERATIONS)]
+        warmup: usize,
+        /// Draws kept per chain
+        #[arg(long, default_value_t = ns_api::request::DEFAULT_ITERATIONS)]
+        draws: usize,
+        /// Seed of the chains' random streams
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Credibility of the POI's upper limit and central interval
+        #[arg(long, default_value_t = ns_api::request::DEFAULT_CREDIBILITY)]
+        cl: f64,
+        /// Acceptance the step size adapts toward (raise toward 0.95 where chains diverge)
+        #[arg(long, default_value_t = 0.8)]
+        target_accept: f64,
+        /// Most doublings of a trajectory (2^depth leapfrog steps per draw)
+        #[arg(long, default_value_t = 10)]
+        max_tree_depth: usize,
+        /// Write every draw into the JSON (draws_by_chain: chains × draws × free parameters)
+        #[arg(long)]
+        keep_draws: bool,
     },
     #[command(about = verbs::summary("scan"))]
     Scan {
@@ -275,8 +309,8 @@ fn name_value<'a>(flag: &str, item: &'a str, shape: &str) -> Result<(&'a str, &'
 }
 
 impl InferArgs {
-    /// The call these options make with `request` and the parameters `fix` fixes.
-    pub fn call(&self, request: Request, fix: &[String]) -> Result<Call> {
+    /// The call these options make with `request`.
+    pub fn call(&self, request: Request) -> Result<Call> {
         let init = self
             .init
             .as_ref()
@@ -295,7 +329,7 @@ impl InferArgs {
             bounds.insert(name.to_string(), json!([number_json(lo), number_json(hi)]));
         }
         let mut fixed = Map::new();
-        for item in fix {
+        for item in &self.fix {
             let (name, value) = name_value("--fix", item, "NAME=VALUE")?;
             let value: f64 = value.parse().map_err(|_| {
                 Error::InvalidInput(format!("--fix {name}: '{value}' is not a number"))
@@ -328,6 +362,7 @@ impl InferArgs {
                 init,
                 bounds: (!bounds.is_empty()).then_some(Value::Object(bounds)),
                 fixed: (!fixed.is_empty()).then_some(Value::Object(fixed)),
+                poi: (!self.poi.is_empty()).then(|| self.poi.clone()),
             },
             device: self.device.clone(),
             data,
@@ -365,13 +400,11 @@ fn grid(option: &str, spec: &[f64]) -> Result<Vec<f64>> {
     })
 }
 
-/// The shared options of a command, its engine request (`ns_api::request`) and the
-/// parameters `fit` fixes.
-fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
+/// The shared options of a command and its engine request (`ns_api::request`).
+fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request)> {
     Ok(match cmd {
         InferCommand::Fit {
             args,
-            fix,
             minos,
             covariance,
             yields,
@@ -383,16 +416,15 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
                 covariance,
                 yields,
             },
-            fix,
         ),
-        InferCommand::Ranking { args, .. } => (args, Request::Ranking, vec![]),
-        InferCommand::Gof { args } => (args, Request::Gof, vec![]),
+        InferCommand::Ranking { args, .. } => (args, Request::Ranking),
+        InferCommand::Gof { args } => (args, Request::Gof),
         InferCommand::Hypotest {
             args,
             mu,
             test_stat,
             ..
-        } => (args, Request::Hypotest { mu, test_stat }, vec![]),
+        } => (args, Request::Hypotest { mu, test_stat }),
         InferCommand::HypotestToys {
             args,
             mu,
@@ -410,7 +442,6 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
                 seed,
                 teststats,
             },
-            vec![],
         ),
         InferCommand::UpperLimit {
             args,
@@ -427,9 +458,32 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
                 n_toys: toys,
                 seed,
             };
-            (args, request, vec![])
+            (args, request)
         }
-        InferCommand::Significance { args } => (args, Request::Significance, vec![]),
+        InferCommand::Significance { args } => (args, Request::Significance),
+        InferCommand::Posterior {
+            args,
+            chains,
+            warmup,
+            draws,
+            seed,
+            cl,
+            target_accept,
+            max_tree_depth,
+            keep_draws,
+        } => (
+            args,
+            Request::Posterior {
+                chains,
+                warmup,
+                draws,
+                seed,
+                cl,
+                target_accept,
+                max_tree_depth,
+                keep_draws,
+            },
+        ),
         InferCommand::Scan {
             args,
             parameter,
@@ -469,7 +523,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request, Vec<String>)> {
                     cl,
                 }
             };
-            (args, request, vec![])
+            (args, request)
         }
     })
 }
@@ -479,6 +533,7 @@ fn label(request: &Request) -> &'static str {
     match request {
         Request::HypotestToys { .. } => "toys",
         Request::Ranking => "ranking refits",
+        Request::Posterior { .. } => "NUTS iterations",
         Request::ProfileScan { .. } => "scan",
         Request::UpperLimit {
             n_toys: Some(_), ..
@@ -513,7 +568,7 @@ impl InferCommand {
 
 pub fn run(cmd: InferCommand) -> Result<()> {
     let (shard, grid) = (cmd.shard(), cmd.grid());
-    let (args, request, fix) = request_of(cmd)?;
+    let (args, request) = request_of(cmd)?;
     args.out.configure_threads()?;
     if shard.is_some() && args.out.format == "text" {
         return Err(Error::InvalidInput(
@@ -523,7 +578,7 @@ pub fn run(cmd: InferCommand) -> Result<()> {
     if grid {
         return crate::grid::run(&args, request, shard);
     }
-    let call = args.call(request, &fix)?;
+    let call = args.call(request)?;
     if let Some(path) = &args.save_call {
         check_save_call(path, args.out.output.as_deref())?;
         save_call(&call, path)?;
@@ -676,6 +731,9 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
         Outcome::HypotestToys { result, .. } => result.warning.clone(),
         Outcome::UpperLimit { result, .. } => result.outside_in_words(),
         Outcome::UpperLimitToys(result) => result.warning(),
+        Outcome::Posterior { result, .. } => {
+            (!result.warnings.is_empty()).then(|| result.warnings.join("; "))
+        }
         _ => None,
     };
     if let Some(w) = warning {
@@ -688,7 +746,7 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
             ..
         }
     );
-    let mut report = outcome.report(model, matrices);
+    let mut report = call.report(&outcome, model, matrices);
     loaded.annotate(&mut report);
     out.finish(report, text_of(&outcome, model, matrices))
 }

@@ -71,13 +71,15 @@ pub fn run(report: ReportArgs) -> Result<()> {
         Format::Svg
     };
     // The model is loaded once; every step is a call of it.
-    let template = args.call(Request::Significance, &[])?;
+    let template = args.call(Request::Significance)?;
     let model_ref = template
         .model
         .clone()
         .ok_or_else(|| Error::InvalidInput("the report needs a workspace".into()))?;
     let loaded = model_ref.load_model(&crate::input::Inputs)?;
-    let poi = loaded.likelihood().poi()?;
+    let poi = template
+        .fit_config(loaded.likelihood())?
+        .poi(loaded.likelihood())?;
     let bar = progress(OVERVIEW_STEPS.len() as u64, "report");
     let done = std::cell::Cell::new(0);
     let Overview {

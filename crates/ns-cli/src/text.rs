@@ -150,6 +150,38 @@ pub fn text_of(outcome: &Outcome, model: &dyn Likelihood, matrices: bool) -> Str
             }
             text
         }
+        Outcome::Posterior { result: p, .. } => {
+            let percent = 100.0 * p.spec.cl;
+            let mut text = format!(
+                "{percent}% credible upper limit on {} = {} ± {}\n{percent}% central interval = [{}, {}]\n",
+                p.poi,
+                number(p.upper_limit),
+                number(p.upper_limit_error),
+                number(p.central_interval.0),
+                number(p.central_interval.1)
+            );
+            text.push_str(&format!(
+                "{:>40}  {:>12}  {:>10}  {:>12}  {:>7}  {:>8}\n",
+                "parameter", "mean", "sd", "median", "R̂", "ESS bulk"
+            ));
+            for s in &p.parameters {
+                text.push_str(&format!(
+                    "{:>40}  {:>12.6}  {:>10.6}  {:>12.6}  {:>7.4}  {:>8.0}\n",
+                    s.name,
+                    s.mean,
+                    s.sd,
+                    s.quantiles[2],
+                    s.diagnostics.r_hat,
+                    s.diagnostics.ess_bulk
+                ));
+            }
+            let divergences: usize = p.chains.iter().map(|c| c.divergences).sum();
+            text.push_str(&format!(
+                "{} chains × {} draws (after {} warmup), {divergences} divergent\n",
+                p.spec.chains, p.spec.draws, p.spec.warmup
+            ));
+            text
+        }
         Outcome::GridScan { scan, .. } => {
             let mut text: String = scan
                 .parameters

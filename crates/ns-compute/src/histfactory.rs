@@ -44,6 +44,10 @@ impl Likelihood for HistFactoryModel {
         HistFactoryModel::poi_index(self)
     }
 
+    fn pois(&self) -> Vec<usize> {
+        HistFactoryModel::pois(self)
+    }
+
     fn parameter_index(&self, name: &str) -> std::result::Result<usize, String> {
         HistFactoryModel::parameter_index(self, name)
     }

@@ -68,6 +68,12 @@ pub trait Likelihood: Send + Sync {
         self.poi().ok()
     }
 
+    /// The parameters of interest the model declares: its POI first (the one each verb tests),
+    /// then any others, which float in every test unless fixed.
+    fn pois(&self) -> Vec<usize> {
+        self.poi_index().into_iter().collect()
+    }
+
     /// Index of a parameter by its name. A name two parameters share is refused.
     fn parameter_index(&self, name: &str) -> std::result::Result<usize, String> {
         ns_core::model::index_by_name(self.parameter_names(), name, "")

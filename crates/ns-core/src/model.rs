@@ -96,6 +96,9 @@ pub struct HistFactoryModel {
     /// The measurement's POI name (it may not exist in a background-only workspace).
     pub poi_name: String,
     poi_index: Option<usize>,
+    /// Parameters of interest the model declares beside its POI (a datacard's multiSignalModel
+    /// maps, an HS3 analysis's list): each verb tests the POI and lets these float.
+    other_pois: Vec<usize>,
     pub auxdata: Vec<f64>,
     pub compiled: CompiledModel,
     /// The sample of each block of `compiled.samples` (its channel follows from the block's bins).
@@ -145,6 +148,7 @@ impl HistFactoryModel {
             par_names,
             poi_name,
             poi_index,
+            other_pois: Vec::new(),
             auxdata,
             compiled,
             block_samples,
@@ -188,7 +192,49 @@ impl HistFactoryModel {
     }
 
     /// Make parameter set `name` the POI (pyhf's `config.set_poi`): a scalar set of the model.
+    /// Other parameters of interest the model declares stay declared.
     pub fn set_poi(&mut self, name: &str) -> Result<()> {
+        let index = self.scalar_poi(name)?;
+        self.other_pois = self.pois().into_iter().filter(|&p| p != index).collect();
+        self.poi_index = Some(index);
+        self.poi_name = name.to_string();
+        Ok(())
+    }
+
+    /// The parameters of interest: the POI first, then the others the model declares.
+    pub fn pois(&self) -> Vec<usize> {
+        self.poi_index
+            .into_iter()
+            .chain(self.other_pois.iter().copied())
+            .collect()
+    }
+
+    /// Declare `names` the parameters of interest, the first the POI each verb tests (each a
+    /// scalar parameter set of the model, named once).
+    pub fn set_pois(&mut self, names: &[&str]) -> Result<()> {
+        let Some((first, _)) = names.split_first() else {
+            return Err(Error::InvalidModel(
+                "an empty list of parameters of interest".into(),
+            ));
+        };
+        let mut indices: Vec<usize> = Vec::with_capacity(names.len());
+        for name in names {
+            let index = self.scalar_poi(name)?;
+            if indices.contains(&index) {
+                return Err(Error::InvalidModel(format!(
+                    "the parameter of interest '{name}' is named twice"
+                )));
+            }
+            indices.push(index);
+        }
+        self.poi_index = Some(indices[0]);
+        self.poi_name = first.to_string();
+        self.other_pois = indices.split_off(1);
+        Ok(())
+    }
+
+    /// The index of parameter set `name` where it can be a POI: a scalar set of the model.
+    fn scalar_poi(&self, name: &str) -> Result<usize> {
         let set = self.parameter_set(name).ok_or_else(|| {
             Error::InvalidModel(format!(
                 "the POI '{name}' is not a parameter of the model (its parameters: {})",
@@ -206,9 +252,7 @@ impl HistFactoryModel {
                 set.n_parameters
             )));
         }
-        self.poi_index = Some(set.offset);
-        self.poi_name = name.to_string();
-        Ok(())
+        Ok(set.offset)
     }
 
     pub fn parameter_set(&self, name: &str) -> Option<&ParameterSet> {

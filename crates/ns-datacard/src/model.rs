@@ -427,6 +427,10 @@ pub fn model_with(
         observed,
     )?;
     model.compiled.normsys_inputs = inputs;
+    if !maps.is_default() {
+        let names: Vec<&str> = maps.pois.iter().map(|p| p.name.as_str()).collect();
+        model.set_pois(&names)?;
+    }
     Ok(model)
 }
 

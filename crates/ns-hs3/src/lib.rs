@@ -169,6 +169,8 @@ pub struct Document<'a> {
     /// Variables in the order of the parameter point.
     pub order: Vec<String>,
     pub poi: Option<&'a str>,
+    /// Every parameter of interest the analysis lists, `poi` first.
+    pub pois: Vec<&'a str>,
 }
 
 impl<'a> Document<'a> {
@@ -351,17 +353,20 @@ impl<'a> Document<'a> {
                 Ok((dist, dname, *entry))
             })
             .collect::<Result<Vec<_>>>()?;
-        let poi = analysis
+        let pois: Vec<&str> = analysis
             .and_then(|a| a.get("parameters_of_interest"))
             .and_then(Value::as_array)
-            .and_then(|p| p.first())
-            .and_then(Value::as_str);
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map_while(Value::as_str)
+            .collect();
         Ok(Document {
             likelihood_name,
             pairs,
             variables,
             order,
-            poi,
+            poi: pois.first().copied(),
+            pois,
         })
     }
 }

@@ -12,7 +12,7 @@ use crate::optimizer::Termination;
 /// `InvalidModel` / `FailedMinimization` for a pinned POI).
 pub fn free_poi(fitter: &Fitter, config: &FitConfig) -> Result<usize> {
     let model = fitter.model();
-    let poi = model.poi()?;
+    let poi = config.poi(model)?;
     let name = &model.parameter_names()[poi];
     if config.fixed[poi] {
         return Err(Error::InvalidModel(format!(

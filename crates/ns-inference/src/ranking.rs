@@ -31,6 +31,7 @@ pub struct RankingEntry {
 #[derive(Clone, Debug)]
 pub struct Ranking {
     pub poi: String,
+    pub poi_index: usize,
     pub nominal: FitResult,
     /// Sorted by the larger of |Δμ̂| post-fit up/down, largest first.
     pub entries: Vec<RankingEntry>,
@@ -69,7 +70,7 @@ pub fn ranking_share(
 
 /// How many parameters a ranking of `model` under `config` ranks: every free one but the POI.
 pub fn ranked(model: &dyn ns_compute::Likelihood, config: &FitConfig) -> Result<usize> {
-    let poi = model.poi()?;
+    let poi = config.poi(model)?;
     Ok(targets(model, poi, config).len())
 }
 
@@ -295,6 +296,7 @@ fn conclude(
     entries.sort_by(|a, b| impact_order(key(a), key(b)));
     Ranking {
         poi: model.parameter_names()[poi].clone(),
+        poi_index: poi,
         nominal,
         entries,
         failed_refits: failures,

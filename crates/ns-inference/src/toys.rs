@@ -182,7 +182,6 @@ fn fit_toy_pairs(
     toys: &SampledToys,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<Result<ToyFitPair>>> {
-    let poi = fitter.model().poi()?;
     let fixed_mu = |s: &ToySegment| {
         if s.stat == TestStatistic::Q0 {
             0.0
@@ -202,6 +201,7 @@ fn fit_toy_pairs(
     let mut jobs = Vec::with_capacity(2 * n_toys);
     for s in segments {
         let free = Arc::new(s.config.clone());
+        let poi = s.config.poi(fitter.model())?;
         let fixed = Arc::new(s.config.with_fixed(poi, fixed_mu(s)));
         for _ in 0..2 * s.count {
             let data = jobs.len() / 2;
@@ -233,6 +233,7 @@ fn fit_toy_pairs(
         // segment).
         let (mut restart_free, mut restart_fixed) = (Vec::new(), Vec::new());
         for s in segments {
+            let poi = s.config.poi(fitter.model())?;
             let fixed = Arc::new(restart_at(s.config, s.at_mu).with_fixed(poi, fixed_mu(s)));
             for generating in s.generating {
                 let free = Arc::new(restart_at(s.config, generating));
@@ -539,7 +540,6 @@ pub fn toy_ensembles_batch(
 ) -> Result<Vec<Result<ToyEnsembles>>> {
     let mut results: Vec<Option<Result<ToyEnsembles>>> = tests.iter().map(|_| None).collect();
     let mut plans = baseline_plans(fitter, tests, &mut results)?;
-    let poi = fitter.model().poi()?;
     // Chunk by chunk: memory is bounded by the chunk, plus one f64 per toy for its statistic.
     let mut done = 0;
     for offset in (0..).step_by(TOY_CHUNK) {
@@ -580,6 +580,7 @@ pub fn toy_ensembles_batch(
         let mut rest = pairs.as_slice();
         for (&p, count) in active.iter().zip(counts) {
             let plan = &mut plans[p];
+            let poi = plan.config.poi(fitter.model())?;
             let (signal, tail) = rest.split_at(count);
             let (background, tail) = tail.split_at(count);
             rest = tail;

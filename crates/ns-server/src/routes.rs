@@ -159,6 +159,7 @@ fn describe(id: &str, model: &LoadedModel) -> Value {
         "origin": m.origin(),
         "parameter_names": m.parameter_names(),
         "poi": m.poi().ok().map(|i| m.parameter_names()[i].clone()),
+        "pois": m.pois().iter().map(|&i| m.parameter_names()[i].clone()).collect::<Vec<_>>(),
     })
 }
 
@@ -249,7 +250,7 @@ pub(crate) fn report(model: &LoadedModel, call: &Call, outcome: Outcome) -> Valu
             ..
         }
     );
-    let mut report = outcome.report(model.likelihood(), matrices);
+    let mut report = call.report(&outcome, model.likelihood(), matrices);
     model.annotate(&mut report);
     report
 }

@@ -79,7 +79,14 @@ impl Format for Hs3 {
             ..ns_translate::ModelOptions::default()
         };
         let Some(unbinned) = binned.unbinned else {
-            return crate::pyhf::binned_model(workspace, &model_options);
+            let mut loaded = crate::pyhf::binned_model(workspace, &model_options)?;
+            // An analysis listing several POIs declares them all; its first is the POI.
+            if let (LoadedModel::Binned { model, .. }, [_, _, ..]) = (&mut loaded, &binned.pois[..])
+            {
+                let names: Vec<&str> = binned.pois.iter().map(String::as_str).collect();
+                model.set_pois(&names)?;
+            }
+            return Ok(loaded);
         };
         // Binned and unbinned channels: one likelihood of both, parameters shared under the
         // file's names (the binned reader's nextstat names mapped back).

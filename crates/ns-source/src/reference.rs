@@ -294,7 +294,9 @@ impl ModelRef {
             // A datacard where pyhf expresses its likelihood exactly (`datacard_as_pyhf`,
             // which names the term that has no pyhf form otherwise), through that workspace.
             LoadedModel::Binned {
-                workspace: None, ..
+                workspace: None,
+                model: card,
+                ..
             } => {
                 let pyhf_form = self.datacard_as_pyhf(read).map_err(|e| match e {
                     Error::InvalidModel(why) => Error::InvalidModel(format!(
@@ -312,7 +314,16 @@ impl ModelRef {
                     },
                     ..ns_translate::ModelOptions::default()
                 };
-                let model = HistFactoryModel::from_workspace(&workspace, &options)?;
+                let mut model = HistFactoryModel::from_workspace(&workspace, &options)?;
+                // The POIs the card's maps declare (the pyhf form holds its first only).
+                let pois: Vec<&str> = card
+                    .pois()
+                    .iter()
+                    .map(|&i| card.par_names[i].as_str())
+                    .collect();
+                if !pois.is_empty() {
+                    model.set_pois(&pois)?;
+                }
                 ns_hs3::binned::write(&workspace, &model)
             }
             LoadedModel::Unbinned(_) | LoadedModel::Joint(_) => {

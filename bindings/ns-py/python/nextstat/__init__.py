@@ -51,6 +51,7 @@ from ._results import (
     FitResult,
     GofResult,
     GridScanResult,
+    PosteriorResult,
     ProfileScanResult,
     RankingResult,
     SignificanceResult,
@@ -66,7 +67,7 @@ except _metadata.PackageNotFoundError:  # imported from a source tree
 
 __all__ = [
     "NextStatError", "InvalidInputError", "ComputationError", "Workspace", "Model", "PatchSet", "Patch", "fit", "fixed_poi_fit", "hypotest",
-    "hypotest_toys", "upper_limit", "significance", "profile_scan", "profile_scan_grid", "ranking", "gof",
+    "hypotest_toys", "upper_limit", "significance", "profile_scan", "profile_scan_grid", "ranking", "gof", "posterior",
     "fit_toys_batch_gpu", "fit_toys_from_data_gpu", "hypotest_qtilde_toys_gpu", "has_cuda",
     "build_info", "has_metal", "devices", "infer", "run_call", "exceptions", "optimize", "pdf", "probability", "utils", "tensor", "set_backend", "get_backend",
     "readxml", "Datacard", "load_hs3", "JointModel", "install_as_pyhf",
@@ -80,7 +81,7 @@ from ._datacard import Datacard
 from ._hs3 import JointModel, load_hs3
 from ._verbs import (
     build_info, devices, fit, fit_toys_batch_gpu, fit_toys_from_data_gpu, fixed_poi_fit, gof,
-    has_cuda, has_metal, hypotest, hypotest_qtilde_toys_gpu, hypotest_toys, profile_scan, profile_scan_grid, ranking,
+    has_cuda, has_metal, hypotest, hypotest_qtilde_toys_gpu, hypotest_toys, posterior, profile_scan, profile_scan_grid, ranking,
     run_call, significance, upper_limit,
 )
 

@@ -82,6 +82,9 @@ class FitResult(_Result):
     evaluations = property(lambda self: int(self._report["evaluations"]))
     at_bound = property(lambda self: list(self._report["at_bound"]))
     warning = property(lambda self: self._report.get("warning"))
+    #: The parameters of interest (the one tests test first): ``[{"name", "bestfit",
+    #: "uncertainty"}, ...]``.
+    pois = property(lambda self: list(self._report.get("pois") or []))
 
     def __getitem__(self, name: str) -> float:
         """Best-fit value of a parameter by name (``fit["mu"]``)."""
@@ -111,6 +114,8 @@ class HypotestResult(_Result):
         return self._report[key]
 
     mu = property(lambda self: float(self._report["mu"]))
+    #: The parameter of interest tested.
+    poi = property(lambda self: self._report.get("poi"))
     test_stat = property(lambda self: self._report["test_stat"])
     cls_obs = property(lambda self: _number_or_nan(self._cls("CLs_obs")))
     cls_exp = property(lambda self: (self._cls("CLs_exp"), self._get("CLs_exp"))[1])
@@ -156,6 +161,8 @@ class UpperLimitResult(_Result):
     exp_outside = property(lambda self: list(self._report.get("exp_outside") or []))
     warning = property(lambda self: self._report.get("warning"))
     level = property(lambda self: float(self._report["level"]))
+    #: The parameter of interest the limit is on.
+    poi = property(lambda self: self._report.get("poi"))
     points = property(lambda self: list(self._report["points"]))
     # Toy-based limits: "toys" (asymptotic: "asymptotic"), and the Monte-Carlo errors of the
     # limits (NaN where a limit lies outside the grid; None for asymptotic limits).
@@ -169,6 +176,8 @@ class SignificanceResult(_Result):
     _repr_keys = ("p0_obs", "Z_obs")
 
     p0_obs = property(lambda self: float(self._report["p0_obs"]))
+    #: The parameter of interest tested.
+    poi = property(lambda self: self._report.get("poi"))
     z_obs = property(lambda self: float(self._report["Z_obs"]))
     p0_exp = property(lambda self: self._get("p0_exp"))
     z_exp = property(lambda self: self._get("Z_exp"))
@@ -221,6 +230,51 @@ class RankingResult(_Result):
     failed_refits = property(lambda self: list(self._report["failed_refits"]))
 
 
+class PosteriorResult(_Result):
+    """A Bayesian posterior by NUTS: the POI's credible ``upper_limit`` (± ``upper_limit_error``,
+    its Monte-Carlo error) and ``central_interval`` at ``cl``; per free parameter its summary
+    (``parameters``: mean, sd, quantiles, R̂, bulk and tail ESS); the draws by name as
+    ``(chains, draws)`` arrays (``draws``; ``to_arviz()`` for an ArviZ InferenceData)."""
+
+    _repr_keys = ("poi", "cl", "upper_limit", "central_interval")
+
+    poi = property(lambda self: self._report["poi"])
+    cl = property(lambda self: float(self._report["cl"]))
+    upper_limit = property(lambda self: float(self._report["upper_limit"]))
+    upper_limit_error = property(lambda self: float(self._report["upper_limit_error"]))
+    central_interval = property(lambda self: tuple(float(v) for v in self._report["central_interval"]))
+    #: What each chain's sampler did after warmup (divergences, step size, tree depth, acceptance).
+    sampler = property(lambda self: list(self._report["sampler"]))
+    warning = property(lambda self: self._report.get("warning"))
+
+    @property
+    def parameters(self) -> Dict[str, Dict[str, Any]]:
+        """Per free parameter: ``mean``, ``sd``, ``quantiles`` (at ``quantile_levels``),
+        ``r_hat``, ``ess_bulk``, ``ess_tail``."""
+        return {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in self._report["parameters"]}
+
+    r_hat = property(lambda self: {n: float(p["r_hat"]) for n, p in self.parameters.items()})
+    ess_bulk = property(lambda self: {n: float(p["ess_bulk"]) for n, p in self.parameters.items()})
+
+    @property
+    def draws(self) -> Dict[str, np.ndarray]:
+        """Every free parameter's draws, ``(chains, draws)`` (the CLI keeps them with
+        ``--keep-draws``)."""
+        kept = self._report.get("draws_by_chain")
+        if kept is None:
+            raise AttributeError("this posterior was run without keeping its draws (keep_draws=True)")
+        values = np.asarray(kept["values"], dtype=np.float64)
+        return {name: values[:, :, k] for k, name in enumerate(kept["names"])}
+
+    def to_arviz(self):
+        """The draws as an ArviZ ``InferenceData`` (its ``posterior`` group, chains × draws)."""
+        try:
+            import arviz
+        except ImportError:
+            raise ImportError("to_arviz needs ArviZ: pip install arviz (the draws are in .draws)") from None
+        return arviz.from_dict(posterior=self.draws)
+
+
 class GofResult(_Result):
     _repr_keys = ("minus_two_log_lambda", "ndof", "p_value")
 
@@ -260,4 +314,4 @@ class ToyFits:
 
 
 # Results whose ``warning`` qualifies the numbers themselves.
-_WARNS = (ToyHypotestResult, UpperLimitResult)
+_WARNS = (ToyHypotestResult, UpperLimitResult, PosteriorResult)

@@ -18,6 +18,7 @@ from ._results import (
     FitResult,
     GofResult,
     GridScanResult,
+    PosteriorResult,
     ProfileScanResult,
     RankingResult,
     SignificanceResult,
@@ -71,6 +72,7 @@ def _call_text(verb: str, model: Model, data, init_pars, par_bounds, fixed_param
     if not isinstance(device, str):
         raise TypeError(f"device must be a string ('cpu', 'cuda' or 'auto'), not {device!r}")
     fit_options = dict(
+        poi=_poi_names(extra.pop("poi", None)),
         init=None if init_pars is None else _finite_list(init_pars, "init_pars"),
         bounds=None if par_bounds is None else _bounds(par_bounds),
         fixed=None if fixed_params is None else _flags(fixed_params),
@@ -111,19 +113,30 @@ def run_call(call: Spec, *, progress=True):
     return _RESULT_OF_VERB[verb]._from_json(report)
 
 
+def _poi_names(poi: Any) -> Optional[List[str]]:
+    """The call's parameters of interest (``poi=``): a name or a sequence of names, the first
+    the one each verb tests; None keeps the model's."""
+    if poi is None:
+        return None
+    names = [poi] if isinstance(poi, str) else poi
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"poi must be a parameter name or a list of names, not {poi!r}")
+    return list(names)
+
+
 def _test_stat(name: Any) -> str:
     if not isinstance(name, str):
         raise TypeError(f"test_stat must be a string ('qtilde', 'q', 'q0'), not {name!r}")
     return name
 
 
-def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, yields=False, minos=None) -> FitResult:
+def fit(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, poi=None, yields=False, minos=None) -> FitResult:
     """Maximum-likelihood fit with uncertainties (observed data unless ``data`` is given);
     ``yields=True`` adds pre- and post-fit yields per channel and sample with the uncertainty of
     the total (``result.yields``; what ``nextstat.plot.yields`` draws); ``minos`` (parameter
     names) adds their profile-likelihood intervals (``result.minos``)."""
     names = [minos] if isinstance(minos, str) else list(minos or [])
-    return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, uncertainties=True, yields=bool(yields), minos=names)
+    return _infer("fit", FitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, uncertainties=True, yields=bool(yields), minos=names, poi=poi)
 
 
 def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> FitResult:
@@ -137,19 +150,19 @@ def fixed_poi_fit(poi_value: float, model: Model, data=None, init_pars=None, par
     return fit(model, data, init, par_bounds, fixed, tolerance=tolerance, device=device, save_call=save_call)
 
 
-def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> AsymptoticHypotestResult:
+def hypotest(poi_value: float, model: Model, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, poi=None) -> AsymptoticHypotestResult:
     """Asymptotic CLs at ``poi_value``."""
-    return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, mu=_number(poi_value, "poi_value"), test_stat=_test_stat(test_stat))
+    return _infer("hypotest", AsymptoticHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, mu=_number(poi_value, "poi_value"), test_stat=_test_stat(test_stat), poi=poi)
 
 
-def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True, teststats=False) -> ToyHypotestResult:
+def hypotest_toys(poi_value: float, model: Model, n_toys: int = 2000, seed: int = 0, data=None, test_stat="qtilde", init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, poi=None, progress=True, teststats=False) -> ToyHypotestResult:
     """Toy-based CLs at ``poi_value``; the same seed gives the same toys on any device.
     ``teststats=True`` keeps every toy's test statistic (``result.teststats``; what
     ``nextstat.plot.toys`` draws)."""
-    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "toys"), save_call, mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat), teststats=bool(teststats))
+    return _infer("hypotest_toys", ToyHypotestResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "toys"), save_call, mu=_number(poi_value, "poi_value"), n_toys=_integer(n_toys, "n_toys"), seed=_integer(seed, "seed"), test_stat=_test_stat(test_stat), teststats=bool(teststats), poi=poi)
 
 
-def upper_limit(model: Model, data=None, level: Optional[float] = None, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, n_toys: Optional[int] = None, seed: int = 0, tolerance=None, device="cpu", save_call=None, progress=True) -> UpperLimitResult:
+def upper_limit(model: Model, data=None, level: Optional[float] = None, scan=None, init_pars=None, par_bounds=None, fixed_params=None, *, n_toys: Optional[int] = None, seed: int = 0, tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> UpperLimitResult:
     """Observed and expected CLs upper limits: root finding, or a scan over ``scan``. With
     ``n_toys``, CLs from that many toys per hypothesis at each μ (of ``scan``, or of a grid built
     around the asymptotic limits and refined near each crossing), every μ drawing from ``seed``;
@@ -157,38 +170,49 @@ def upper_limit(model: Model, data=None, level: Optional[float] = None, scan=Non
     grid = None if scan is None else _array(scan, "scan").tolist()
     toys = {} if n_toys is None else {"n_toys": _integer(n_toys, "n_toys"), "seed": _integer(seed, "seed")}
     label = "CLs scan" if n_toys is None else "toys"
-    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, label), save_call, level=None if level is None else _number(level, "level"), scan=grid, **toys)
+    return _infer("upper_limit", UpperLimitResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, label), save_call, level=None if level is None else _number(level, "level"), scan=grid, **toys, poi=poi)
 
 
-def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> SignificanceResult:
+def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, poi=None) -> SignificanceResult:
     """Discovery p0 and Z (asymptotic q0), observed and expected."""
-    return _infer("significance", SignificanceResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
+    return _infer("significance", SignificanceResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, poi=poi)
 
 
-def profile_scan_grid(model: Model, parameters, grid, data=None, cl=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> GridScanResult:
+def profile_scan_grid(model: Model, parameters, grid, data=None, cl=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> GridScanResult:
     """Profile likelihood over the grid of ``parameters``' values (``grid``: one list of values per
     parameter), each point fitted with them fixed there; for two parameters the 2ΔNLL contours at
     the confidence levels ``cl`` (68.27% and 95.45% unless given)."""
     names = [str(p) for p in parameters]
     axes = [_array(axis, f"grid[{k}]").tolist() for k, axis in enumerate(grid)]
     levels = None if cl is None else [_number(c, "cl") for c in cl]
-    return _infer("profile_scan", GridScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), save_call, parameters=names, grid=axes, cl=levels)
+    return _infer("profile_scan", GridScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), save_call, parameters=names, grid=axes, cl=levels, poi=poi)
 
 
-def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> ProfileScanResult:
+def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> ProfileScanResult:
     """Profile likelihood of the POI (or ``parameter``) at ``mu_values``."""
     values = _array(mu_values, "mu_values").tolist()
-    return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), save_call, values=values, parameter=parameter)
+    return _infer("profile_scan", ProfileScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), save_call, values=values, parameter=parameter, poi=poi)
 
 
-def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, progress=True) -> RankingResult:
+def ranking(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> RankingResult:
     """Pulls, constraints and pre/post-fit impacts on the POI of every nuisance parameter."""
-    return _infer("ranking", RankingResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "ranking refits"), save_call)
+    return _infer("ranking", RankingResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "ranking refits"), save_call, poi=poi)
 
 
 def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None) -> GofResult:
     """Goodness of fit against the saturated model."""
     return _infer("gof", GofResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
+
+
+def posterior(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, chains: int = 4, warmup: int = 1000, draws: int = 1000, seed: int = 0, cl: float = 0.95, target_accept: float = 0.8, max_tree_depth: int = 10, tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> PosteriorResult:
+    """The Bayesian posterior by NUTS (``nextstat posterior``): ``chains`` chains in parallel of
+    ``warmup`` adaptation iterations and ``draws`` kept draws each; priors flat within the free
+    parameters' bounds (``par_bounds`` sets the POI's range), the constraint terms as the
+    nuisance parameters' priors. The POI's credible upper limit and central interval at ``cl``,
+    each parameter's R̂ and effective sample sizes, and every draw (``.draws``, ``.to_arviz()``)."""
+    return _infer("posterior", PosteriorResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "NUTS"), save_call,
+                  chains=_integer(chains, "chains"), warmup=_integer(warmup, "warmup"), draws=_integer(draws, "draws"), seed=_integer(seed, "seed"),
+                  cl=_number(cl, "cl"), target_accept=_number(target_accept, "target_accept"), max_tree_depth=_integer(max_tree_depth, "max_tree_depth"), keep_draws=True, poi=poi)
 
 
 def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=None, device="cuda", save_call=None) -> ToyFits:

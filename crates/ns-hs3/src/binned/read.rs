@@ -40,6 +40,8 @@ pub struct BinnedWorkspace {
     pub unbinned: Option<Value>,
     /// The analysis's parameter of interest, as the file names it.
     pub poi: Option<String>,
+    /// Every parameter of interest the analysis lists, as the workspace names them.
+    pub pois: Vec<String>,
 }
 
 /// The analysis a binned read takes by default: the first not on Asimov data (ROOT lists
@@ -387,11 +389,9 @@ impl<'a> Translation<'a> {
                 "data": numbers(data.get("contents"), bins, format!("data '{data_name}' contents"))?,
             }));
         }
-        let poi = self
-            .document
-            .poi
-            .map(|p| self.names.get(p).cloned().unwrap_or_else(|| p.to_string()))
-            .unwrap_or_default();
+        let ours = |p: &str| self.names.get(p).cloned().unwrap_or_else(|| p.to_string());
+        let pois: Vec<String> = self.document.pois.iter().map(|p| ours(p)).collect();
+        let poi = pois.first().cloned().unwrap_or_default();
         let workspace = json!({
             "channels": channels,
             "observations": observations,
@@ -410,6 +410,7 @@ impl<'a> Translation<'a> {
             workspace,
             unbinned: None,
             poi: self.document.poi.map(str::to_string),
+            pois,
             names: self.names,
             codes: InterpCodes {
                 normsys: self

@@ -81,11 +81,13 @@ pub fn write(workspace: &Workspace, model: &HistFactoryModel) -> Result<Value> {
         "domains": domain_names,
         "init": POINT,
     });
-    let poi = model.poi_index();
-    if let Some(poi) = poi {
-        analysis["parameters_of_interest"] = json!([writer.names[poi]]);
+    // Every POI the model declares, its POI first (a datacard's maps declare several).
+    let pois = model.pois();
+    if !pois.is_empty() {
+        analysis["parameters_of_interest"] =
+            json!(pois.iter().map(|&i| &writer.names[i]).collect::<Vec<_>>());
     }
-    let (point, axes, constant_axes) = writer.point_and_domains(poi);
+    let (point, axes, constant_axes) = writer.point_and_domains(&pois);
     let channels: Vec<&str> = model.channels.iter().map(|c| c.name.as_str()).collect();
     let combined = |extra: Value| {
         let mut entry = json!({
@@ -439,9 +441,9 @@ impl<'m> Writer<'m> {
     /// axes of the three domains of a ModelConfig (the POI's bounds, the floating parameters'
     /// bounds, the global observables with the range of those that have one) and the bounds of
     /// the constant parameters.
-    fn point_and_domains(&self, poi: Option<usize>) -> (Vec<Value>, [Vec<Value>; 3], Vec<Value>) {
+    fn point_and_domains(&self, pois: &[usize]) -> (Vec<Value>, [Vec<Value>; 3], Vec<Value>) {
         let mut point = Vec::new();
-        let [mut pois, mut nuisances, mut globals, mut constants] =
+        let [mut poi_axes, mut nuisances, mut globals, mut constants] =
             [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
         for set in &self.model.parameter_sets {
             for i in 0..set.n_parameters {
@@ -457,8 +459,8 @@ impl<'m> Writer<'m> {
                 let axis = json!({"name": name, "min": lo, "max": hi});
                 // ROOT's nuisance parameters are the floating ones: a constant one's
                 // constraint is left out of RooFit's NLL.
-                if poi == Some(set.offset + i) {
-                    pois.push(axis);
+                if pois.contains(&(set.offset + i)) {
+                    poi_axes.push(axis);
                 } else if set.fixed[i] {
                     constants.push(axis);
                 } else {
@@ -475,7 +477,7 @@ impl<'m> Writer<'m> {
                 });
             }
         }
-        (point, [pois, nuisances, globals], constants)
+        (point, [poi_axes, nuisances, globals], constants)
     }
 }
 

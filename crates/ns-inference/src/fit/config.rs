@@ -25,6 +25,9 @@ pub struct FitConfig {
     /// in a fraction of the iterations on badly conditioned models. `false` runs L-BFGS-B alone
     /// (with the polish where it stalls), as device fits do: for side-by-side comparisons.
     pub newton_handover: bool,
+    /// The parameter of interest that hypothesis tests, limits, scans and rankings test: the
+    /// model's unless a call names another (`FitConfig::poi`).
+    pub poi: Option<usize>,
 }
 
 impl FitConfig {
@@ -38,6 +41,16 @@ impl FitConfig {
             uncertainties: false,
             scale: None,
             newton_handover: true,
+            poi: model.poi_index(),
+        }
+    }
+
+    /// The index of the parameter of interest these fits test: the one chosen for them, else
+    /// the model's (or the model's error saying why it has none).
+    pub fn poi(&self, model: &dyn Likelihood) -> ns_core::Result<usize> {
+        match self.poi {
+            Some(index) => Ok(index),
+            None => model.poi(),
         }
     }
 

@@ -436,8 +436,8 @@ impl<'m> Fitter<'m> {
                     (best, second)
                 };
                 let poi = |fit: &FitResult| {
-                    model
-                        .poi_index()
+                    config
+                        .poi
                         .map(|p| format!(", POI {:.6}", fit.parameters[p]))
                         .unwrap_or_default()
                 };
@@ -641,7 +641,7 @@ impl<'m> Fitter<'m> {
         data: &PreparedData,
         config: &FitConfig,
     ) -> Result<FitResult> {
-        let poi = self.model.poi()?;
+        let poi = config.poi(self.model)?;
         self.fit(data, &config.with_fixed(poi, mu))
     }
 }

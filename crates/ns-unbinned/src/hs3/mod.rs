@@ -65,6 +65,7 @@ pub fn read(doc: &Value, options: &ReadOptions) -> Result<UnbinnedModel> {
         variables,
         order,
         poi,
+        ..
     } = Document::read(doc, options.analysis)?;
     let mut reader = Reader {
         distributions: index(doc, "distributions")?,

@@ -1,0 +1,456 @@
+//! Bayesian posteriors of a likelihood by NUTS (`nuts.rs`): chains in parallel over the free
+//! parameters, each mapped to the real line (a bounded parameter through a logistic map, a
+//! half-bounded one through an exponential, with the map's log-Jacobian in the density), so that
+//! the priors are flat within each free parameter's bounds — the POI's, a normfactor's — while
+//! the likelihood's constraint terms are the priors of the constrained nuisance parameters (as
+//! Combine's and RooStats' Bayesian calculators take them). Each chain starts at the best fit,
+//! moved by a small random step. The summary: per parameter its mean, standard deviation,
+//! quantiles, R̂ and effective sample sizes; for the POI the credible upper limit and central
+//! interval at a level.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ns_compute::PreparedData;
+use ns_compute::rng::ToyStream;
+use ns_core::{Error, Result};
+use rayon::prelude::*;
+
+use crate::fit::{FitConfig, Fitter};
+use crate::mcmc_diagnostics::{ChainDiagnostics, diagnostics, quantile_error, quantile_of_sorted};
+use crate::nuts::{ChainRun, LogDensity, NutsOptions, run_chain};
+
+/// The random streams of posterior chains (stream ids apart from the toys').
+const CHAIN_STREAM: u32 = 16;
+
+/// Most chains one posterior runs.
+pub const MAX_CHAINS: usize = 1024;
+/// Most warmup or kept iterations per chain.
+pub const MAX_ITERATIONS: usize = 1_000_000;
+/// Most numbers (chains × draws × free parameters) a posterior holds.
+pub const MAX_DRAWN_VALUES: usize = 50_000_000;
+/// The quantiles every parameter's summary gives (the ±1σ and ±2σ points and the median).
+pub const SUMMARY_QUANTILES: [f64; 5] = [0.025, 0.16, 0.5, 0.84, 0.975];
+/// R̂ above which chains are said to disagree (Vehtari et al. 2021).
+const R_HAT_LIMIT: f64 = 1.01;
+
+/// What a posterior run is asked.
+#[derive(Clone, Copy, Debug)]
+pub struct PosteriorSpec {
+    pub chains: usize,
+    pub warmup: usize,
+    pub draws: usize,
+    pub seed: u64,
+    /// Credibility of the POI's upper limit and central interval.
+    pub cl: f64,
+    pub target_accept: f64,
+    pub max_tree_depth: usize,
+}
+
+impl PosteriorSpec {
+    /// Refuse what has no meaningful answer, or would hold memory out of proportion.
+    pub fn check(&self, n_free: usize) -> Result<()> {
+        let bad = |what: String| Err(Error::InvalidInput(what));
+        if !(1..=MAX_CHAINS).contains(&self.chains) {
+            return bad(format!(
+                "chains = {}: give from 1 to {MAX_CHAINS} chains",
+                self.chains
+            ));
+        }
+        if self.draws == 0 || self.draws > MAX_ITERATIONS || self.warmup > MAX_ITERATIONS {
+            return bad(format!(
+                "warmup = {}, draws = {}: give from 1 to {MAX_ITERATIONS} draws and at most \
+                 {MAX_ITERATIONS} warmup iterations per chain",
+                self.warmup, self.draws
+            ));
+        }
+        if !(self.cl > 0.0 && self.cl < 1.0) {
+            return bad(format!(
+                "cl = {}: a credibility lies strictly between 0 and 1 (0.95 for a 95% upper limit)",
+                self.cl
+            ));
+        }
+        if !(self.target_accept > 0.0 && self.target_accept < 1.0) {
+            return bad(format!(
+                "target_accept = {}: the step size adapts toward an acceptance strictly between \
+                 0 and 1 (0.8 by default; raise it toward 0.95 where chains diverge)",
+                self.target_accept
+            ));
+        }
+        if !(1..=15).contains(&self.max_tree_depth) {
+            return bad(format!(
+                "max_tree_depth = {}: give from 1 to 15 (2^depth leapfrog steps per draw)",
+                self.max_tree_depth
+            ));
+        }
+        let values = self
+            .chains
+            .saturating_mul(self.draws)
+            .saturating_mul(n_free.max(1));
+        if values > MAX_DRAWN_VALUES {
+            return bad(format!(
+                "{} chains × {} draws × {n_free} free parameters = {values} values: a posterior \
+                 holds at most {MAX_DRAWN_VALUES}; use fewer chains or draws",
+                self.chains, self.draws
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One free parameter's posterior.
+#[derive(Clone, Debug)]
+pub struct ParameterSummary {
+    pub name: String,
+    pub mean: f64,
+    pub sd: f64,
+    /// At [`SUMMARY_QUANTILES`].
+    pub quantiles: [f64; 5],
+    pub diagnostics: ChainDiagnostics,
+}
+
+/// What one chain's sampler did after warmup.
+#[derive(Clone, Debug)]
+pub struct ChainReport {
+    pub divergences: usize,
+    pub max_depth_hits: usize,
+    pub step_size: f64,
+    pub mean_tree_depth: f64,
+    pub mean_accept: f64,
+}
+
+/// A posterior: every free parameter's summary, the POI's credible upper limit and interval,
+/// the draws (model space, `[chain][draw][free parameter]`) and what each chain's sampler did.
+#[derive(Clone, Debug)]
+pub struct Posterior {
+    pub spec: PosteriorSpec,
+    pub poi: String,
+    pub upper_limit: f64,
+    /// The upper limit's Monte-Carlo standard error.
+    pub upper_limit_error: f64,
+    pub central_interval: (f64, f64),
+    /// The free parameters, in model order.
+    pub names: Vec<String>,
+    pub parameters: Vec<ParameterSummary>,
+    pub draws: Vec<Vec<Vec<f64>>>,
+    pub chains: Vec<ChainReport>,
+    /// What qualifies the result (divergences, chains that disagree, parameters the likelihood
+    /// leaves to their prior), in words.
+    pub warnings: Vec<String>,
+}
+
+/// How one free parameter maps from the real line into its bounds.
+#[derive(Clone, Copy, Debug)]
+enum Map {
+    Identity,
+    /// θ = lo + eᵘ
+    Above(f64),
+    /// θ = hi − eᵘ
+    Below(f64),
+    /// θ = lo + (hi − lo)·σ(u)
+    Between(f64, f64),
+}
+
+impl Map {
+    fn of((lo, hi): (f64, f64)) -> Map {
+        match (lo.is_finite(), hi.is_finite()) {
+            (true, true) => Map::Between(lo, hi),
+            (true, false) => Map::Above(lo),
+            (false, true) => Map::Below(hi),
+            (false, false) => Map::Identity,
+        }
+    }
+
+    /// θ(u), dθ/du and d log|dθ/du| / du.
+    fn forward(self, u: f64) -> (f64, f64, f64) {
+        match self {
+            Map::Identity => (u, 1.0, 0.0),
+            Map::Above(lo) => (lo + u.exp(), u.exp(), 1.0),
+            Map::Below(hi) => (hi - u.exp(), -u.exp(), 1.0),
+            Map::Between(lo, hi) => {
+                let s = logistic(u);
+                (lo + (hi - lo) * s, (hi - lo) * s * (1.0 - s), 1.0 - 2.0 * s)
+            }
+        }
+    }
+
+    /// log|dθ/du|.
+    fn log_jacobian(self, u: f64) -> f64 {
+        match self {
+            Map::Identity => 0.0,
+            Map::Above(_) | Map::Below(_) => u,
+            // log σ(u) + log(1 − σ(u)) = −|u| − 2 log(1 + e^−|u|), stable for large |u|.
+            Map::Between(lo, hi) => (hi - lo).ln() - u.abs() - 2.0 * (-u.abs()).exp().ln_1p(),
+        }
+    }
+
+    /// u(θ), θ kept a little inside its bounds (a best fit on a bound has no finite u).
+    fn inverse(self, theta: f64) -> f64 {
+        match self {
+            Map::Identity => theta,
+            Map::Above(lo) => (theta - lo).max(1e-8).ln(),
+            Map::Below(hi) => (hi - theta).max(1e-8).ln(),
+            Map::Between(lo, hi) => {
+                let s = ((theta - lo) / (hi - lo)).clamp(1e-6, 1.0 - 1e-6);
+                (s / (1.0 - s)).ln()
+            }
+        }
+    }
+}
+
+fn logistic(u: f64) -> f64 {
+    if u >= 0.0 {
+        1.0 / (1.0 + (-u).exp())
+    } else {
+        let e = u.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// The posterior density over the free parameters' real lines: −twice_nll/2 plus the maps'
+/// log-Jacobians.
+struct Target<'a> {
+    fitter: &'a Fitter<'a>,
+    data: &'a PreparedData,
+    /// The full parameter vector with the fixed parameters' values.
+    base: Vec<f64>,
+    free: Vec<usize>,
+    maps: Vec<Map>,
+}
+
+impl Target<'_> {
+    fn point(&self, u: &[f64]) -> Vec<f64> {
+        let mut theta = self.base.clone();
+        for ((&i, map), &u) in self.free.iter().zip(&self.maps).zip(u) {
+            theta[i] = map.forward(u).0;
+        }
+        theta
+    }
+}
+
+impl LogDensity for Target<'_> {
+    fn dim(&self) -> usize {
+        self.free.len()
+    }
+
+    fn log_density(&self, u: &[f64], grad: &mut [f64]) -> Result<f64> {
+        self.fitter.check_interrupt()?;
+        let theta = self.point(u);
+        let mut full = vec![0.0; theta.len()];
+        let twice_nll = match self
+            .fitter
+            .twice_nll_and_gradient(&theta, self.data, &mut full)
+        {
+            Ok(v) => v,
+            Err(Error::Interrupted) => return Err(Error::Interrupted),
+            // Where the likelihood cannot be evaluated the density vanishes: a divergence.
+            Err(_) => return Ok(f64::NEG_INFINITY),
+        };
+        let mut logp = -0.5 * twice_nll;
+        for (k, ((&i, map), &u)) in self.free.iter().zip(&self.maps).zip(u).enumerate() {
+            let (_, dtheta, dlogj) = map.forward(u);
+            grad[k] = -0.5 * full[i] * dtheta + dlogj;
+            logp += map.log_jacobian(u);
+        }
+        Ok(logp)
+    }
+}
+
+/// The posterior of the model under `config` (its bounds are the flat priors' ranges, its fixed
+/// parameters stay fixed) on `data`. `progress` receives the iterations done over all chains.
+pub fn posterior(
+    fitter: &Fitter,
+    data: &PreparedData,
+    config: &FitConfig,
+    spec: &PosteriorSpec,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Posterior> {
+    let model = fitter.model();
+    let poi = crate::checks::free_poi(fitter, config)?;
+    let free: Vec<usize> = (0..model.n_params())
+        .filter(|&i| !config.fixed[i])
+        .collect();
+    spec.check(free.len())?;
+    let best = fitter.fit_global(data, config)?;
+    crate::checks::started(fitter, &best, data)?;
+    let maps: Vec<Map> = free.iter().map(|&i| Map::of(config.bounds[i])).collect();
+    let target = Target {
+        fitter,
+        data,
+        base: best.parameters.clone(),
+        free: free.clone(),
+        maps: maps.clone(),
+    };
+    let centre: Vec<f64> = free
+        .iter()
+        .zip(&maps)
+        .map(|(&i, map)| map.inverse(best.parameters[i]))
+        .collect();
+    let options = NutsOptions {
+        warmup: spec.warmup,
+        draws: spec.draws,
+        max_depth: spec.max_tree_depth,
+        target_accept: spec.target_accept,
+    };
+    let done = AtomicUsize::new(0);
+    let runs: Vec<ChainRun> = (0..spec.chains)
+        .into_par_iter()
+        .map(|c| {
+            let mut rng = ToyStream::new(spec.seed, CHAIN_STREAM, c as u32);
+            // Chains start apart, so that R̂ can tell whether they meet.
+            let start: Vec<f64> = centre
+                .iter()
+                .map(|u| u + 0.6 * (rng.uniform() - 0.5))
+                .collect();
+            run_chain(&target, &start, &options, &mut rng, &|_| {
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+                fitter.check_interrupt()
+            })
+        })
+        .collect::<Result<_>>()?;
+    let draws: Vec<Vec<Vec<f64>>> = runs
+        .iter()
+        .map(|run| {
+            run.draws
+                .iter()
+                .map(|u| {
+                    u.iter()
+                        .zip(&maps)
+                        .map(|(&u, map)| map.forward(u).0)
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let names: Vec<String> = free
+        .iter()
+        .map(|&i| model.parameter_names()[i].clone())
+        .collect();
+    let parameters: Vec<ParameterSummary> = (0..free.len())
+        .into_par_iter()
+        .map(|k| summary(&names[k], &draws, k))
+        .collect();
+    let k_poi = free
+        .iter()
+        .position(|&i| i == poi)
+        .expect("the POI is free");
+    let mut poi_draws: Vec<f64> = draws.iter().flatten().map(|d| d[k_poi]).collect();
+    poi_draws.sort_by(f64::total_cmp);
+    let upper_limit = quantile_of_sorted(&poi_draws, spec.cl);
+    let poi_chains: Vec<Vec<f64>> = draws
+        .iter()
+        .map(|c| c.iter().map(|d| d[k_poi]).collect())
+        .collect();
+    let upper_limit_error = quantile_error(&poi_chains, spec.cl);
+    let tail = (1.0 - spec.cl) / 2.0;
+    let central_interval = (
+        quantile_of_sorted(&poi_draws, tail),
+        quantile_of_sorted(&poi_draws, 1.0 - tail),
+    );
+    let chains: Vec<ChainReport> = runs
+        .iter()
+        .map(|r| ChainReport {
+            divergences: r.divergences,
+            max_depth_hits: r.max_depth_hits,
+            step_size: r.step_size,
+            mean_tree_depth: r.mean_tree_depth,
+            mean_accept: r.mean_accept,
+        })
+        .collect();
+    let mut result = Posterior {
+        spec: *spec,
+        poi: model.parameter_names()[poi].clone(),
+        upper_limit,
+        upper_limit_error,
+        central_interval,
+        names,
+        parameters,
+        draws,
+        chains,
+        warnings: Vec::new(),
+    };
+    result.warnings = warnings(&result, &free, config);
+    Ok(result)
+}
+
+/// The summary of free parameter `k` over every chain's draws.
+fn summary(name: &str, draws: &[Vec<Vec<f64>>], k: usize) -> ParameterSummary {
+    let chains: Vec<Vec<f64>> = draws
+        .iter()
+        .map(|c| c.iter().map(|d| d[k]).collect())
+        .collect();
+    let mut all: Vec<f64> = chains.iter().flatten().copied().collect();
+    let n = all.len() as f64;
+    let mean = all.iter().sum::<f64>() / n;
+    let sd = (all.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+    all.sort_by(f64::total_cmp);
+    ParameterSummary {
+        name: name.to_string(),
+        mean,
+        sd,
+        quantiles: SUMMARY_QUANTILES.map(|p| quantile_of_sorted(&all, p)),
+        diagnostics: diagnostics(&chains),
+    }
+}
+
+/// What qualifies a posterior: divergent transitions, chains that disagree (R̂), and free
+/// parameters whose posterior fills their bounds (the likelihood leaves them to their flat
+/// prior, whose range then decides the answer).
+fn warnings(p: &Posterior, free: &[usize], config: &FitConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let divergences: usize = p.chains.iter().map(|c| c.divergences).sum();
+    if divergences > 0 {
+        out.push(format!(
+            "{divergences} of {} draws followed a divergent trajectory: the posterior has \
+             regions the step size does not resolve, and the draws may miss them (raise \
+             target_accept toward 0.95)",
+            p.spec.chains * p.spec.draws
+        ));
+    }
+    if let Some(worst) = p
+        .parameters
+        .iter()
+        .filter(|s| !s.diagnostics.r_hat.is_nan())
+        .max_by(|a, b| a.diagnostics.r_hat.total_cmp(&b.diagnostics.r_hat))
+        && worst.diagnostics.r_hat > R_HAT_LIMIT
+    {
+        out.push(format!(
+            "R̂ of '{}' is {:.3} (above {R_HAT_LIMIT}): the chains have not met; run more \
+             warmup and draws",
+            worst.name, worst.diagnostics.r_hat
+        ));
+    }
+    let filling: Vec<String> = p
+        .parameters
+        .iter()
+        .zip(free)
+        .filter(|(s, i)| {
+            let (lo, hi) = config.bounds[**i];
+            let width = hi - lo;
+            width.is_finite()
+                && s.quantiles[0] < lo + 0.05 * width
+                && s.quantiles[4] > hi - 0.05 * width
+        })
+        .map(|(s, i)| {
+            let (lo, hi) = config.bounds[*i];
+            format!("'{}' [{lo}, {hi}]", s.name)
+        })
+        .collect();
+    if let Some(k) = p.names.iter().position(|n| *n == p.poi) {
+        let (lo, hi) = config.bounds[free[k]];
+        if hi.is_finite() && p.upper_limit > hi - 0.05 * (hi - lo) {
+            out.push(format!(
+                "the upper limit on '{}', {:.4}, lies within 5% of its upper bound {hi}: the \
+                 prior's range decides it (widen the POI's bounds)",
+                p.poi, p.upper_limit
+            ));
+        }
+    }
+    if !filling.is_empty() {
+        out.push(format!(
+            "the posterior of {} fills its bounds: the likelihood does not constrain it (a flat \
+             direction), so its flat prior's range decides the answer",
+            filling.join(", ")
+        ));
+    }
+    out
+}
