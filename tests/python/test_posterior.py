@@ -177,3 +177,15 @@ def test_careless_requests_get_clear_errors_or_honest_warnings(tmp_path):
     assert "the posterior of 'k' [0, 10] fills its bounds" in err and "'k'" in json.loads(out)["warning"]
     with pytest.warns(RuntimeWarning, match="fills its bounds"):
         nextstat.posterior(nextstat.Workspace(flat).model(), draws=400, warmup=400, progress=False)
+
+
+def test_chains_gathered_into_one_device_batch_sample_the_same_posterior():
+    """On a backend that batches (Vulkan: lavapipe here, in f32) every chain's evaluation of a
+    step is one batch, each chain on its own thread: the limit agrees with the CPU's within their
+    Monte-Carlo errors (the CUDA run: docs/benchmarks.md)."""
+    model = nextstat.Workspace(CONSTRAINED).model()
+    cpu = nextstat.posterior(model, warmup=300, draws=500, seed=6, progress=False)
+    f32 = nextstat.posterior(model, warmup=300, draws=500, seed=6, device="vulkan", progress=False)
+    error = math.hypot(cpu.upper_limit_error, f32.upper_limit_error)
+    assert abs(cpu.upper_limit - f32.upper_limit) < 4 * error, (cpu.upper_limit, f32.upper_limit, error)
+    assert f32.parameters["mu"]["r_hat"] < 1.05 and len(f32.sampler) == 4

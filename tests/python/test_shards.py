@@ -1,5 +1,5 @@
 """`--shard I/N` and `nextstat merge` from the command line: the parts of toys, scans, rankings,
-CLs-scan limits and a published patchset grid merge into the file one process writes, byte for
+CLs-scan limits, posteriors (chains) and a published patchset grid merge into the file one process writes, byte for
 byte; the errors of careless array jobs name the part; and the docs' Slurm/HTCondor recipe runs."""
 
 import json
@@ -19,6 +19,7 @@ JOBS = {
     "limit": ["upper-limit", EXAMPLE, "--scan", "0", "3", "13"],
     "toy limit": ["upper-limit", EXAMPLE, "--scan", "0.5", "2.5", "5", "--toys", "100", "--seed", "2"],
     "grid scan": ["scan", EXAMPLE, "--parameters", "mu_sig,k_ttbar", "--grid", "0", "2", "5", "0.9", "1.1", "3"],
+    "posterior": ["posterior", EXAMPLE, "--chains", "7", "--warmup", "150", "--draws", "150", "--seed", "4", "--keep-draws"],
     "hypotest grid": ["hypotest", GRID / "bkgonly.json", "--patchset", GRID / "patchset.json", "--all", "--skip-verify"],
 }
 

@@ -273,6 +273,31 @@ impl Request {
         }
     }
 
+    /// What a posterior request asks the sampler (`None` for other requests).
+    pub fn posterior_spec(&self) -> Option<PosteriorSpec> {
+        match self {
+            Request::Posterior {
+                chains,
+                warmup,
+                draws,
+                seed,
+                cl,
+                target_accept,
+                max_tree_depth,
+                ..
+            } => Some(PosteriorSpec {
+                chains: *chains,
+                warmup: *warmup,
+                draws: *draws,
+                seed: *seed,
+                cl: *cl,
+                target_accept: *target_accept,
+                max_tree_depth: *max_tree_depth,
+            }),
+            _ => None,
+        }
+    }
+
     /// Whether the request tests the parameter of interest (its report names it as `"poi"`).
     pub fn tests_poi(&self) -> bool {
         matches!(
@@ -419,25 +444,8 @@ impl Request {
             }
             Request::Ranking => Outcome::Ranking(ranking(fitter, data, config, progress)?),
             Request::Gof => Outcome::Gof(goodness_of_fit(fitter, data, config)?),
-            Request::Posterior {
-                chains,
-                warmup,
-                draws,
-                seed,
-                cl,
-                target_accept,
-                max_tree_depth,
-                keep_draws,
-            } => {
-                let spec = PosteriorSpec {
-                    chains: *chains,
-                    warmup: *warmup,
-                    draws: *draws,
-                    seed: *seed,
-                    cl: *cl,
-                    target_accept: *target_accept,
-                    max_tree_depth: *max_tree_depth,
-                };
+            Request::Posterior { keep_draws, .. } => {
+                let spec = self.posterior_spec().expect("a posterior request");
                 Outcome::Posterior {
                     result: Box::new(posterior(fitter, data, config, &spec, progress)?),
                     keep_draws: *keep_draws,

@@ -33,6 +33,7 @@ use ns_inference::grid_scan::grid_points;
 use ns_inference::hypotest::TestStatistic;
 use ns_inference::limits::{ClsPoint, UpperLimit, check_scan, cls_scan_points};
 use ns_inference::params::{number_json, number_of};
+use ns_inference::posterior::{ChainReport, Posterior, PosteriorChains, posterior_chains};
 use ns_inference::ranking::{impact_key, impact_order, ranked, ranking_share};
 use ns_inference::scan::{profile_points, profile_scan};
 use ns_inference::toy_limit::{ToyLimitSpec, ToyUpperLimit, at_mu};
@@ -190,10 +191,11 @@ pub fn units(call: &Call, model: &dyn Likelihood) -> Result<usize> {
             ..
         } => grid.len().saturating_mul(n_toys.unwrap_or(1)),
         Request::Ranking => ranked(model, &call.fit_config(model)?)?,
+        Request::Posterior { chains, .. } => *chains,
         other => {
             return Err(Error::InvalidInput(format!(
                 "'{}' is one computation and does not split into shards; toy hypotests, profile scans, \
-                 rankings, upper limits over a scan and patchset grids do",
+                 rankings, upper limits over a scan, posteriors and patchset grids do",
                 other.verb().name
             )));
         }
@@ -395,6 +397,27 @@ pub fn run_part(
                 })
                 .collect();
             part
+        }
+        Request::Posterior { .. } => {
+            let spec = call.request.posterior_spec().expect("a posterior request");
+            let part = posterior_chains(fitter, data, config, &spec, share, progress)?;
+            let bounds: Vec<Value> = part
+                .bounds
+                .iter()
+                .map(|&(lo, hi)| json!([number_json(lo), number_json(hi)]))
+                .collect();
+            Part {
+                shared: json!({"names": part.names, "bounds": bounds, "sampled_poi": part.poi}),
+                result: json!({
+                    "draws": part.draws,
+                    "sampler": part.chains.iter().map(|c| json!({
+                        "divergences": c.divergences, "max_depth_hits": c.max_depth_hits,
+                        "step_size": number_json(c.step_size),
+                        "mean_tree_depth": number_json(c.mean_tree_depth),
+                        "mean_accept": number_json(c.mean_accept),
+                    })).collect::<Vec<_>>(),
+                }),
+            }
         }
         _ => unreachable!("units() admits the sharded requests only"),
     };
@@ -933,6 +956,17 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
             }
             crate::report::upper_limit(&UpperLimit::from_scan(*level, points)?, *level)
         }
+        Request::Posterior { keep_draws, .. } => {
+            let spec = parts
+                .job
+                .request
+                .posterior_spec()
+                .expect("a posterior request");
+            crate::report::posterior(
+                &Posterior::of_chains(&spec, merged_chains(&parts)?)?,
+                *keep_draws,
+            )
+        }
         other => {
             return Err(Error::InvalidInput(format!(
                 "parts of a '{}' request: that request does not split into shards",
@@ -947,6 +981,84 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
         object.insert("poi".into(), poi.clone());
     }
     Ok(report)
+}
+
+/// A posterior's chains from its parts, in chain order: every number a finite one, every
+/// chain's sampler counts whole.
+fn merged_chains(parts: &Parts) -> Result<PosteriorChains> {
+    let strings = |key: &str| -> Result<Vec<String>> {
+        parts.shared[key]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    Error::InvalidInput(format!("{key}: {v} is not a parameter name"))
+                })
+            })
+            .collect()
+    };
+    let finite = |v: &Value, place: &str| -> Result<f64> {
+        let x = float_of(v, place)?;
+        if x.is_finite() {
+            Ok(x)
+        } else {
+            Err(Error::InvalidInput(format!(
+                "{place}: {x} is not a finite number"
+            )))
+        }
+    };
+    let bounds = parts.shared["bounds"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice)
+        .iter()
+        .map(|b| Ok((float_of(&b[0], "bounds")?, float_of(&b[1], "bounds")?)))
+        .collect::<Result<Vec<_>>>()?;
+    let draws = concatenated(&parts.results, "draws")?
+        .iter()
+        .map(|chain| {
+            chain
+                .as_array()
+                .map_or(&[][..], Vec::as_slice)
+                .iter()
+                .map(|draw| {
+                    draw.as_array()
+                        .map_or(&[][..], Vec::as_slice)
+                        .iter()
+                        .map(|v| finite(v, "a draw"))
+                        .collect::<Result<Vec<f64>>>()
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let count = |s: &Value, key: &str| {
+        s[key]
+            .as_u64()
+            .map(|v| v as usize)
+            .ok_or_else(|| Error::InvalidInput(format!("sampler {key}: {} is not a count", s[key])))
+    };
+    let chains = concatenated(&parts.results, "sampler")?
+        .iter()
+        .map(|s| {
+            Ok(ChainReport {
+                divergences: count(s, "divergences")?,
+                max_depth_hits: count(s, "max_depth_hits")?,
+                step_size: finite(&s["step_size"], "sampler step_size")?,
+                mean_tree_depth: finite(&s["mean_tree_depth"], "sampler mean_tree_depth")?,
+                mean_accept: finite(&s["mean_accept"], "sampler mean_accept")?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(PosteriorChains {
+        poi: parts.shared["sampled_poi"]
+            .as_str()
+            .ok_or_else(|| Error::InvalidInput("the parts name no sampled POI".into()))?
+            .to_string(),
+        names: strings("names")?,
+        bounds,
+        draws,
+        chains,
+    })
 }
 
 /// The toy tests of a toy-based limit from its parts: each part's pieces must be those of its
@@ -1077,6 +1189,7 @@ fn check_counts(parts: &Parts) -> Result<()> {
         Request::UpperLimit {
             scan: Some(grid), ..
         } => (Some(grid.len()), &["points"]),
+        Request::Posterior { chains, .. } => (Some(*chains), &["draws", "sampler"]),
         _ => (None, &[]),
     };
     if let Some(n) = request_units

@@ -106,7 +106,8 @@ pub const VERBS: &[Verb] = &[
         "posterior",
         "Bayesian posterior by NUTS: credible upper limit and interval on the POI, R̂ and ESS",
     )
-    .result("PosteriorResult"),
+    .result("PosteriorResult")
+    .sharded("chains", 1),
     verb(
         "eval",
         "eval",
@@ -160,6 +161,10 @@ impl Request {
             Request::UpperLimit {
                 n_toys: Some(_), ..
             } => ("toys (over the scan's μ values)", 2),
+            // A chain counts its iterations.
+            Request::Posterior { warmup, draws, .. } => {
+                ("chains", warmup.saturating_add(*draws) as u64)
+            }
             _ => {
                 let verb = self.verb();
                 (verb.units.unwrap_or("units"), verb.steps_per_unit)

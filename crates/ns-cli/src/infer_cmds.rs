@@ -213,6 +213,8 @@ pub enum InferCommand {
         /// Write every draw into the JSON (draws_by_chain: chains × draws × free parameters)
         #[arg(long)]
         keep_draws: bool,
+        #[command(flatten)]
+        shard: ShardArg,
     },
     #[command(about = verbs::summary("scan"))]
     Scan {
@@ -471,6 +473,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request)> {
             target_accept,
             max_tree_depth,
             keep_draws,
+            ..
         } => (
             args,
             Request::Posterior {
@@ -552,6 +555,7 @@ impl InferCommand {
             | InferCommand::HypotestToys { shard, .. }
             | InferCommand::Ranking { shard, .. }
             | InferCommand::UpperLimit { shard, .. }
+            | InferCommand::Posterior { shard, .. }
             | InferCommand::Scan { shard, .. } => shard.shard,
             _ => None,
         }

@@ -8,7 +8,9 @@
 //! quantiles, R̂ and effective sample sizes; for the POI the credible upper limit and central
 //! interval at a level.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 
 use ns_compute::PreparedData;
 use ns_compute::rng::ToyStream;
@@ -215,6 +217,102 @@ struct Target<'a> {
     base: Vec<f64>,
     free: Vec<usize>,
     maps: Vec<Map>,
+    /// Where the backend batches (a device): every chain's evaluations gathered into one.
+    gathered: Option<Gathered<'a>>,
+}
+
+/// The density as chain `chain` evaluates it.
+struct ChainTarget<'a> {
+    target: &'a Target<'a>,
+    chain: usize,
+}
+
+/// Evaluations of many chains' densities gathered into one backend batch (a device runs one
+/// launch for every chain's point): each chain's thread hands its point in and waits; the last
+/// of the running chains to arrive evaluates every waiting point at once and wakes the others.
+/// A row's value depends on its own point only, so a chain's draws do not depend on the others.
+struct Gathered<'a> {
+    fitter: &'a Fitter<'a>,
+    data: &'a PreparedData,
+    state: Mutex<Gathering>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Gathering {
+    running: usize,
+    /// (chain, full parameter point) waiting for the next batch.
+    waiting: Vec<(usize, Vec<f64>)>,
+    /// The last batch's results (twice_nll and its gradient, or why not), by chain.
+    done: HashMap<usize, Result<(f64, Vec<f64>)>>,
+}
+
+impl Gathered<'_> {
+    fn evaluate(&self, chain: usize, theta: Vec<f64>) -> Result<(f64, Vec<f64>)> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.waiting.push((chain, theta));
+        loop {
+            if let Some(result) = state.done.remove(&chain) {
+                return result;
+            }
+            if state.waiting.len() == state.running {
+                self.run_batch(&mut state);
+                continue;
+            }
+            state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// A chain is done: the others no longer wait for it.
+    fn leave(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.running -= 1;
+        if !state.waiting.is_empty() && state.waiting.len() == state.running {
+            self.run_batch(&mut state);
+        }
+    }
+
+    fn run_batch(&self, state: &mut Gathering) {
+        let waiting = std::mem::take(&mut state.waiting);
+        let n = waiting.first().map_or(0, |(_, p)| p.len());
+        let points: Vec<f64> = waiting
+            .iter()
+            .flat_map(|(_, p)| p.iter().copied())
+            .collect();
+        let (mut f, mut grad) = (vec![0.0; waiting.len()], vec![0.0; points.len()]);
+        match self
+            .fitter
+            .twice_nll_rows(&points, self.data, &mut f, &mut grad)
+        {
+            Ok(()) => {
+                for (k, (chain, _)) in waiting.iter().enumerate() {
+                    state
+                        .done
+                        .insert(*chain, Ok((f[k], grad[k * n..(k + 1) * n].to_vec())));
+                }
+            }
+            Err(e) => {
+                let message = e.to_string();
+                for (chain, _) in &waiting {
+                    let again = match &e {
+                        Error::Interrupted => Error::Interrupted,
+                        _ => Error::Computation(message.clone()),
+                    };
+                    state.done.insert(*chain, Err(again));
+                }
+            }
+        }
+        self.wake.notify_all();
+    }
+}
+
+/// Leaves the gathering when its chain ends, however it ends.
+struct Member<'a, 'b>(&'a Gathered<'b>);
+
+impl Drop for Member<'_, '_> {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
 }
 
 impl Target<'_> {
@@ -227,32 +325,51 @@ impl Target<'_> {
     }
 }
 
-impl LogDensity for Target<'_> {
+impl LogDensity for ChainTarget<'_> {
     fn dim(&self) -> usize {
-        self.free.len()
+        self.target.free.len()
     }
 
     fn log_density(&self, u: &[f64], grad: &mut [f64]) -> Result<f64> {
-        self.fitter.check_interrupt()?;
-        let theta = self.point(u);
-        let mut full = vec![0.0; theta.len()];
-        let twice_nll = match self
-            .fitter
-            .twice_nll_and_gradient(&theta, self.data, &mut full)
-        {
-            Ok(v) => v,
-            Err(Error::Interrupted) => return Err(Error::Interrupted),
-            // Where the likelihood cannot be evaluated the density vanishes: a divergence.
-            Err(_) => return Ok(f64::NEG_INFINITY),
+        let target = self.target;
+        target.fitter.check_interrupt()?;
+        let theta = target.point(u);
+        let (twice_nll, full) = match &target.gathered {
+            Some(gathered) => gathered.evaluate(self.chain, theta)?,
+            None => {
+                let mut full = vec![0.0; theta.len()];
+                match target
+                    .fitter
+                    .twice_nll_and_gradient(&theta, target.data, &mut full)
+                {
+                    Ok(v) => (v, full),
+                    Err(Error::Interrupted) => return Err(Error::Interrupted),
+                    // Where the likelihood cannot be evaluated the density vanishes: a
+                    // divergence.
+                    Err(_) => return Ok(f64::NEG_INFINITY),
+                }
+            }
         };
         let mut logp = -0.5 * twice_nll;
-        for (k, ((&i, map), &u)) in self.free.iter().zip(&self.maps).zip(u).enumerate() {
+        for (k, ((&i, map), &u)) in target.free.iter().zip(&target.maps).zip(u).enumerate() {
             let (_, dtheta, dlogj) = map.forward(u);
             grad[k] = -0.5 * full[i] * dtheta + dlogj;
             logp += map.log_jacobian(u);
         }
         Ok(logp)
     }
+}
+
+/// The chains of a posterior before their summary (what a shard of one computes): the free
+/// parameters' names and bounds (the flat priors' ranges) and each chain's draws (model space,
+/// `[chain][draw][free parameter]`) and sampler.
+#[derive(Clone, Debug)]
+pub struct PosteriorChains {
+    pub poi: String,
+    pub names: Vec<String>,
+    pub bounds: Vec<(f64, f64)>,
+    pub draws: Vec<Vec<Vec<f64>>>,
+    pub chains: Vec<ChainReport>,
 }
 
 /// The posterior of the model under `config` (its bounds are the flat priors' ranges, its fixed
@@ -264,12 +381,32 @@ pub fn posterior(
     spec: &PosteriorSpec,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Posterior> {
+    let chains = posterior_chains(fitter, data, config, spec, 0..spec.chains, progress)?;
+    Posterior::of_chains(spec, chains)
+}
+
+/// Chains `share` of the posterior [`posterior`] computes: chain `c` is the same draws whichever
+/// share runs it (its random stream is `c`'s, its start the best fit's).
+pub fn posterior_chains(
+    fitter: &Fitter,
+    data: &PreparedData,
+    config: &FitConfig,
+    spec: &PosteriorSpec,
+    share: std::ops::Range<usize>,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<PosteriorChains> {
     let model = fitter.model();
     let poi = crate::checks::free_poi(fitter, config)?;
     let free: Vec<usize> = (0..model.n_params())
         .filter(|&i| !config.fixed[i])
         .collect();
     spec.check(free.len())?;
+    if share.end > spec.chains || share.start > share.end {
+        return Err(Error::InvalidInput(format!(
+            "chains {}..{} of a posterior of {} chains",
+            share.start, share.end, spec.chains
+        )));
+    }
     let best = fitter.fit_global(data, config)?;
     crate::checks::started(fitter, &best, data)?;
     let maps: Vec<Map> = free.iter().map(|&i| Map::of(config.bounds[i])).collect();
@@ -279,6 +416,15 @@ pub fn posterior(
         base: best.parameters.clone(),
         free: free.clone(),
         maps: maps.clone(),
+        gathered: fitter.batches_on_device().then(|| Gathered {
+            fitter,
+            data,
+            state: Mutex::new(Gathering {
+                running: share.len(),
+                ..Gathering::default()
+            }),
+            wake: Condvar::new(),
+        }),
     };
     let centre: Vec<f64> = free
         .iter()
@@ -292,21 +438,49 @@ pub fn posterior(
         target_accept: spec.target_accept,
     };
     let done = AtomicUsize::new(0);
-    let runs: Vec<ChainRun> = (0..spec.chains)
-        .into_par_iter()
-        .map(|c| {
-            let mut rng = ToyStream::new(spec.seed, CHAIN_STREAM, c as u32);
-            // Chains start apart, so that R̂ can tell whether they meet.
-            let start: Vec<f64> = centre
-                .iter()
-                .map(|u| u + 0.6 * (rng.uniform() - 0.5))
-                .collect();
-            run_chain(&target, &start, &options, &mut rng, &|_| {
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1);
-                fitter.check_interrupt()
-            })
+    let chain = |c: usize| {
+        let mut rng = ToyStream::new(spec.seed, CHAIN_STREAM, c as u32);
+        // Chains start apart, so that R̂ can tell whether they meet.
+        let start: Vec<f64> = centre
+            .iter()
+            .map(|u| u + 0.6 * (rng.uniform() - 0.5))
+            .collect();
+        let _member = target.gathered.as_ref().map(Member);
+        let density = ChainTarget {
+            target: &target,
+            chain: c,
+        };
+        run_chain(&density, &start, &options, &mut rng, &|_| {
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+            fitter.check_interrupt()
         })
-        .collect::<Result<_>>()?;
+    };
+    let runs: Vec<ChainRun> = if target.gathered.is_some() {
+        // Every chain on a thread of its own: each waits for the others' points at every
+        // evaluation, which a pool of fewer threads would deadlock.
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = share
+                .clone()
+                .map(|c| scope.spawn(move || chain(c)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Computation(
+                            "a posterior chain's thread panicked".into(),
+                        ))
+                    })
+                })
+                .collect::<Result<_>>()
+        })?
+    } else {
+        share
+            .clone()
+            .into_par_iter()
+            .map(chain)
+            .collect::<Result<_>>()?
+    };
     let draws: Vec<Vec<Vec<f64>>> = runs
         .iter()
         .map(|run| {
@@ -321,55 +495,85 @@ pub fn posterior(
                 .collect()
         })
         .collect();
-    let names: Vec<String> = free
-        .iter()
-        .map(|&i| model.parameter_names()[i].clone())
-        .collect();
-    let parameters: Vec<ParameterSummary> = (0..free.len())
-        .into_par_iter()
-        .map(|k| summary(&names[k], &draws, k))
-        .collect();
-    let k_poi = free
-        .iter()
-        .position(|&i| i == poi)
-        .expect("the POI is free");
-    let mut poi_draws: Vec<f64> = draws.iter().flatten().map(|d| d[k_poi]).collect();
-    poi_draws.sort_by(f64::total_cmp);
-    let upper_limit = quantile_of_sorted(&poi_draws, spec.cl);
-    let poi_chains: Vec<Vec<f64>> = draws
-        .iter()
-        .map(|c| c.iter().map(|d| d[k_poi]).collect())
-        .collect();
-    let upper_limit_error = quantile_error(&poi_chains, spec.cl);
-    let tail = (1.0 - spec.cl) / 2.0;
-    let central_interval = (
-        quantile_of_sorted(&poi_draws, tail),
-        quantile_of_sorted(&poi_draws, 1.0 - tail),
-    );
-    let chains: Vec<ChainReport> = runs
-        .iter()
-        .map(|r| ChainReport {
-            divergences: r.divergences,
-            max_depth_hits: r.max_depth_hits,
-            step_size: r.step_size,
-            mean_tree_depth: r.mean_tree_depth,
-            mean_accept: r.mean_accept,
-        })
-        .collect();
-    let mut result = Posterior {
-        spec: *spec,
+    Ok(PosteriorChains {
         poi: model.parameter_names()[poi].clone(),
-        upper_limit,
-        upper_limit_error,
-        central_interval,
-        names,
-        parameters,
+        names: free
+            .iter()
+            .map(|&i| model.parameter_names()[i].clone())
+            .collect(),
+        bounds: free.iter().map(|&i| config.bounds[i]).collect(),
         draws,
-        chains,
-        warnings: Vec::new(),
-    };
-    result.warnings = warnings(&result, &free, config);
-    Ok(result)
+        chains: runs
+            .iter()
+            .map(|r| ChainReport {
+                divergences: r.divergences,
+                max_depth_hits: r.max_depth_hits,
+                step_size: r.step_size,
+                mean_tree_depth: r.mean_tree_depth,
+                mean_accept: r.mean_accept,
+            })
+            .collect(),
+    })
+}
+
+impl Posterior {
+    /// The posterior of `chains` (all of `spec`'s, in chain order): every parameter's summary,
+    /// the POI's credible upper limit and interval, the warnings.
+    pub fn of_chains(spec: &PosteriorSpec, chains: PosteriorChains) -> Result<Posterior> {
+        let PosteriorChains {
+            poi,
+            names,
+            bounds,
+            draws,
+            chains,
+        } = chains;
+        let k_poi = names.iter().position(|n| *n == poi).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "the POI '{poi}' is not among the sampled parameters"
+            ))
+        })?;
+        if draws.len() != spec.chains
+            || chains.len() != spec.chains
+            || draws
+                .iter()
+                .any(|c| c.len() != spec.draws || c.iter().any(|d| d.len() != names.len()))
+        {
+            return Err(Error::InvalidInput(format!(
+                "a posterior of {} chains × {} draws of {} parameters was given other draws",
+                spec.chains,
+                spec.draws,
+                names.len()
+            )));
+        }
+        let parameters: Vec<ParameterSummary> = (0..names.len())
+            .into_par_iter()
+            .map(|k| summary(&names[k], &draws, k))
+            .collect();
+        let poi_chains: Vec<Vec<f64>> = draws
+            .iter()
+            .map(|c| c.iter().map(|d| d[k_poi]).collect())
+            .collect();
+        let mut sorted: Vec<f64> = poi_chains.iter().flatten().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        let tail = (1.0 - spec.cl) / 2.0;
+        let mut result = Posterior {
+            spec: *spec,
+            poi,
+            upper_limit: quantile_of_sorted(&sorted, spec.cl),
+            upper_limit_error: quantile_error(&poi_chains, spec.cl),
+            central_interval: (
+                quantile_of_sorted(&sorted, tail),
+                quantile_of_sorted(&sorted, 1.0 - tail),
+            ),
+            names,
+            parameters,
+            draws,
+            chains,
+            warnings: Vec::new(),
+        };
+        result.warnings = warnings(&result, &bounds);
+        Ok(result)
+    }
 }
 
 /// The summary of free parameter `k` over every chain's draws.
@@ -395,7 +599,7 @@ fn summary(name: &str, draws: &[Vec<Vec<f64>>], k: usize) -> ParameterSummary {
 /// What qualifies a posterior: divergent transitions, chains that disagree (R̂), and free
 /// parameters whose posterior fills their bounds (the likelihood leaves them to their flat
 /// prior, whose range then decides the answer).
-fn warnings(p: &Posterior, free: &[usize], config: &FitConfig) -> Vec<String> {
+fn warnings(p: &Posterior, bounds: &[(f64, f64)]) -> Vec<String> {
     let mut out = Vec::new();
     let divergences: usize = p.chains.iter().map(|c| c.divergences).sum();
     if divergences > 0 {
@@ -422,21 +626,17 @@ fn warnings(p: &Posterior, free: &[usize], config: &FitConfig) -> Vec<String> {
     let filling: Vec<String> = p
         .parameters
         .iter()
-        .zip(free)
-        .filter(|(s, i)| {
-            let (lo, hi) = config.bounds[**i];
+        .zip(bounds)
+        .filter(|&(s, &(lo, hi))| {
             let width = hi - lo;
             width.is_finite()
                 && s.quantiles[0] < lo + 0.05 * width
                 && s.quantiles[4] > hi - 0.05 * width
         })
-        .map(|(s, i)| {
-            let (lo, hi) = config.bounds[*i];
-            format!("'{}' [{lo}, {hi}]", s.name)
-        })
+        .map(|(s, (lo, hi))| format!("'{}' [{lo}, {hi}]", s.name))
         .collect();
     if let Some(k) = p.names.iter().position(|n| *n == p.poi) {
-        let (lo, hi) = config.bounds[free[k]];
+        let (lo, hi) = bounds[k];
         if hi.is_finite() && p.upper_limit > hi - 0.05 * (hi - lo) {
             out.push(format!(
                 "the upper limit on '{}', {:.4}, lies within 5% of its upper bound {hi}: the \

@@ -257,6 +257,31 @@ impl<'m> Fitter<'m> {
         Ok(2.0 * data.constant + self.objective_on(self.plain(), params, data, grad)?)
     }
 
+    /// twice_nll and its gradient at many points (rows of `points`) against one dataset, on the
+    /// backend of [`twice_nll_and_gradient`](Self::twice_nll_and_gradient): one batch (one
+    /// launch on a device), each row's values its own.
+    pub fn twice_nll_rows(
+        &self,
+        points: &[f64],
+        data: &PreparedData,
+        f: &mut [f64],
+        grad: &mut [f64],
+    ) -> Result<()> {
+        let which = vec![0; f.len()];
+        self.objective_batch_on(
+            self.plain(),
+            points,
+            Datasets::Host(std::slice::from_ref(data)),
+            &which,
+            f,
+            grad,
+        )?;
+        for v in f.iter_mut() {
+            *v += 2.0 * data.constant;
+        }
+        Ok(())
+    }
+
     /// The backend of evaluations at a given point: the likelihood itself, not a fit's
     /// objective profiled over analytic parameters.
     fn plain(&self) -> &dyn Backend {
