@@ -461,7 +461,7 @@ pub fn run_chain(
     sampler.evaluate(&mut z)?;
     if !z.logp.is_finite() {
         return Err(Error::Computation(
-            "the posterior is not finite where the chain starts (the best fit)".into(),
+            "the posterior is not finite where the chain starts".into(),
         ));
     }
     sampler.initial_step(&z)?;

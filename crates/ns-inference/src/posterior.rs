@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use ns_compute::PreparedData;
 use ns_compute::rng::ToyStream;
+use ns_compute::{PreparedData, Resident};
 use ns_core::{Error, Result};
 use rayon::prelude::*;
 
@@ -234,6 +234,8 @@ struct ChainTarget<'a> {
 struct Gathered<'a> {
     fitter: &'a Fitter<'a>,
     data: &'a PreparedData,
+    /// `data` on the device, uploaded once.
+    resident: Resident,
     state: Mutex<Gathering>,
     wake: Condvar,
 }
@@ -280,10 +282,13 @@ impl Gathered<'_> {
             .flat_map(|(_, p)| p.iter().copied())
             .collect();
         let (mut f, mut grad) = (vec![0.0; waiting.len()], vec![0.0; points.len()]);
-        match self
-            .fitter
-            .twice_nll_rows(&points, self.data, &mut f, &mut grad)
-        {
+        match self.fitter.twice_nll_rows(
+            &points,
+            self.data,
+            Some(&self.resident),
+            &mut f,
+            &mut grad,
+        ) {
             Ok(()) => {
                 for (k, (chain, _)) in waiting.iter().enumerate() {
                     state
@@ -416,15 +421,19 @@ pub fn posterior_chains(
         base: best.parameters.clone(),
         free: free.clone(),
         maps: maps.clone(),
-        gathered: fitter.batches_on_device().then(|| Gathered {
-            fitter,
-            data,
-            state: Mutex::new(Gathering {
-                running: share.len(),
-                ..Gathering::default()
+        gathered: match fitter.batches_on_device() {
+            true => Some(Gathered {
+                fitter,
+                data,
+                resident: fitter.upload_for_rows(data)?,
+                state: Mutex::new(Gathering {
+                    running: share.len(),
+                    ..Gathering::default()
+                }),
+                wake: Condvar::new(),
             }),
-            wake: Condvar::new(),
-        }),
+            false => None,
+        },
     };
     let centre: Vec<f64> = free
         .iter()
@@ -440,16 +449,29 @@ pub fn posterior_chains(
     let done = AtomicUsize::new(0);
     let chain = |c: usize| {
         let mut rng = ToyStream::new(spec.seed, CHAIN_STREAM, c as u32);
-        // Chains start apart, so that R̂ can tell whether they meet.
-        let start: Vec<f64> = centre
-            .iter()
-            .map(|u| u + 0.6 * (rng.uniform() - 0.5))
-            .collect();
         let _member = target.gathered.as_ref().map(Member);
         let density = ChainTarget {
             target: &target,
             chain: c,
         };
+        // Chains start apart, so that R̂ can tell whether they meet: a random step from the
+        // best fit, halved while the posterior is not finite there (a step can drive a yield
+        // negative), down to the best fit itself.
+        let step: Vec<f64> = centre.iter().map(|_| 0.6 * (rng.uniform() - 0.5)).collect();
+        let mut grad = vec![0.0; centre.len()];
+        let mut scale = 1.0;
+        let mut start: Vec<f64>;
+        loop {
+            start = centre
+                .iter()
+                .zip(&step)
+                .map(|(u, s)| u + scale * s)
+                .collect();
+            if scale == 0.0 || density.log_density(&start, &mut grad)?.is_finite() {
+                break;
+            }
+            scale = if scale > 1e-3 { scale / 2.0 } else { 0.0 };
+        }
         run_chain(&density, &start, &options, &mut rng, &|_| {
             progress(done.fetch_add(1, Ordering::Relaxed) + 1);
             fitter.check_interrupt()

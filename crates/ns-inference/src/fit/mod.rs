@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ns_compute::{
-    Backend, Batching, Datasets, Device, Likelihood, Precision, PreparedData, Workload,
+    Backend, Batching, Datasets, Device, Likelihood, Precision, PreparedData, Resident, Workload,
 };
 use ns_core::optim::{LbfgsbOptions, Termination};
 use ns_core::{Error, Result};
@@ -257,25 +257,30 @@ impl<'m> Fitter<'m> {
         Ok(2.0 * data.constant + self.objective_on(self.plain(), params, data, grad)?)
     }
 
-    /// twice_nll and its gradient at many points (rows of `points`) against one dataset, on the
+    /// `data` uploaded to the backend of [`twice_nll_rows`](Self::twice_nll_rows), for many
+    /// batches against it.
+    pub fn upload_for_rows(&self, data: &PreparedData) -> Result<Resident> {
+        self.plain().upload(std::slice::from_ref(data))
+    }
+
+    /// twice_nll and its gradient at many points (rows of `points`) against one dataset (held
+    /// by `resident` where [`upload_for_rows`](Self::upload_for_rows) uploaded it), on the
     /// backend of [`twice_nll_and_gradient`](Self::twice_nll_and_gradient): one batch (one
     /// launch on a device), each row's values its own.
     pub fn twice_nll_rows(
         &self,
         points: &[f64],
         data: &PreparedData,
+        resident: Option<&Resident>,
         f: &mut [f64],
         grad: &mut [f64],
     ) -> Result<()> {
         let which = vec![0; f.len()];
-        self.objective_batch_on(
-            self.plain(),
-            points,
-            Datasets::Host(std::slice::from_ref(data)),
-            &which,
-            f,
-            grad,
-        )?;
+        let datasets = match resident {
+            Some(r) => Datasets::Resident(r),
+            None => Datasets::Host(std::slice::from_ref(data)),
+        };
+        self.objective_batch_on(self.plain(), points, datasets, &which, f, grad)?;
         for v in f.iter_mut() {
             *v += 2.0 * data.constant;
         }
