@@ -524,6 +524,12 @@ impl CudaSession {
             self.n_params,
             datasets.count,
         )?;
+        // Any thread may evaluate a batch (a posterior's chains each run on their own): the
+        // session's context is made current on this one.
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| driver("binding the context", e))?;
         let np = self.n_params;
         let mut start = 0;
         while start < n {
