@@ -22,7 +22,7 @@ use std::process::ExitCode;
 #[command(
     name = "nextstat",
     version,
-    about = "Likelihood inference on pyhf JSON workspaces (HistFactory, numerically the same as pyhf) and HS3 models (unbinned)"
+    about = "Likelihood inference on pyhf JSON workspaces (numerically the same as pyhf), HS3 models (binned and unbinned), HistFactory XML with ROOT files and CMS Combine datacards"
 )]
 struct Cli {
     #[command(subcommand)]
