@@ -98,6 +98,7 @@ pub fn overview(
         parameters: Vec::new(),
         grid: Vec::new(),
         cl: None,
+        refine: 0,
         parameter: None,
         values: linspace(
             (mu_hat - 3.0 * sigma).max(lo),

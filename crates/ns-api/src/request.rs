@@ -13,7 +13,7 @@ use serde_json::Value;
 use ns_compute::Workload;
 use ns_inference::fit::{FitConfig, FitResult, Fitter};
 use ns_inference::gof::{GoodnessOfFit, goodness_of_fit};
-use ns_inference::grid_scan::{GridScan, level_of_cl, profile_scan_grid};
+use ns_inference::grid_scan::{GridScan, level_of_cl, profile_scan_grid, refine_near_contours};
 use ns_inference::hypotest::{
     AsymptoticHypotest, Significance, TestStatistic, hypotest_asymptotic, significance,
 };
@@ -148,6 +148,10 @@ pub enum Request {
         grid: Vec<Vec<f64>>,
         #[serde(default)]
         cl: Option<Vec<f64>>,
+        /// Rounds of refinement near the contours (two parameters): each halves the grid
+        /// intervals a contour crosses and fits the added points.
+        #[serde(default)]
+        refine: usize,
     },
     /// Pulls, constraints and impacts of every nuisance parameter.
     Ranking,
@@ -424,11 +428,19 @@ impl Request {
                 parameters,
                 grid,
                 cl,
+                refine,
                 ..
             } if self.is_grid_scan()? => {
                 let indices = parameter_indices(model, parameters)?;
                 let cl = contour_levels(cl.as_deref(), parameters.len())?;
                 let scan = profile_scan_grid(fitter, &indices, grid, data, config, progress)?;
+                let levels = cl
+                    .iter()
+                    .map(|&c| level_of_cl(c, parameters.len()))
+                    .collect::<Result<Vec<f64>>>()?;
+                let scan = refine_near_contours(
+                    fitter, &indices, scan, &levels, *refine, data, config, progress,
+                )?;
                 Outcome::GridScan { scan, cl }
             }
             Request::ProfileScan {
@@ -596,6 +608,7 @@ impl Request {
             parameters,
             grid,
             cl,
+            refine,
         } = self
         else {
             return Ok(false);
@@ -612,6 +625,19 @@ impl Request {
             return Err(Error::InvalidInput(
                 "contour levels (cl) belong to a grid scan of two parameters".into(),
             ));
+        }
+        if *refine > 0 && parameters.len() != 2 {
+            return Err(Error::InvalidInput(format!(
+                "refine = {refine}: refining near the contours belongs to a grid scan of two \
+                 parameters"
+            )));
+        }
+        if *refine > ns_inference::grid_scan::MAX_REFINE_ROUNDS {
+            return Err(Error::InvalidInput(format!(
+                "refine = {refine}: at most {} rounds (each can double the points along both \
+                 axes)",
+                ns_inference::grid_scan::MAX_REFINE_ROUNDS
+            )));
         }
         if grid_named {
             ns_inference::grid_scan::check_grid(parameters, grid)?;

@@ -176,6 +176,15 @@ pub struct Part {
 /// The number of units the work of `request` splits into on `model` under the fit options of
 /// `call`; an error for requests that are one computation.
 pub fn units(call: &Call, model: &dyn Likelihood) -> Result<usize> {
+    if let Request::ProfileScan { refine, .. } = &call.request
+        && *refine > 0
+    {
+        return Err(Error::InvalidInput(
+            "a grid refined near its contours does not split into shards: each round's points \
+             depend on the last round's results (shard the grid without --refine)"
+                .into(),
+        ));
+    }
     Ok(match &call.request {
         Request::HypotestToys { n_toys, .. } => *n_toys,
         Request::ProfileScan { values, grid, .. } => {

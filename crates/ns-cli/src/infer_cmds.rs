@@ -242,6 +242,10 @@ pub enum InferCommand {
         /// 0.6827,0.9545: 2ΔNLL = 2.30 and 6.18)
         #[arg(long, value_delimiter = ',', requires = "grid")]
         cl: Option<Vec<f64>>,
+        /// Rounds of refinement near the contours (two parameters, at most 5): each halves the
+        /// grid intervals a contour crosses and fits only the points that adds
+        #[arg(long, value_name = "ROUNDS", default_value_t = 0, requires = "grid")]
+        refine: usize,
         #[command(flatten)]
         shard: ShardArg,
     },
@@ -494,6 +498,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request)> {
             parameters,
             grid: spec,
             cl,
+            refine,
             ..
         } => {
             let request = if parameters.is_empty() {
@@ -503,6 +508,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request)> {
                     parameters,
                     grid: Vec::new(),
                     cl,
+                    refine,
                 }
             } else {
                 if spec.len() != 3 * parameters.len() {
@@ -524,6 +530,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request)> {
                     parameters,
                     grid: axes,
                     cl,
+                    refine,
                 }
             };
             (args, request)

@@ -105,6 +105,101 @@ pub fn profile_scan_grid(
     Ok(GridScan::new(names, axes.to_vec(), fits, free_fit))
 }
 
+/// Most rounds of a grid's refinement near its contours.
+pub const MAX_REFINE_ROUNDS: usize = 5;
+
+/// The two-parameter `scan` refined `rounds` times near its contours at 2ΔNLL `levels`: each
+/// round halves every axis interval spanned by a cell that a contour crosses, and fits only the
+/// points the refined grid adds (a point's fit depends on its own point only, so the points it
+/// had keep theirs). Stops early where no cell is crossed; every round's grid is held to
+/// [`MAX_GRID_POINTS`]. `progress` receives the points added and fitted.
+#[allow(clippy::too_many_arguments)]
+pub fn refine_near_contours(
+    fitter: &Fitter,
+    parameters: &[usize],
+    mut scan: GridScan,
+    levels: &[f64],
+    rounds: usize,
+    data: &PreparedData,
+    config: &FitConfig,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<GridScan> {
+    if rounds > MAX_REFINE_ROUNDS {
+        return Err(Error::InvalidInput(format!(
+            "refine = {rounds}: at most {MAX_REFINE_ROUNDS} rounds (each can double the points \
+             along both axes)"
+        )));
+    }
+    if rounds > 0 && scan.axes.len() != 2 {
+        return Err(Error::InvalidInput(format!(
+            "refining near the contours needs a grid of two parameters, not {}",
+            scan.axes.len()
+        )));
+    }
+    let mut done = 0;
+    for _ in 0..rounds {
+        let (xs, ys) = (&scan.axes[0], &scan.axes[1]);
+        let ny = ys.len();
+        let v = |i: usize, j: usize| scan.delta_twice_nll[i * ny + j];
+        let (mut split_x, mut split_y) = (vec![false; xs.len() - 1], vec![false; ny - 1]);
+        for i in 0..xs.len() - 1 {
+            for j in 0..ny - 1 {
+                let corners = [v(i, j), v(i + 1, j), v(i, j + 1), v(i + 1, j + 1)];
+                if corners.iter().any(|c| !c.is_finite()) {
+                    continue;
+                }
+                let low = corners.iter().copied().fold(f64::INFINITY, f64::min);
+                let high = corners.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                if levels.iter().any(|&l| low < l && l <= high) {
+                    split_x[i] = true;
+                    split_y[j] = true;
+                }
+            }
+        }
+        if !split_x.contains(&true) {
+            break;
+        }
+        let halved = |axis: &[f64], split: &[bool]| -> Vec<f64> {
+            let mut out = vec![axis[0]];
+            for (w, &s) in axis.windows(2).zip(split) {
+                if s {
+                    out.push(0.5 * (w[0] + w[1]));
+                }
+                out.push(w[1]);
+            }
+            out
+        };
+        let axes = vec![halved(xs, &split_x), halved(ys, &split_y)];
+        check_grid(&scan.parameters, &axes)?;
+        let old = |axis: &[f64], value: f64| axis.binary_search_by(|x| x.total_cmp(&value)).ok();
+        let points = grid_points(&axes);
+        let slots: Vec<Option<usize>> = points
+            .iter()
+            .map(|p| Some(old(xs, p[0])? * ny + old(ys, p[1])?))
+            .collect();
+        let fresh: Vec<Vec<f64>> = points
+            .iter()
+            .zip(&slots)
+            .filter(|(_, s)| s.is_none())
+            .map(|(p, _)| p.clone())
+            .collect();
+        let (new_fits, _) = profile_points(fitter, parameters, &fresh, data, config, &|k| {
+            progress(done + k)
+        })?;
+        done += fresh.len();
+        let mut new_fits = new_fits.into_iter();
+        let fits: Vec<FitResult> = slots
+            .iter()
+            .map(|s| match s {
+                Some(k) => scan.fits[*k].clone(),
+                None => new_fits.next().expect("a fit per added point"),
+            })
+            .collect();
+        scan = GridScan::new(scan.parameters, axes, fits, scan.free_fit);
+    }
+    Ok(scan)
+}
+
 impl GridScan {
     /// The scan from its points' fits (in grid order) and the unconditional fit.
     pub fn new(

@@ -42,7 +42,7 @@ fn whole(call: &Call) -> String {
             &|_| {},
         )
         .unwrap();
-    serde_json::to_string_pretty(&outcome.report(model.likelihood(), false)).unwrap()
+    serde_json::to_string_pretty(&call.report(&outcome, model.likelihood(), false)).unwrap()
 }
 
 /// The part documents of `call` split into `count` shards, as (name, document).
@@ -101,6 +101,7 @@ fn requests() -> Vec<(&'static str, Request)> {
                 parameters: Vec::new(),
                 grid: Vec::new(),
                 cl: None,
+                refine: 0,
             },
         ),
         ("ranking", Request::Ranking),
@@ -116,6 +117,7 @@ fn requests() -> Vec<(&'static str, Request)> {
                     ns_api::call::linspace(0.5, 1.5, 5.0).unwrap(),
                 ],
                 cl: None,
+                refine: 0,
             },
         ),
         (
@@ -316,6 +318,7 @@ fn shard_specs_and_empty_shards_are_refused() {
         parameters: Vec::new(),
         grid: Vec::new(),
         cl: None,
+        refine: 0,
     });
     let model = loaded(&call);
     let fitter = Fitter::new(model.likelihood());

@@ -178,14 +178,15 @@ def significance(model: Model, data=None, init_pars=None, par_bounds=None, fixed
     return _infer("significance", SignificanceResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call, poi=poi)
 
 
-def profile_scan_grid(model: Model, parameters, grid, data=None, cl=None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> GridScanResult:
+def profile_scan_grid(model: Model, parameters, grid, data=None, cl=None, init_pars=None, par_bounds=None, fixed_params=None, *, refine: int = 0, tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> GridScanResult:
     """Profile likelihood over the grid of ``parameters``' values (``grid``: one list of values per
     parameter), each point fitted with them fixed there; for two parameters the 2ΔNLL contours at
-    the confidence levels ``cl`` (68.27% and 95.45% unless given)."""
+    the confidence levels ``cl`` (68.27% and 95.45% unless given), with ``refine`` rounds of
+    refinement near them (each halves the grid intervals a contour crosses)."""
     names = [str(p) for p in parameters]
     axes = [_array(axis, f"grid[{k}]").tolist() for k, axis in enumerate(grid)]
     levels = None if cl is None else [_number(c, "cl") for c in cl]
-    return _infer("profile_scan", GridScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), save_call, parameters=names, grid=axes, cl=levels, poi=poi)
+    return _infer("profile_scan", GridScanResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "scan"), save_call, parameters=names, grid=axes, cl=levels, refine=_integer(refine, "refine") or None, poi=poi)
 
 
 def profile_scan(model: Model, mu_values, data=None, parameter: Optional[str] = None, init_pars=None, par_bounds=None, fixed_params=None, *, tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> ProfileScanResult:
