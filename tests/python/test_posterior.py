@@ -189,3 +189,27 @@ def test_chains_gathered_into_one_device_batch_sample_the_same_posterior():
     error = math.hypot(cpu.upper_limit_error, f32.upper_limit_error)
     assert abs(cpu.upper_limit - f32.upper_limit) < 4 * error, (cpu.upper_limit, f32.upper_limit, error)
     assert f32.parameters["mu"]["r_hat"] < 1.05 and len(f32.sampler) == 4
+
+
+def test_the_inverse_sqrt_prior_has_its_closed_form():
+    """Combine's `--prior "1/sqrt(r)"` (`prior="inverse_sqrt"`): the posterior ∝ μ^(−1/2)
+    (μs + b)^n e^−(μs + b) on [0, 30], by quadrature; the CDF at our limit and interval ends
+    within four binomial errors. A POI that may turn negative is refused that prior."""
+    from scipy.integrate import quad
+
+    model = nextstat.Workspace(COUNT).model()
+    r = nextstat.posterior(model, draws=4000, seed=7, prior="inverse_sqrt", progress=False)
+    density = lambda m: m ** -0.5 * (m + 3.0) ** 2 * np.exp(-(m + 3.0))
+    total = quad(density, 0, 30, limit=200)[0]
+    cdf = lambda x: quad(density, 0, x, limit=200)[0] / total
+    ess = r.parameters["mu"]["ess_tail"]
+    for x, p in [(r.upper_limit, 0.95), (r.central_interval[0], 0.025), (r.central_interval[1], 0.975)]:
+        assert abs(cdf(x) - p) < 4 * binomial_error(p, ess), (x, p, cdf(x))
+    assert r.to_dict()["prior"] == "inverse_sqrt" and r.upper_limit < 4.4432
+    bounds = [[-1.0, 30.0]]
+    with pytest.raises(nextstat.InvalidInputError, match="needs the bounds of 'mu' at or above 0"):
+        nextstat.posterior(model, par_bounds=bounds, prior="inverse_sqrt", progress=False)
+    with pytest.raises(ValueError, match="prior must be 'flat' or 'inverse_sqrt'"):
+        nextstat.posterior(model, prior="jeffreys")
+    code, _, err = run_cli("posterior", ROOT / "examples" / "analysis.json", "--prior", "jeffreys", expect_ok=False)
+    assert code == 2 and "the POI's prior is flat or inverse_sqrt" in err

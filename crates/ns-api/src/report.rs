@@ -139,6 +139,7 @@ pub fn posterior(p: &Posterior, keep_draws: bool) -> Value {
         "central_interval": [n(p.central_interval.0), n(p.central_interval.1)],
         "chains": spec.chains, "warmup": spec.warmup, "draws": spec.draws, "seed": spec.seed,
         "target_accept": spec.target_accept, "max_tree_depth": spec.max_tree_depth,
+        "prior": spec.prior.name(),
         "quantile_levels": SUMMARY_QUANTILES, "parameters": parameters, "sampler": chains,
     });
     if !p.warnings.is_empty() {

@@ -20,7 +20,7 @@ use ns_inference::hypotest::{
 use ns_inference::intervals::{ProfileInterval, profile_interval};
 use ns_inference::limits::{UpperLimit, upper_limit_root, upper_limit_scan};
 use ns_inference::params::{bounds_from_json, params_from_json};
-use ns_inference::posterior::{Posterior, PosteriorSpec, posterior};
+use ns_inference::posterior::{PoiPrior, Posterior, PosteriorSpec, posterior};
 use ns_inference::ranking::{Ranking, ranking};
 use ns_inference::scan::{ProfileScan, profile_scan};
 use ns_inference::toy_limit::{
@@ -41,6 +41,15 @@ fn qtilde() -> TestStatistic {
 
 fn default_level() -> f64 {
     DEFAULT_CLS_LEVEL
+}
+
+/// The POI's prior of a posterior, as a call names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Prior {
+    #[default]
+    Flat,
+    InverseSqrt,
 }
 
 /// A posterior's chains, warmup and draws per chain, credibility, target acceptance and tree
@@ -178,6 +187,9 @@ pub enum Request {
         max_tree_depth: usize,
         #[serde(default)]
         keep_draws: bool,
+        /// The POI's prior: `flat` (within its bounds) or `inverse_sqrt` (∝ 1/√μ).
+        #[serde(default)]
+        prior: Prior,
     },
     /// `n_toys` toys drawn at `pars` (a list in parameter order), each fitted in one batch: the
     /// toy datasets and their fits.
@@ -288,6 +300,7 @@ impl Request {
                 cl,
                 target_accept,
                 max_tree_depth,
+                prior,
                 ..
             } => Some(PosteriorSpec {
                 chains: *chains,
@@ -297,6 +310,10 @@ impl Request {
                 cl: *cl,
                 target_accept: *target_accept,
                 max_tree_depth: *max_tree_depth,
+                prior: match prior {
+                    Prior::Flat => PoiPrior::Flat,
+                    Prior::InverseSqrt => PoiPrior::InverseSqrt,
+                },
             }),
             _ => None,
         }

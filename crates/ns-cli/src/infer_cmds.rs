@@ -213,6 +213,10 @@ pub enum InferCommand {
         /// Write every draw into the JSON (draws_by_chain: chains × draws × free parameters)
         #[arg(long)]
         keep_draws: bool,
+        /// The POI's prior: flat (within its bounds) or inverse_sqrt (∝ 1/√μ, Combine's
+        /// "1/sqrt(r)"); the other parameters' are flat, the constrained ones' their constraints
+        #[arg(long, default_value = "flat", value_parser = prior_of)]
+        prior: ns_api::request::Prior,
         #[command(flatten)]
         shard: ShardArg,
     },
@@ -249,6 +253,12 @@ pub enum InferCommand {
         #[command(flatten)]
         shard: ShardArg,
     },
+}
+
+/// `--prior`: a POI prior as a call names it.
+fn prior_of(text: &str) -> std::result::Result<ns_api::request::Prior, String> {
+    serde_json::from_value(Value::String(text.into()))
+        .map_err(|_| format!("'{text}': the POI's prior is flat or inverse_sqrt"))
 }
 
 /// `--shard I/N` of the verbs whose work splits into independent units.
@@ -477,6 +487,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request)> {
             target_accept,
             max_tree_depth,
             keep_draws,
+            prior,
             ..
         } => (
             args,
@@ -489,6 +500,7 @@ fn request_of(cmd: InferCommand) -> Result<(InferArgs, Request)> {
                 target_accept,
                 max_tree_depth,
                 keep_draws,
+                prior,
             },
         ),
         InferCommand::Scan {

@@ -35,6 +35,27 @@ pub const SUMMARY_QUANTILES: [f64; 5] = [0.025, 0.16, 0.5, 0.84, 0.975];
 /// R̂ above which chains are said to disagree (Vehtari et al. 2021).
 const R_HAT_LIMIT: f64 = 1.01;
 
+/// The prior of the POI (the other free parameters' are flat within their bounds, the
+/// constrained ones' their constraint terms).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PoiPrior {
+    /// Flat within the POI's bounds.
+    #[default]
+    Flat,
+    /// ∝ 1/√μ within the POI's bounds (Combine's `--prior "1/sqrt(r)"`); the bounds must lie at
+    /// or above 0.
+    InverseSqrt,
+}
+
+impl PoiPrior {
+    pub fn name(self) -> &'static str {
+        match self {
+            PoiPrior::Flat => "flat",
+            PoiPrior::InverseSqrt => "inverse_sqrt",
+        }
+    }
+}
+
 /// What a posterior run is asked.
 #[derive(Clone, Copy, Debug)]
 pub struct PosteriorSpec {
@@ -46,6 +67,7 @@ pub struct PosteriorSpec {
     pub cl: f64,
     pub target_accept: f64,
     pub max_tree_depth: usize,
+    pub prior: PoiPrior,
 }
 
 impl PosteriorSpec {
@@ -219,6 +241,9 @@ struct Target<'a> {
     maps: Vec<Map>,
     /// Where the backend batches (a device): every chain's evaluations gathered into one.
     gathered: Option<Gathered<'a>>,
+    /// The POI's place among the free parameters, and its prior.
+    poi: usize,
+    prior: PoiPrior,
 }
 
 /// The density as chain `chain` evaluates it.
@@ -361,6 +386,14 @@ impl LogDensity for ChainTarget<'_> {
             grad[k] = -0.5 * full[i] * dtheta + dlogj;
             logp += map.log_jacobian(u);
         }
+        if target.prior == PoiPrior::InverseSqrt {
+            // log prior −½ ln μ; μ > 0 inside bounds at or above 0 (0 itself only by underflow,
+            // where the density is not finite: a divergence).
+            let k = target.poi;
+            let (mu, dmu, _) = target.maps[k].forward(u[k]);
+            logp -= 0.5 * mu.ln();
+            grad[k] -= 0.5 / mu * dmu;
+        }
         Ok(logp)
     }
 }
@@ -406,6 +439,14 @@ pub fn posterior_chains(
         .filter(|&i| !config.fixed[i])
         .collect();
     spec.check(free.len())?;
+    let (low, _) = config.bounds[poi];
+    if spec.prior == PoiPrior::InverseSqrt && !(low >= 0.0) {
+        return Err(Error::InvalidInput(format!(
+            "the prior 1/sqrt({0}) needs the bounds of '{0}' at or above 0, not from {low} \
+             (set them with --bound {0}=0,HIGH)",
+            model.parameter_names()[poi]
+        )));
+    }
     if share.end > spec.chains || share.start > share.end {
         return Err(Error::InvalidInput(format!(
             "chains {}..{} of a posterior of {} chains",
@@ -421,6 +462,11 @@ pub fn posterior_chains(
         base: best.parameters.clone(),
         free: free.clone(),
         maps: maps.clone(),
+        poi: free
+            .iter()
+            .position(|&i| i == poi)
+            .expect("the POI is free"),
+        prior: spec.prior,
         gathered: match fitter.batches_on_device() {
             true => Some(Gathered {
                 fitter,

@@ -113,6 +113,12 @@ def run_call(call: Spec, *, progress=True):
     return _RESULT_OF_VERB[verb]._from_json(report)
 
 
+def _prior(name: Any) -> str:
+    if name not in ("flat", "inverse_sqrt"):
+        raise ValueError(f"prior must be 'flat' or 'inverse_sqrt' (∝ 1/sqrt(mu)), not {name!r}")
+    return name
+
+
 def _poi_names(poi: Any) -> Optional[List[str]]:
     """The call's parameters of interest (``poi=``): a name or a sequence of names, the first
     the one each verb tests; None keeps the model's."""
@@ -205,15 +211,15 @@ def gof(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=N
     return _infer("gof", GofResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, None, save_call)
 
 
-def posterior(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, chains: int = 4, warmup: int = 1000, draws: int = 1000, seed: int = 0, cl: float = 0.95, target_accept: float = 0.8, max_tree_depth: int = 10, tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> PosteriorResult:
+def posterior(model: Model, data=None, init_pars=None, par_bounds=None, fixed_params=None, *, chains: int = 4, warmup: int = 1000, draws: int = 1000, seed: int = 0, cl: float = 0.95, target_accept: float = 0.8, max_tree_depth: int = 10, prior: str = "flat", tolerance=None, device="cpu", save_call=None, poi=None, progress=True) -> PosteriorResult:
     """The Bayesian posterior by NUTS (``nextstat posterior``): ``chains`` chains in parallel of
     ``warmup`` adaptation iterations and ``draws`` kept draws each; priors flat within the free
-    parameters' bounds (``par_bounds`` sets the POI's range), the constraint terms as the
-    nuisance parameters' priors. The POI's credible upper limit and central interval at ``cl``,
+    parameters' bounds (``par_bounds`` sets the POI's range; ``prior="inverse_sqrt"`` makes the
+    POI's ∝ 1/sqrt(mu)), the constraint terms as the nuisance parameters' priors. The POI's credible upper limit and central interval at ``cl``,
     each parameter's R̂ and effective sample sizes, and every draw (``.draws``, ``.to_arviz()``)."""
     return _infer("posterior", PosteriorResult, model, data, init_pars, par_bounds, fixed_params, tolerance, device, _progress_label(progress, "NUTS"), save_call,
                   chains=_integer(chains, "chains"), warmup=_integer(warmup, "warmup"), draws=_integer(draws, "draws"), seed=_integer(seed, "seed"),
-                  cl=_number(cl, "cl"), target_accept=_number(target_accept, "target_accept"), max_tree_depth=_integer(max_tree_depth, "max_tree_depth"), keep_draws=True, poi=poi)
+                  cl=_number(cl, "cl"), target_accept=_number(target_accept, "target_accept"), max_tree_depth=_integer(max_tree_depth, "max_tree_depth"), keep_draws=True, prior=_prior(prior), poi=poi)
 
 
 def fit_toys_batch_gpu(model: Model, params, n_toys: int, seed: int = 0, *, tolerance=None, device="cuda", save_call=None) -> ToyFits:
