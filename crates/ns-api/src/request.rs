@@ -336,6 +336,8 @@ impl Request {
         match self {
             Request::HypotestToys { n_toys, .. } => (*n_toys as u64).saturating_mul(2),
             Request::Ranking => 4 * model.n_params() as u64,
+            // A refined grid's points are known only as it refines.
+            Request::ProfileScan { refine, .. } if *refine > 0 => 0,
             Request::ProfileScan { values, grid, .. } => {
                 grid.iter()
                     .map(Vec::len)
@@ -455,8 +457,17 @@ impl Request {
                     .iter()
                     .map(|&c| level_of_cl(c, parameters.len()))
                     .collect::<Result<Vec<f64>>>()?;
+                // Refinement's points count on from the grid's.
+                let first = scan.fits.len();
                 let scan = refine_near_contours(
-                    fitter, &indices, scan, &levels, *refine, data, config, progress,
+                    fitter,
+                    &indices,
+                    scan,
+                    &levels,
+                    *refine,
+                    data,
+                    config,
+                    &|k| progress(first + k),
                 )?;
                 Outcome::GridScan { scan, cl }
             }

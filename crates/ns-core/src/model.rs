@@ -192,10 +192,10 @@ impl HistFactoryModel {
     }
 
     /// Make parameter set `name` the POI (pyhf's `config.set_poi`): a scalar set of the model.
-    /// Other parameters of interest the model declares stay declared.
+    /// It replaces the POI; the other parameters of interest the model declares stay declared.
     pub fn set_poi(&mut self, name: &str) -> Result<()> {
         let index = self.scalar_poi(name)?;
-        self.other_pois = self.pois().into_iter().filter(|&p| p != index).collect();
+        self.other_pois.retain(|&p| p != index);
         self.poi_index = Some(index);
         self.poi_name = name.to_string();
         Ok(())

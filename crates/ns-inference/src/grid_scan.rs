@@ -111,8 +111,8 @@ pub const MAX_REFINE_ROUNDS: usize = 5;
 /// The two-parameter `scan` refined `rounds` times near its contours at 2ΔNLL `levels`: each
 /// round halves every axis interval spanned by a cell that a contour crosses, and fits only the
 /// points the refined grid adds (a point's fit depends on its own point only, so the points it
-/// had keep theirs). Stops early where no cell is crossed; every round's grid is held to
-/// [`MAX_GRID_POINTS`]. `progress` receives the points added and fitted.
+/// had keep theirs). Stops early where no cell is crossed, and before a round whose grid would
+/// pass [`MAX_GRID_POINTS`]. `progress` receives the points added and fitted.
 #[allow(clippy::too_many_arguments)]
 pub fn refine_near_contours(
     fitter: &Fitter,
@@ -170,7 +170,10 @@ pub fn refine_near_contours(
             out
         };
         let axes = vec![halved(xs, &split_x), halved(ys, &split_y)];
-        check_grid(&scan.parameters, &axes)?;
+        // A round that would pass the grid's limit is not made; the rounds made stand.
+        if axes[0].len().saturating_mul(axes[1].len()) > MAX_GRID_POINTS {
+            break;
+        }
         let old = |axis: &[f64], value: f64| axis.binary_search_by(|x| x.total_cmp(&value)).ok();
         let points = grid_points(&axes);
         let slots: Vec<Option<usize>> = points

@@ -38,10 +38,16 @@ pub fn diagnostics(chains: &[Vec<f64>]) -> ChainDiagnostics {
         .map(|c| c.iter().map(|v| (v - median).abs()).collect())
         .collect();
     let bulk = rank_normalised(&split);
-    let r_hat = r_hat(&bulk).max(r_hat(&rank_normalised(&folded)));
+    // ArviZ's R̂ needs two chains; its tail quantiles are of every draw (an odd chain's middle
+    // one too), its folding median of the split chains'.
+    let r_hat = match chains.len() {
+        1 => f64::NAN,
+        _ => r_hat(&bulk).max(r_hat(&rank_normalised(&folded))),
+    };
+    let every: Vec<f64> = chains.iter().flatten().copied().collect();
     let tail = [0.05, 0.95]
         .map(|p| {
-            let q = quantile(&all, p);
+            let q = quantile(&every, p);
             let indicator: Vec<Vec<f64>> = split
                 .iter()
                 .map(|c| c.iter().map(|&v| f64::from(u8::from(v <= q))).collect())
@@ -171,6 +177,9 @@ fn autocovariance(chain: &[f64], chain_mean: f64, lag: usize) -> f64 {
         / n as f64
 }
 
+/// The most products the autocovariances of one effective sample size may sum.
+const MAX_AUTOCOVARIANCE_WORK: usize = 2_000_000_000;
+
 /// The effective sample size of `chains` (Stan's estimator, as ArviZ indexes it:
 /// autocorrelations combined over chains, summed in pairs while positive, made monotone as
 /// Geyer's initial sequence).
@@ -200,8 +209,14 @@ fn ess(chains: &[Vec<f64>]) -> f64 {
     rho_hat[0] = 1.0;
     let (mut even, mut odd) = (1.0, rho(1));
     rho_hat[1] = odd;
+    // Each lag costs a pass over every draw: a chain whose autocorrelation stays positive past
+    // this many lags has no estimate here (NaN) rather than hours of summing.
+    let max_lag = (MAX_AUTOCOVARIANCE_WORK / (m * n).max(1)).max(16);
     let mut t = 1;
     while t + 3 < n && even + odd > 0.0 {
+        if t + 2 > max_lag {
+            return f64::NAN;
+        }
         even = rho(t + 1);
         odd = rho(t + 2);
         if even + odd >= 0.0 {

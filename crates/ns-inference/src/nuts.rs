@@ -409,7 +409,7 @@ impl Windows {
             init_buffer: init,
             term_buffer: term,
             window: base,
-            next_end: init + base - 1,
+            next_end: (init + base).saturating_sub(1),
         }
     }
 
@@ -467,7 +467,9 @@ pub fn run_chain(
     sampler.initial_step(&z)?;
     let mut adaptation = StepAdaptation::new(sampler.step, options.target_accept);
     let mut windows = Windows::new(options.warmup);
-    let (mut sum, mut sum_sq, mut count) = (vec![0.0; dim], vec![0.0; dim], 0usize);
+    // The window's running mean and sum of squared deviations (Welford, as Stan: no
+    // cancellation where a parameter's mean dwarfs its spread).
+    let (mut mean, mut m2, mut count) = (vec![0.0; dim], vec![0.0; dim], 0usize);
     let mut run = ChainRun {
         draws: Vec::with_capacity(options.draws),
         divergences: 0,
@@ -483,25 +485,21 @@ pub fn run_chain(
         if i < options.warmup {
             sampler.step = adaptation.learn(accept);
             if windows.in_window(i) {
-                // Welford would do as well; the window's draws are few and of one scale.
-                for ((s, s2), q) in sum.iter_mut().zip(&mut sum_sq).zip(&z.q) {
-                    *s += q;
-                    *s2 += q * q;
-                }
                 count += 1;
+                for ((mu, s2), q) in mean.iter_mut().zip(&mut m2).zip(&z.q) {
+                    let delta = q - *mu;
+                    *mu += delta / count as f64;
+                    *s2 += delta * (q - *mu);
+                }
             }
             if windows.ends_window(i) {
                 let n = count as f64;
-                for (m, (s, s2)) in sampler
-                    .inverse_metric
-                    .iter_mut()
-                    .zip(sum.iter().zip(&sum_sq))
-                {
-                    let variance = (s2 - s * s / n) / (n - 1.0);
+                for (m, s2) in sampler.inverse_metric.iter_mut().zip(&m2) {
+                    let variance = s2 / (n - 1.0);
                     // Stan's regularisation toward 10⁻³.
                     *m = (n / (n + 5.0)) * variance + 1e-3 * (5.0 / (n + 5.0));
                 }
-                sum.iter_mut().chain(&mut sum_sq).for_each(|v| *v = 0.0);
+                mean.iter_mut().chain(&mut m2).for_each(|v| *v = 0.0);
                 count = 0;
                 windows.advance();
                 sampler.initial_step(&z)?;
@@ -548,6 +546,48 @@ mod tests {
             grad[1] = -k * (b - r * a) / s2;
             Ok(-0.5 * k * (a * a - 2.0 * r * a * b + b * b))
         }
+    }
+
+    /// N(10⁵, 0.01²): a mean that dwarfs the spread.
+    struct FarAway;
+
+    impl LogDensity for FarAway {
+        fn dim(&self) -> usize {
+            1
+        }
+        fn log_density(&self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
+            let z = (x[0] - 1e5) / 0.01;
+            grad[0] = -z / 0.01;
+            Ok(-0.5 * z * z)
+        }
+    }
+
+    #[test]
+    fn short_warmups_run_and_the_metric_survives_a_far_mean() {
+        for warmup in [0, 1, 19, 20, 150] {
+            let options = NutsOptions {
+                warmup,
+                draws: 50,
+                max_depth: 10,
+                target_accept: 0.8,
+            };
+            let mut rng = ToyStream::new(3, 9, 0);
+            let run = run_chain(&Gaussian, &[0.0, 1.0], &options, &mut rng, &|_| Ok(())).unwrap();
+            assert_eq!(run.draws.len(), 50, "warmup {warmup}");
+        }
+        let options = NutsOptions {
+            warmup: 300,
+            draws: 400,
+            max_depth: 10,
+            target_accept: 0.8,
+        };
+        let mut rng = ToyStream::new(4, 9, 0);
+        let run = run_chain(&FarAway, &[1e5 + 0.01], &options, &mut rng, &|_| Ok(())).unwrap();
+        // The learnt variance is the spread's (10⁻⁴, regularised), not cancellation noise.
+        let m = run.inverse_metric[0];
+        assert!(m > 0.0 && m < 1e-2, "{m}");
+        let mean = run.draws.iter().map(|d| d[0]).sum::<f64>() / 400.0;
+        assert!((mean - 1e5).abs() < 0.005, "{mean}");
     }
 
     #[test]

@@ -307,13 +307,17 @@ impl Gathered<'_> {
             .flat_map(|(_, p)| p.iter().copied())
             .collect();
         let (mut f, mut grad) = (vec![0.0; waiting.len()], vec![0.0; points.len()]);
-        match self.fitter.twice_nll_rows(
-            &points,
-            self.data,
-            Some(&self.resident),
-            &mut f,
-            &mut grad,
-        ) {
+        // A panic inside the batch must still answer every waiting chain, or they wait forever.
+        let evaluated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.fitter
+                .twice_nll_rows(&points, self.data, Some(&self.resident), &mut f, &mut grad)
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::Computation(
+                "the device batch of the posterior's chains panicked".into(),
+            ))
+        });
+        match evaluated {
             Ok(()) => {
                 for (k, (chain, _)) in waiting.iter().enumerate() {
                     state
@@ -529,12 +533,23 @@ pub fn posterior_chains(
         std::thread::scope(|scope| {
             let handles: Vec<_> = share
                 .clone()
-                .map(|c| scope.spawn(move || chain(c)))
+                .map(|c| {
+                    let spawned = std::thread::Builder::new().spawn_scoped(scope, move || chain(c));
+                    spawned.map_err(|e| {
+                        // The others must not wait for a chain that never starts.
+                        if let Some(g) = &target.gathered {
+                            g.leave();
+                        }
+                        Error::Computation(format!(
+                            "chain {c} of the posterior could not start its thread: {e}"
+                        ))
+                    })
+                })
                 .collect();
             handles
                 .into_iter()
                 .map(|h| {
-                    h.join().unwrap_or_else(|_| {
+                    h?.join().unwrap_or_else(|_| {
                         Err(Error::Computation(
                             "a posterior chain's thread panicked".into(),
                         ))
