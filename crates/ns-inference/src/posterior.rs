@@ -253,16 +253,21 @@ struct ChainTarget<'a> {
 }
 
 /// Evaluations of many chains' densities gathered into one backend batch (a device runs one
-/// launch for every chain's point): each chain's thread hands its point in and waits; the last
-/// of the running chains to arrive evaluates every waiting point at once and wakes the others.
-/// A row's value depends on its own point only, so a chain's draws do not depend on the others.
+/// launch for every chain's point): each chain's thread hands its point in and waits; the
+/// calling thread ([`serve`](Self::serve)), which opened the device, evaluates every waiting
+/// point at once when all running chains wait, and wakes them. Device calls stay on that one
+/// thread. A row's value depends on its own point only, so a chain's draws do not depend on the
+/// others.
 struct Gathered<'a> {
     fitter: &'a Fitter<'a>,
     data: &'a PreparedData,
     /// `data` on the device, uploaded once.
     resident: Resident,
     state: Mutex<Gathering>,
-    wake: Condvar,
+    /// Wakes the serving thread (a point handed in, a chain gone).
+    to_server: Condvar,
+    /// Wakes the chains (a batch evaluated).
+    to_chains: Condvar,
 }
 
 #[derive(Default)]
@@ -278,15 +283,15 @@ impl Gathered<'_> {
     fn evaluate(&self, chain: usize, theta: Vec<f64>) -> Result<(f64, Vec<f64>)> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.waiting.push((chain, theta));
+        self.to_server.notify_one();
         loop {
             if let Some(result) = state.done.remove(&chain) {
                 return result;
             }
-            if state.waiting.len() == state.running {
-                self.run_batch(&mut state);
-                continue;
-            }
-            state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+            state = self
+                .to_chains
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
         }
     }
 
@@ -294,8 +299,21 @@ impl Gathered<'_> {
     fn leave(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.running -= 1;
-        if !state.waiting.is_empty() && state.waiting.len() == state.running {
-            self.run_batch(&mut state);
+        self.to_server.notify_one();
+    }
+
+    /// Evaluate the chains' batches until every chain is done.
+    fn serve(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while state.running > 0 {
+            if !state.waiting.is_empty() && state.waiting.len() == state.running {
+                self.run_batch(&mut state);
+            } else {
+                state = self
+                    .to_server
+                    .wait(state)
+                    .unwrap_or_else(|p| p.into_inner());
+            }
         }
     }
 
@@ -336,7 +354,7 @@ impl Gathered<'_> {
                 }
             }
         }
-        self.wake.notify_all();
+        self.to_chains.notify_all();
     }
 }
 
@@ -480,7 +498,8 @@ pub fn posterior_chains(
                     running: share.len(),
                     ..Gathering::default()
                 }),
-                wake: Condvar::new(),
+                to_server: Condvar::new(),
+                to_chains: Condvar::new(),
             }),
             false => None,
         },
@@ -529,7 +548,8 @@ pub fn posterior_chains(
     };
     let runs: Vec<ChainRun> = if target.gathered.is_some() {
         // Every chain on a thread of its own: each waits for the others' points at every
-        // evaluation, which a pool of fewer threads would deadlock.
+        // evaluation, which a pool of fewer threads would deadlock; this thread serves the
+        // device.
         std::thread::scope(|scope| {
             let handles: Vec<_> = share
                 .clone()
@@ -546,6 +566,10 @@ pub fn posterior_chains(
                     })
                 })
                 .collect();
+            // This thread evaluates the chains' batches until the last chain is done.
+            if let Some(g) = &target.gathered {
+                g.serve();
+            }
             handles
                 .into_iter()
                 .map(|h| {
