@@ -465,7 +465,7 @@ pub fn posterior_chains(
     if spec.prior == PoiPrior::InverseSqrt && !(low >= 0.0) {
         return Err(Error::InvalidInput(format!(
             "the prior 1/sqrt({0}) needs the bounds of '{0}' at or above 0, not from {low} \
-             (set them with --bound {0}=0,HIGH)",
+             (bound it from 0)",
             model.parameter_names()[poi]
         )));
     }
