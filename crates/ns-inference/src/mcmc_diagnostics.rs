@@ -6,6 +6,8 @@
 
 use statrs::distribution::{ContinuousCDF, Normal};
 
+use crate::stats::{quantile, quantile_of_sorted};
+
 /// R̂ and effective sample sizes of one parameter over its chains.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ChainDiagnostics {
@@ -98,25 +100,6 @@ fn split_chains(chains: &[Vec<f64>]) -> Vec<Vec<f64>> {
         .iter()
         .flat_map(|c| [c[..half].to_vec(), c[second..].to_vec()])
         .collect()
-}
-
-/// The `p`-quantile of `values`, linearly interpolated between order statistics (numpy's
-/// default): NaN for no values.
-pub fn quantile(values: &[f64], p: f64) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    quantile_of_sorted(&sorted, p)
-}
-
-/// [`quantile`] of values already sorted.
-pub fn quantile_of_sorted(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let h = p.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let (lo, frac) = (h.floor() as usize, h - h.floor());
-    let hi = (lo + 1).min(sorted.len() - 1);
-    sorted[lo] + frac * (sorted[hi] - sorted[lo])
 }
 
 /// The draws replaced by the normal quantiles of their fractional ranks over all chains,

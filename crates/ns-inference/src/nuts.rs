@@ -54,6 +54,18 @@ struct Point {
     logp: f64,
 }
 
+/// One end of a trajectory: its outermost state, the momenta and sharp momenta at the side's
+/// inner and outer ends, and the side's summed momentum.
+#[derive(Clone, Debug)]
+struct End {
+    z: Point,
+    p_in: Vec<f64>,
+    p_out: Vec<f64>,
+    s_in: Vec<f64>,
+    s_out: Vec<f64>,
+    rho: Vec<f64>,
+}
+
 /// The tallies of one transition.
 #[derive(Default)]
 struct Tally {
@@ -143,56 +155,48 @@ impl Sampler<'_> {
         let mut start = z0.clone();
         self.draw_momentum(&mut start);
         let h0 = self.hamiltonian(&start);
-        let (mut z_fwd, mut z_bck) = (start.clone(), start.clone());
         let mut z_sample = start.clone();
         let mut z_propose = start.clone();
         let p0 = start.p.clone();
-        let sharp0 = self.sharp(&p0);
-        let (mut p_fwd_fwd, mut p_fwd_bck, mut p_bck_fwd, mut p_bck_bck) =
-            (p0.clone(), p0.clone(), p0.clone(), p0.clone());
-        let (mut s_fwd_fwd, mut s_fwd_bck, mut s_bck_fwd, mut s_bck_bck) =
-            (sharp0.clone(), sharp0.clone(), sharp0.clone(), sharp0);
+        let end = End {
+            p_in: p0.clone(),
+            p_out: p0.clone(),
+            s_in: self.sharp(&p0),
+            s_out: self.sharp(&p0),
+            rho: vec![0.0; p0.len()],
+            z: start,
+        };
+        // The backward and the forward end.
+        let mut ends = [end.clone(), end];
         let mut rho = p0;
         let mut log_sum_weight = 0.0;
         let mut depth = 0;
         let mut tally = Tally::default();
         while depth < self.max_depth {
-            let n = rho.len();
-            let (mut rho_fwd, mut rho_bck) = (vec![0.0; n], vec![0.0; n]);
             let mut log_sum_weight_subtree = f64::NEG_INFINITY;
-            let valid = if self.rng.uniform() > 0.5 {
-                rho_bck.clone_from(&rho);
-                p_bck_fwd.clone_from(&p_fwd_bck);
-                s_bck_fwd.clone_from(&s_fwd_bck);
-                self.build_tree(
-                    depth,
-                    &mut z_fwd,
-                    &mut z_propose,
-                    (&mut s_fwd_bck, &mut s_fwd_fwd),
-                    &mut rho_fwd,
-                    (&mut p_fwd_bck, &mut p_fwd_fwd),
-                    h0,
-                    1.0,
-                    &mut log_sum_weight_subtree,
-                    &mut tally,
-                )?
+            let [bck, fwd] = &mut ends;
+            let (grow, keep, sign) = if self.rng.uniform() > 0.5 {
+                (fwd, bck, 1.0)
             } else {
-                rho_fwd.clone_from(&rho);
-                p_fwd_bck.clone_from(&p_bck_fwd);
-                s_fwd_bck.clone_from(&s_bck_fwd);
-                self.build_tree(
-                    depth,
-                    &mut z_bck,
-                    &mut z_propose,
-                    (&mut s_bck_fwd, &mut s_bck_bck),
-                    &mut rho_bck,
-                    (&mut p_bck_fwd, &mut p_bck_bck),
-                    h0,
-                    -1.0,
-                    &mut log_sum_weight_subtree,
-                    &mut tally,
-                )?
+                (bck, fwd, -1.0)
             };
+            // The side kept holds the trajectory so far; the side grown, the new subtree.
+            keep.rho.clone_from(&rho);
+            keep.p_in.clone_from(&grow.p_in);
+            keep.s_in.clone_from(&grow.s_in);
+            grow.rho.iter_mut().for_each(|r| *r = 0.0);
+            let valid = self.build_tree(
+                depth,
+                &mut grow.z,
+                &mut z_propose,
+                (&mut grow.s_in, &mut grow.s_out),
+                &mut grow.rho,
+                (&mut grow.p_in, &mut grow.p_out),
+                h0,
+                sign,
+                &mut log_sum_weight_subtree,
+                &mut tally,
+            )?;
             if !valid {
                 break;
             }
@@ -203,10 +207,11 @@ impl Sampler<'_> {
                 z_sample.clone_from(&z_propose);
             }
             log_sum_weight = log_sum_exp(log_sum_weight, log_sum_weight_subtree);
-            rho = add(&rho_bck, &rho_fwd);
-            let persist = turning_not(&s_bck_bck, &s_fwd_fwd, &rho)
-                && turning_not(&s_bck_bck, &s_fwd_bck, &add(&rho_bck, &p_fwd_bck))
-                && turning_not(&s_bck_fwd, &s_fwd_fwd, &add(&rho_fwd, &p_bck_fwd));
+            let [bck, fwd] = &ends;
+            rho = add(&bck.rho, &fwd.rho);
+            let persist = turning_not(&bck.s_out, &fwd.s_out, &rho)
+                && turning_not(&bck.s_out, &fwd.s_in, &add(&bck.rho, &fwd.p_in))
+                && turning_not(&bck.s_in, &fwd.s_out, &add(&fwd.rho, &bck.p_in));
             if !persist {
                 break;
             }

@@ -18,8 +18,9 @@ use ns_core::{Error, Result};
 use rayon::prelude::*;
 
 use crate::fit::{FitConfig, Fitter};
-use crate::mcmc_diagnostics::{ChainDiagnostics, diagnostics, quantile_error, quantile_of_sorted};
+use crate::mcmc_diagnostics::{ChainDiagnostics, diagnostics, quantile_error};
 use crate::nuts::{ChainRun, LogDensity, NutsOptions, run_chain};
+use crate::stats::quantile_of_sorted;
 
 /// The random streams of posterior chains (stream ids apart from the toys').
 const CHAIN_STREAM: u32 = 16;

@@ -1,6 +1,29 @@
-//! The standard normal distribution, accurate in the far tails (CLs reaches 1e-40 on large models).
+//! The standard normal distribution, accurate in the far tails (CLs reaches 1e-40 on large models),
+//! and empirical quantiles.
 
 use std::f64::consts::SQRT_2;
+
+/// The `p`-quantile of `values`, linearly interpolated between order statistics (numpy's
+/// default, `interpolation="linear"`): NaN for no values.
+pub fn quantile(values: &[f64], p: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    quantile_of_sorted(&sorted, p)
+}
+
+/// [`quantile`] of values already sorted.
+pub fn quantile_of_sorted(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let h = p.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let (lo, frac) = (h.floor() as usize, h - h.floor());
+    if lo + 1 < sorted.len() {
+        sorted[lo] + frac * (sorted[lo + 1] - sorted[lo])
+    } else {
+        sorted[lo]
+    }
+}
 
 /// Φ(x).
 pub fn normal_cdf(x: f64) -> f64 {

@@ -431,15 +431,7 @@ fn tail_fraction(sorted: &[f64], t: f64) -> f64 {
 
 /// numpy's `percentile(..., interpolation="linear")` of unsorted values at `q` in [0, 100].
 fn percentile(values: &[f64], q: f64) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let pos = q / 100.0 * (v.len() - 1) as f64;
-    let (lo, frac) = (pos.floor() as usize, pos - pos.floor());
-    if lo + 1 < v.len() {
-        v[lo] + frac * (v[lo + 1] - v[lo])
-    } else {
-        v[lo]
-    }
+    crate::stats::quantile(values, q / 100.0)
 }
 
 /// Toy-based CLs at `mu` (pyhf's `hypotest(..., calctype="toybased")`). `progress` receives
