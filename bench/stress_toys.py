@@ -3,14 +3,19 @@ folder (the stress corpus of `scripts/stress_corpus.py`, `../shared/likelihoods/
 on each device asked, and a table of how many toy fits failed and the toy CLs per device.
 
     python bench/stress_toys.py [--toys 1000] [--devices cpu,cuda] [--bin target/release/nextstat]
-                                [--out stress_toys.json] [--clip-negative-yields] FOLDER_OR_FILE ...
+                                [--out stress_toys.json] [--clip-negative-yields] [--jobs N]
+                                [--timeout S] FOLDER_OR_FILE ...
 
 A run with failed fits beyond 1% of an ensemble ends in the engine's refusal, whose message
-carries the counts; below that, the result's `n_failed` does. Writes JSON (one row per model
-and device) and prints a Markdown table.
+carries the counts; below that, the result's `n_failed` does. Each run also writes its toys'
+test statistics (a one-shard part, `--shard 0/1`, beside `--out`), and the table counts the toys
+whose q differs between the first device and each other one by more than 1e-6 (compared toy by
+toy where both kept the same toys). `--jobs N` runs N (model, device) runs at once: the devices'
+seconds then overlap. Writes JSON (one row per model and device) and prints a Markdown table.
 """
 
 import argparse
+import concurrent.futures
 import json
 import re
 import subprocess
@@ -30,22 +35,48 @@ def workspaces(paths):
             yield p
 
 
-def run(binary, ws, toys, device, seed, timeout, extra=()):
+def run(binary, ws, toys, device, seed, timeout, parts, extra=()):
     start = time.perf_counter()
     row = {"model": ws.parent.name if ws.name == "workspace.json" else ws.stem, "device": device, "toys": toys}
+    part = parts / f"{row['model']}.{device}.part.json"
+    part.unlink(missing_ok=True)
+    row["part"] = str(part)
     try:
-        proc = subprocess.run([binary, "hypotest-toys", str(ws), "--mu", "1", "--n-toys", str(toys), "--seed", str(seed), "--gpu", device, *extra],
+        proc = subprocess.run([binary, "hypotest-toys", str(ws), "--mu", "1", "--n-toys", str(toys), "--seed", str(seed), "--gpu", device,
+                               "--shard", "0/1", "-o", str(part), *extra],
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {**row, "seconds": timeout, "failed": None, "cls": None, "error": f"not finished in {timeout} s"}
     row["seconds"] = round(time.perf_counter() - start, 2)
-    if proc.returncode == 0:
-        result = json.loads(proc.stdout)
-        row.update(failed=result.get("n_failed", 0), cls=result.get("CLs_obs"), failures=result.get("failures"))
+    if proc.returncode == 0 and part.is_file():
+        result = json.loads(part.read_text())["result"]
+        ensembles = [result["signal_plus_background"], result["background_only"]]
+        row.update(failed=sum(e["n_failed"] for e in ensembles), failures=[e["failures"] for e in ensembles])
+        # The result as one process gives it: `nextstat merge` of the one part (CLs, or the
+        # engine's refusal where too many fits failed).
+        merged = subprocess.run([binary, "merge", str(part)], capture_output=True, text=True, timeout=timeout)
+        row["cls"] = json.loads(merged.stdout).get("CLs_obs") if merged.returncode == 0 else None
+        if merged.returncode != 0:
+            row["error"] = merged.stderr.strip().splitlines()[-1] if merged.stderr.strip() else f"merge exit {merged.returncode}"
     else:
         failed = sum(int(m.group(1) or m.group(3)) for m in REFUSAL.finditer(proc.stderr))
         row.update(failed=failed, cls=None, error=proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
     return row
+
+
+def differing_toys(first, other):
+    """Toys whose q differs by more than 1e-6 between two runs' parts; None where the runs kept
+    different toys (their failed fits differ) or one has no part."""
+    try:
+        a, b = (json.loads(Path(r["part"]).read_text())["result"] for r in (first, other))
+    except (OSError, KeyError, ValueError):
+        return None
+    count = 0
+    for ensemble in ("signal_plus_background", "background_only"):
+        if a[ensemble]["failures"] != b[ensemble]["failures"]:
+            return None
+        count += sum(abs(p - q) > 1e-6 for p, q in zip(a[ensemble]["teststats"], b[ensemble]["teststats"]))
+    return count
 
 
 def main():
@@ -59,24 +90,33 @@ def main():
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take")
     ap.add_argument("--clip-negative-yields", action="store_true",
                     help="clip each sample's yield at zero as ROOT does (nextstat's option of that name)")
+    ap.add_argument("--jobs", type=int, default=1, help="(model, device) runs at once")
     args = ap.parse_args()
-    rows = []
-    for ws in workspaces(args.paths):
-        for device in args.devices.split(","):
-            extra = ["--clip-negative-yields"] if args.clip_negative_yields else []
-            row = run(args.bin, ws, args.toys, device, args.seed, args.timeout, extra)
-            rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
-    Path(args.out).write_text(json.dumps(rows, indent=1))
     devices = args.devices.split(",")
-    print(f"| model | {' | '.join(f'{d} failed fits | {d} CLs | {d} s' for d in devices)} |")
-    print("|---|" + "---|---|---|" * len(devices))
+    parts = Path(args.out).resolve().parent / (Path(args.out).stem + "-parts")
+    parts.mkdir(parents=True, exist_ok=True)
+    extra = ["--clip-negative-yields"] if args.clip_negative_yields else []
+    runs = [(ws, device) for ws in workspaces(args.paths) for device in devices]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run, args.bin, ws, args.toys, device, args.seed, args.timeout, parts, extra) for ws, device in runs]
+        rows = []
+        for future in futures:
+            rows.append(future.result())
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "part"}), file=sys.stderr, flush=True)
+    Path(args.out).write_text(json.dumps(rows, indent=1))
+    print(f"| model | {' | '.join(f'{d} failed fits | {d} CLs | {d} s' for d in devices)} |"
+          + "".join(f" toys differing {devices[0]}/{d} |" for d in devices[1:]))
+    print("|---|" + "---|---|---|" * len(devices) + "---|" * (len(devices) - 1))
     for model in dict.fromkeys(r["model"] for r in rows):
-        cells = []
+        cells, of = [], {}
         for d in devices:
             r = next(x for x in rows if x["model"] == model and x["device"] == d)
+            of[d] = r
             cls = "refused" if r["cls"] is None else f"{r['cls']:.4f}"
             cells += [str(r["failed"]), cls, str(r["seconds"])]
+        for d in devices[1:]:
+            n = differing_toys(of[devices[0]], of[d])
+            cells.append("—" if n is None else str(n))
         print(f"| {model} | {' | '.join(cells)} |")
 
 

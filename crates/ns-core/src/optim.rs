@@ -72,11 +72,21 @@ pub enum Termination {
     /// point have a convex combination below tolerance (Clarke stationarity), so no direction
     /// lowers the objective (set by the host; never a device code).
     ConvergedKink = 6,
+    /// The optimizer could not go further, and fits of the same data from independent starts
+    /// stopped at the same twice_nll (within [`REPEATED_END_ATOL`]): the minimum of a likelihood
+    /// whose kinks or nearly flat directions stop every descent short of the gradient test (toy
+    /// fits of published likelihoods; set by the host, never a device code).
+    ConvergedRepeated = 7,
 }
+
+/// How close, in twice_nll, the ends of fits from independent starts must be for their common
+/// end to be the minimum ([`Termination::ConvergedRepeated`]): a tenth of the smallest difference
+/// of test statistics that results report.
+pub const REPEATED_END_ATOL: f64 = 1e-7;
 
 impl Termination {
     /// Every reason, in code order.
-    pub const ALL: [Termination; 7] = [
+    pub const ALL: [Termination; 8] = [
         Termination::Converged,
         Termination::MaxIterations,
         Termination::MaxEvaluations,
@@ -84,13 +94,17 @@ impl Termination {
         Termination::NonFiniteStart,
         Termination::ConvergedScaled,
         Termination::ConvergedKink,
+        Termination::ConvergedRepeated,
     ];
 
     /// Whether the fit reached the minimum (to tolerance).
     pub fn is_converged(self) -> bool {
         matches!(
             self,
-            Termination::Converged | Termination::ConvergedScaled | Termination::ConvergedKink
+            Termination::Converged
+                | Termination::ConvergedScaled
+                | Termination::ConvergedKink
+                | Termination::ConvergedRepeated
         )
     }
 
@@ -105,11 +119,10 @@ impl Termination {
     }
 
     /// The reason of a code the device optimizer wrote: one of its own (0–4); anything else —
-    /// `ConvergedScaled` and `ConvergedKink` are the host's verdicts, never the kernel's — is
-    /// `None`.
+    /// `ConvergedScaled`, `ConvergedKink` and `ConvergedRepeated` are the host's verdicts, never
+    /// the kernel's — is `None`.
     pub fn from_device_code(code: i32) -> Option<Self> {
-        Termination::from_code(code)
-            .filter(|t| !matches!(t, Termination::ConvergedScaled | Termination::ConvergedKink))
+        Termination::from_code(code).filter(|t| t.code() <= Termination::NonFiniteStart.code())
     }
 
     /// The name of the code's `#define` in the kernels (`NS_` + this).
@@ -122,6 +135,7 @@ impl Termination {
             Termination::NonFiniteStart => "NON_FINITE_START",
             Termination::ConvergedScaled => "CONVERGED_SCALED",
             Termination::ConvergedKink => "CONVERGED_KINK",
+            Termination::ConvergedRepeated => "CONVERGED_REPEATED",
         }
     }
 
@@ -143,6 +157,11 @@ impl Termination {
                 "converged at a kink of the likelihood: a convex combination of the gradients \
                  around the end point is below tolerance (a yield clipped at zero or raised to a floor)"
             }
+            Termination::ConvergedRepeated => {
+                "converged: fits from independent starts stopped at the same twice_nll, where \
+                 kinks or nearly flat directions of the likelihood stop the optimizer short of \
+                 its gradient test"
+            }
         }
     }
 }
@@ -157,9 +176,10 @@ mod tests {
             assert_eq!(Termination::from_code(t.code()), Some(t));
         }
         assert_eq!(Termination::from_code(-1), None);
-        assert_eq!(Termination::from_code(7), None);
+        assert_eq!(Termination::from_code(8), None);
         assert_eq!(Termination::from_device_code(5), None);
         assert_eq!(Termination::from_device_code(6), None);
+        assert_eq!(Termination::from_device_code(7), None);
         assert_eq!(
             Termination::from_device_code(0),
             Some(Termination::Converged)

@@ -13,8 +13,10 @@
 //! model (other μ, seeds, data) can share those batches ([`hypotest_toys_batch`]), with the same
 //! results as alone.
 
+use ns_compute::rng::ToyStream;
 use ns_compute::{PreparedData, SampledToys};
 use ns_core::Result;
+use ns_core::optim::{REPEATED_END_ATOL, Termination};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -156,6 +158,13 @@ struct ToySegment<'a> {
 /// fits still short; a round that improves none ends them).
 const CONTINUATION_ROUNDS: usize = 10;
 
+/// Starts at random around the restart point for toy fits that fail after their restart and
+/// continuation ([`perturbed_start`]).
+const PERTURBED_STARTS: usize = 3;
+
+/// The key of the perturbed starts' stream (FNV-1a's offset basis).
+const PERTURBED_SEED: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// Largest lowering of twice_nll by empty bins expecting negative counts that a converged toy
 /// fit may owe. A stationary point of pyhf's likelihood can sit slightly past λ = 0 and owe 1–4
 /// (toys of the 3ℓ on-shell, EWK and sbottom likelihoods, an empty bin at −0.003 to −2 events);
@@ -252,15 +261,16 @@ fn fit_toy_pairs(
                 },
             })
             .collect();
+        // Per fit: where its attempts from independent starts stopped short (not its
+        // continuations, which start where an attempt stopped).
+        let mut ends: Vec<Vec<f64>> = vec![Vec::new(); results.len()];
+        for &j in &failed {
+            record_end(&mut ends[j], &results[j]);
+        }
         let again = fit_sampled(fitter, toys, &restarts, &|_| {})?;
         for (&j, fit) in failed.iter().zip(again) {
-            let better = match (&fit, &results[j]) {
-                (Ok(f), _) if f.converged => true,
-                (Ok(f), Ok(before)) => f.twice_nll < before.twice_nll,
-                (Ok(f), Err(_)) => f.twice_nll.is_finite(),
-                (Err(_), _) => false,
-            };
-            if better {
+            record_end(&mut ends[j], &fit);
+            if improves(&fit, &results[j]) {
                 results[j] = fit;
             }
         }
@@ -309,6 +319,41 @@ fn fit_toy_pairs(
                 break;
             }
         }
+        // Fits that still fail start again from their restart point moved at random, by about
+        // half a standard deviation of each free parameter (a published likelihood's toy whose
+        // fits stall on kinks from one start converges from another).
+        for attempt in 0..PERTURBED_STARTS {
+            accept_repeated_ends(&mut results, &ends);
+            let failing: Vec<usize> = (0..results.len())
+                .filter(|&j| !matches!(&results[j], Ok(fit) if fit.converged))
+                .collect();
+            if failing.is_empty() {
+                break;
+            }
+            let moved = failing
+                .par_iter()
+                .map(|&j| {
+                    let restart = if j % 2 == 0 {
+                        &restart_free[j / 2]
+                    } else {
+                        &restart_fixed[j / 2]
+                    };
+                    let start = perturbed_start(fitter, &toys.host[j / 2], restart, attempt)?;
+                    Ok(FitJob {
+                        data: j / 2,
+                        config: Arc::new(start),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let again = fit_sampled(fitter, toys, &moved, &|_| {})?;
+            for (&j, fit) in failing.iter().zip(again) {
+                record_end(&mut ends[j], &fit);
+                if improves(&fit, &results[j]) {
+                    results[j] = fit;
+                }
+            }
+        }
+        accept_repeated_ends(&mut results, &ends);
     }
     // A fit that owes more than `BOX_HELD_GAIN` of twice_nll to empty bins expecting negative
     // counts was stopped by the parameter box, not by the data: its test statistic
@@ -337,6 +382,85 @@ fn fit_toy_pairs(
         }));
     }
     Ok(pairs)
+}
+
+/// Whether a second attempt at a failed fit replaces the first: it converged, or ended lower.
+fn improves(again: &Result<FitResult>, before: &Result<FitResult>) -> bool {
+    match (again, before) {
+        (Ok(f), _) if f.converged => true,
+        (Ok(f), Ok(before)) => f.twice_nll < before.twice_nll,
+        (Ok(f), Err(_)) => f.twice_nll.is_finite(),
+        (Err(_), _) => false,
+    }
+}
+
+/// Records where an attempt at a fit stopped short of convergence.
+fn record_end(ends: &mut Vec<f64>, attempt: &Result<FitResult>) {
+    if let Ok(fit) = attempt
+        && !fit.converged
+        && fit.twice_nll.is_finite()
+    {
+        ends.push(fit.twice_nll);
+    }
+}
+
+/// A fit that stopped short where at least two of its attempts from independent starts stopped
+/// too (within [`REPEATED_END_ATOL`] of twice_nll) has found its minimum: on a published
+/// likelihood whose toys' minima lie on kinks (ROOT's clipping) every descent can stall short of
+/// the gradient test at the same point, where a device's optimizer may already call it converged.
+fn accept_repeated_ends(results: &mut [Result<FitResult>], ends: &[Vec<f64>]) {
+    for (result, ends) in results.iter_mut().zip(ends) {
+        if let Ok(fit) = result
+            && !fit.converged
+            && ends
+                .iter()
+                .filter(|&&end| (end - fit.twice_nll).abs() <= REPEATED_END_ATOL)
+                .count()
+                >= 2
+        {
+            fit.converged = true;
+            fit.termination = Termination::ConvergedRepeated;
+        }
+    }
+}
+
+/// `restart` with each free parameter moved from its start by σ·z/2, z standard normal and σ
+/// the inverse square root of twice_nll's curvature there, kept inside the box. The draws come
+/// from a stream keyed by the dataset and the configuration's start, not by the fit's place in
+/// its batch: a toy gets the same starts alone or beside others, on every device.
+fn perturbed_start(
+    fitter: &Fitter,
+    data: &PreparedData,
+    restart: &FitConfig,
+    attempt: usize,
+) -> Result<FitConfig> {
+    let free: Vec<usize> = (0..restart.init.len())
+        .filter(|&i| !restart.fixed[i])
+        .collect();
+    let scale = fitter.curvature_scale(
+        &restart.init,
+        &free,
+        &restart.bounds,
+        data,
+        STIFF_SCALE_CEILING,
+    )?;
+    let key = data
+        .main
+        .iter()
+        .chain(&data.aux)
+        .chain(&restart.init)
+        .fold(PERTURBED_SEED, |h, v| {
+            (h ^ v.to_bits()).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    let mut rng = ToyStream::new(key, attempt as u32, 0);
+    let mut point = restart.init.clone();
+    for (&i, s) in free.iter().zip(&scale) {
+        point[i] += 0.5 * rng.normal() / s;
+    }
+    Ok(FitConfig {
+        scale: None,
+        ..restart.starting_at(&point)
+    })
 }
 
 /// Whether the fit ended where the likelihood is unbounded below (`Fitter::complete` warned).
@@ -763,9 +887,18 @@ impl ToyHypotest {
             || signal.teststats.is_empty()
             || background.teststats.is_empty()
         {
+            let unbounded = [&signal, &background]
+                .iter()
+                .any(|e| e.failures.keys().any(|r| r.starts_with(UNBOUNDED_BELOW)));
+            let remedy = if unbounded {
+                "; where pyhf's likelihood is unbounded below, ROOT's (each sample's yield \
+                 clipped at zero: the model's clip_negative_yields setting) has a minimum"
+            } else {
+                ""
+            };
             return Err(ns_core::Error::Computation(format!(
                 "toy fits failed: {}; more than {}% of an ensemble, so the p-values would be \
-                 biased (the failed toys are not a random subset): no result",
+                 biased (the failed toys are not a random subset): no result{remedy}",
                 failed.join(", "),
                 MAX_FAILED_TOY_FRACTION * 100.0
             )));
