@@ -65,18 +65,20 @@ def run(binary, ws, toys, device, seed, timeout, parts, extra=()):
 
 
 def differing_toys(first, other):
-    """Toys whose q differs by more than 1e-6 between two runs' parts; None where the runs kept
-    different toys (their failed fits differ) or one has no part."""
+    """Toys whose q differs by more than 1e-6 between two runs' parts, and the largest |Δq|;
+    None where the runs kept different toys (their failed fits differ) or one has no part."""
     try:
         a, b = (json.loads(Path(r["part"]).read_text())["result"] for r in (first, other))
     except (OSError, KeyError, ValueError):
         return None
-    count = 0
+    count, worst = 0, 0.0
     for ensemble in ("signal_plus_background", "background_only"):
         if a[ensemble]["failures"] != b[ensemble]["failures"]:
             return None
-        count += sum(abs(p - q) > 1e-6 for p, q in zip(a[ensemble]["teststats"], b[ensemble]["teststats"]))
-    return count
+        deltas = [abs(p - q) for p, q in zip(a[ensemble]["teststats"], b[ensemble]["teststats"])]
+        count += sum(d > 1e-6 for d in deltas)
+        worst = max([worst, *deltas])
+    return count, worst
 
 
 def main():
@@ -115,8 +117,8 @@ def main():
             cls = "refused" if r["cls"] is None else f"{r['cls']:.4f}"
             cells += [str(r["failed"]), cls, str(r["seconds"])]
         for d in devices[1:]:
-            n = differing_toys(of[devices[0]], of[d])
-            cells.append("—" if n is None else str(n))
+            differing = differing_toys(of[devices[0]], of[d])
+            cells.append("—" if differing is None else f"{differing[0]} (max |Δq| {differing[1]:.1e})")
         print(f"| {model} | {' | '.join(cells)} |")
 
 

@@ -53,6 +53,14 @@ const F32_EXACT_COUNT: f64 = 16_777_216.0;
 /// ([`Fitter::fit_global`]); fits of one minimum agree to the optimizer's tolerance, far below.
 pub const SEVERAL_MINIMA_GAP: f64 = 1e-3;
 
+/// Width, in events, of the smoothed likelihood that tells whether a fit ended next to a kink
+/// ([`Fitter::ended_near_kink`]).
+const KINK_PROBE_WIDTH: f64 = 1e-2;
+
+/// The gap between the smoothed and the exact objective beyond which a point is next to a kink:
+/// at width 10⁻² events, within about 0.16 events of one.
+const KINK_PROBE_GAP: f64 = 1e-9;
+
 /// The f64 verdict on a fit's end point ([`Fitter::check_in_f64`]).
 struct F64Check {
     twice_nll: f64,
@@ -76,6 +84,9 @@ pub struct Fitter<'m> {
     /// Whether `backend` evaluates the likelihood with its kinks smoothed
     /// ([`Likelihood::open_smoothed`]): such a fitter is a step of another's kink handling.
     smoothed: bool,
+    /// On a device: the likelihood smoothed over [`KINK_PROBE_WIDTH`] on the host (`None` where
+    /// it has no kinks), which tells whether a device fit ended next to a kink.
+    kink_probe: Option<Box<dyn Backend + 'm>>,
 }
 
 impl<'m> Fitter<'m> {
@@ -87,9 +98,12 @@ impl<'m> Fitter<'m> {
 
     /// A fitter on an opened backend (of this likelihood).
     pub fn with_backend(model: &'m dyn Likelihood, backend: Box<dyn Backend + 'm>) -> Result<Self> {
-        let host = match backend.device() {
-            Device::Cpu => None,
-            _ => Some(model.open_for_fits(Device::Cpu)?),
+        let (host, kink_probe) = match backend.device() {
+            Device::Cpu => (None, None),
+            _ => (
+                Some(model.open_for_fits(Device::Cpu)?),
+                model.open_smoothed(KINK_PROBE_WIDTH),
+            ),
         };
         let plain = match model.analytic_parameters().is_empty() {
             true => None,
@@ -102,6 +116,7 @@ impl<'m> Fitter<'m> {
             interrupt: Arc::new(AtomicBool::new(false)),
             plain,
             smoothed: false,
+            kink_probe,
         })
     }
 
@@ -523,14 +538,17 @@ impl<'m> Fitter<'m> {
             if check.within {
                 result.converged = true;
                 result.termination = Termination::ConvergedScaled;
-            } else if let Some(refit) = self.refit_on_host(&result, data, config)? {
-                return Ok(refit);
+            } else if self.refits_on_host() {
+                return self.refit_on_host(&result, data, config);
             } else {
                 result = self.follow_smoothed_kinks(result, data, config, run, tolerance)?;
                 if !result.converged {
                     result = self.descend_at_kinks(result, data, config, run, tolerance)?;
                 }
             }
+        }
+        if result.converged && self.refits_on_host() && self.ended_near_kink(&result, data)? {
+            return self.refit_on_host(&result, data, config);
         }
         // The analytic parameters where the objective set them at the end point.
         self.model.profile_analytic(&mut result.parameters, data)?;
@@ -552,29 +570,47 @@ impl<'m> Fitter<'m> {
         Ok(result)
     }
 
-    /// A device fit that stalled where neither the Newton polish nor the scaled test could end
-    /// it, fitted again on the host from the same start, as the CPU fits it. What follows a
-    /// stall (the smoothed path, gradient sampling) starts from where the optimizer stopped, and
-    /// where the minimum lies on kinks its end depends on that point's last bits: a toy fitted
-    /// on a device would end at another kink point than on the CPU (q 1.89 against 3.21 on a
-    /// published likelihood). From the host fit, every device's stalled fits end where the
-    /// CPU's do. `None` on the CPU, on f32 devices (which settle their end points in f64) and
+    /// Whether this fitter's fits that stall short of the gradient test, or converge next to a
+    /// kink of the likelihood, are fitted again on the host ([`refit_on_host`](Self::refit_on_host)):
+    /// on f64 devices; not on the CPU, on f32 devices (which settle their end points in f64) or
     /// inside kink handling.
+    fn refits_on_host(&self) -> bool {
+        self.host.is_some() && !self.smoothed && self.backend.precision() == Precision::F64
+    }
+
+    /// The fit fitted again on the host from the same start, as the CPU fits it. Where a
+    /// likelihood has kinks (yields clipped at zero, template floors), a fit that stalls goes on
+    /// from where its optimizer stopped (the smoothed path, gradient sampling), and one that
+    /// converges beside a kink has stopped on one side of it: in both, where it ends depends on
+    /// that point's last bits, and a toy fitted on a device ended at another kink point than on
+    /// the CPU (q 1.89 against 3.21 on a published likelihood). Fitted again on the host, every
+    /// device's such fits end where the CPU's do.
     fn refit_on_host(
         &self,
-        stalled: &FitResult,
+        device_fit: &FitResult,
         data: &PreparedData,
         config: &FitConfig,
-    ) -> Result<Option<FitResult>> {
-        if self.host.is_none() || self.smoothed || self.backend.precision() != Precision::F64 {
-            return Ok(None);
-        }
+    ) -> Result<FitResult> {
         let host = Fitter::with_backend(self.model, self.model.open_for_fits(Device::Cpu)?)?
             .with_interrupt(self.interrupt.clone());
         let mut refit = host.fit(data, config)?;
-        refit.iterations += stalled.iterations;
-        refit.evaluations += stalled.evaluations;
-        Ok(Some(refit))
+        refit.iterations += device_fit.iterations;
+        refit.evaluations += device_fit.evaluations;
+        Ok(refit)
+    }
+
+    /// Whether `result` ended within about a tenth of an event of a kink of the likelihood: the
+    /// likelihood smoothed over [`KINK_PROBE_WIDTH`] events differs there from the exact one (a
+    /// softplus of width w departs from max(d, 0) by about w·e^−|d|/w). Always false where the
+    /// likelihood has no kinks; one host evaluation where it has.
+    fn ended_near_kink(&self, result: &FitResult, data: &PreparedData) -> Result<bool> {
+        let Some(smoothed) = self.kink_probe.as_deref() else {
+            return Ok(false);
+        };
+        let mut grad = vec![0.0; self.model.n_params()];
+        let exact = self.objective_on(self.host(), &result.parameters, data, &mut grad)?;
+        let near = self.objective_on(smoothed, &result.parameters, data, &mut grad)?;
+        Ok((near - exact).abs() > KINK_PROBE_GAP)
     }
 
     /// twice_nll in f64 at `parameters`, its projected gradient, and whether that gradient is
