@@ -891,8 +891,9 @@ impl ToyHypotest {
                 .iter()
                 .any(|e| e.failures.keys().any(|r| r.starts_with(UNBOUNDED_BELOW)));
             let remedy = if unbounded {
-                "; where pyhf's likelihood is unbounded below, ROOT's (each sample's yield \
-                 clipped at zero: the model's clip_negative_yields setting) has a minimum"
+                "; a likelihood unbounded below because a sample's yield turns negative has a \
+                 minimum with each sample's yield clipped at zero, as ROOT clips it (the model's \
+                 clip_negative_yields setting; a normalisation factor below zero is not clipped)"
             } else {
                 ""
             };
@@ -1018,7 +1019,44 @@ impl ToyHypotest {
 
 #[cfg(test)]
 mod tests {
-    use super::percentile;
+    use super::*;
+
+    /// 100 toys of which `failed` failed for `reason`, the rest at q = 1.
+    fn ensemble(failed: usize, reason: &str) -> ToyEnsemble {
+        ToyEnsemble {
+            teststats: vec![1.0; 100 - failed],
+            n_failed: failed,
+            failures: BTreeMap::from([(reason.to_string(), failed)]),
+        }
+    }
+
+    #[test]
+    fn a_refusal_for_unbounded_toys_names_roots_clipping() {
+        let refusal = |reason: &str| {
+            let ensembles = ToyEnsembles {
+                observed: 1.0,
+                signal: ensemble(5, reason),
+                background: ToyEnsemble {
+                    teststats: vec![1.0; 100],
+                    ..Default::default()
+                },
+            };
+            ToyHypotest::from_ensembles(1.0, TestStatistic::QTilde, 100, 1, ensembles)
+                .unwrap_err()
+                .to_string()
+        };
+        let unbounded = refusal(&format!("{UNBOUNDED_BELOW}: main bin 3"));
+        assert!(
+            unbounded.contains("5 of 100 signal-plus-background toys"),
+            "{unbounded}"
+        );
+        assert!(
+            unbounded.contains("clip_negative_yields setting"),
+            "{unbounded}"
+        );
+        let stalled = refusal("line search could not decrease the objective further");
+        assert!(stalled.ends_with("no result"), "{stalled}");
+    }
 
     #[test]
     fn percentile_matches_numpy_linear() {
