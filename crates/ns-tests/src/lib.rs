@@ -279,15 +279,22 @@ pub fn model_and_data(
     ws: &ns_translate::Workspace,
     codes: ns_core::InterpCodes,
 ) -> (ns_translate::HistFactoryModel, ns_compute::PreparedData) {
-    let model = ns_translate::HistFactoryModel::from_workspace(
+    model_and_data_with(
         ws,
         &ns_translate::ModelOptions {
-            measurement: None,
             codes,
-            clip_negative_yields: false,
+            ..Default::default()
         },
     )
-    .expect("model builds");
+}
+
+/// A workspace's model built with `options` (ROOT's clipping, a measurement, codes) and its
+/// observed data (main + aux).
+pub fn model_and_data_with(
+    ws: &ns_translate::Workspace,
+    options: &ns_translate::ModelOptions,
+) -> (ns_translate::HistFactoryModel, ns_compute::PreparedData) {
+    let model = ns_translate::HistFactoryModel::from_workspace(ws, options).expect("model builds");
     let data = ns_compute::PreparedData::from_full(
         &model.compiled,
         &ws.data(&model, true).expect("observations"),

@@ -18,10 +18,18 @@ use ns_tests::{
     TestRng, all_code_pairs, backend_tolerance, kinked_workspace, model_and_data, points_for,
     random_point, shared_workspaces, test_device, workspace_path,
 };
-use ns_translate::{FromWorkspace, Workspace};
+use ns_translate::Workspace;
 use std::sync::atomic::AtomicBool;
 
 /// A fitter on the backend under test.
+/// ROOT's semantics for a pyhf workspace: each sample's yield clipped at zero.
+fn clipped() -> ns_translate::ModelOptions {
+    ns_translate::ModelOptions {
+        clip_negative_yields: true,
+        ..Default::default()
+    }
+}
+
 fn fitter_on(model: &HistFactoryModel, device: Device) -> Fitter<'_> {
     Fitter::on_device(model, device, Workload::Sequential).expect("backend opens")
 }
@@ -154,14 +162,7 @@ fn clipped_yields_match_cpu(device: Device) {
         Device::Vulkan | Device::Metal => backend_tolerance(device, "twice_nll_at_min_atol"),
         _ => 1e-9,
     };
-    let options = ns_translate::ModelOptions {
-        clip_negative_yields: true,
-        ..Default::default()
-    };
-    let kinked = kinked_workspace(true);
-    let model = ns_translate::HistFactoryModel::from_workspace(&kinked, &options).unwrap();
-    let data =
-        PreparedData::from_full(&model.compiled, &kinked.data(&model, true).unwrap()).unwrap();
+    let (model, data) = ns_tests::model_and_data_with(&kinked_workspace(true), &clipped());
     let k = model.parameter_index("k").unwrap();
     let points: Vec<Vec<f64>> = [-1.5, -0.5, 0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.5]
         .iter()
@@ -190,8 +191,7 @@ fn clipped_yields_match_cpu(device: Device) {
     // A published likelihood at points far enough out that code4 products and histosys sums
     // turn negative.
     let ws = Workspace::from_path(&workspace_path("nextstat_tHu.json")).unwrap();
-    let model = ns_translate::HistFactoryModel::from_workspace(&ws, &options).unwrap();
-    let data = PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap()).unwrap();
+    let (model, data) = ns_tests::model_and_data_with(&ws, &clipped());
     let mut rng = TestRng::new(5);
     let (init, bounds) = (model.suggested_init(), model.suggested_bounds());
     let points: Vec<Vec<f64>> = (0..30)
@@ -575,12 +575,7 @@ fn clipped_toys_match_cpu_toy_by_toy_cuda() {
     let device = Device::Cuda(ns_compute::CudaGpus::FIRST);
     let dir = ns_tests::likelihoods_dir().join("atlas_staus_2018-04_comb_DS_100_1");
     let ws = Workspace::from_path(&dir.join("workspace.json")).unwrap();
-    let options = ns_translate::ModelOptions {
-        clip_negative_yields: true,
-        ..Default::default()
-    };
-    let model = ns_translate::HistFactoryModel::from_workspace(&ws, &options).unwrap();
-    let data = PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap()).unwrap();
+    let (model, data) = ns_tests::model_and_data_with(&ws, &clipped());
     let config = FitConfig::suggested(&model);
     let run = |fitter: &Fitter| {
         hypotest_toys(

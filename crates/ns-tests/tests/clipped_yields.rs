@@ -7,16 +7,14 @@ use ns_compute::{CpuEvaluator, Likelihood, PreparedData, Scratch};
 use ns_core::optim::Termination;
 use ns_inference::{FitConfig, Fitter};
 use ns_tests::kinked_workspace;
-use ns_translate::{FromWorkspace, HistFactoryModel, ModelOptions, Workspace};
+use ns_translate::{HistFactoryModel, ModelOptions, Workspace};
 
 fn model(ws: &Workspace, clip: bool) -> (HistFactoryModel, PreparedData) {
     let options = ModelOptions {
         clip_negative_yields: clip,
         ..ModelOptions::default()
     };
-    let model = HistFactoryModel::from_workspace(ws, &options).expect("the model builds");
-    let data = PreparedData::from_full(&model.compiled, &ws.data(&model, true).unwrap()).unwrap();
-    (model, data)
+    ns_tests::model_and_data_with(ws, &options)
 }
 
 fn nll_and_gradient(model: &HistFactoryModel, data: &PreparedData, p: &[f64]) -> (f64, Vec<f64>) {

@@ -599,7 +599,7 @@ impl<'m> Fitter<'m> {
         Ok(refit)
     }
 
-    /// Whether `result` ended within about a tenth of an event of a kink of the likelihood: the
+    /// Whether `result` ended within about 0.16 events of a kink of the likelihood: the
     /// likelihood smoothed over [`KINK_PROBE_WIDTH`] events differs there from the exact one (a
     /// softplus of width w departs from max(d, 0) by about w·e^−|d|/w). Always false where the
     /// likelihood has no kinks; one host evaluation where it has.
