@@ -130,7 +130,11 @@ fn each_bad_request_is_a_clear_error() {
             "mu = NaN is outside the bounds of 'mu'",
         ),
         (vec!["hypotest", ws, "--mu", "inf"], "outside the bounds"),
-        (vec!["hypotest", ws, "--mu", "1e308"], "outside the bounds"),
+        // A huge value in exponent form, not as 309 digits.
+        (
+            vec!["hypotest", ws, "--mu", "1e308"],
+            "mu = 1e308 is outside the bounds of 'mu', [0, 10]",
+        ),
         (
             vec!["hypotest", ws, "--mu", "-1"],
             "outside the bounds of 'mu', [0, 10]",

@@ -51,3 +51,13 @@ impl Error {
 
 /// Result alias for the engine crates.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// A number for a message: plain where that is short, in exponent form where it is huge or
+/// tiny (1e308 is not written as 309 digits).
+pub fn short_number(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}

@@ -3,6 +3,7 @@
 //! undefined where the fit starts).
 
 use ns_compute::PreparedData;
+use ns_core::error::short_number;
 use ns_core::{Error, Result};
 
 use crate::fit::{FitConfig, FitResult, Fitter};
@@ -42,8 +43,11 @@ pub fn value_in_bounds(
     let (lo, hi) = config.bounds[index];
     if !(value.is_finite() && lo <= value && value <= hi) {
         return Err(Error::InvalidInput(format!(
-            "{what} = {value} is outside the bounds of '{}', [{lo}, {hi}]",
-            fitter.model().parameter_names()[index]
+            "{what} = {} is outside the bounds of '{}', [{}, {}]",
+            short_number(value),
+            fitter.model().parameter_names()[index],
+            short_number(lo),
+            short_number(hi)
         )));
     }
     Ok(())

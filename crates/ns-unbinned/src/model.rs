@@ -882,12 +882,4 @@ pub fn constraints_nll_grad(
         .sum()
 }
 
-/// A number for a message: plain where that is short, in exponent form where it is huge or
-/// tiny (1e308 is not written as 309 digits).
-pub(crate) fn short(x: f64) -> String {
-    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) {
-        format!("{x:e}")
-    } else {
-        format!("{x}")
-    }
-}
+pub(crate) use ns_core::error::short_number as short;
