@@ -214,6 +214,12 @@ pub trait Likelihood: Send + Sync {
         None
     }
 
+    /// Whether the likelihood has kinks ([`open_smoothed`](Self::open_smoothed) has something
+    /// to smooth): yields clipped at zero (ROOT's semantics) or raised to a floor.
+    fn has_kinks(&self) -> bool {
+        self.open_smoothed(1.0).is_some()
+    }
+
     /// Sets the [`analytic_parameters`](Self::analytic_parameters) in `params` for `data`.
     fn profile_analytic(&self, params: &mut [f64], data: &PreparedData) -> Result<()> {
         let _ = (params, data);

@@ -77,6 +77,12 @@ pub enum Termination {
     /// whose kinks or nearly flat directions stop every descent short of the gradient test (toy
     /// fits of published likelihoods; set by the host, never a device code).
     ConvergedRepeated = 7,
+    /// The optimizer could not go further against a wall of the likelihood along single
+    /// parameters (a sample's normsys product crossing zero at 10¹³ events per unit, where ROOT
+    /// clips it): with those parameters held, the others passed the gradient test, and a step
+    /// of 10⁻⁹ either way along each held one lowers nothing (set by the host, never a device
+    /// code).
+    ConvergedPinned = 8,
 }
 
 /// How close, in twice_nll, the ends of fits from independent starts must be for their common
@@ -86,7 +92,7 @@ pub const REPEATED_END_ATOL: f64 = 1e-7;
 
 impl Termination {
     /// Every reason, in code order.
-    pub const ALL: [Termination; 8] = [
+    pub const ALL: [Termination; 9] = [
         Termination::Converged,
         Termination::MaxIterations,
         Termination::MaxEvaluations,
@@ -95,6 +101,7 @@ impl Termination {
         Termination::ConvergedScaled,
         Termination::ConvergedKink,
         Termination::ConvergedRepeated,
+        Termination::ConvergedPinned,
     ];
 
     /// Whether the fit reached the minimum (to tolerance).
@@ -105,6 +112,7 @@ impl Termination {
                 | Termination::ConvergedScaled
                 | Termination::ConvergedKink
                 | Termination::ConvergedRepeated
+                | Termination::ConvergedPinned
         )
     }
 
@@ -119,7 +127,8 @@ impl Termination {
     }
 
     /// The reason of a code the device optimizer wrote: one of its own (0–4); anything else —
-    /// `ConvergedScaled`, `ConvergedKink` and `ConvergedRepeated` are the host's verdicts, never
+    /// `ConvergedScaled`, `ConvergedKink`, `ConvergedRepeated` and `ConvergedPinned` are the
+    /// host's verdicts, never
     /// the kernel's — is `None`.
     pub fn from_device_code(code: i32) -> Option<Self> {
         Termination::from_code(code).filter(|t| t.code() <= Termination::NonFiniteStart.code())
@@ -136,6 +145,7 @@ impl Termination {
             Termination::ConvergedScaled => "CONVERGED_SCALED",
             Termination::ConvergedKink => "CONVERGED_KINK",
             Termination::ConvergedRepeated => "CONVERGED_REPEATED",
+            Termination::ConvergedPinned => "CONVERGED_PINNED",
         }
     }
 
@@ -162,6 +172,11 @@ impl Termination {
                  kinks or nearly flat directions of the likelihood stop the optimizer short of \
                  its gradient test"
             }
+            Termination::ConvergedPinned => {
+                "converged against a wall of the likelihood: parameters where a step of 1e-9 \
+                 either way lowers nothing (a sample's yield clipped at zero that turns steeply \
+                 the other way) held, the others pass the gradient test"
+            }
         }
     }
 }
@@ -176,10 +191,10 @@ mod tests {
             assert_eq!(Termination::from_code(t.code()), Some(t));
         }
         assert_eq!(Termination::from_code(-1), None);
-        assert_eq!(Termination::from_code(8), None);
-        assert_eq!(Termination::from_device_code(5), None);
-        assert_eq!(Termination::from_device_code(6), None);
-        assert_eq!(Termination::from_device_code(7), None);
+        assert_eq!(Termination::from_code(9), None);
+        for host_only in 5..=8 {
+            assert_eq!(Termination::from_device_code(host_only), None);
+        }
         assert_eq!(
             Termination::from_device_code(0),
             Some(Termination::Converged)

@@ -397,3 +397,33 @@ pub fn kinked_workspace(with_small_sample: bool) -> ns_translate::Workspace {
     });
     ns_translate::Workspace::from_value(spec).expect("the workspace loads")
 }
+
+/// A workspace whose likelihood has a wall along one parameter, as the published sleptons
+/// likelihood has: in the signal region, a sample of 10¹² events whose normsys `k` (hi 0.998,
+/// lo 230.5) crosses zero at α ≈ 0.0108, scaled by a normalisation `mu_t` that a control
+/// region (2 observed over a background of 10) holds near −1.6. Where `k`'s code4 factor is below
+/// zero, ROOT's clipping makes the sample yield nothing; just above, it yields −10¹² times the
+/// factor, and the region's count turns negative within 10⁻¹¹ of the crossing: undefined. The
+/// constraint on `k` pulls it from the clipped side onto that wall.
+pub fn walled_workspace() -> ns_translate::Workspace {
+    let spec = serde_json::json!({
+        "channels": [
+            {"name": "sr", "samples": [
+                {"name": "signal", "data": [1.0], "modifiers": [
+                    {"name": "mu", "type": "normfactor", "data": null}]},
+                {"name": "background", "data": [4.0], "modifiers": [
+                    {"name": "bkg_syst", "type": "normsys", "data": {"hi": 1.1, "lo": 0.9}}]},
+                {"name": "runaway", "data": [1e12], "modifiers": [
+                    {"name": "k", "type": "normsys", "data": {"hi": 0.998, "lo": 230.5}},
+                    {"name": "mu_t", "type": "normfactor", "data": null}]}]},
+            {"name": "cr", "samples": [
+                {"name": "background", "data": [10.0], "modifiers": []},
+                {"name": "runaway", "data": [5.0], "modifiers": [
+                    {"name": "mu_t", "type": "normfactor", "data": null}]}]}],
+        "observations": [{"name": "sr", "data": [6.0]}, {"name": "cr", "data": [2.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
+            {"name": "mu_t", "bounds": [[-5.0, 5.0]], "inits": [1.0]}]}}],
+        "version": "1.0.0"
+    });
+    ns_translate::Workspace::from_value(spec).expect("the workspace loads")
+}

@@ -158,3 +158,62 @@ fn toy_fits_that_stall_on_kinks_converge_on_a_published_likelihood() {
         }
     }
 }
+
+/// A fit whose minimum lies against a wall along one parameter (`walled_workspace`: the
+/// normsys `k` of a sample of 10¹² events crosses zero, and beyond the crossing the region's
+/// count turns negative within 10⁻¹¹) converges onto the wall: L-BFGS-B and gradient sampling
+/// stall there (every step crosses it); the fit holds `k` and fits the rest. The minimum, by
+/// brute force: fits with `k` fixed on the clipped side approach it from above as `k` nears
+/// the crossing.
+#[test]
+fn a_fit_whose_minimum_lies_against_a_wall_converges_onto_it() {
+    let (model, data) = model(&ns_tests::walled_workspace(), true);
+    let fitter = Fitter::new(&model);
+    let k = model.parameter_index("k").unwrap();
+    let mu_t = model.parameter_index("mu_t").unwrap();
+    // From the clipped side, with the control region's normalisation: the constraint pulls k
+    // down onto the wall.
+    let mut config = FitConfig::suggested(&model);
+    config.init[k] = 0.05;
+    config.init[mu_t] = -1.6;
+    let fit = fitter.fit(&data, &config).unwrap();
+    assert!(fit.converged, "{:?}: {:?}", fit.termination, fit.warning);
+    assert_eq!(fit.termination, Termination::ConvergedPinned);
+    // The crossing: the runaway sample's yield in the signal region turns from zero (clipped)
+    // to nonzero there.
+    let runaway_at = |alpha: f64| {
+        let mut p = fit.parameters.clone();
+        p[k] = alpha;
+        model.sample_yields(&p).unwrap()[1].samples[1].1[0]
+    };
+    let (mut clipped, mut open) = (0.05, 0.0);
+    for _ in 0..60 {
+        let mid = 0.5 * (clipped + open);
+        if runaway_at(mid) == 0.0 {
+            clipped = mid;
+        } else {
+            open = mid;
+        }
+    }
+    assert!(
+        (fit.parameters[k] - clipped).abs() < 1e-6,
+        "k = {} against a crossing at {clipped}",
+        fit.parameters[k]
+    );
+    for gap in [1e-6, 1e-3, 1e-2] {
+        let beside = fitter
+            .fit(&data, &config.with_fixed(k, clipped + gap))
+            .unwrap();
+        assert!(
+            beside.converged,
+            "k fixed at +{gap}: {:?}",
+            beside.termination
+        );
+        assert!(
+            fit.twice_nll <= beside.twice_nll + 1e-9,
+            "{} with k free, {} with k fixed {gap} beside the crossing",
+            fit.twice_nll,
+            beside.twice_nll
+        );
+    }
+}

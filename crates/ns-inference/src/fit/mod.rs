@@ -11,6 +11,8 @@
 //! - `batch`: many fits at once, in parallel, in lockstep or on the device optimizer;
 //! - `uncertainty`: variable scaling, Hessian, uncertainties and covariance;
 //! - `newton`: the projected-Newton polish of fits L-BFGS-B leaves short of the tolerance;
+//! - `kink`, `pinned`: fits that stall at a kink of the likelihood, or against a wall along
+//!   single parameters;
 //! - `hessian`: the arrow-structured Hessian of large models.
 
 mod batch;
@@ -18,6 +20,7 @@ mod config;
 mod hessian;
 mod kink;
 mod newton;
+mod pinned;
 mod result;
 mod run;
 mod uncertainty;
@@ -84,6 +87,9 @@ pub struct Fitter<'m> {
     /// Whether `backend` evaluates the likelihood with its kinks smoothed
     /// ([`Likelihood::open_smoothed`]): such a fitter is a step of another's kink handling.
     smoothed: bool,
+    /// Whether this fitter fits with pinned parameters held for another ([`pinned`]): its
+    /// fits do not hold parameters again.
+    holding: bool,
     /// On a device: the likelihood smoothed over [`KINK_PROBE_WIDTH`] on the host (`None` where
     /// it has no kinks), which tells whether a device fit ended next to a kink.
     kink_probe: Option<Box<dyn Backend + 'm>>,
@@ -116,6 +122,7 @@ impl<'m> Fitter<'m> {
             interrupt: Arc::new(AtomicBool::new(false)),
             plain,
             smoothed: false,
+            holding: false,
             kink_probe,
         })
     }
@@ -544,6 +551,9 @@ impl<'m> Fitter<'m> {
                 result = self.follow_smoothed_kinks(result, data, config, run, tolerance)?;
                 if !result.converged {
                     result = self.descend_at_kinks(result, data, config, run, tolerance)?;
+                }
+                if !result.converged {
+                    result = self.hold_pinned(result, data, config, run, tolerance)?;
                 }
             }
         }
