@@ -274,7 +274,7 @@ impl Fitter<'_> {
     }
 
     /// The objective and gradient at the rows of `points`, in f64 on the CPU.
-    fn probe_host_batch(
+    pub(super) fn probe_host_batch(
         &self,
         points: &[f64],
         data: &PreparedData,

@@ -19,7 +19,7 @@
 //! resolution of the point, and the other parameters set the wall's sample's yield (its normfactor
 //! and γ) as the held one would.
 
-use ns_compute::{Datasets, Device, PreparedData};
+use ns_compute::{Device, PreparedData};
 use ns_core::Result;
 use ns_core::optim::Termination;
 
@@ -211,21 +211,14 @@ impl Fitter<'_> {
             points.extend_from_slice(&point);
         }
         let (mut fs, mut grads) = (vec![0.0; steps.len()], vec![0.0; steps.len() * n]);
-        self.objective_batch_on(
-            self.host(),
-            &points,
-            Datasets::Host(std::slice::from_ref(data)),
-            &vec![0; steps.len()],
-            &mut fs,
-            &mut grads,
-        )?;
+        self.probe_host_batch(&points, data, &mut fs, &mut grads)?;
         Ok((points, fs))
     }
 
     /// The objective and its gradient at `x`, in f64 on the host.
     fn host_objective(&self, x: &[f64], data: &PreparedData) -> Result<(f64, Vec<f64>)> {
-        let mut grad = vec![0.0; x.len()];
-        let f = self.objective_on(self.host(), x, data, &mut grad)?;
-        Ok((f, grad))
+        let (mut f, mut grad) = ([0.0], vec![0.0; x.len()]);
+        self.probe_host_batch(x, data, &mut f, &mut grad)?;
+        Ok((f[0], grad))
     }
 }
