@@ -4,14 +4,14 @@ on each device asked, and a table of how many toy fits failed and the toy CLs pe
 
     python bench/stress_toys.py [--toys 1000] [--devices cpu,cuda] [--bin target/release/nextstat]
                                 [--out stress_toys.json] [--clip-negative-yields] [--jobs N]
-                                [--timeout S] FOLDER_OR_FILE ...
+                                [--timeout S] [--threads N] FOLDER_OR_FILE ...
 
 A run with failed fits beyond 1% of an ensemble ends in the engine's refusal, whose message
 carries the counts; below that, the result's `n_failed` does. Each run also writes its toys'
 test statistics (a one-shard part, `--shard 0/1`, beside `--out`), and the table counts the toys
 whose q differs between the first device and each other one by more than 1e-6 (compared toy by
 toy where both kept the same toys). `--jobs N` runs N (model, device) runs at once: the devices'
-seconds then overlap. Writes JSON (one row per model and device) and prints a Markdown table.
+seconds then overlap; `--threads N` gives each run N worker threads (nextstat's option). Writes JSON (one row per model and device) and prints a Markdown table.
 """
 
 import argparse
@@ -93,11 +93,14 @@ def main():
     ap.add_argument("--clip-negative-yields", action="store_true",
                     help="clip each sample's yield at zero as ROOT does (nextstat's option of that name)")
     ap.add_argument("--jobs", type=int, default=1, help="(model, device) runs at once")
+    ap.add_argument("--threads", type=int, help="worker threads per run (default: nextstat's, all cores)")
     args = ap.parse_args()
     devices = args.devices.split(",")
     parts = Path(args.out).resolve().parent / (Path(args.out).stem + "-parts")
     parts.mkdir(parents=True, exist_ok=True)
     extra = ["--clip-negative-yields"] if args.clip_negative_yields else []
+    if args.threads:
+        extra += ["--threads", str(args.threads)]
     runs = [(ws, device) for ws in workspaces(args.paths) for device in devices]
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run, args.bin, ws, args.toys, device, args.seed, args.timeout, parts, extra) for ws, device in runs]

@@ -492,8 +492,11 @@ __device__ double ns_nll_grad_block(const ModelView& m, const SignalView& sv, co
         bool floored = false;
         if (m.n_stats)
             lambda = ns_stats_forward(m, b, lambda, p, point, n, aux, base, block_scale, product, multiplier, term_scratch, &floored);
-        local += ns_deviance(n, lambda);
-        double weight = floored ? 0.0 : n == 0.0 ? 1.0 : 1.0 - n / lambda;
+        // Under ROOT's semantics an empty bin's term rises below zero: a wall
+        // (ns_compute::poisson::walled_empty_bin, unsmoothed).
+        bool walled = n == 0.0 && m.clip_sample_yields && lambda < 0.0;
+        local += walled ? -NS_EMPTY_BIN_WALL * lambda : ns_deviance(n, lambda);
+        double weight = floored ? 0.0 : walled ? -NS_EMPTY_BIN_WALL : n == 0.0 ? 1.0 : 1.0 - n / lambda;
         if (m.n_stats)
             weight = ns_stats_backward(m, b, weight, m.profile_analytic ? point : p, aux, base, block_scale, product,
                                        factor_weight, term_scratch, contrib + stat_slot0);

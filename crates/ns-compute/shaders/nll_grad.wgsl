@@ -613,8 +613,11 @@ fn evaluate(ev: u32, tid: u32, scratch0: u32) {
             lambda = forward.x;
             floored = forward.y != 0.0;
         }
-        local += deviance(n, lambda);
-        var weight = select(1.0 - n / lambda, 1.0, n == 0.0);
+        // Under ROOT's semantics an empty bin's term rises below zero: a wall
+        // (ns_compute::poisson::walled_empty_bin, unsmoothed).
+        let walled = n == 0.0 && m.clip_sample_yields != 0u && lambda < 0.0;
+        local += select(deviance(n, lambda), -EMPTY_BIN_WALL * lambda, walled);
+        var weight = select(select(1.0 - n / lambda, 1.0, n == 0.0), -EMPTY_BIN_WALL, walled);
         if (floored) {
             weight = 0.0;
         }

@@ -148,8 +148,10 @@ impl Likelihood for HistFactoryModel {
         params: &[f64],
         data: &PreparedData,
     ) -> Option<NegativeEmptyBins> {
-        // Empty bins are rare: most datasets have none, and then nothing is evaluated.
-        if !data.main.contains(&0.0) {
+        // Empty bins are rare: most datasets have none, and then nothing is evaluated. Where
+        // yields are clipped (ROOT's semantics) an empty bin's term has a wall below zero
+        // (`poisson::walled_empty_bin`): negative counts raise twice_nll there, never lower it.
+        if self.compiled.clip_sample_yields || !data.main.contains(&0.0) {
             return None;
         }
         let (expected, _) = self.expected(params).ok()?;

@@ -130,7 +130,8 @@ pub trait Likelihood: Send + Sync {
     /// The main bins of `data` observed empty whose expected count is negative at `params`, for
     /// a binned Poisson likelihood; `None` where there are none or the likelihood has no bins.
     /// pyhf's Poisson term of n = 0 is e^−λ (its `xlogy`), above 1 there, so the likelihood
-    /// grows without bound as λ falls.
+    /// grows without bound as λ falls. `None` under ROOT's semantics, whose empty bins have a
+    /// wall below zero ([`crate::poisson::EMPTY_BIN_WALL`]).
     fn negative_empty_bins(
         &self,
         params: &[f64],

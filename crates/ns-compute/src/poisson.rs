@@ -15,6 +15,38 @@
 /// near f64's top) never stops changing.
 pub const DEVIANCE_SERIES_TERMS: u32 = 20;
 
+/// Under ROOT's semantics (sample yields clipped at zero) a main bin expecting a negative count
+/// lies outside the likelihood: RooFit meets an evaluation error there, and its minimizer steers
+/// back out. Only an empty bin gets there in a fit (its term λ keeps falling, while the term of
+/// a bin that observed events rises without bound toward λ = 0), so its term below zero rises
+/// by this much per event instead of falling: a wall at λ = 0. It holds a fit wherever the rest
+/// of the likelihood gains less than this per event that the bin falls below zero. Where every
+/// expected count is non-negative the likelihood is ROOT's, unchanged.
+pub const EMPTY_BIN_WALL: f64 = 1e6;
+
+/// The term of a main bin that observed nothing, and its slope d/dλ, under ROOT's semantics:
+/// λ at and above zero (as pyhf), −[`EMPTY_BIN_WALL`]·λ below. With `width` > 0 the kink is
+/// smoothed below zero only, by a parabola over `width` events that joins both slopes: the
+/// smoothed term equals the exact one wherever the bin expects a non-negative count.
+#[inline]
+pub fn walled_empty_bin(lambda: f64, width: f64) -> (f64, f64) {
+    let rise = 1.0 + EMPTY_BIN_WALL;
+    if lambda >= 0.0 {
+        (lambda, 1.0)
+    } else if lambda > -width {
+        (
+            lambda + rise * lambda * lambda / (2.0 * width),
+            1.0 + rise * lambda / width,
+        )
+    } else {
+        // NaN lands here and stays NaN.
+        (
+            -EMPTY_BIN_WALL * lambda - rise * width / 2.0,
+            -EMPTY_BIN_WALL,
+        )
+    }
+}
+
 /// `n ln(n/λ) + λ − n`, the Poisson deviance of one count (λ when n = 0, as pyhf's `xlogy`).
 ///
 /// Near n = λ, where the two halves cancel, a series in v = (n−λ)/(n+λ) is used:

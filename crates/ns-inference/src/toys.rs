@@ -893,9 +893,7 @@ impl ToyHypotest {
             let remedy = if unbounded {
                 "; a likelihood unbounded below because a sample's yield turns negative has a \
                  minimum with each sample's yield clipped at zero, as ROOT clips it (the model's \
-                 clip_negative_yields setting); where yields are clipped already, a \
-                 normalisation factor below zero drove the bin negative, and a lower bound of 0 \
-                 on it gives the likelihood a minimum"
+                 clip_negative_yields setting)"
             } else {
                 ""
             };

@@ -398,6 +398,27 @@ pub fn kinked_workspace(with_small_sample: bool) -> ns_translate::Workspace {
     ns_translate::Workspace::from_value(spec).expect("the workspace loads")
 }
 
+/// A workspace with an empty bin that a normalisation free to turn negative drives below zero,
+/// as toys of the published sleptons likelihood have: the first bin observes nothing and
+/// expects 1 + 0.5·α + 5·μ (μ bounded to [−5, 5], α a histosys shared with the second bin, which
+/// observes 4). pyhf's likelihood falls without bound as μ falls; under ROOT's semantics the
+/// empty bin meets a wall at 1 + 0.5·α + 5·μ = 0, where the minimum lies.
+pub fn negative_normalisation_workspace() -> ns_translate::Workspace {
+    let spec = serde_json::json!({
+        "channels": [{"name": "sr", "samples": [
+            {"name": "signal", "data": [5.0, 1.0], "modifiers": [
+                {"name": "mu", "type": "normfactor", "data": null}]},
+            {"name": "background", "data": [1.0, 4.0], "modifiers": [
+                {"name": "shift", "type": "histosys",
+                 "data": {"hi_data": [1.5, 6.0], "lo_data": [0.5, 2.0]}}]}]}],
+        "observations": [{"name": "sr", "data": [0.0, 4.0]}],
+        "measurements": [{"name": "m", "config": {"poi": "mu", "parameters": [
+            {"name": "mu", "bounds": [[-5.0, 5.0]]}]}}],
+        "version": "1.0.0"
+    });
+    ns_translate::Workspace::from_value(spec).expect("the workspace loads")
+}
+
 /// A workspace whose likelihood has a wall along one parameter, as the published sleptons
 /// likelihood has: in the signal region, a sample of 10¹² events whose normsys `k` (hi 0.998,
 /// lo 230.5) crosses zero at α ≈ 0.0108, scaled by a normalisation `mu_t` that a control

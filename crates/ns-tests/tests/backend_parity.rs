@@ -206,6 +206,35 @@ fn clipped_yields_match_cpu(device: Device) {
         })
         .collect();
     compare_nll_grad(device, "tHu, clipped", &model, &data, &points);
+    // An empty bin on both sides of its wall (a normalisation below zero drives it negative),
+    // and the fit whose minimum lies on the wall.
+    let (model, data) =
+        ns_tests::model_and_data_with(&ns_tests::negative_normalisation_workspace(), &clipped());
+    let mu = model.parameter_index("mu").unwrap();
+    let points: Vec<Vec<f64>> = [-0.5, -0.25, -0.21, -0.19, 0.0, 1.0]
+        .iter()
+        .map(|&m| {
+            let mut p = model.suggested_init();
+            p[mu] = m;
+            p
+        })
+        .collect();
+    compare_nll_grad(device, "an empty bin's wall", &model, &data, &points);
+    let config = FitConfig::suggested(&model);
+    let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
+    let on_device = fitter_on(&model, device).fit(&data, &config).unwrap();
+    assert!(
+        cpu.converged && on_device.converged,
+        "{:?} / {:?}",
+        cpu.termination,
+        on_device.termination
+    );
+    assert!(
+        (cpu.twice_nll - on_device.twice_nll).abs() <= fit_atol,
+        "{} vs {} on the wall",
+        cpu.twice_nll,
+        on_device.twice_nll
+    );
 }
 
 test_device!(every_interpolation_code_matches_cpu);

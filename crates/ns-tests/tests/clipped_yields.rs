@@ -217,3 +217,68 @@ fn a_fit_whose_minimum_lies_against_a_wall_converges_onto_it() {
         );
     }
 }
+
+/// An empty bin that a normalisation free to turn negative drives below zero (toys of the
+/// published sleptons likelihood: a normfactor with bounds [−5, 5] took an empty bin to −48
+/// events). Clipping each sample's interpolation does not reach it, and with pyhf's term λ the
+/// likelihood falls without bound. ROOT meets an evaluation error there; under its semantics an
+/// empty bin's term rises below zero, a wall (`poisson::walled_empty_bin`). Here the wall
+/// 1 + 0.5·α + 5·μ = 0 is not along one parameter: the minimum lies on it where the constraint
+/// on α and the second bin balance, and the fit converges there, the bin expecting nothing. Its
+/// toys (whose empty first bins ran to μ = −5 before) all converge.
+#[test]
+fn an_empty_bin_that_a_negative_normalisation_drives_below_zero_meets_a_wall() {
+    let (model, data) = model(&ns_tests::negative_normalisation_workspace(), true);
+    let (mu, shift) = (
+        model.parameter_index("mu").unwrap(),
+        model.parameter_index("shift").unwrap(),
+    );
+    let fitter = Fitter::new(&model);
+    let config = FitConfig::suggested(&model);
+    let fit = fitter.fit(&data, &config).unwrap();
+    assert!(fit.converged, "{:?}: {:?}", fit.termination, fit.warning);
+    assert!(fit.warning.is_none(), "{:?}", fit.warning);
+    let empty_bin = model.expected(&fit.parameters).unwrap().0[0];
+    assert!(
+        empty_bin.abs() < 1e-6,
+        "the empty bin expects {empty_bin} at {:?}",
+        fit.parameters
+    );
+    // The minimum along the wall, by brute force: μ on the wall for each α of a fine grid.
+    let twice_nll_at = |alpha: f64, m: f64| {
+        let mut p = fit.parameters.clone();
+        (p[shift], p[mu]) = (alpha, m);
+        2.0 * nll_and_gradient(&model, &data, &p).0
+    };
+    let on_wall = |alpha: f64| twice_nll_at(alpha, -(1.0 + 0.5 * alpha) / 5.0);
+    let lowest = (0..=40_000)
+        .map(|i| on_wall(-2.0 + 4.0 * f64::from(i) / 40_000.0))
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        fit.twice_nll <= lowest + 1e-7 && fit.twice_nll >= lowest - 1e-5,
+        "the fit's twice_nll {} against the wall's lowest {lowest}",
+        fit.twice_nll
+    );
+    // Off the wall on the allowed side, nothing is lower: μ raised from the wall at the fit's α.
+    for step in [1e-4, 1e-2, 1e-1] {
+        let beside = twice_nll_at(fit.parameters[shift], fit.parameters[mu] + step);
+        assert!(fit.twice_nll < beside, "μ + {step}: {beside}");
+    }
+    let toys = ns_inference::toys::hypotest_toys(
+        &fitter,
+        1.0,
+        &data,
+        &config,
+        ns_inference::TestStatistic::QTilde,
+        100,
+        5,
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!(
+        (toys.signal.n_failed, toys.background.n_failed),
+        (0, 0),
+        "{:?}",
+        toys.warning
+    );
+}

@@ -14,7 +14,7 @@ use super::plan::{EntryFactors, Plan, histosys_sums_len, padded_entries_len, row
 use super::simd::{self, Simd};
 use super::stats::StatScratch;
 use crate::data::PreparedData;
-use crate::poisson::poisson_deviance;
+use crate::poisson::{poisson_deviance, walled_empty_bin};
 use ns_core::lanes::{LANES, dot};
 
 /// Evaluates one compiled model on the CPU.
@@ -139,14 +139,21 @@ impl Scratch {
     }
 }
 
-/// d NLL / d ν of a bin that observed `observed` and expects `expected` (1 where nothing was
-/// observed, whatever is expected).
+/// The deviance of a main bin that observed `observed` and expects `expected`, and its slope
+/// d NLL / d ν: pyhf's (slope 1 where nothing was observed, whatever is expected), or, where
+/// the model clips yields at zero (`walled`, ROOT's semantics), an empty bin's term with its
+/// wall below zero ([`walled_empty_bin`], smoothed over `width` events where > 0).
 #[inline(always)]
-pub(super) fn bin_weight(observed: f64, expected: f64) -> f64 {
-    if observed == 0.0 {
-        1.0
+pub(super) fn main_bin_term(observed: f64, expected: f64, walled: bool, width: f64) -> (f64, f64) {
+    if observed != 0.0 {
+        (
+            poisson_deviance(observed, expected),
+            1.0 - observed / expected,
+        )
+    } else if walled {
+        walled_empty_bin(expected, width)
     } else {
-        1.0 - observed / expected
+        (expected, 1.0)
     }
 }
 
@@ -774,8 +781,9 @@ impl<'m> CpuEvaluator<'m> {
         };
         let mut nll = 0.0;
         for ((&lambda, &n), weight) in s.expected.iter().zip(&data.main).zip(&mut s.bin_weight) {
-            nll += poisson_deviance(n, lambda);
-            *weight = bin_weight(n, lambda);
+            let (term, slope) = main_bin_term(n, lambda, m.clip_sample_yields, self.kink_width);
+            nll += term;
+            *weight = slope;
         }
         // A bin held at its floor does not move.
         for (&bin, &floored) in self.plan.stat_bins.iter().zip(&s.stats.bin_floored) {

@@ -17,7 +17,7 @@
 use ns_core::Result;
 use ns_core::interp::{HistosysWeights, NormsysCode};
 
-use super::evaluator::{CpuEvaluator, Scratch, bin_weight};
+use super::evaluator::{CpuEvaluator, Scratch, main_bin_term};
 use crate::data::PreparedData;
 
 /// Which part of the Hessian to compute.
@@ -245,7 +245,9 @@ impl CpuEvaluator<'_> {
                     None => s.block_scale[b],
                     Some(_) => others,
                 } * s.entry_product[e];
-                let t = bin_weight(data.main[bin], s.expected[bin]) * factor;
+                let weight =
+                    main_bin_term(data.main[bin], s.expected[bin], m.clip_sample_yields, 0.0).1;
+                let t = weight * factor;
                 histosys_now.clear();
                 let row = &m.histosys_delta[deltas + i * row_len..];
                 // A clipped yield does not move with its histosys parameters.

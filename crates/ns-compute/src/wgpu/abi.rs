@@ -230,6 +230,7 @@ pub(crate) fn header() -> String {
         ("SLOPE_WINDOW_PER_NOISE", SLOPE_WINDOW_PER_NOISE),
         ("AFFINE_FLOOR", ns_core::layout::AFFINE_FLOOR),
         ("BIN_STAT_FLOOR", ns_core::layout::BinStat::FLOOR),
+        ("EMPTY_BIN_WALL", crate::poisson::EMPTY_BIN_WALL),
     ];
     for (name, value) in reals {
         h.push_str(&format!("const {name}: f32 = {value:?};\n"));
