@@ -193,6 +193,10 @@ impl Likelihood for HistFactoryModel {
         crate::backend::open(device, &self.compiled)
     }
 
+    fn held_at_kinks(&self, params: &[f64]) -> Result<bool> {
+        CpuEvaluator::new(&self.compiled).held_at_kinks(params, &mut Scratch::new(&self.compiled))
+    }
+
     fn open_smoothed(&self, width: f64) -> Option<Box<dyn Backend + '_>> {
         crate::CpuEvaluator::has_smoothable_kinks(&self.compiled).then(|| {
             Box::new(

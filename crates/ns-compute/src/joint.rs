@@ -384,6 +384,12 @@ impl Likelihood for JointLikelihood {
         self.open_parts(|l| l.open_for_fits(device))
     }
 
+    fn held_at_kinks(&self, params: &[f64]) -> Result<bool> {
+        Ok(self
+            .each(params, |l, p| l.held_at_kinks(p))?
+            .contains(&true))
+    }
+
     /// The parts with kinks smoothed, the others as fits see them on the CPU.
     fn open_smoothed(&self, width: f64) -> Option<Box<dyn Backend + '_>> {
         let smoothed: Vec<_> = self

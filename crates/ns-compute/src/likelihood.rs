@@ -221,6 +221,13 @@ pub trait Likelihood: Send + Sync {
         self.open_smoothed(1.0).is_some()
     }
 
+    /// Whether some yield sits on the flat side of a kink at `params` (clipped at zero, or
+    /// raised to a floor), however far past it: there a fit's end depends on the path it took.
+    fn held_at_kinks(&self, params: &[f64]) -> Result<bool> {
+        let _ = params;
+        Ok(false)
+    }
+
     /// Sets the [`analytic_parameters`](Self::analytic_parameters) in `params` for `data`.
     fn profile_analytic(&self, params: &mut [f64], data: &PreparedData) -> Result<()> {
         let _ = (params, data);

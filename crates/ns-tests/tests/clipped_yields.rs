@@ -282,3 +282,38 @@ fn an_empty_bin_that_a_negative_normalisation_drives_below_zero_meets_a_wall() {
         toys.warning
     );
 }
+
+/// Device fits that end with a yield clipped — however far below zero, where the sample is
+/// flat in its parameters — are fitted again on the host (toys of the published tt̄ likelihood
+/// ended at minima up to 4.2 apart in q on the CPU and CUDA there). The test behind it: the
+/// likelihood says where a yield is held at a kink, and only under ROOT's semantics.
+#[test]
+fn the_likelihood_says_where_a_yield_is_held_on_a_kink() {
+    let ws = kinked_workspace(true);
+    let (clipped, _) = model(&ws, true);
+    let (as_pyhf, _) = model(&ws, false);
+    let k = clipped.parameter_index("k").unwrap();
+    let at = |alpha: f64| {
+        let mut p = clipped.suggested_init();
+        p[k] = alpha;
+        p
+    };
+    // code4's product is below zero for 0.1 ≲ α ≲ 0.6, positive outside.
+    for (alpha, held) in [
+        (-1.0, false),
+        (0.0, false),
+        (0.3, true),
+        (0.5, true),
+        (1.5, false),
+    ] {
+        assert_eq!(
+            clipped.held_at_kinks(&at(alpha)).unwrap(),
+            held,
+            "α = {alpha}"
+        );
+        assert!(
+            !as_pyhf.held_at_kinks(&at(alpha)).unwrap(),
+            "α = {alpha}, pyhf"
+        );
+    }
+}

@@ -1155,6 +1155,16 @@ impl<'m> CpuEvaluator<'m> {
         Ok(())
     }
 
+    /// Whether some sample yield sits on the flat side of a kink at `params`: a normsys
+    /// product or histosys sum clipped at zero (ROOT's semantics), or a template bin raised to
+    /// its floor. Its parameters then move nothing, however far past the kink they are.
+    pub fn held_at_kinks(&self, params: &[f64], s: &mut Scratch) -> Result<bool> {
+        self.check_params(params)?;
+        self.forward(params, s);
+        let clipped_product = self.model.clip_sample_yields && s.block_normsys.contains(&0.0);
+        Ok(clipped_product || s.kink_slope.contains(&0.0))
+    }
+
     /// Expected main data (`ν_b`, channels in pyhf order) and expected auxiliary data
     /// (θ for Gaussian constraints, γτ for Poisson ones), as pyhf's `expected_data`.
     pub fn expected_data(&self, params: &[f64], s: &mut Scratch) -> Result<(Vec<f64>, Vec<f64>)> {
