@@ -11,6 +11,10 @@ use crate::device::{Device, Workload};
 use crate::likelihood::{ChannelYields, Likelihood, NegativeEmptyBins, Reach, Saturated};
 use crate::toys::ToyEnsembleRates;
 
+/// Events below zero past which an empty bin under ROOT's semantics has broken through its
+/// wall ([`crate::poisson::EMPTY_BIN_WALL`]): fits that end on the wall stay far closer.
+const WALL_BREACH: f64 = 1e-3;
+
 impl Likelihood for HistFactoryModel {
     fn parameter_names(&self) -> &[String] {
         &self.par_names
@@ -148,19 +152,26 @@ impl Likelihood for HistFactoryModel {
         params: &[f64],
         data: &PreparedData,
     ) -> Option<NegativeEmptyBins> {
-        // Empty bins are rare: most datasets have none, and then nothing is evaluated. Where
-        // yields are clipped (ROOT's semantics) an empty bin's term has a wall below zero
-        // (`poisson::walled_empty_bin`): negative counts raise twice_nll there, never lower it.
-        if self.compiled.clip_sample_yields || !data.main.contains(&0.0) {
+        // Empty bins are rare: most datasets have none, and then nothing is evaluated.
+        if !data.main.contains(&0.0) {
             return None;
         }
+        // Where yields are clipped (ROOT's semantics) an empty bin's term has a wall below zero
+        // (`poisson::walled_empty_bin`) that a fit ends on, within far less than this; a bin
+        // further below has broken through it (the rest of the likelihood gains more than the
+        // wall's 10⁶ per event).
+        let below = if self.compiled.clip_sample_yields {
+            -WALL_BREACH
+        } else {
+            0.0
+        };
         let (expected, _) = self.expected(params).ok()?;
         let negative = || {
             expected
                 .iter()
                 .zip(&data.main)
                 .enumerate()
-                .filter(|(_, (lambda, n))| **n == 0.0 && **lambda < 0.0)
+                .filter(|(_, (lambda, n))| **n == 0.0 && **lambda < below)
                 .map(|(bin, (&lambda, _))| (bin, lambda))
         };
         let first = negative().next()?;

@@ -130,8 +130,8 @@ pub trait Likelihood: Send + Sync {
     /// The main bins of `data` observed empty whose expected count is negative at `params`, for
     /// a binned Poisson likelihood; `None` where there are none or the likelihood has no bins.
     /// pyhf's Poisson term of n = 0 is e^−λ (its `xlogy`), above 1 there, so the likelihood
-    /// grows without bound as λ falls. `None` under ROOT's semantics, whose empty bins have a
-    /// wall below zero ([`crate::poisson::EMPTY_BIN_WALL`]).
+    /// grows without bound as λ falls. Under ROOT's semantics, whose empty bins have a wall
+    /// below zero ([`crate::poisson::EMPTY_BIN_WALL`]), only bins that broke through it.
     fn negative_empty_bins(
         &self,
         params: &[f64],
@@ -221,8 +221,8 @@ pub trait Likelihood: Send + Sync {
         self.open_smoothed(1.0).is_some()
     }
 
-    /// Whether some yield sits on the flat side of a kink at `params` (clipped at zero, or
-    /// raised to a floor), however far past it: there a fit's end depends on the path it took.
+    /// Whether some yield is clipped from below zero at `params` (ROOT's semantics), however
+    /// far past the kink: flat in its parameters there, so a fit's end depends on its path.
     fn held_at_kinks(&self, params: &[f64]) -> Result<bool> {
         let _ = params;
         Ok(false)

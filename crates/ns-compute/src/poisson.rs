@@ -31,7 +31,8 @@ pub const EMPTY_BIN_WALL: f64 = 1e6;
 #[inline]
 pub fn walled_empty_bin(lambda: f64, width: f64) -> (f64, f64) {
     let rise = 1.0 + EMPTY_BIN_WALL;
-    if lambda >= 0.0 {
+    if !(lambda < 0.0) {
+        // NaN too: (NaN, 1), as the device kernels give it.
         (lambda, 1.0)
     } else if lambda > -width {
         (
@@ -39,11 +40,20 @@ pub fn walled_empty_bin(lambda: f64, width: f64) -> (f64, f64) {
             1.0 + rise * lambda / width,
         )
     } else {
-        // NaN lands here and stays NaN.
         (
             -EMPTY_BIN_WALL * lambda - rise * width / 2.0,
             -EMPTY_BIN_WALL,
         )
+    }
+}
+
+/// d²/dλ² of [`walled_empty_bin`]: the parabola's (1 + wall)/width on (−width, 0), 0 elsewhere.
+#[inline]
+pub fn walled_empty_bin_curvature(lambda: f64, width: f64) -> f64 {
+    if lambda < 0.0 && lambda > -width {
+        (1.0 + EMPTY_BIN_WALL) / width
+    } else {
+        0.0
     }
 }
 

@@ -244,6 +244,14 @@ fn an_empty_bin_that_a_negative_normalisation_drives_below_zero_meets_a_wall() {
         "the empty bin expects {empty_bin} at {:?}",
         fit.parameters
     );
+    // On the wall nothing is said; a point past it (1 + 5·μ = −1.5 at α = 0) broke through.
+    assert_eq!(model.negative_empty_bins(&fit.parameters, &data), None);
+    let mut past = model.suggested_init();
+    past[mu] = -0.5;
+    let broken = model
+        .negative_empty_bins(&past, &data)
+        .expect("past the wall");
+    assert_eq!(broken.first.0, 0);
     // The minimum along the wall, by brute force: μ on the wall for each α of a fine grid.
     let twice_nll_at = |alpha: f64, m: f64| {
         let mut p = fit.parameters.clone();
@@ -315,5 +323,16 @@ fn the_likelihood_says_where_a_yield_is_held_on_a_kink() {
             !as_pyhf.held_at_kinks(&at(alpha)).unwrap(),
             "α = {alpha}, pyhf"
         );
+    }
+    // A histosys sum: held only where it is below zero, not where a bin (or the padding of a
+    // block of two bins) is zero at every point.
+    let ws = ns_tests::negative_normalisation_workspace();
+    let (clipped, _) = model(&ws, true);
+    let shift = clipped.parameter_index("shift").unwrap();
+    // The first bin's background is 1 + 0.5·α: below zero for α < −2.
+    for (alpha, held) in [(0.0, false), (-1.9, false), (-3.0, true)] {
+        let mut p = clipped.suggested_init();
+        p[shift] = alpha;
+        assert_eq!(clipped.held_at_kinks(&p).unwrap(), held, "shift = {alpha}");
     }
 }

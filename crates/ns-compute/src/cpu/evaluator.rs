@@ -28,7 +28,7 @@ pub struct CpuEvaluator<'m> {
     profiled: bool,
     /// 0: the likelihood's kinks as they are. Otherwise the width, in events, over which a
     /// template bin's floor and a clipped sample yield are smoothed ([`smoothed`](Self::smoothed)).
-    kink_width: f64,
+    pub(super) kink_width: f64,
 }
 
 /// max(d, 0) smoothed over `width` (softplus), and its slope (the logistic function).
@@ -81,6 +81,9 @@ pub struct Scratch {
     kink_slope: Vec<f64>,
     /// Per sample block: the renormalisation T / Σ f of a renormalised block.
     block_renorm: Vec<f64>,
+    /// Whether the last forward pass, unsmoothed, clipped a sample's normsys product or a
+    /// histosys sum that was below zero (not at it): a yield held on a kink's flat side.
+    pub(super) clipped_below_zero: bool,
     /// The statistical terms' state (CMS Combine's autoMCStats); empty without them.
     pub(super) stats: StatScratch,
 }
@@ -129,6 +132,7 @@ impl Scratch {
             suffix: vec![0.0; max_factors + 1],
             kink_slope: vec![1.0; padded_entries_len(model)],
             block_renorm: vec![1.0; blocks],
+            clipped_below_zero: false,
             stats: StatScratch::new(model),
         }
     }
@@ -534,8 +538,10 @@ impl<'m> CpuEvaluator<'m> {
             block_scale,
             kink_slope,
             block_renorm,
+            clipped_below_zero,
             ..
         } = s;
+        *clipped_below_zero = false;
         let (expected, base, entry_product) =
             (&mut expected[..], &mut base[..], &mut entry_product[..]);
         let (histosys_weights, normsys_value) = (&histosys_weights[..], &normsys_value[..]);
@@ -549,6 +555,7 @@ impl<'m> CpuEvaluator<'m> {
             if m.clip_sample_yields && normsys <= 0.0 {
                 // ROOT's FlexibleInterpVar: a product of normsys factors at or below zero is
                 // clipped (to the smallest normal double there, zero here); it is flat there.
+                *clipped_below_zero |= normsys < 0.0;
                 normsys = 0.0;
             }
             let mut linear = 1.0;
@@ -581,6 +588,8 @@ impl<'m> CpuEvaluator<'m> {
                             // At zero, the derivatives of the clipped side.
                             *slope = if *v <= 0.0 { 0.0 } else { 1.0 };
                             if *v < 0.0 {
+                                // Strictly below: padding bins (nominal and deltas 0) are not.
+                                *clipped_below_zero = true;
                                 *v = 0.0;
                             }
                         }
@@ -1155,14 +1164,13 @@ impl<'m> CpuEvaluator<'m> {
         Ok(())
     }
 
-    /// Whether some sample yield sits on the flat side of a kink at `params`: a normsys
-    /// product or histosys sum clipped at zero (ROOT's semantics), or a template bin raised to
-    /// its floor. Its parameters then move nothing, however far past the kink they are.
+    /// Whether some sample yield is clipped from below zero at `params` (ROOT's semantics: a
+    /// normsys product or a histosys sum below zero, not at it): flat in its parameters there,
+    /// however far past the kink they are. Evaluated unsmoothed.
     pub fn held_at_kinks(&self, params: &[f64], s: &mut Scratch) -> Result<bool> {
         self.check_params(params)?;
-        self.forward(params, s);
-        let clipped_product = self.model.clip_sample_yields && s.block_normsys.contains(&0.0);
-        Ok(clipped_product || s.kink_slope.contains(&0.0))
+        self.clone().smoothed(0.0).forward(params, s);
+        Ok(s.clipped_below_zero)
     }
 
     /// Expected main data (`ν_b`, channels in pyhf order) and expected auxiliary data

@@ -19,6 +19,7 @@ use ns_core::interp::{HistosysWeights, NormsysCode};
 
 use super::evaluator::{CpuEvaluator, Scratch, main_bin_term};
 use crate::data::PreparedData;
+use crate::poisson::walled_empty_bin_curvature;
 
 /// Which part of the Hessian to compute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,8 +246,13 @@ impl CpuEvaluator<'_> {
                     None => s.block_scale[b],
                     Some(_) => others,
                 } * s.entry_product[e];
-                let weight =
-                    main_bin_term(data.main[bin], s.expected[bin], m.clip_sample_yields, 0.0).1;
+                let weight = main_bin_term(
+                    data.main[bin],
+                    s.expected[bin],
+                    m.clip_sample_yields,
+                    self.kink_width,
+                )
+                .1;
                 let t = weight * factor;
                 histosys_now.clear();
                 let row = &m.histosys_delta[deltas + i * row_len..];
@@ -338,12 +344,18 @@ impl CpuEvaluator<'_> {
         let mut seen = vec![false; n];
         let mut touched: Vec<u32> = Vec::new();
         for (bin, slopes) in bin_slopes.iter().enumerate() {
-            let observed = data.main[bin];
-            if observed == 0.0 {
+            let (observed, nu) = (data.main[bin], s.expected[bin]);
+            let weight = if observed != 0.0 {
+                observed / (nu * nu)
+            } else if m.clip_sample_yields {
+                // The smoothed wall's parabola, where an empty bin is on it.
+                walled_empty_bin_curvature(nu, self.kink_width)
+            } else {
+                0.0
+            };
+            if weight == 0.0 {
                 continue;
             }
-            let nu = s.expected[bin];
-            let weight = observed / (nu * nu);
             for &(p, d) in slopes {
                 if !seen[p as usize] {
                     seen[p as usize] = true;

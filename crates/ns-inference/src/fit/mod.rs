@@ -609,13 +609,14 @@ impl<'m> Fitter<'m> {
         Ok(refit)
     }
 
-    /// Whether `result` ended within about 0.16 events of a kink of the likelihood (the
-    /// likelihood smoothed over [`KINK_PROBE_WIDTH`] events differs there from the exact one: a
-    /// softplus of width w departs from max(d, 0) by about w·e^−|d|/w), or with a yield held
-    /// on a kink's flat side however far past it: a sample clipped deep below zero is flat in
-    /// its parameters, and toys of the published tt̄ likelihood ended at minima up to 4.2 apart
-    /// in q on the CPU and on CUDA there. Always false where the likelihood has no kinks; two
-    /// host evaluations where it has.
+    /// Whether `result` ended within about 0.16 events of a kink of the likelihood or below an
+    /// empty bin's wall (the likelihood smoothed over [`KINK_PROBE_WIDTH`] events differs there
+    /// from the exact one: a softplus of width w departs from max(d, 0) by about w·e^−|d|/w;
+    /// the wall's parabola differs below zero only), or with a yield clipped from below zero
+    /// however far past its kink: such a sample is flat in its parameters, and toys of the
+    /// published tt̄ likelihood ended at minima up to 4.2 apart in q on the CPU and on CUDA
+    /// there. Always false where the likelihood has no kinks; up to three host evaluations
+    /// where it has.
     fn ended_near_kink(&self, result: &FitResult, data: &PreparedData) -> Result<bool> {
         let Some(smoothed) = self.kink_probe.as_deref() else {
             return Ok(false);
