@@ -137,8 +137,8 @@ pub struct ModelArgs {
     #[arg(long, value_name = "SET", default_value = "pyhf")]
     pub interp_defaults: String,
     /// Clip each sample's yield at zero as ROOT's HistFactory does, where pyhf lets it turn
-    /// negative (a model whose yields can turn negative in an empty bin then has a minimum); see
-    /// docs/validation.md
+    /// negative, and give an empty bin expecting a negative count a wall (a model whose yields
+    /// can turn negative in an empty bin then has a minimum); see docs/pyhf-semantics.md
     #[arg(long)]
     pub clip_negative_yields: bool,
     /// HistFactory XML read as ROOT's hist2workspace builds it (root, the default) or as

@@ -276,8 +276,9 @@ class Workspace(dict):
         ``jsonpatch``/``Patch`` objects). ``modifier_settings`` (``{"normsys": {"interpcode":
         "code1"}}``) replaces pyhf's default codes as in pyhf: a type it leaves out takes its
         modifier's own default (normsys code1, histosys code0). ``clip_negative_yields`` clips
-        each sample's yield at zero as ROOT's HistFactory does (a nextstat option; pyhf lets
-        yields turn negative, which leaves some published likelihoods without a minimum). pyhf's ``poi_name`` (a parameter,
+        each sample's yield at zero as ROOT's HistFactory does, and gives an empty bin expecting a
+        negative count a wall (a nextstat option; pyhf lets yields turn negative, which leaves
+        some published likelihoods without a minimum; docs/pyhf-semantics.md). pyhf's ``poi_name`` (a parameter,
         or ``None`` for a model without POI), ``validate`` and ``batch_size=None`` are taken."""
         from .exceptions import InvalidModel, Unsupported
 
