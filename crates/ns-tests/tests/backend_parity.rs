@@ -153,6 +153,45 @@ fn combine_cards_match_cpu(device: Device) {
     assert_eq!(checked, 18, "the cards of the corpus");
 }
 
+/// The model's suggested start with parameter `name` set to each of `values`.
+fn points_along(model: &HistFactoryModel, name: &str, values: &[f64]) -> Vec<Vec<f64>> {
+    let i = model.parameter_index(name).unwrap();
+    values
+        .iter()
+        .map(|&v| {
+            let mut p = model.suggested_init();
+            p[i] = v;
+            p
+        })
+        .collect()
+}
+
+/// The CPU's and the backend's fits of `data` from the suggested start: both converge, to
+/// twice_nll within `atol`.
+fn fits_agree(
+    device: Device,
+    what: &str,
+    model: &HistFactoryModel,
+    data: &PreparedData,
+    atol: f64,
+) {
+    let config = FitConfig::suggested(model);
+    let cpu = Fitter::new(model).fit(data, &config).unwrap();
+    let on_device = fitter_on(model, device).fit(data, &config).unwrap();
+    assert!(
+        cpu.converged && on_device.converged,
+        "{what}: {:?} / {:?}",
+        cpu.termination,
+        on_device.termination
+    );
+    assert!(
+        (cpu.twice_nll - on_device.twice_nll).abs() <= atol,
+        "{what}: {} vs {}",
+        cpu.twice_nll,
+        on_device.twice_nll
+    );
+}
+
 test_device!(clipped_yields_match_cpu);
 /// ROOT's clipping (a sample's histosys sum and normsys product at or below zero) on both sides
 /// of the kink, on a published likelihood and on a model whose minimum lies on the kink (the
@@ -163,31 +202,10 @@ fn clipped_yields_match_cpu(device: Device) {
         _ => 1e-9,
     };
     let (model, data) = ns_tests::model_and_data_with(&kinked_workspace(true), &clipped());
-    let k = model.parameter_index("k").unwrap();
-    let points: Vec<Vec<f64>> = [-1.5, -0.5, 0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.5]
-        .iter()
-        .map(|&alpha| {
-            let mut p = model.suggested_init();
-            p[k] = alpha;
-            p
-        })
-        .collect();
+    let alphas = [-1.5, -0.5, 0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.5];
+    let points = points_along(&model, "k", &alphas);
     compare_nll_grad(device, "kinked model", &model, &data, &points);
-    let config = FitConfig::suggested(&model);
-    let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
-    let on_device = fitter_on(&model, device).fit(&data, &config).unwrap();
-    assert!(
-        cpu.converged && on_device.converged,
-        "{:?} / {:?}",
-        cpu.termination,
-        on_device.termination
-    );
-    assert!(
-        (cpu.twice_nll - on_device.twice_nll).abs() <= fit_atol,
-        "{} vs {}",
-        cpu.twice_nll,
-        on_device.twice_nll
-    );
+    fits_agree(device, "kinked model", &model, &data, fit_atol);
     // A published likelihood at points far enough out that code4 products and histosys sums
     // turn negative.
     let ws = Workspace::from_path(&workspace_path("nextstat_tHu.json")).unwrap();
@@ -210,31 +228,9 @@ fn clipped_yields_match_cpu(device: Device) {
     // and the fit whose minimum lies on the wall.
     let (model, data) =
         ns_tests::model_and_data_with(&ns_tests::negative_normalisation_workspace(), &clipped());
-    let mu = model.parameter_index("mu").unwrap();
-    let points: Vec<Vec<f64>> = [-0.5, -0.25, -0.21, -0.19, 0.0, 1.0]
-        .iter()
-        .map(|&m| {
-            let mut p = model.suggested_init();
-            p[mu] = m;
-            p
-        })
-        .collect();
+    let points = points_along(&model, "mu", &[-0.5, -0.25, -0.21, -0.19, 0.0, 1.0]);
     compare_nll_grad(device, "an empty bin's wall", &model, &data, &points);
-    let config = FitConfig::suggested(&model);
-    let cpu = Fitter::new(&model).fit(&data, &config).unwrap();
-    let on_device = fitter_on(&model, device).fit(&data, &config).unwrap();
-    assert!(
-        cpu.converged && on_device.converged,
-        "{:?} / {:?}",
-        cpu.termination,
-        on_device.termination
-    );
-    assert!(
-        (cpu.twice_nll - on_device.twice_nll).abs() <= fit_atol,
-        "{} vs {} on the wall",
-        cpu.twice_nll,
-        on_device.twice_nll
-    );
+    fits_agree(device, "an empty bin's wall", &model, &data, fit_atol);
 }
 
 test_device!(every_interpolation_code_matches_cpu);
