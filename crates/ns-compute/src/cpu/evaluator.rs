@@ -1166,10 +1166,11 @@ impl<'m> CpuEvaluator<'m> {
 
     /// Whether some sample yield is clipped from below zero at `params` (ROOT's semantics: a
     /// normsys product or a histosys sum below zero, not at it): flat in its parameters there,
-    /// however far past the kink they are. Evaluated unsmoothed.
+    /// however far past the kink they are. Asked of an unsmoothed evaluator (a smoothed one
+    /// smooths histosys sums instead of clipping them).
     pub fn held_at_kinks(&self, params: &[f64], s: &mut Scratch) -> Result<bool> {
         self.check_params(params)?;
-        self.clone().smoothed(0.0).forward(params, s);
+        self.forward(params, s);
         Ok(s.clipped_below_zero)
     }
 
