@@ -3,7 +3,7 @@
 //! below zero (ROOT's FlexibleInterpVar) makes the sample yield nothing, flat in its factors;
 //! and fits whose minimum lies on such a kink converge to it.
 
-use ns_compute::{CpuEvaluator, Likelihood, PreparedData, Scratch};
+use ns_compute::{CpuEvaluator, HessianPart, Likelihood, PreparedData, Scratch};
 use ns_core::optim::Termination;
 use ns_inference::{FitConfig, Fitter};
 use ns_tests::kinked_workspace;
@@ -59,6 +59,38 @@ fn a_normsys_product_below_zero_yields_nothing_and_is_flat() {
     let (f_out_pyhf, g_out_pyhf) = nll_and_gradient(&unclipped, &data, &p);
     assert_eq!(f_out, f_out_pyhf);
     assert_eq!(g_out, g_out_pyhf);
+}
+
+/// The analytic Hessian where a sample's product is clipped: the sample adds nothing, as in
+/// the gradient, so it is the Hessian of the model without the sample (the Newton polish and
+/// the variable scaling of fits on clipped likelihoods take it instead of 2n gradients).
+#[test]
+fn the_hessian_of_a_clipped_sample_is_flat_as_its_gradient() {
+    let (clipped, data) = model(&kinked_workspace(true), true);
+    let (without, data_without) = model(&kinked_workspace(false), true);
+    let k = clipped.parameter_index("k").unwrap();
+    let mut p = clipped.suggested_init();
+    p[k] = 0.35;
+    let hessian = |model: &HistFactoryModel, data: &PreparedData| {
+        let eval = CpuEvaluator::new(&model.compiled);
+        let mut s = Scratch::new(&model.compiled);
+        eval.nll_hessian(&p, data, &mut s, HessianPart::Full)
+            .unwrap()
+            .expect("an analytic Hessian where a product is clipped")
+    };
+    let (h, h_without) = (hessian(&clipped, &data), hessian(&without, &data_without));
+    let n = clipped.n_params();
+    for i in 0..n {
+        for j in 0..n {
+            let (a, b) = (h[i * n + j], h_without[i * n + j]);
+            assert!(
+                (a - b).abs() <= 1e-12 * a.abs().max(1.0),
+                "d²/d{} d{}: {a} vs {b} without the sample",
+                clipped.par_names[i],
+                clipped.par_names[j]
+            );
+        }
+    }
 }
 
 /// The clipped likelihood along α_k, the other parameters profiled, by brute force: the

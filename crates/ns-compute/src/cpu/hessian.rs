@@ -12,6 +12,7 @@
 //! diagonal. The logarithmic form needs non-zero factors: a normfactor or lumi at 0 is taken as
 //! the limit (one per sample); a γ at 0, two at 0 in one sample, or a normsys product that is
 //! not a normal number have no answer here, and the caller differences the gradient instead.
+//! A sample whose product ROOT's semantics clip at zero adds nothing (flat, as in the gradient).
 //! One thread, a fixed order: the same bits for every thread count and instruction set.
 
 use ns_core::Result;
@@ -201,6 +202,11 @@ impl CpuEvaluator<'_> {
         let mut entry_now: Vec<(u32, f64, f64)> = Vec::new();
         let linear = |theta: f64| (1.0 / theta, -1.0 / (theta * theta));
         for (b, block) in m.samples.iter().enumerate() {
+            if m.clip_sample_yields && s.block_normsys[b] == 0.0 {
+                // Clipped (ROOT's semantics): its yields are zero and flat in every parameter,
+                // as the gradient has them on the kink's flat side.
+                continue;
+            }
             if !s.block_normsys[b].is_normal() {
                 return Ok(None);
             }
