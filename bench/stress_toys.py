@@ -4,14 +4,19 @@ on each device asked, and a table of how many toy fits failed and the toy CLs pe
 
     python bench/stress_toys.py [--toys 1000] [--devices cpu,cuda] [--bin target/release/nextstat]
                                 [--out stress_toys.json] [--clip-negative-yields] [--jobs N]
-                                [--timeout S] [--threads N] FOLDER_OR_FILE ...
+                                [--timeout S] [--threads N] [--shard I/N] FOLDER_OR_FILE ...
 
 A run with failed fits beyond 1% of an ensemble ends in the engine's refusal, whose message
 carries the counts; below that, the result's `n_failed` does. Each run also writes its toys'
 test statistics (a one-shard part, `--shard 0/1`, beside `--out`), and the table counts the toys
 whose q differs between the first device and each other one by more than 1e-6 (compared toy by
 toy where both kept the same toys). `--jobs N` runs N (model, device) runs at once: the devices'
-seconds then overlap; `--threads N` gives each run N worker threads (nextstat's option). Writes JSON (one row per model and device) and prints a Markdown table.
+seconds then overlap; `--threads N` gives each run N worker threads (nextstat's option).
+`--shard I/N` fits only shard I of N of each ensemble (nextstat's option), for ensembles longer
+than one sitting: the table then counts that shard's failed fits and differing toys and has no
+CLs (a shard alone has none); `nextstat merge` of the N runs' parts (kept beside `--out`, named
+by shard) gives the whole result. Writes JSON (one row per model and device) and prints a
+Markdown table.
 """
 
 import argparse
@@ -35,15 +40,17 @@ def workspaces(paths):
             yield p
 
 
-def run(binary, ws, toys, device, seed, timeout, parts, extra=()):
+def run(binary, ws, toys, device, seed, timeout, parts, shard, extra=()):
     start = time.perf_counter()
-    row = {"model": ws.parent.name if ws.name == "workspace.json" else ws.stem, "device": device, "toys": toys}
-    part = parts / f"{row['model']}.{device}.part.json"
+    row = {"model": ws.parent.name if ws.name == "workspace.json" else ws.stem, "device": device, "toys": toys, "shard": shard}
+    index, count = shard.split("/")
+    suffix = "" if count == "1" else f".shard{index}of{count}"
+    part = parts / f"{row['model']}.{device}{suffix}.part.json"
     part.unlink(missing_ok=True)
     row["part"] = str(part)
     try:
         proc = subprocess.run([binary, "hypotest-toys", str(ws), "--mu", "1", "--n-toys", str(toys), "--seed", str(seed), "--gpu", device,
-                               "--shard", "0/1", "-o", str(part), *extra],
+                               "--shard", shard, "-o", str(part), *extra],
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {**row, "seconds": timeout, "failed": None, "cls": None, "error": f"not finished in {timeout} s"}
@@ -52,6 +59,9 @@ def run(binary, ws, toys, device, seed, timeout, parts, extra=()):
         result = json.loads(part.read_text())["result"]
         ensembles = [result["signal_plus_background"], result["background_only"]]
         row.update(failed=sum(e["n_failed"] for e in ensembles), failures=[e["failures"] for e in ensembles])
+        if count != "1":
+            row["cls"] = None
+            return row
         # The result as one process gives it: `nextstat merge` of the one part (CLs, or the
         # engine's refusal where too many fits failed).
         merged = subprocess.run([binary, "merge", str(part)], capture_output=True, text=True, timeout=timeout)
@@ -94,7 +104,10 @@ def main():
                     help="clip each sample's yield at zero as ROOT does (nextstat's option of that name)")
     ap.add_argument("--jobs", type=int, default=1, help="(model, device) runs at once")
     ap.add_argument("--threads", type=int, help="worker threads per run (default: nextstat's, all cores)")
+    ap.add_argument("--shard", default="0/1", help="fit shard I of N of each ensemble (nextstat's --shard)")
     args = ap.parse_args()
+    if not re.fullmatch(r"\d+/[1-9]\d*", args.shard) or int(args.shard.split("/")[0]) >= int(args.shard.split("/")[1]):
+        ap.error(f"--shard {args.shard!r}: expected I/N with 0 <= I < N")
     devices = args.devices.split(",")
     parts = Path(args.out).resolve().parent / (Path(args.out).stem + "-parts")
     parts.mkdir(parents=True, exist_ok=True)
@@ -103,7 +116,8 @@ def main():
         extra += ["--threads", str(args.threads)]
     runs = [(ws, device) for ws in workspaces(args.paths) for device in devices]
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run, args.bin, ws, args.toys, device, args.seed, args.timeout, parts, extra) for ws, device in runs]
+        futures = [pool.submit(run, args.bin, ws, args.toys, device, args.seed, args.timeout, parts, args.shard, extra)
+                   for ws, device in runs]
         rows = []
         for future in futures:
             rows.append(future.result())
@@ -117,7 +131,10 @@ def main():
         for d in devices:
             r = next(x for x in rows if x["model"] == model and x["device"] == d)
             of[d] = r
-            cls = "refused" if r["cls"] is None else f"{r['cls']:.4f}"
+            if r["cls"] is not None:
+                cls = f"{r['cls']:.4f}"
+            else:
+                cls = f"shard {r['shard']}" if r["shard"] != "0/1" and "error" not in r else "refused"
             cells += [str(r["failed"]), cls, str(r["seconds"])]
         for d in devices[1:]:
             differing = differing_toys(of[devices[0]], of[d])
