@@ -8,7 +8,7 @@ on each device asked, and a table of how many toy fits failed and the toy CLs pe
 
 A run with failed fits beyond 1% of an ensemble ends in the engine's refusal, whose message
 carries the counts; below that, the result's `n_failed` does. Each run also writes its toys'
-test statistics (a one-shard part, `--shard 0/1`, beside `--out`), and the table counts the toys
+test statistics (a shard part, in a folder beside `--out`), and the table counts the toys
 whose q differs between the first device and each other one by more than 1e-6 (compared toy by
 toy where both kept the same toys). `--jobs N` runs N (model, device) runs at once: the devices'
 seconds then overlap; `--threads N` gives each run N worker threads (nextstat's option).
@@ -106,8 +106,9 @@ def main():
     ap.add_argument("--threads", type=int, help="worker threads per run (default: nextstat's, all cores)")
     ap.add_argument("--shard", default="0/1", help="fit shard I of N of each ensemble (nextstat's --shard)")
     args = ap.parse_args()
-    if not re.fullmatch(r"\d+/[1-9]\d*", args.shard) or int(args.shard.split("/")[0]) >= int(args.shard.split("/")[1]):
+    if not re.fullmatch(r"\d+/\d+", args.shard) or not 0 <= int(args.shard.split("/")[0]) < int(args.shard.split("/")[1]):
         ap.error(f"--shard {args.shard!r}: expected I/N with 0 <= I < N")
+    args.shard = "/".join(str(int(v)) for v in args.shard.split("/"))
     devices = args.devices.split(",")
     parts = Path(args.out).resolve().parent / (Path(args.out).stem + "-parts")
     parts.mkdir(parents=True, exist_ok=True)
@@ -133,8 +134,10 @@ def main():
             of[d] = r
             if r["cls"] is not None:
                 cls = f"{r['cls']:.4f}"
+            elif "error" in r:
+                cls = "not finished" if r["error"].startswith("not finished") else "refused"
             else:
-                cls = f"shard {r['shard']}" if r["shard"] != "0/1" and "error" not in r else "refused"
+                cls = f"shard {r['shard']}"
             cells += [str(r["failed"]), cls, str(r["seconds"])]
         for d in devices[1:]:
             differing = differing_toys(of[devices[0]], of[d])

@@ -155,9 +155,9 @@ struct ToySegment<'a> {
 }
 
 /// Most rounds in which toy fits that stalled go on from where they stopped (each a batch of
-/// the fits still short; a round that improves none ends them). A fit along a wall of the
-/// published sleptons likelihood closes about half its gap to the minimum per round (0.59, 0.26,
-/// 0.12, … units of twice_nll) and is certified in the twelfth; with ten it failed.
+/// the fits still short that the last round lowered). A fit along a wall of the published
+/// sleptons likelihood closes about half its gap to the minimum per round (0.59, 0.26, 0.12, …
+/// units of twice_nll) and is certified in the twelfth.
 const CONTINUATION_ROUNDS: usize = 30;
 
 /// Starts at random around the restart point for toy fits that fail after their restart and
@@ -281,13 +281,16 @@ fn fit_toy_pairs(
         // (a yield that plunges within 10⁻⁹ of a parameter, the published sleptons likelihood)
         // shows that curvature only close to it, and L-BFGS-B stalls on the scaling of its
         // start. Each round starts from the last end point; a fit's rounds depend on its own
-        // results only.
+        // results only, and a fit that a round did not lower stops (another round from the same
+        // point would end where this one did).
+        let mut lowered = vec![true; results.len()];
         for _ in 0..CONTINUATION_ROUNDS {
             // The fits still short, and the jobs that continue them from their end points.
             let short: Vec<usize> = (0..results.len())
-                .filter(
-                    |&j| matches!(&results[j], Ok(f) if !f.converged && f.twice_nll.is_finite()),
-                )
+                .filter(|&j| {
+                    lowered[j]
+                        && matches!(&results[j], Ok(f) if !f.converged && f.twice_nll.is_finite())
+                })
                 .collect();
             let continued = short
                 .par_iter()
@@ -308,17 +311,12 @@ fn fit_toy_pairs(
                 break;
             }
             let again = fit_sampled(fitter, toys, &continued, &|_| {})?;
-            let mut progressed = false;
             for (&j, fit) in short.iter().zip(again) {
-                if let (Ok(f), Ok(before)) = (&fit, &results[j])
-                    && (f.converged || f.twice_nll < before.twice_nll)
-                {
-                    progressed = true;
+                lowered[j] = matches!((&fit, &results[j]), (Ok(f), Ok(before))
+                    if f.converged || f.twice_nll < before.twice_nll);
+                if lowered[j] {
                     results[j] = fit;
                 }
-            }
-            if !progressed {
-                break;
             }
         }
         // Fits that still fail start again from their restart point moved at random, by about

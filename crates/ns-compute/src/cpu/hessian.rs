@@ -125,8 +125,9 @@ impl CpuEvaluator<'_> {
     /// The Hessian of the NLL at `params` (with respect to every parameter), analytic: `part`
     /// says whether the whole matrix or its diagonal. `None` where the module's form does not
     /// hold: a γ at 0, two linear factors of one sample at 0, a normsys product that is not a
-    /// normal number, a floored block or statistical terms (their second derivatives are left to
-    /// differences of the gradient).
+    /// normal number (one that ROOT's semantics clip at zero adds nothing instead), a floored
+    /// block or statistical terms (their second derivatives are left to differences of the
+    /// gradient).
     pub fn nll_hessian(
         &self,
         params: &[f64],
