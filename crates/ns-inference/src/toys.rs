@@ -292,6 +292,9 @@ fn fit_toy_pairs(
                         && matches!(&results[j], Ok(f) if !f.converged && f.twice_nll.is_finite())
                 })
                 .collect();
+            if short.is_empty() {
+                break;
+            }
             let continued = short
                 .par_iter()
                 .map(|&j| {
@@ -307,9 +310,6 @@ fn fit_toy_pairs(
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            if short.is_empty() {
-                break;
-            }
             let again = fit_sampled(fitter, toys, &continued, &|_| {})?;
             for (&j, fit) in short.iter().zip(again) {
                 lowered[j] = matches!((&fit, &results[j]), (Ok(f), Ok(before))

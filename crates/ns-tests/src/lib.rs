@@ -142,6 +142,26 @@ pub fn shared_workspaces() -> Vec<(String, ns_translate::Workspace)> {
         .collect()
 }
 
+/// Column `j` of a Hessian by Richardson-extrapolated differences of `gradient_at` on the upper
+/// side of `p` (steps h/2 and h, h = 10⁻⁴·max(|p_j|, 1)): at a kink (code 0 and code 1 at
+/// α = 0) it is the upper branch's.
+pub fn hessian_column_by_differences(
+    p: &[f64],
+    j: usize,
+    mut gradient_at: impl FnMut(&[f64]) -> Vec<f64>,
+) -> Vec<f64> {
+    let h = 1e-4 * p[j].abs().max(1.0);
+    let mut moved = |step: f64| {
+        let mut q = p.to_vec();
+        q[j] += step;
+        gradient_at(&q)
+    };
+    let (g0, g_half, g_full) = (moved(0.0), moved(h / 2.0), moved(h));
+    (0..g0.len())
+        .map(|i| 2.0 * (g_half[i] - g0[i]) / (h / 2.0) - (g_full[i] - g0[i]) / h)
+        .collect()
+}
+
 /// Parameter points to compare backends at: the suggested init, the POI at 0 (gradients at
 /// μ = 0 must be right too), and `count` random points.
 pub fn points_for(

@@ -4,8 +4,8 @@
 
 use ns_compute::{CpuEvaluator, HessianPart, Scratch};
 use ns_tests::{
-    all_code_pairs, model_and_data, points_for, reference, reference_names, reference_workspace,
-    tolerance,
+    all_code_pairs, hessian_column_by_differences, model_and_data, points_for, reference,
+    reference_names, reference_workspace, tolerance,
 };
 
 #[test]
@@ -51,21 +51,10 @@ fn hessian_matches_differences_of_the_gradient_everywhere() {
                 // Every column of the small models, fifty spread over the large ones.
                 let stride = if n <= 300 { 1 } else { n.div_ceil(50) };
                 for j in (0..n).step_by(stride) {
-                    // Richardson-extrapolated differences on the upper side: at the kinks of
-                    // code 0 and code 1 (α = 0, the start) the Hessian is the α ≥ 0 branch's.
-                    let h = 1e-4 * p[j].abs().max(1.0);
-                    let moved = |step: f64| {
-                        let mut q = p.clone();
-                        q[j] += step;
-                        q
-                    };
-                    let (g0, g_half, g_full) = (
-                        gradient_at(&p),
-                        gradient_at(&moved(h / 2.0)),
-                        gradient_at(&moved(h)),
-                    );
-                    for i in 0..n {
-                        let fd = 2.0 * (g_half[i] - g0[i]) / (h / 2.0) - (g_full[i] - g0[i]) / h;
+                    // On the upper side: at the kinks of code 0 and code 1 (α = 0, the start)
+                    // the Hessian is the α ≥ 0 branch's.
+                    let column = hessian_column_by_differences(&p, j, &mut gradient_at);
+                    for (i, &fd) in column.iter().enumerate() {
                         let analytic = full[i * n + j];
                         assert_eq!(
                             analytic.to_bits(),
