@@ -162,6 +162,24 @@ pub fn hessian_column_by_differences(
         .collect()
 }
 
+/// Toy `t` alone of the published likelihoods' stress runs (`bench/stress_toys.py`: μ = 1, q̃,
+/// 1000 toys per hypothesis, seed 1): the toys a test names by their index there.
+pub fn stress_toy<'a>(
+    data: &'a ns_compute::PreparedData,
+    config: &'a ns_inference::FitConfig,
+    t: usize,
+) -> ns_inference::toys::ToyTest<'a> {
+    ns_inference::toys::ToyTest {
+        mu: 1.0,
+        data,
+        config,
+        stat: ns_inference::TestStatistic::QTilde,
+        n_toys: 1000,
+        seed: 1,
+        toys: t..t + 1,
+    }
+}
+
 /// Parameter points to compare backends at: the suggested init, the POI at 0 (gradients at
 /// μ = 0 must be right too), and `count` random points.
 pub fn points_for(

@@ -170,23 +170,13 @@ fn a_fit_whose_minimum_lies_on_the_kink_converges_to_it() {
 /// the CUDA device optimizer (H200) called them converged with q = 1.41153934.
 #[test]
 fn toy_fits_that_stall_on_kinks_converge_on_a_published_likelihood() {
-    use ns_inference::TestStatistic;
-    use ns_inference::toys::{ToyTest, toy_ensembles_batch};
+    use ns_inference::toys::toy_ensembles_batch;
     let dir = ns_tests::likelihoods_dir().join("atlas_staus_2018-04_comb_DS_100_1");
     let ws = Workspace::from_path(&dir.join("workspace.json")).unwrap();
     let (model, data) = model(&ws, true);
     let config = FitConfig::suggested(&model);
     let fitter = Fitter::new(&model);
-    let test = |toys: std::ops::Range<usize>| ToyTest {
-        mu: 1.0,
-        data: &data,
-        config: &config,
-        stat: TestStatistic::QTilde,
-        n_toys: 1000,
-        seed: 1,
-        toys,
-    };
-    let tests = [test(1..2), test(108..109), test(823..824)];
+    let tests = [1, 108, 823].map(|t| ns_tests::stress_toy(&data, &config, t));
     let results = toy_ensembles_batch(&fitter, &tests, &|_| {}).unwrap();
     for (t, result) in tests.iter().zip(results) {
         let ensembles = result.unwrap();

@@ -385,6 +385,17 @@ pub(crate) fn device_fits(
         }
         n_free.push(run.free.len() as i32);
     }
+    // One limit for the launch: the fewest iterations of any run (a run capped for the host's
+    // handover, `Fitter::handover_cap`; a run the cap stops below its own limit is fitted on
+    // the host).
+    let options = LbfgsbOptions {
+        max_iterations: runs
+            .iter()
+            .map(FitRun::max_iterations)
+            .min()
+            .unwrap_or(options.max_iterations),
+        ..options
+    };
     let problem = DeviceFitProblem {
         init: &init,
         free_index: &free_index,

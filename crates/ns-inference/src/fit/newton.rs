@@ -45,7 +45,7 @@ const MAX_BACKTRACKS: usize = 40;
 
 /// L-BFGS-B iterations before a CPU fit first tries the handover: most fits converge sooner
 /// (tHq in 55), where a Hessian would cost more than the iterations it saves.
-const HANDOVER_AFTER: usize = 100;
+pub(crate) const HANDOVER_AFTER: usize = 100;
 /// Largest predicted decrease of twice_nll (½ gᵀH⁻¹g) at which a fit hands over to Newton: the
 /// minimum of the quadratic model lies within about one standard deviation (in the Hessian's
 /// metric). MIGRAD takes such quasi-Newton steps from anywhere. On the tt̄ ℓ+jets fit 1e-2 hands
@@ -91,10 +91,12 @@ pub(crate) struct Handover {
 
 impl Handover {
     pub(crate) fn new(config: &FitConfig, n_free: usize) -> Self {
-        let applies = config.newton_handover
-            && (1..=HANDOVER_MAX_FREE.min(DENSE_PARAMETER_LIMIT)).contains(&n_free);
         Handover {
-            next_try: if applies { HANDOVER_AFTER } else { usize::MAX },
+            next_try: if handover_applies(config, n_free) {
+                HANDOVER_AFTER
+            } else {
+                usize::MAX
+            },
             spent_evaluations: 0,
             short_tries: 0,
         }
@@ -148,6 +150,11 @@ impl Handover {
             }
         }
     }
+}
+
+/// Whether a CPU fit of `config` over `n_free` free parameters tries the handover.
+pub(crate) fn handover_applies(config: &FitConfig, n_free: usize) -> bool {
+    config.newton_handover && (1..=HANDOVER_MAX_FREE.min(DENSE_PARAMETER_LIMIT)).contains(&n_free)
 }
 
 /// Whether L-BFGS-B stopped short of convergence at a point where the likelihood is defined

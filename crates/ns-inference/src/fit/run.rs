@@ -42,6 +42,11 @@ impl FitRun {
         self.state.tell(f, &self.free_grad);
     }
 
+    /// The most iterations its optimizer takes.
+    pub(crate) fn max_iterations(&self) -> usize {
+        self.state.max_iterations()
+    }
+
     /// The variable scaling over all `n_params` parameters (1 for the fixed ones).
     pub(crate) fn full_scale(&self, n_params: usize) -> Vec<f64> {
         let mut scale = vec![1.0; n_params];

@@ -194,6 +194,9 @@ impl Lbfgsb {
     pub fn gradient(&self) -> &[f64] {
         &self.g
     }
+    pub fn max_iterations(&self) -> usize {
+        self.options.max_iterations
+    }
     pub fn iterations(&self) -> usize {
         self.iterations
     }
