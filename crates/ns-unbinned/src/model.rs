@@ -157,6 +157,8 @@ struct Scratch {
     val: Vec<f64>,
     adj: Vec<f64>,
     dlog: Vec<Vec<f64>>,
+    /// A leaf's adj·v in the reverse pass.
+    weighted: Vec<f64>,
 }
 
 /// Sums over a chunk's events that the gradient needs: per leaf, Σ adj·v·∂ln g/∂aⱼ for each
@@ -285,6 +287,7 @@ impl Channel {
             n,
             val: vec![0.0; self.nodes.len() * n],
             adj: vec![0.0; self.nodes.len() * n],
+            weighted: vec![0.0; n],
             dlog: states
                 .iter()
                 .zip(&self.nodes)
@@ -374,8 +377,7 @@ impl Channel {
                     let k = states[i].values.len();
                     let val = &s.val[i * n..(i + 1) * n];
                     let acc = &mut sums[i];
-                    let mut av = [0.0; CHUNK];
-                    let av = &mut av[..n];
+                    let av = &mut s.weighted[..n];
                     for ((o, a), v) in av.iter_mut().zip(adj).zip(val) {
                         *o = a * v;
                     }
@@ -434,14 +436,16 @@ impl Channel {
     /// reverse pass with adjoint w/v at the root; chunks reduced in chunk order.
     pub(crate) fn event_sums(&self, states: &[NodeState], events: ChannelView) -> (f64, Sums) {
         let n_chunks = events.len().div_ceil(CHUNK);
-        let partial = |c: usize| {
+        // One scratch per worker, reused chunk after chunk (rows of a shorter chunk use the
+        // front of each); only the adjoints, which the reverse pass adds into, start at zero.
+        let partial = |s: &mut Scratch, c: usize| {
             let range = c * CHUNK..((c + 1) * CHUNK).min(events.len());
             let n = range.len();
             let cols: Vec<&[f64]> = (0..events.dims())
                 .map(|i| &events.column(i)[range.clone()])
                 .collect();
-            let mut s = self.scratch(states, n);
-            self.forward(states, range.start, &cols, &mut s);
+            s.adj[..self.nodes.len() * n].fill(0.0);
+            self.forward(states, range.start, &cols, s);
             let root = &s.val[self.root * n..(self.root + 1) * n];
             let weights = events.weights().map(|w| &w[range.clone()]);
             let ln_sum = crate::simd::weighted_ln_sum(root, weights);
@@ -450,13 +454,17 @@ impl Channel {
                 *a = weights.map_or(1.0, |w| w[e]) / v;
             }
             let mut sums = self.empty_sums(states);
-            self.backward(states, &mut s, &mut sums);
+            self.backward(states, s, &mut sums);
             (ln_sum, sums)
         };
         let parts: Vec<(f64, Sums)> = if n_chunks > 1 {
-            (0..n_chunks).into_par_iter().map(partial).collect()
+            (0..n_chunks)
+                .into_par_iter()
+                .map_init(|| self.scratch(states, CHUNK), partial)
+                .collect()
         } else {
-            (0..n_chunks).map(partial).collect()
+            let mut s = self.scratch(states, events.len());
+            (0..n_chunks).map(|c| partial(&mut s, c)).collect()
         };
         let mut ln_sum = 0.0;
         let mut sums = self.empty_sums(states);

@@ -248,7 +248,8 @@ impl Shape {
 }
 
 fn gaussian<T: Real>(x: f64, a: &[T]) -> T {
-    let t = (T::constant(x) - a[0]) / a[1];
+    // By the reciprocal, which a loop over events computes once (divisions are slow).
+    let t = (T::constant(x) - a[0]) * (T::constant(1.0) / a[1]);
     t * t * -0.5
 }
 
@@ -270,6 +271,21 @@ fn chunk<const N: usize>(
     let duals: [Dual<N>; N] =
         std::array::from_fn(|i| Dual::input(a.get(i).copied().unwrap_or(0.0), i));
     let n = xs.len();
+    let (log, dlog) = (&mut log[..n], &mut dlog[..k * n]);
+    if k == N {
+        // Every slot seeded (all shapes but the polynomials): the rows as N slices of known
+        // length, so the loop runs without bounds checks and the compiler can vectorise it.
+        let mut rows = dlog.chunks_exact_mut(n.max(1));
+        let rows: [&mut [f64]; N] = std::array::from_fn(|_| rows.next().unwrap_or_default());
+        for (e, &x) in xs.iter().enumerate() {
+            let r = density(x, &duals);
+            log[e] = r.v;
+            for j in 0..N {
+                rows[j][e] = r.d[j];
+            }
+        }
+        return;
+    }
     for (e, &x) in xs.iter().enumerate() {
         let r = density(x, &duals[..k]);
         log[e] = r.v;
