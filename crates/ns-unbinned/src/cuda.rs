@@ -402,7 +402,7 @@ impl<'m> UnbinnedCuda<'m> {
         if !ns_compute::cuda::has_cuda() {
             return Err(ns_compute::cuda::cuda_unavailable());
         }
-        let ctx = CudaContext::new(ordinal)
+        let ctx = ns_compute::cuda::shared_context(ordinal)
             .map_err(|e| driver(&format!("opening device {ordinal}"), e))?;
         let stream = ctx.default_stream();
         let sms = ctx

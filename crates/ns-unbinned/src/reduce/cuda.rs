@@ -127,7 +127,7 @@ impl MixtureReducer {
                 "no CUDA device {ordinal} (this machine has {count})"
             )));
         }
-        let ctx = CudaContext::new(ordinal)
+        let ctx = ns_compute::cuda::shared_context(ordinal)
             .map_err(|e| driver(&format!("opening device {ordinal}"), e))?;
         let name = ctx.name().map_err(|e| driver("name query", e))?;
         Ok(MixtureReducer {

@@ -7,8 +7,9 @@ mod toys;
 
 pub use signal::DeviceSignal;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError,
@@ -53,6 +54,23 @@ pub fn has_cuda() -> bool {
         && CudaContext::device_count().is_ok_and(|n| n > 0)
 }
 
+/// The primary context of device `ordinal`, retained once per process and shared by every
+/// session (binned and unbinned) and device query on it. Creating it costs about 100 ms (an
+/// H200), and a context is destroyed with its last handle: each session, and the device-name
+/// query before it, paid that again (`examples/cuda_startup.rs`).
+pub fn shared_context(ordinal: usize) -> std::result::Result<Arc<CudaContext>, DriverError> {
+    static CONTEXTS: Mutex<Vec<(usize, Arc<CudaContext>)>> = Mutex::new(Vec::new());
+    let mut contexts = CONTEXTS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, ctx)) = contexts.iter().find(|(o, _)| *o == ordinal) {
+        return Ok(ctx.clone());
+    }
+    let ctx = CudaContext::new(ordinal)?;
+    contexts.push((ordinal, ctx.clone()));
+    Ok(ctx)
+}
+
 /// How many CUDA devices the driver shows; an error where the driver is absent or unusable.
 pub fn device_count() -> Result<usize> {
     // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
@@ -67,7 +85,7 @@ pub fn device_count() -> Result<usize> {
 pub fn device_names() -> Result<Vec<String>> {
     (0..device_count()?)
         .map(|i| {
-            CudaContext::new(i)
+            shared_context(i)
                 .and_then(|ctx| ctx.name())
                 .map_err(|e| driver(&format!("naming device {i}"), e))
         })
@@ -114,6 +132,25 @@ pub struct DeviceInfo {
     pub multiprocessors: u32,
     pub memory_bytes: usize,
     pub kernels: KernelOrigin,
+    /// How long opening the session took, phase by phase.
+    pub startup: StartupPhases,
+}
+
+/// The phases of opening a [`CudaSession`] (`examples/cuda_startup.rs` prints them): where a
+/// process's CUDA start-up goes.
+#[derive(Clone, Debug, Default)]
+pub struct StartupPhases {
+    /// Finding and loading the driver library, initialising it, counting the devices (paid by
+    /// the first session of a process).
+    pub driver: Duration,
+    /// Retaining the device's primary context.
+    pub context: Duration,
+    /// Loading the kernel module (the embedded cubin, else compiled) and its functions.
+    pub kernels: Duration,
+    /// The first launch and allocation (the kernels' ABI check).
+    pub first_launch: Duration,
+    /// Uploading the model, the occupancy queries and the scratch allocation.
+    pub model: Duration,
 }
 
 /// Datasets resident on the device: `count` rows of main data and of auxiliary data.
@@ -210,6 +247,7 @@ fn load_kernels(ctx: &Arc<CudaContext>) -> Result<(Kernels, DeviceInfo)> {
             .map_err(|e| driver("attribute query", e))? as u32,
         memory_bytes: ctx.total_mem().map_err(|e| driver("memory query", e))?,
         kernels: origin,
+        startup: StartupPhases::default(),
     };
     Ok((kernels, info))
 }
@@ -378,17 +416,28 @@ impl CudaSession {
     /// Open device `ordinal`, load (or compile) the kernels and upload `model`, evaluating
     /// `objective`.
     pub fn new(model: &CompiledModel, ordinal: usize, objective: Objective) -> Result<Self> {
+        let mut clock = Instant::now();
+        let mut lap = || {
+            let now = Instant::now();
+            std::mem::replace(&mut clock, now).elapsed()
+        };
         if !has_cuda() {
             return Err(cuda_unavailable());
         }
-        let ctx = CudaContext::new(ordinal)
-            .map_err(|e| driver(&format!("opening device {ordinal}"), e))?;
+        let driver_time = lap();
+        let ctx =
+            shared_context(ordinal).map_err(|e| driver(&format!("opening device {ordinal}"), e))?;
         // One stream does all the work, so cudarc's per-buffer event tracking is not needed.
-        // SAFETY: every buffer of this session is used on its one stream, so the tracking events that order work across streams are never needed.
+        // SAFETY: every buffer of every session on this shared context (binned and unbinned) is
+        // used on the context's default stream, so the tracking events that order work across
+        // streams are never needed.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
-        let (kernels, info) = load_kernels(&ctx)?;
+        let context_time = lap();
+        let (kernels, mut info) = load_kernels(&ctx)?;
+        let kernels_time = lap();
         check_abi(&stream, &kernels.abi_layout)?;
+        let first_launch_time = lap();
         let layout = KernelLayout::new(model);
         let (view, model_buffers) = upload_model(&stream, model, &layout, objective)?;
 
@@ -413,6 +462,13 @@ impl CudaSession {
         let (free, _) = ctx.mem_get_info().map_err(|e| driver("memory query", e))?;
         let bytes_per_eval = 8 * (2 * model.n_params + 1) + 4;
         let max_batch = (free / 4 / bytes_per_eval).max(1);
+        info.startup = StartupPhases {
+            driver: driver_time,
+            context: context_time,
+            kernels: kernels_time,
+            first_launch: first_launch_time,
+            model: lap(),
+        };
         Ok(CudaSession {
             stream,
             kernels,
