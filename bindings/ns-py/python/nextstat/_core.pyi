@@ -46,13 +46,14 @@ class Model:
 
 Bounds = Optional[List[Tuple[float, float]]]
 
-def infer(model: Model, call: str, progress: Optional[str] = None) -> str:
+def infer(model: Model, call: str, progress: Optional[str] = None, data: Optional[np.ndarray] = None) -> str:
     """Run an inference call on ``model`` (JSON as docs/call.schema.json, without "model": {"request":
     {"verb": ..., plus the verb's arguments}, "fit": {...}, "device": ..., "data": ...}); returns the
     report JSON."""
     ...
-def call_json(model: Model, call: str) -> str:
-    """The call ``infer`` would run, with the model's workspace inline (what ``save_call=`` writes)."""
+def call_json(model: Model, call: str, data: Optional[np.ndarray] = None) -> str:
+    """The call ``infer`` would run, with the model's workspace inline (what ``save_call=`` writes);
+    ``data`` (float64, finite) replaces the call's data, as in ``infer``."""
     ...
 def run_call(call: str, base: Optional[str] = None, progress: Optional[str] = None) -> Tuple[str, str]:
     """Run a saved call (relative paths read from ``base``): (verb, report JSON)."""

@@ -87,12 +87,16 @@ def _integer(value: Any, what: str) -> int:
     return int(value)
 
 
-def _finite_list(values: Any, what: str) -> List[float]:
+def _finite_array(values: Any, what: str) -> np.ndarray:
     array = _array(values, what)
     bad = np.flatnonzero(~np.isfinite(array))
     if bad.size:
         raise ValueError(f"{what}[{bad[0]}] is {array[bad[0]]}; give finite numbers")
-    return array.tolist()
+    return array
+
+
+def _finite_list(values: Any, what: str) -> List[float]:
+    return _finite_array(values, what).tolist()
 
 
 def _bounds(bounds: Any) -> List[Tuple[float, float]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from ._results import (
     ToyHypotestResult,
     UpperLimitResult,
 )
-from ._validate import Spec, _array, _bounds, _finite_list, _flags, _integer, _json_text, _number
+from ._validate import Spec, _array, _bounds, _finite_array, _finite_list, _flags, _integer, _json_text, _number
 
 
 
@@ -50,15 +50,27 @@ def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fi
 def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra) -> str:
     """The report JSON of the engine's call of ``verb`` (see ``_infer``); the engine's default
     tolerance where ``tolerance`` is None."""
-    call_text = _call_text(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra)
+    call_text, values = _call(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra)
     if save_call is not None:
-        Path(save_call).write_text(_core.call_json(model._model, call_text) + "\n", encoding="utf-8")
-    return _core.infer(model._model, call_text, progress)
+        Path(save_call).write_text(_core.call_json(model._model, call_text, values) + "\n", encoding="utf-8")
+    return _core.infer(model._model, call_text, progress, values)
 
 
 def _call_text(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra) -> str:
     """The engine's call of ``verb`` on ``model`` (without the model) as JSON text: the request,
     the fit options, the device and the data (observed unless given)."""
+    call_text, values = _call(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra)
+    if values is None:
+        return call_text
+    call = json.loads(call_text)
+    call["data"] = dict(values=values.tolist())
+    return json.dumps(call, allow_nan=False)
+
+
+def _call(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra) -> Tuple[str, Optional[np.ndarray]]:
+    """``_call_text`` with its data apart: the JSON text without them, and the data (observed
+    unless given; None for an unbinned model's own events, which stay in the engine) as a finite
+    float64 array, which crosses to the engine as memory."""
     from ._hs3 import JointModel
     from .unbinned import UnbinnedModel
 
@@ -83,10 +95,9 @@ def _call_text(verb: str, model: Model, data, init_pars, par_bounds, fixed_param
         fit={k: v for k, v in fit_options.items() if v is not None},
         device=device,
     )
-    if data is not None:  # an unbinned model's observed events stay in the engine
-        call["data"] = dict(values=_finite_list(data, "data"))
+    values = None if data is None else _finite_array(data, "data")
     try:
-        return json.dumps(call, allow_nan=False)
+        return json.dumps(call, allow_nan=False), values
     except ValueError:
         raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
 
