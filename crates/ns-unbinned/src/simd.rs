@@ -63,7 +63,7 @@ fn exp1(x: f64) -> f64 {
     let p = 1.0 + (r + r2 * ((s0 + s1 * r4) + s2 * r8));
     let ki = shifted.to_bits().wrapping_sub(SHIFTER.to_bits()) as i64;
     // ⌊k/2⌋ through a logical shift of a non-negative value (AVX2 has no 64-bit arithmetic
-    // shift), for k in [−1075, 1025]; wrapping, as a NaN's k is any integer (and its p NaN).
+    // shift), for k in [−1075, 1024]; wrapping, as a NaN's k is any integer (and its p NaN).
     let half = ((ki.wrapping_add(2048) as u64) >> 1) as i64 - 1024;
     let scale = |e: i64| f64::from_bits((e.wrapping_add(1023) as u64) << 52);
     let y = p * scale(half) * scale(ki.wrapping_sub(half));

@@ -358,7 +358,10 @@ pub(crate) fn device_optimizer_takes(backend: &dyn Backend, options: LbfgsbOptio
 }
 
 /// Run prepared fits to completion on `backend`'s optimizer: run `r` against dataset `which[r]`
-/// of `datasets`, with its row of `signal` where the model has external yields.
+/// of `datasets`, with its row of `signal` where the model has external yields. Runs with
+/// different iteration limits (those capped for the host's handover, `Fitter::handover_cap`,
+/// beside others) go in one launch per limit: a fit's end depends on its own run only, never on
+/// the other fits of its batch.
 pub(crate) fn device_fits(
     backend: &dyn Backend,
     runs: &[FitRun],
@@ -369,12 +372,53 @@ pub(crate) fn device_fits(
     stop: &AtomicBool,
 ) -> Result<DeviceEnds> {
     let n = runs.first().map_or(0, |r| r.full.len());
-    let rows = runs.len() * n;
+    let mut limits: Vec<usize> = runs.iter().map(FitRun::max_iterations).collect();
+    limits.sort_unstable();
+    limits.dedup();
+    if limits.len() <= 1 {
+        let all: Vec<usize> = (0..runs.len()).collect();
+        let out = launch(backend, runs, &all, which, datasets, options, signal, stop)?;
+        return Ok(DeviceEnds { out, n_params: n });
+    }
+    let mut out = DeviceFitOutput::zeros(runs.len(), n);
+    for limit in limits {
+        let members: Vec<usize> = (0..runs.len())
+            .filter(|&r| runs[r].max_iterations() == limit)
+            .collect();
+        let part = launch(
+            backend, runs, &members, which, datasets, options, signal, stop,
+        )?;
+        for (k, &r) in members.iter().enumerate() {
+            out.x[r * n..(r + 1) * n].copy_from_slice(&part.x[k * n..(k + 1) * n]);
+            out.g[r * n..(r + 1) * n].copy_from_slice(&part.g[k * n..(k + 1) * n]);
+            out.f[r] = part.f[k];
+            out.iterations[r] = part.iterations[k];
+            out.evaluations[r] = part.evaluations[k];
+            out.termination[r] = part.termination[k];
+        }
+    }
+    Ok(DeviceEnds { out, n_params: n })
+}
+
+/// One launch of the device optimizer over `runs[members]`, which share one iteration limit.
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    backend: &dyn Backend,
+    runs: &[FitRun],
+    members: &[usize],
+    which: &[u32],
+    datasets: &Resident,
+    options: LbfgsbOptions,
+    signal: Option<FitSignal>,
+    stop: &AtomicBool,
+) -> Result<DeviceFitOutput> {
+    let n = runs.first().map_or(0, |r| r.full.len());
+    let rows = members.len() * n;
     let (mut init, mut free_index) = (vec![0.0; rows], vec![0u32; rows]);
     let (mut lower, mut upper, mut scale) = (vec![0.0; rows], vec![0.0; rows], vec![1.0; rows]);
-    let mut n_free = Vec::with_capacity(runs.len());
-    for (r, run) in runs.iter().enumerate() {
-        let base = r * n;
+    let mut n_free = Vec::with_capacity(members.len());
+    for (m, run) in members.iter().map(|&r| &runs[r]).enumerate() {
+        let base = m * n;
         // The device starts from init·scale projected into the box, as the host optimizer.
         init[base..base + n].copy_from_slice(&run.full);
         for (k, &i) in run.free.iter().enumerate() {
@@ -385,17 +429,16 @@ pub(crate) fn device_fits(
         }
         n_free.push(run.free.len() as i32);
     }
-    // One limit for the launch: the fewest iterations of any run (a run capped for the host's
-    // handover, `Fitter::handover_cap`; a run the cap stops below its own limit is fitted on
-    // the host).
-    let options = LbfgsbOptions {
-        max_iterations: runs
+    let dataset: Vec<u32> = members.iter().map(|&r| which[r]).collect();
+    // The members' rows of the signal (one row of equal length per run).
+    let signal_rows: Option<Vec<f64>> = signal.as_ref().map(|s| {
+        let width = s.values.len() / runs.len().max(1);
+        members
             .iter()
-            .map(FitRun::max_iterations)
-            .min()
-            .unwrap_or(options.max_iterations),
-        ..options
-    };
+            .flat_map(|&r| &s.values[r * width..(r + 1) * width])
+            .copied()
+            .collect()
+    });
     let problem = DeviceFitProblem {
         init: &init,
         free_index: &free_index,
@@ -403,11 +446,26 @@ pub(crate) fn device_fits(
         lower: &lower,
         upper: &upper,
         scale: &scale,
-        dataset: which,
-        signal,
+        dataset: &dataset,
+        signal: signal
+            .zip(signal_rows.as_deref())
+            .map(|(s, values)| FitSignal {
+                attached: s.attached,
+                values,
+            }),
     };
-    let out = backend.fit_lbfgsb(&problem, datasets, options, stop)?;
-    Ok(DeviceEnds { out, n_params: n })
+    let max_iterations = members
+        .first()
+        .map_or(options.max_iterations, |&r| runs[r].max_iterations());
+    backend.fit_lbfgsb(
+        &problem,
+        datasets,
+        LbfgsbOptions {
+            max_iterations,
+            ..options
+        },
+        stop,
+    )
 }
 
 /// Fits of a launch, started on the host: the runs that started, the dataset of each, and per job

@@ -55,20 +55,36 @@ pub fn has_cuda() -> bool {
 }
 
 /// The primary context of device `ordinal`, retained once per process and shared by every
-/// session (binned and unbinned) and device query on it. Creating it costs about 100 ms (an
-/// H200), and a context is destroyed with its last handle: each session, and the device-name
-/// query before it, paid that again (`examples/cuda_startup.rs`).
+/// session (binned and unbinned) on it. Creating it costs about 100 ms (an H200), and a context
+/// is destroyed with its last handle: each session paid that again (`examples/cuda_startup.rs`).
+/// Every session works on the context's default stream, so the context tracks no events
+/// across streams (disabled here, once). A sticky device fault (an illegal address) now lasts
+/// for the process, as it did for the sessions alive when it happened.
 pub fn shared_context(ordinal: usize) -> std::result::Result<Arc<CudaContext>, DriverError> {
     static CONTEXTS: Mutex<Vec<(usize, Arc<CudaContext>)>> = Mutex::new(Vec::new());
-    let mut contexts = CONTEXTS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some((_, ctx)) = contexts.iter().find(|(o, _)| *o == ordinal) {
-        return Ok(ctx.clone());
+    let cached = |contexts: &[(usize, Arc<CudaContext>)]| {
+        contexts
+            .iter()
+            .find(|(o, _)| *o == ordinal)
+            .map(|(_, ctx)| ctx.clone())
+    };
+    if let Some(ctx) = cached(&CONTEXTS.lock().unwrap_or_else(|p| p.into_inner())) {
+        ctx.bind_to_thread()?;
+        return Ok(ctx);
     }
-    let ctx = CudaContext::new(ordinal)?;
-    contexts.push((ordinal, ctx.clone()));
-    Ok(ctx)
+    // Created outside the lock: several GPUs open in parallel (`MultiCudaBackend`).
+    let created = CudaContext::new(ordinal)?;
+    // SAFETY: every session on this context uses its default stream only (above), so the
+    // tracking events that order work across streams are never needed.
+    unsafe { created.disable_event_tracking() };
+    let mut contexts = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(match cached(&contexts) {
+        Some(first) => first,
+        None => {
+            contexts.push((ordinal, created.clone()));
+            created
+        }
+    })
 }
 
 /// How many CUDA devices the driver shows; an error where the driver is absent or unusable.
@@ -85,8 +101,11 @@ pub fn device_count() -> Result<usize> {
 pub fn device_names() -> Result<Vec<String>> {
     (0..device_count()?)
         .map(|i| {
-            shared_context(i)
-                .and_then(|ctx| ctx.name())
+            // By the device's handle: a name needs no context (one would hold memory on every
+            // GPU for the rest of the process).
+            cudarc::driver::result::init()
+                .and_then(|_| cudarc::driver::result::device::get(i as i32))
+                .and_then(cudarc::driver::result::device::get_name)
                 .map_err(|e| driver(&format!("naming device {i}"), e))
         })
         .collect()
@@ -427,11 +446,6 @@ impl CudaSession {
         let driver_time = lap();
         let ctx =
             shared_context(ordinal).map_err(|e| driver(&format!("opening device {ordinal}"), e))?;
-        // One stream does all the work, so cudarc's per-buffer event tracking is not needed.
-        // SAFETY: every buffer of every session on this shared context (binned and unbinned) is
-        // used on the context's default stream, so the tracking events that order work across
-        // streams are never needed.
-        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let context_time = lap();
         let (kernels, mut info) = load_kernels(&ctx)?;
