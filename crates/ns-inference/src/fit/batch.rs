@@ -523,3 +523,128 @@ impl DeviceEnds {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use ns_compute::{Device, ExternalSignal, SignalBatch};
+
+    use super::*;
+    use crate::optimizer::Lbfgsb;
+
+    /// A device optimizer that records each launch (fits, iteration limit) and ends every fit
+    /// where it started, with its dataset index as its objective and the launch's limit as its
+    /// iterations.
+    #[derive(Default)]
+    struct RecordingOptimizer {
+        launches: Mutex<Vec<(usize, usize)>>,
+    }
+
+    impl Backend for RecordingOptimizer {
+        fn device(&self) -> Device {
+            Device::Cpu
+        }
+        fn description(&self) -> String {
+            "recording optimizer".into()
+        }
+        fn batching(&self) -> Batching {
+            Batching::Lockstep
+        }
+        fn upload(&self, datasets: &[PreparedData]) -> Result<Resident> {
+            Ok(Resident::new(datasets.len(), ()))
+        }
+        fn nll_grad_batch(
+            &self,
+            _: &[f64],
+            _: Datasets,
+            _: &[u32],
+            _: &mut [f64],
+            _: &mut [f64],
+            _: &AtomicBool,
+        ) -> Result<()> {
+            unreachable!("the test launches the device optimizer only")
+        }
+        fn attach_signal(&self, _: &ExternalSignal) -> Result<Resident> {
+            unreachable!("no signal in the test")
+        }
+        fn nll_grad_signal(&self, _: &Resident, _: SignalBatch) -> Result<()> {
+            unreachable!("no signal in the test")
+        }
+        fn device_optimizer_memory(&self) -> Option<usize> {
+            Some(10)
+        }
+        fn fit_lbfgsb(
+            &self,
+            problem: &DeviceFitProblem,
+            _: &Resident,
+            options: LbfgsbOptions,
+            _: &AtomicBool,
+        ) -> Result<DeviceFitOutput> {
+            let fits = problem.dataset.len();
+            self.launches
+                .lock()
+                .unwrap()
+                .push((fits, options.max_iterations));
+            let mut out = DeviceFitOutput::zeros(fits, problem.init.len() / fits.max(1));
+            out.x.copy_from_slice(problem.init);
+            for (k, &d) in problem.dataset.iter().enumerate() {
+                out.f[k] = d as f64;
+                out.iterations[k] = options.max_iterations as i32;
+            }
+            Ok(out)
+        }
+    }
+
+    fn run(start: f64, max_iterations: usize) -> FitRun {
+        let x = [start, start + 0.5];
+        let (lower, upper) = ([-10.0; 2], [10.0; 2]);
+        let options = LbfgsbOptions {
+            max_iterations,
+            ..LbfgsbOptions::default()
+        };
+        FitRun {
+            free: vec![0, 1],
+            scale: vec![1.0; 2],
+            lower: lower.to_vec(),
+            upper: upper.to_vec(),
+            full: x.to_vec(),
+            bounds: vec![(-10.0, 10.0); 2],
+            free_grad: vec![0.0; 2],
+            state: Lbfgsb::new(&x, &lower, &upper, options),
+        }
+    }
+
+    /// Runs capped for the host's handover and runs not go in one launch per limit, and each
+    /// result comes back to its own run: a fit's end does not depend on the others in its batch.
+    #[test]
+    fn runs_with_different_iteration_limits_go_in_separate_launches() {
+        let backend = RecordingOptimizer::default();
+        let runs = [run(1.0, 100), run(2.0, 2000), run(3.0, 100), run(4.0, 2000)];
+        let which = [10, 11, 12, 13];
+        let resident = Resident::new(14, ());
+        let stop = AtomicBool::new(false);
+        let options = LbfgsbOptions::default();
+        let ends = device_fits(&backend, &runs, &which, &resident, options, None, &stop).unwrap();
+        assert_eq!(*backend.launches.lock().unwrap(), [(2, 100), (2, 2000)]);
+        for (r, run) in runs.iter().enumerate() {
+            let end = ends.end(r);
+            assert_eq!(end.f, which[r] as f64, "run {r}");
+            assert_eq!(end.iterations, run.max_iterations(), "run {r}");
+            assert_eq!(end.x, &run.full[..], "run {r}");
+        }
+        // One limit: one launch of every run.
+        let same = [run(1.0, 2000), run(2.0, 2000)];
+        device_fits(
+            &backend,
+            &same,
+            &which[..2],
+            &resident,
+            options,
+            None,
+            &stop,
+        )
+        .unwrap();
+        assert_eq!(backend.launches.lock().unwrap()[2], (2, 2000));
+    }
+}
