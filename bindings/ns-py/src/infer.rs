@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ns_api::call::{Call, DataChoice, FitOptions};
-use numpy::PyReadonlyArray1;
 use ns_inference::FitConfig;
 use ns_translate::HistFactoryModel;
+use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 

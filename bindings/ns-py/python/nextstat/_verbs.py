@@ -50,7 +50,8 @@ def _infer(verb: str, result_type, model: Model, data, init_pars, par_bounds, fi
 def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, progress=None, save_call=None, **extra) -> str:
     """The report JSON of the engine's call of ``verb`` (see ``_infer``); the engine's default
     tolerance where ``tolerance`` is None."""
-    call_text, values = _call(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra)
+    call, values = _call(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra)
+    call_text = _json(verb, call)
     if save_call is not None:
         Path(save_call).write_text(_core.call_json(model._model, call_text, values) + "\n", encoding="utf-8")
     return _core.infer(model._model, call_text, progress, values)
@@ -59,17 +60,15 @@ def _run(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tol
 def _call_text(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra) -> str:
     """The engine's call of ``verb`` on ``model`` (without the model) as JSON text: the request,
     the fit options, the device and the data (observed unless given)."""
-    call_text, values = _call(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra)
-    if values is None:
-        return call_text
-    call = json.loads(call_text)
-    call["data"] = dict(values=values.tolist())
-    return json.dumps(call, allow_nan=False)
+    call, values = _call(verb, model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra)
+    if values is not None:
+        call["data"] = dict(values=values.tolist())
+    return _json(verb, call)
 
 
-def _call(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra) -> Tuple[str, Optional[np.ndarray]]:
-    """``_call_text`` with its data apart: the JSON text without them, and the data (observed
-    unless given; None for an unbinned model's own events, which stay in the engine) as a finite
+def _call(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, tolerance, device, **extra) -> Tuple[dict, Optional[np.ndarray]]:
+    """``_call_text``'s call as a dict without its data, and the data apart (observed unless
+    given; None for an unbinned model's own events, which stay in the engine) as a finite
     float64 array, which crosses to the engine as memory."""
     from ._hs3 import JointModel
     from .unbinned import UnbinnedModel
@@ -95,9 +94,13 @@ def _call(verb: str, model: Model, data, init_pars, par_bounds, fixed_params, to
         fit={k: v for k, v in fit_options.items() if v is not None},
         device=device,
     )
-    values = None if data is None else _finite_array(data, "data")
+    return call, None if data is None else _finite_array(data, "data")
+
+
+def _json(verb: str, call: dict) -> str:
+    """A call as JSON text; JSON has no NaN or infinity."""
     try:
-        return json.dumps(call, allow_nan=False), values
+        return json.dumps(call, allow_nan=False)
     except ValueError:
         raise ValueError(f"{verb}: tolerance, mu, level and scan values must be finite numbers") from None
 
