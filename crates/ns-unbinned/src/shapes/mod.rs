@@ -272,25 +272,16 @@ fn chunk<const N: usize>(
         std::array::from_fn(|i| Dual::input(a.get(i).copied().unwrap_or(0.0), i));
     let n = xs.len();
     let (log, dlog) = (&mut log[..n], &mut dlog[..k * n]);
-    if k == N {
-        // Every slot seeded (all shapes but the polynomials): the rows as N slices of known
-        // length, so the loop runs without bounds checks and the compiler can vectorise it.
-        let mut rows = dlog.chunks_exact_mut(n.max(1));
-        let rows: [&mut [f64]; N] = std::array::from_fn(|_| rows.next().unwrap_or_default());
-        for (e, &x) in xs.iter().enumerate() {
-            let r = density(x, &duals);
-            log[e] = r.v;
-            for j in 0..N {
-                rows[j][e] = r.d[j];
-            }
-        }
-        return;
-    }
-    for (e, &x) in xs.iter().enumerate() {
+    // The k rows as slices of their own, written event by event (no index arithmetic across
+    // rows in the loop).
+    let mut rows = dlog.chunks_exact_mut(n.max(1));
+    let mut rows: [&mut [f64]; N] = std::array::from_fn(|_| rows.next().unwrap_or_default());
+    let rows = &mut rows[..k];
+    for (e, (&x, l)) in xs.iter().zip(log.iter_mut()).enumerate() {
         let r = density(x, &duals[..k]);
-        log[e] = r.v;
-        for j in 0..k {
-            dlog[j * n + e] = r.d[j];
+        *l = r.v;
+        for (row, d) in rows.iter_mut().zip(r.d) {
+            row[e] = d;
         }
     }
 }
