@@ -144,13 +144,12 @@ pub enum Workload {
     Batch { fits: usize },
 }
 
-/// `auto` sends a batch to the GPU when fits × main bins × parameters reaches this. Measured on
-/// an H100 host with 16 cores (docs/benchmarks.md, "GPU: CUDA against the CPU"): per unit of that work the CPU
-/// takes 7.8·10⁻⁸ s (tHq ranking, 732 refits: 0.43 s) to 1.1·10⁻⁷ s (tHq toys), the GPU
-/// 1.1–1.5·10⁻⁸ s, plus 0.25 s to open the CUDA session; the GPU wins above 2.5–4·10⁶. The
-/// threshold takes the larger, so `auto` is never slower: a tHq ranking (5.5·10⁶) goes to the
-/// GPU, 4000 fits of an 8-parameter, 4-bin model (10⁵) stay on the CPU.
-const AUTO_MIN_BATCH_WORK: usize = 4_000_000;
+/// `auto` considers the GPU for a batch whose fits × main bins × parameters reaches this per CPU
+/// thread; smaller batches stay on the CPU unweighed. On a 16-thread H200 host no published
+/// likelihood's 500-toy CLs (2000 fits, 6·10³–2·10⁷ of that work) was faster on the GPU, and
+/// 2000 toys of the 3ℓ on-shell likelihood (10⁷) were: the fits that pass this are then
+/// weighed by one timed fit (`ns_inference`'s `auto` device, docs/benchmarks.md).
+const AUTO_MIN_BATCH_WORK_PER_THREAD: usize = 250_000;
 
 impl Device {
     pub fn from_name(name: &str) -> Result<Self> {
@@ -190,23 +189,30 @@ impl Device {
     }
 
     /// The concrete device for `workload` on `model`: `Auto` picks CUDA only for batches large
-    /// enough to repay opening a session, and only where a GPU exists. Sequential work (single
-    /// fits, scans, limits) stays on the CPU, which is faster for it on every model measured.
+    /// enough that it could repay opening a session ([`worth_weighing`](Self::worth_weighing)),
+    /// and only where a GPU exists. Sequential work (single fits, scans, limits) stays on the
+    /// CPU, which is faster for it on every model measured.
     pub fn resolve(self, model: &CompiledModel, workload: Workload) -> Device {
         match self {
-            Device::Auto => match workload {
-                Workload::Batch { fits }
-                    if fits
-                        .saturating_mul(model.n_main)
-                        .saturating_mul(model.n_params)
-                        >= AUTO_MIN_BATCH_WORK
-                        && has_cuda() =>
-                {
-                    Device::Cuda(CudaGpus::FIRST)
-                }
-                _ => Device::Cpu,
-            },
+            Device::Auto if Device::worth_weighing(model, workload) && has_cuda() => {
+                Device::Cuda(CudaGpus::FIRST)
+            }
+            Device::Auto => Device::Cpu,
             d => d,
+        }
+    }
+
+    /// Whether `workload` on `model` is a batch large enough that a GPU could repay opening a
+    /// session, by its size alone: asks nothing of the CUDA driver (loading and initialising it
+    /// costs 0.1–0.2 s).
+    pub fn worth_weighing(model: &CompiledModel, workload: Workload) -> bool {
+        match workload {
+            Workload::Batch { fits } => {
+                fits.saturating_mul(model.n_main)
+                    .saturating_mul(model.n_params)
+                    >= AUTO_MIN_BATCH_WORK_PER_THREAD.saturating_mul(rayon::current_num_threads())
+            }
+            Workload::Sequential => false,
         }
     }
 }

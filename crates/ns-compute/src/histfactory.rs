@@ -222,8 +222,8 @@ impl Likelihood for HistFactoryModel {
         crate::backend::open_for(device, &self.compiled, crate::backend::Objective::Profiled)
     }
 
-    fn resolve(&self, device: Device, workload: Workload) -> Device {
-        device.resolve(&self.compiled, workload)
+    fn worth_a_gpu(&self, workload: Workload) -> bool {
+        Device::worth_weighing(&self.compiled, workload)
     }
 
     /// A parameter couples to another only through a main bin both act on: constraint terms

@@ -408,18 +408,13 @@ impl Likelihood for JointLikelihood {
         .ok()
     }
 
-    /// The device every part resolves `Auto` to where they agree; else the CPU.
-    fn resolve(&self, device: Device, workload: Workload) -> Device {
-        let mut chosen = self
-            .parts
-            .iter()
-            .map(|p| p.likelihood.resolve(device, workload));
-        let first = chosen.next().unwrap_or(Device::Cpu);
-        if chosen.all(|d| d == first) {
-            first
-        } else {
-            Device::Cpu
-        }
+    /// Worth a GPU where every part is.
+    fn worth_a_gpu(&self, workload: Workload) -> bool {
+        !self.parts.is_empty()
+            && self
+                .parts
+                .iter()
+                .all(|p| p.likelihood.worth_a_gpu(workload))
     }
 
     fn analytic_parameters(&self) -> Vec<usize> {

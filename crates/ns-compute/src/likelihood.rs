@@ -161,10 +161,20 @@ pub trait Likelihood: Send + Sync {
     /// [`resolve`](Self::resolve)).
     fn open(&self, device: Device) -> Result<Box<dyn Backend + '_>>;
 
-    /// The concrete device for `workload` when `Auto` is asked: by default the CPU.
-    fn resolve(&self, device: Device, workload: Workload) -> Device {
+    /// Whether `workload` is large enough that `auto` weighs running it on a GPU (asking
+    /// nothing of a driver); by default never.
+    fn worth_a_gpu(&self, workload: Workload) -> bool {
         let _ = workload;
+        false
+    }
+
+    /// The concrete device for `workload` when `Auto` is asked, by size alone: the first GPU
+    /// where [`worth_a_gpu`](Self::worth_a_gpu) and one exists, else the CPU.
+    fn resolve(&self, device: Device, workload: Workload) -> Device {
         match device {
+            Device::Auto if self.worth_a_gpu(workload) && crate::cuda::has_cuda() => {
+                Device::Cuda(crate::CudaGpus::FIRST)
+            }
             Device::Auto => Device::Cpu,
             d => d,
         }

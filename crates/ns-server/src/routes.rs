@@ -266,9 +266,24 @@ async fn execute(
     stop: Arc<AtomicBool>,
     job: Option<Arc<Job>>,
 ) -> Result<Value, ApiError> {
-    let device = call.validate()?;
-    let likelihood = model.likelihood();
-    let device = likelihood.resolve(device, call.request.workload(likelihood));
+    let device = match call.validate()? {
+        // `auto` may time a fit to weigh a batch (`Fitter::auto_device`): off the async threads,
+        // with the threads of the pool the batch would run on.
+        Device::Auto => {
+            let workload = call.request.workload(model.likelihood());
+            let (state, model) = (state.clone(), model.clone());
+            tokio::task::spawn_blocking(move || {
+                state.pools.for_workload(workload).install(|| {
+                    ns_inference::Fitter::auto_device(model.likelihood(), Device::Auto, workload)
+                })
+            })
+            .await
+            .map_err(|e| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            })?
+        }
+        device => device,
+    };
     // The timeout counts from when the work starts, not while it waits for a worker or GPU.
     let started = Arc::new(AtomicBool::new(false));
     let timeout = state.limits.timeout;

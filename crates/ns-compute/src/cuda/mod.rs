@@ -18,5 +18,6 @@ pub use compile::{
 pub use multi::MultiCudaBackend;
 pub use session::{
     CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, STATIC_BUILD, StartupPhases,
-    cuda_driver_problem, cuda_unavailable, device_count, device_names, has_cuda, shared_context,
+    context_open, cuda_driver_problem, cuda_unavailable, device_count, device_names, has_cuda,
+    shared_context,
 };

@@ -54,6 +54,19 @@ pub fn has_cuda() -> bool {
         && CudaContext::device_count().is_ok_and(|n| n > 0)
 }
 
+/// The shared contexts of this process, by device ordinal ([`shared_context`]).
+static CONTEXTS: Mutex<Vec<(usize, Arc<CudaContext>)>> = Mutex::new(Vec::new());
+
+/// Whether this process holds device `ordinal`'s context already: a session opened on it
+/// then costs milliseconds, not the ~0.2 s of a first one (`Device::Auto` weighs that).
+pub fn context_open(ordinal: usize) -> bool {
+    CONTEXTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .any(|(o, _)| *o == ordinal)
+}
+
 /// The primary context of device `ordinal`, retained once per process and shared by every
 /// session (binned and unbinned) on it. Creating it costs about 100 ms (an H200), and a context
 /// is destroyed with its last handle: each session paid that again (`examples/cuda_startup.rs`).
@@ -61,7 +74,6 @@ pub fn has_cuda() -> bool {
 /// across streams (disabled here, once). A sticky device fault (an illegal address) now lasts
 /// for the process, as it did for the sessions alive when it happened.
 pub fn shared_context(ordinal: usize) -> std::result::Result<Arc<CudaContext>, DriverError> {
-    static CONTEXTS: Mutex<Vec<(usize, Arc<CudaContext>)>> = Mutex::new(Vec::new());
     let cached = |contexts: &[(usize, Arc<CudaContext>)]| {
         contexts
             .iter()
