@@ -237,9 +237,12 @@ pub fn shard_part(
     stop: Option<Arc<AtomicBool>>,
     progress: &(dyn Fn(u64, usize) + Sync),
 ) -> Result<Value> {
-    let device = call.validate()?;
+    // `auto` by size alone: every shard of a job must choose alike to merge (a timed choice
+    // could differ between shards near its break-even).
+    let workload = call.request.workload(model);
+    let device = model.resolve(call.validate()?, workload);
     let units = units(call, model)?;
-    let mut fitter = Fitter::on_device(model, device, call.request.workload(model))?;
+    let mut fitter = Fitter::on_device(model, device, workload)?;
     if let Some(stop) = stop {
         fitter = fitter.with_interrupt(stop);
     }

@@ -144,11 +144,12 @@ pub enum Workload {
     Batch { fits: usize },
 }
 
-/// `auto` considers the GPU for a batch whose fits × main bins × parameters reaches this per CPU
-/// thread; smaller batches stay on the CPU unweighed. On a 16-thread H200 host no published
-/// likelihood's 500-toy CLs (2000 fits, 6·10³–2·10⁷ of that work) was faster on the GPU, and
-/// 2000 toys of the 3ℓ on-shell likelihood (10⁷) were: the fits that pass this are then
-/// weighed by one timed fit (`ns_inference`'s `auto` device, docs/benchmarks.md).
+/// `auto` considers the GPU for a batch whose fits × main bins × parameters reaches this times
+/// the CPU threads (4·10⁶ on 16); smaller batches stay on the CPU unweighed. On a 16-thread H200
+/// host the published likelihoods' batches below it were all faster on the CPU (500 toys of 3L
+/// eRJR, 5.5·10⁵: 0.28 s against 0.58 s), and 2000 toys of the 3ℓ on-shell likelihood (2·10⁷)
+/// were faster on the GPU; a batch above it is weighed by a timed fit (ns-inference's
+/// `Fitter::auto_device`, docs/benchmarks.md).
 const AUTO_MIN_BATCH_WORK_PER_THREAD: usize = 250_000;
 
 impl Device {
@@ -203,8 +204,8 @@ impl Device {
     }
 
     /// Whether `workload` on `model` is a batch large enough that a GPU could repay opening a
-    /// session, by its size alone: asks nothing of the CUDA driver (loading and initialising it
-    /// costs 0.1–0.2 s).
+    /// session, by its size alone: initialises no CUDA driver (0.1–0.2 s of the ~0.5 s a process
+    /// pays before its first device fit).
     pub fn worth_weighing(model: &CompiledModel, workload: Workload) -> bool {
         match workload {
             Workload::Batch { fits } => {

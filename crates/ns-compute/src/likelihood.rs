@@ -157,8 +157,8 @@ pub trait Likelihood: Send + Sync {
     /// Values one dataset holds (what a batch of toys costs in memory).
     fn dataset_size(&self) -> usize;
 
-    /// The backend of `device` for this likelihood (`Auto` resolved first, see
-    /// [`resolve`](Self::resolve)).
+    /// The backend of `device` for this likelihood (`Auto` resolved first: ns-inference's
+    /// `Fitter::auto_device`, or [`resolve`](Self::resolve)).
     fn open(&self, device: Device) -> Result<Box<dyn Backend + '_>>;
 
     /// Whether `workload` is large enough that `auto` weighs running it on a GPU (asking
@@ -169,7 +169,9 @@ pub trait Likelihood: Send + Sync {
     }
 
     /// The concrete device for `workload` when `Auto` is asked, by size alone: the first GPU
-    /// where [`worth_a_gpu`](Self::worth_a_gpu) and one exists, else the CPU.
+    /// where [`worth_a_gpu`](Self::worth_a_gpu) and one exists, else the CPU. The same on every
+    /// run of a machine, where work split into parts must agree (shards of one job); a single
+    /// batch is better weighed by a timed fit (ns-inference's `Fitter::auto_device`).
     fn resolve(&self, device: Device, workload: Workload) -> Device {
         match device {
             Device::Auto if self.worth_a_gpu(workload) && crate::cuda::has_cuda() => {

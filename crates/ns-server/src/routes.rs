@@ -306,10 +306,11 @@ async fn execute(
             }
         })
     };
+    // Resolved once: the run must not weigh `auto` again (nor choose differently).
+    call.device = device.spec();
     let result = if device == Device::Cpu {
         on_cpu(state, model, call, stop, started, job).await
     } else {
-        call.device = device.spec();
         let task = Task {
             model_id,
             model,

@@ -98,14 +98,29 @@ fn auto_keeps_sequential_and_small_batch_work_on_the_cpu() {
         Device::Auto.resolve(&small.compiled, Workload::Batch { fits: 4000 }),
         Device::Cpu
     );
-    let big_batch = Device::Auto.resolve(&large.compiled, Workload::Batch { fits: 4000 });
+    // 400,000 tHq fits pass the size gate on any host (3·10⁹ against 2.5·10⁵ per thread).
+    let big = Workload::Batch { fits: 400_000 };
+    let gpu_if_any = if has_cuda() {
+        Device::Cuda(CudaGpus::FIRST)
+    } else {
+        Device::Cpu
+    };
+    assert_eq!(Device::Auto.resolve(&large.compiled, big), gpu_if_any);
+    // The fitter's `auto` weighs them by a timed fit: the GPU wins them wherever one exists
+    // and the CPU has fewer threads than the GPU's throughput in CPU fits (40); sequential work
+    // and small batches stay on the CPU unweighed.
+    let expected = match rayon::current_num_threads() < 40 {
+        true => gpu_if_any,
+        false => Device::Cpu,
+    };
+    assert_eq!(Fitter::auto_device(&large, Device::Auto, big), expected);
+    for work in [Workload::Sequential, Workload::Batch { fits: 8 }] {
+        assert_eq!(Fitter::auto_device(&large, Device::Auto, work), Device::Cpu);
+    }
     assert_eq!(
-        big_batch,
-        if has_cuda() {
-            Device::Cuda(CudaGpus::FIRST)
-        } else {
-            Device::Cpu
-        }
+        Fitter::auto_device(&large, Device::Cpu, big),
+        Device::Cpu,
+        "a named device is kept"
     );
 }
 

@@ -2,17 +2,18 @@
 //! observed data timed on this thread.
 //!
 //! The size of a batch alone does not tell: on a 16-thread H200 host, 2000 toys of tHq (184
-//! parameters) run 1.9× faster on CUDA while 2000 toys of the compressed EWKinos likelihood
+//! parameters) run 1.8× faster on CUDA while 2000 toys of the compressed EWKinos likelihood
 //! (219 parameters, a similar size) run 1.2× slower there, because every one of its toy fits
 //! passes [`HANDOVER_AFTER`] iterations and is fitted again on the host
-//! (`Fitter::stopped_for_handover`). A CPU fit, run three times — a fraction of a percent of a
-//! batch worth weighing — gives both what the CPU would take and whether the device's fits would come back.
+//! (`Fitter::stopped_for_handover`). A CPU fit, run three times — a few percent of the time of
+//! a batch worth weighing — gives both what the CPU would take and whether the device's fits
+//! would come back.
 
 use std::time::Instant;
 
 use ns_compute::{CudaGpus, Device, Likelihood, Workload};
 
-use super::newton::HANDOVER_AFTER;
+use super::newton::{HANDOVER_AFTER, handover_applies};
 use super::{FitConfig, Fitter};
 
 /// What a process pays before its first device fit when it holds no CUDA context yet: context,
@@ -29,14 +30,16 @@ const DEVICE_FITS_PER_CPU_FIT: f64 = 40.0;
 
 /// What `auto` runs a `workload` of `model` on: the CPU for sequential work and small batches
 /// ([`Likelihood::worth_a_gpu`]); a larger batch is weighed by a timed fit ([`choose`]), and
-/// only a batch the GPU wins asks the CUDA driver whether a GPU exists (loading it costs
-/// 0.1–0.2 s, which a batch kept on the CPU then does not pay). A model whose probe fit fails
+/// only a batch the GPU wins initialises the CUDA driver to see whether a GPU exists (0.1–0.2 s,
+/// which a batch kept on the CPU then does not pay). A model whose probe fit fails
 /// stays on the CPU, where the batch then reports the failure as it would anywhere.
 pub(crate) fn resolve(model: &dyn Likelihood, workload: Workload) -> Device {
     let Workload::Batch { fits } = workload else {
         return Device::Cpu;
     };
-    if !model.worth_a_gpu(workload) {
+    let threads = rayon::current_num_threads();
+    // With as many threads as the GPU's throughput in CPU fits, the CPU wins any batch.
+    if !model.worth_a_gpu(workload) || threads as f64 >= DEVICE_FITS_PER_CPU_FIT {
         return Device::Cpu;
     }
     let Some(probe) = probe(model) else {
@@ -44,7 +47,7 @@ pub(crate) fn resolve(model: &dyn Likelihood, workload: Workload) -> Device {
     };
     // `auto` offers the first GPU only.
     let open = ns_compute::cuda::context_open(0);
-    if choose(fits, &probe, rayon::current_num_threads(), open) && ns_compute::cuda::has_cuda() {
+    if choose(fits, &probe, threads, open) && ns_compute::cuda::has_cuda() {
         Device::Cuda(CudaGpus::FIRST)
     } else {
         Device::Cpu
@@ -56,6 +59,9 @@ pub(crate) fn resolve(model: &dyn Likelihood, workload: Workload) -> Device {
 pub(crate) struct Probe {
     pub seconds: f64,
     pub iterations: usize,
+    /// Whether a device fit of such a problem stops at [`HANDOVER_AFTER`] iterations for the
+    /// host (`Fitter::handover_cap`: up to 500 free parameters).
+    pub capped: bool,
 }
 
 /// The probe's time is the faster of two runs after a first: the first of a process also pays
@@ -65,6 +71,9 @@ fn probe(model: &dyn Likelihood) -> Option<Probe> {
     let data = model.observed().ok()?;
     let fitter = Fitter::on_device(model, Device::Cpu, Workload::Sequential).ok()?;
     let config = FitConfig::suggested(model);
+    let free = config.fixed.iter().filter(|&&fixed| !fixed).count();
+    let capped =
+        handover_applies(&config, free) && config.optimizer.max_iterations > HANDOVER_AFTER;
     fitter.fit(&data, &config).ok()?;
     let timed = || -> Option<Probe> {
         let start = Instant::now();
@@ -72,6 +81,7 @@ fn probe(model: &dyn Likelihood) -> Option<Probe> {
         Some(Probe {
             seconds: start.elapsed().as_secs_f64(),
             iterations: fit.iterations,
+            capped,
         })
     };
     let (first, second) = (timed()?, timed()?);
@@ -82,12 +92,12 @@ fn probe(model: &dyn Likelihood) -> Option<Probe> {
 }
 
 /// Whether `fits` like `probe` finish sooner on the GPU than on `threads` CPU threads: never
-/// where the probe needed more than [`HANDOVER_AFTER`] iterations (the device's fits would be
-/// fitted again on the host); else, with w = fits × seconds (a toy's fit takes about what the
+/// where the probe needed more than [`HANDOVER_AFTER`] iterations and the device caps its fits
+/// there (they would be fitted again on the host); else, with w = fits × seconds (a toy's fit takes about what the
 /// probe takes: tHq 4.6 ms against 4.7 ms per fit of its toys on the H200 host), the CPU takes
 /// w / threads, the GPU its opening cost plus w / [`DEVICE_FITS_PER_CPU_FIT`].
 pub(crate) fn choose(fits: usize, probe: &Probe, threads: usize, context_open: bool) -> bool {
-    if probe.iterations > HANDOVER_AFTER {
+    if probe.capped && probe.iterations > HANDOVER_AFTER {
         return false;
     }
     let work = fits as f64 * probe.seconds;
@@ -137,6 +147,7 @@ mod tests {
     const THQ: Probe = Probe {
         seconds: 4.6e-3,
         iterations: 55,
+        capped: true,
     };
 
     #[test]
@@ -161,5 +172,11 @@ mod tests {
             ..THQ
         };
         assert!(choose(1_000_000, &at_the_cap, 1, true));
+        // Above 500 free parameters a device fit runs to its own limit: nothing comes back.
+        let uncapped = Probe {
+            capped: false,
+            ..stiff
+        };
+        assert!(choose(1_000_000, &uncapped, 1, true));
     }
 }

@@ -140,8 +140,8 @@ impl<'m> Fitter<'m> {
     }
 
     /// The device a fitter on `device` runs `workload` on: `device` itself, or for `Auto` the
-    /// CPU or the first GPU: [`Likelihood::resolve`], and a batch it would send to the GPU
-    /// weighed by one fit of the observed data timed on the CPU (see `auto`).
+    /// CPU or the first GPU: a batch [`Likelihood::worth_a_gpu`] passes is weighed by a fit of
+    /// the observed data timed on the CPU (see `auto`); other work stays on the CPU.
     pub fn auto_device(model: &dyn Likelihood, device: Device, workload: Workload) -> Device {
         match device {
             Device::Auto => auto::resolve(model, workload),

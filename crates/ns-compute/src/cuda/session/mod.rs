@@ -58,7 +58,8 @@ pub fn has_cuda() -> bool {
 static CONTEXTS: Mutex<Vec<(usize, Arc<CudaContext>)>> = Mutex::new(Vec::new());
 
 /// Whether this process holds device `ordinal`'s context already: a session opened on it
-/// then costs milliseconds, not the ~0.2 s of a first one (`Device::Auto` weighs that).
+/// then costs milliseconds, not the ~0.5 s a process pays before its first device fit (driver,
+/// context, kernels, uploads; `auto` weighs that).
 pub fn context_open(ordinal: usize) -> bool {
     CONTEXTS
         .lock()
