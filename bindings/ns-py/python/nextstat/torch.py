@@ -35,10 +35,19 @@ def _session(model: Model, samples: Samples, device: str = "cpu") -> Any:
     call, and on a GPU the model stays uploaded."""
     if not isinstance(model, Model):
         raise TypeError(f"model must be a nextstat.Model (Workspace(...).model()), not {type(model).__name__}")
+    cache: Dict[Any, Any] = model.__dict__.setdefault("_differentiable", {})
+    # A training step asks for the same session each call: the lookup comes before the
+    # validation (a cached key was a valid list of pairs): 9 µs of the ~95 µs that a CPU step
+    # on tHq adds to the engine and to torch itself.
+    try:
+        session = cache.get((tuple(map(tuple, samples)), device))
+    except TypeError:
+        session = None
+    if session is not None:
+        return session
     if isinstance(samples, (str, bytes)) or not all(isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(n, str) for n in p) for p in samples):
         raise InvalidInputError(f"samples must be a list of (channel, sample) name pairs, e.g. [('SR', 'signal')], not {samples!r}")
     key = (tuple((c, s) for c, s in samples), device)
-    cache: Dict[Any, Any] = model.__dict__.setdefault("_differentiable", {})
     if key not in cache:
         cache[key] = _core.DifferentiableSession(model._model, list(key[0]), device)
     return cache[key]
