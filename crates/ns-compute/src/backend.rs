@@ -485,7 +485,7 @@ pub enum Objective {
 
 /// The backend of `device` for `model`, borrowed (`&CompiledModel`) or owned
 /// (`Arc<CompiledModel>`: a backend that outlives the caller's borrow). `Auto` must have been
-/// resolved first ([`Device::resolve`]).
+/// resolved first (ns-inference's `Fitter::auto_device`, or [`crate::Likelihood::resolve`]).
 pub fn open<'m, M>(device: Device, model: M) -> Result<Box<dyn Backend + 'm>>
 where
     M: std::borrow::Borrow<CompiledModel> + Send + Sync + 'm,

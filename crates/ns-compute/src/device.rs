@@ -189,23 +189,10 @@ impl Device {
         }
     }
 
-    /// The concrete device for `workload` on `model`: `Auto` picks CUDA only for batches large
-    /// enough that it could repay opening a session ([`worth_weighing`](Self::worth_weighing)),
-    /// and only where a GPU exists. Sequential work (single fits, scans, limits) stays on the
-    /// CPU, which is faster for it on every model measured.
-    pub fn resolve(self, model: &CompiledModel, workload: Workload) -> Device {
-        match self {
-            Device::Auto if Device::worth_weighing(model, workload) && has_cuda() => {
-                Device::Cuda(CudaGpus::FIRST)
-            }
-            Device::Auto => Device::Cpu,
-            d => d,
-        }
-    }
-
     /// Whether `workload` on `model` is a batch large enough that a GPU could repay opening a
     /// session, by its size alone: initialises no CUDA driver (0.1–0.2 s of the ~0.5 s a process
-    /// pays before its first device fit).
+    /// pays before its first device fit). Sequential work (single fits, scans, limits) never is:
+    /// the CPU is faster for it on every model measured.
     pub fn worth_weighing(model: &CompiledModel, workload: Workload) -> bool {
         match workload {
             Workload::Batch { fits } => {

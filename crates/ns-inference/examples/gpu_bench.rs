@@ -271,12 +271,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
     }
-    out["auto_for_toys"] = Device::Auto
-        .resolve(&model.compiled, Workload::Batch { fits: 4 * n_toys })
-        .name()
-        .into();
-    out["auto_for_fit"] = Device::Auto
-        .resolve(&model.compiled, Workload::Sequential)
+    out["auto_for_toys"] =
+        Fitter::auto_device(&model, Device::Auto, Workload::Batch { fits: 4 * n_toys })
+            .name()
+            .into();
+    out["auto_for_fit"] = Fitter::auto_device(&model, Device::Auto, Workload::Sequential)
         .name()
         .into();
     println!("{out}");

@@ -1,8 +1,8 @@
 //! Device selection on any machine: names, clear errors, `auto` never choosing a GPU for work
 //! that the CPU does faster, and a CUDA request failing cleanly where no GPU exists.
 
-use ns_compute::CudaGpus;
 use ns_compute::cuda::has_cuda;
+use ns_compute::{CudaGpus, Likelihood};
 use ns_core::Error;
 use ns_inference::{Device, Fitter, Workload};
 use ns_tests::{model_and_data, workspace_path};
@@ -77,25 +77,25 @@ fn auto_keeps_sequential_and_small_batch_work_on_the_cpu() {
     let (large, _) = model_and_data(&large, Default::default());
     for model in [&small, &large] {
         assert_eq!(
-            Device::Auto.resolve(&model.compiled, Workload::Sequential),
+            model.resolve(Device::Auto, Workload::Sequential),
             Device::Cpu
         );
         assert_eq!(
-            Device::Auto.resolve(&model.compiled, Workload::Batch { fits: 8 }),
+            model.resolve(Device::Auto, Workload::Batch { fits: 8 }),
             Device::Cpu
         );
         assert_eq!(
-            Device::Cpu.resolve(&model.compiled, Workload::Batch { fits: 1 << 20 }),
+            model.resolve(Device::Cpu, Workload::Batch { fits: 1 << 20 }),
             Device::Cpu
         );
         assert_eq!(
-            Device::Cuda(CudaGpus::FIRST).resolve(&model.compiled, Workload::Sequential),
+            model.resolve(Device::Cuda(CudaGpus::FIRST), Workload::Sequential),
             Device::Cuda(CudaGpus::FIRST)
         );
     }
     // 4000 fits of an 8-parameter model: the CPU finishes before a CUDA session would open.
     assert_eq!(
-        Device::Auto.resolve(&small.compiled, Workload::Batch { fits: 4000 }),
+        small.resolve(Device::Auto, Workload::Batch { fits: 4000 }),
         Device::Cpu
     );
     // 400,000 tHq fits pass the size gate on any host (3·10⁹ against 2.5·10⁵ per thread).
@@ -105,7 +105,7 @@ fn auto_keeps_sequential_and_small_batch_work_on_the_cpu() {
     } else {
         Device::Cpu
     };
-    assert_eq!(Device::Auto.resolve(&large.compiled, big), gpu_if_any);
+    assert_eq!(large.resolve(Device::Auto, big), gpu_if_any);
     // The fitter's `auto` weighs them by a timed fit: the GPU wins them wherever one exists
     // and the CPU has fewer threads than the GPU's throughput in CPU fits (40); sequential work
     // and small batches stay on the CPU unweighed.

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use ns_compute::{CudaGpus, Device, Likelihood, Workload};
 
-use super::newton::{HANDOVER_AFTER, handover_applies};
+use super::newton::{HANDOVER_AFTER, caps_device_fits};
 use super::{FitConfig, Fitter};
 
 /// What a process pays before its first device fit when it holds no CUDA context yet: context,
@@ -71,9 +71,7 @@ fn probe(model: &dyn Likelihood) -> Option<Probe> {
     let data = model.observed().ok()?;
     let fitter = Fitter::on_device(model, Device::Cpu, Workload::Sequential).ok()?;
     let config = FitConfig::suggested(model);
-    let free = config.fixed.iter().filter(|&&fixed| !fixed).count();
-    let capped =
-        handover_applies(&config, free) && config.optimizer.max_iterations > HANDOVER_AFTER;
+    let capped = caps_device_fits(&config, config.fixed.iter().filter(|&&f| !f).count());
     fitter.fit(&data, &config).ok()?;
     let timed = || -> Option<Probe> {
         let start = Instant::now();
@@ -93,9 +91,10 @@ fn probe(model: &dyn Likelihood) -> Option<Probe> {
 
 /// Whether `fits` like `probe` finish sooner on the GPU than on `threads` CPU threads: never
 /// where the probe needed more than [`HANDOVER_AFTER`] iterations and the device caps its fits
-/// there (they would be fitted again on the host); else, with w = fits × seconds (a toy's fit takes about what the
-/// probe takes: tHq 4.6 ms against 4.7 ms per fit of its toys on the H200 host), the CPU takes
-/// w / threads, the GPU its opening cost plus w / [`DEVICE_FITS_PER_CPU_FIT`].
+/// there (they would be fitted again on the host); else, with w = fits × seconds (a toy's fit
+/// takes about what the probe takes: tHq 4.6 ms against 4.7 ms per fit of its toys on the H200
+/// host), the CPU takes w / threads, the GPU its opening cost plus
+/// w / [`DEVICE_FITS_PER_CPU_FIT`].
 pub(crate) fn choose(fits: usize, probe: &Probe, threads: usize, context_open: bool) -> bool {
     if probe.capped && probe.iterations > HANDOVER_AFTER {
         return false;

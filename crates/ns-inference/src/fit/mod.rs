@@ -387,9 +387,7 @@ impl<'m> Fitter<'m> {
     /// clipping ended 0.1–3 higher in twice_nll on CUDA than on the CPU, and two toys of the
     /// compressed EWKinos likelihood under pyhf's semantics differed by 10⁻³ in q.
     fn handover_cap(&self, config: &FitConfig, n_free: usize) -> Option<usize> {
-        (self.refits_on_host()
-            && newton::handover_applies(config, n_free)
-            && config.optimizer.max_iterations > newton::HANDOVER_AFTER)
+        (self.refits_on_host() && newton::caps_device_fits(config, n_free))
             .then_some(newton::HANDOVER_AFTER)
     }
 

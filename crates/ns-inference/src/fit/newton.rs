@@ -157,6 +157,12 @@ pub(crate) fn handover_applies(config: &FitConfig, n_free: usize) -> bool {
     config.newton_handover && (1..=HANDOVER_MAX_FREE.min(DENSE_PARAMETER_LIMIT)).contains(&n_free)
 }
 
+/// Whether an f64 device fit of `config` stops at [`HANDOVER_AFTER`] iterations for the host
+/// (`Fitter::handover_cap`): where the handover applies and the fit's own limit lies beyond.
+pub(crate) fn caps_device_fits(config: &FitConfig, n_free: usize) -> bool {
+    handover_applies(config, n_free) && config.optimizer.max_iterations > HANDOVER_AFTER
+}
+
 /// Whether L-BFGS-B stopped short of convergence at a point where the likelihood is defined
 /// (not a failed start).
 pub(crate) fn stalled(result: &FitResult) -> bool {
