@@ -53,6 +53,14 @@ macro_rules! simd_dispatched {
                 fn avx2($($arg: $ty),*) -> $ret {
                     body($($arg),*)
                 }
+                #[target_feature(enable = "avx512f,avx512dq,avx512vl")]
+                fn avx512($($arg: $ty),*) -> $ret {
+                    body($($arg),*)
+                }
+                if $crate::simd::best() >= $crate::simd::Simd::Avx512 {
+                    // SAFETY: `best` offers AVX-512 only where the CPU has it.
+                    return unsafe { avx512($($arg),*) };
+                }
                 if $crate::simd::best() >= $crate::simd::Simd::Avx2 {
                     // SAFETY: `best` offers AVX2 only where the CPU has it.
                     return unsafe { avx2($($arg),*) };

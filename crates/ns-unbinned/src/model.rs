@@ -150,15 +150,15 @@ fn values_and_gradients(exprs: &[ParamExpr], theta: &[f64]) -> (Vec<f64>, Vec<Ve
         .unzip()
 }
 
-/// Per-chunk buffers: node values and adjoints (node-major), and each leaf's log-density
-/// derivatives in its arguments.
+/// Per-chunk buffers: node log-values and log-adjoints (node-major; a log-adjoint is
+/// ∂(Σ w·ln v_root)/∂ln vᵢ), each leaf's log-density derivatives in its arguments and each
+/// mixture's share per child, cₚ·vₚ/v over cₚ (∂ln v/∂cₚ).
 struct Scratch {
     n: usize,
     val: Vec<f64>,
     adj: Vec<f64>,
     dlog: Vec<Vec<f64>>,
-    /// A leaf's adj·v in the reverse pass.
-    weighted: Vec<f64>,
+    share: Vec<Vec<f64>>,
 }
 
 /// Sums over a chunk's events that the gradient needs: per leaf, Σ adj·v·∂ln g/∂aⱼ for each
@@ -283,25 +283,32 @@ impl Channel {
     }
 
     fn scratch(&self, states: &[NodeState], n: usize) -> Scratch {
+        let rows = |f: fn(&NodeKind, &NodeState) -> usize| {
+            states
+                .iter()
+                .zip(&self.nodes)
+                .map(|(s, node)| vec![0.0; f(&node.kind, s) * n])
+                .collect()
+        };
         Scratch {
             n,
             val: vec![0.0; self.nodes.len() * n],
             adj: vec![0.0; self.nodes.len() * n],
-            weighted: vec![0.0; n],
-            dlog: states
-                .iter()
-                .zip(&self.nodes)
-                .map(|(s, node)| match node.kind {
-                    NodeKind::Leaf { .. } | NodeKind::Flow { .. } => vec![0.0; s.values.len() * n],
-                    _ => Vec::new(),
-                })
-                .collect(),
+            dlog: rows(|kind, s| match kind {
+                NodeKind::Leaf { .. } | NodeKind::Flow { .. } => s.values.len(),
+                _ => 0,
+            }),
+            share: rows(|kind, _| match kind {
+                NodeKind::Mixture { children, .. } => children.len(),
+                _ => 0,
+            }),
         }
     }
 
-    /// Every node's value at the chunk's events `cols`, which start at event `start` of the
-    /// channel (children precede their parents in the arena, so one pass in order); the root's
-    /// is the last row written.
+    /// Every node's log-value at the chunk's events `cols`, which start at event `start` of
+    /// the channel (children precede their parents in the arena, so one pass in order); the
+    /// root's is the last row written. Densities stay logarithms throughout: a leaf needs no
+    /// exp, a product is a sum, and a mixture of two is one exp and one ln per event.
     fn forward(&self, states: &[NodeState], start: usize, cols: &[&[f64]], s: &mut Scratch) {
         let n = cols.first().map_or(0, |c| c.len());
         s.n = n;
@@ -323,7 +330,6 @@ impl Channel {
                     for v in val.iter_mut() {
                         *v -= state.log_norm;
                     }
-                    crate::simd::exp_in_place(val);
                 }
                 NodeKind::Flow { leaf, .. } => {
                     if let Some(c) = leaf.derived_column {
@@ -342,31 +348,35 @@ impl Channel {
                                 .copy_from_slice(&dlp[j * total + start..j * total + start + n]);
                         }
                     }
-                    crate::simd::exp_in_place(val);
                 }
                 NodeKind::Product(children) => {
-                    val.fill(1.0);
+                    val.fill(0.0);
                     for &c in children {
                         for (v, x) in val.iter_mut().zip(&before[c * n..(c + 1) * n]) {
-                            *v *= x;
+                            *v += x;
                         }
                     }
                 }
                 NodeKind::Mixture { children, .. } => {
-                    val.fill(0.0);
-                    for (&c, &coef) in children.iter().zip(&state.values) {
-                        for (v, x) in val.iter_mut().zip(&before[c * n..(c + 1) * n]) {
-                            *v += coef * x;
-                        }
-                    }
+                    let logs: Vec<&[f64]> = children
+                        .iter()
+                        .map(|&c| &before[c * n..(c + 1) * n])
+                        .collect();
+                    let share = &mut s.share[i][..children.len() * n];
+                    crate::simd::log_mixture(&logs, &state.values, val, share);
                 }
             }
         }
     }
 
-    /// Reverse pass from the root's adjoint (already in `s.adj`): adjoints down the tree and the
-    /// chunk's [`Sums`].
+    /// Reverse pass from the root's log-adjoint (already in `s.adj`): log-adjoints down the
+    /// tree and the chunk's [`Sums`].
     fn backward(&self, states: &[NodeState], s: &mut Scratch, sums: &mut Sums) {
+        backward_dispatched(self, states, s, sums);
+    }
+
+    #[inline(always)]
+    fn backward_body(&self, states: &[NodeState], s: &mut Scratch, sums: &mut Sums) {
         let n = s.n;
         for i in (0..self.nodes.len()).rev() {
             // Children precede their parent in the arena: their rows lie below row i.
@@ -375,36 +385,26 @@ impl Channel {
             match &self.nodes[i].kind {
                 NodeKind::Leaf { .. } | NodeKind::Flow { .. } => {
                     let k = states[i].values.len();
-                    let val = &s.val[i * n..(i + 1) * n];
                     let acc = &mut sums[i];
-                    let av = &mut s.weighted[..n];
-                    for ((o, a), v) in av.iter_mut().zip(adj).zip(val) {
-                        *o = a * v;
-                    }
-                    acc[k] += crate::simd::sum(av);
+                    acc[k] += crate::simd::sum(adj);
                     for j in 0..k {
-                        acc[j] += crate::simd::dot(av, &s.dlog[i][j * n..(j + 1) * n]);
+                        acc[j] += crate::simd::dot(adj, &s.dlog[i][j * n..(j + 1) * n]);
                     }
                 }
                 NodeKind::Mixture { children, .. } => {
                     for (p, (&c, &coef)) in children.iter().zip(&states[i].values).enumerate() {
-                        let val = &s.val[c * n..(c + 1) * n];
-                        sums[i][p] += crate::simd::dot(adj, val);
-                        for (ac, a) in below[c * n..(c + 1) * n].iter_mut().zip(adj) {
-                            *ac += coef * a;
+                        let share = &s.share[i][p * n..(p + 1) * n];
+                        sums[i][p] += crate::simd::dot(adj, share);
+                        for ((ac, a), q) in below[c * n..(c + 1) * n].iter_mut().zip(adj).zip(share)
+                        {
+                            *ac += coef * (a * q);
                         }
                     }
                 }
                 NodeKind::Product(children) => {
                     for &c in children {
-                        for e in 0..n {
-                            // The product of the other factors.
-                            let others: f64 = children
-                                .iter()
-                                .filter(|&&o| o != c)
-                                .map(|&o| s.val[o * n + e])
-                                .product();
-                            below[c * n + e] += adj[e] * others;
+                        for (ac, a) in below[c * n..(c + 1) * n].iter_mut().zip(adj) {
+                            *ac += a;
                         }
                     }
                 }
@@ -432,8 +432,8 @@ impl Channel {
         Ok(self.finish(&states, ln_sum, &sums, theta, grad))
     }
 
-    /// Σ w·ln v over the events and the per-node [`Sums`]: the values forward, then the
-    /// reverse pass with adjoint w/v at the root; chunks reduced in chunk order.
+    /// Σ w·ln v over the events and the per-node [`Sums`]: the log-values forward, then the
+    /// reverse pass with log-adjoint w at the root; chunks reduced in chunk order.
     pub(crate) fn event_sums(&self, states: &[NodeState], events: ChannelView) -> (f64, Sums) {
         let n_chunks = events.len().div_ceil(CHUNK);
         // One scratch per worker, reused chunk after chunk (rows of a shorter chunk use the
@@ -448,10 +448,14 @@ impl Channel {
             self.forward(states, range.start, &cols, s);
             let root = &s.val[self.root * n..(self.root + 1) * n];
             let weights = events.weights().map(|w| &w[range.clone()]);
-            let ln_sum = crate::simd::weighted_ln_sum(root, weights);
+            let ln_sum = match weights {
+                Some(w) => crate::simd::dot(w, root),
+                None => crate::simd::sum(root),
+            };
             let adj = &mut s.adj[self.root * n..(self.root + 1) * n];
-            for (e, (a, v)) in adj.iter_mut().zip(root).enumerate() {
-                *a = weights.map_or(1.0, |w| w[e]) / v;
+            match weights {
+                Some(w) => adj.copy_from_slice(w),
+                None => adj.fill(1.0),
             }
             let mut sums = self.empty_sums(states);
             self.backward(states, s, &mut sums);
@@ -533,7 +537,13 @@ impl Channel {
                 .collect();
             let mut s = self.scratch(&states, chunk.len());
             self.forward(&states, range.start, &cols, &mut s);
-            chunk.copy_from_slice(&s.val[self.root * chunk.len()..(self.root + 1) * chunk.len()]);
+            let n = chunk.len();
+            for (v, l) in chunk
+                .iter_mut()
+                .zip(&s.val[self.root * n..(self.root + 1) * n])
+            {
+                *v = l.exp();
+            }
         }
         Ok(out)
     }
@@ -600,18 +610,13 @@ impl Channel {
             .enumerate()
             .map(|(d, a)| format!("{} = {}", a.name, short(events.column(d)[e])))
             .collect();
-        match self
-            .nodes
-            .iter()
-            .zip(&s.val)
-            .find(|(_, v)| !(**v > 0.0 && v.is_finite()))
-        {
+        match self.nodes.iter().zip(&s.val).find(|(_, v)| !v.is_finite()) {
             Some((node, v)) => format!(
                 "event {e} of channel '{}' ({}): distribution '{}' has density {} there",
                 self.name,
                 at.join(", "),
                 node.name,
-                short(*v)
+                short(v.exp())
             ),
             None => format!(
                 "event {e} of channel '{}' ({}) has no finite positive density",
@@ -874,6 +879,18 @@ impl Channel {
             }
         }
         Ok(())
+    }
+}
+
+ns_core::simd_dispatched! {
+    /// [`Channel::backward`], its loops compiled for each instruction set.
+    fn backward_dispatched(
+        channel: &Channel,
+        states: &[NodeState],
+        s: &mut Scratch,
+        sums: &mut Sums,
+    ) -> () {
+        channel.backward_body(states, s, sums)
     }
 }
 

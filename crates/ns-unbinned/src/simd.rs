@@ -1,5 +1,5 @@
-//! The transcendental loops over events: `exp` and `ln` written branch-free in plain f64
-//! arithmetic (no fused multiply-add, so every instruction set rounds the same), in loops the
+//! The transcendental loop over events (a mixture of densities in logarithms): `exp` and `ln`
+//! written branch-free in plain f64 arithmetic (no fused multiply-add, so every instruction set rounds the same), in loops the
 //! compiler vectorises; compiled twice, for the baseline x86-64 and for AVX2, and chosen at run
 //! time (`ns_core::simd_dispatched!`, within `NEXTSTAT_CPU_SIMD`). Results are the same on
 //! every machine and thread count; against the C library they differ by at most a few ulp
@@ -107,37 +107,47 @@ fn ln1(x: f64) -> f64 {
 }
 
 ns_core::simd_dispatched! {
-    /// `v[i] = exp(v[i])`.
-    pub fn exp_in_place(v: &mut [f64]) -> () {
-        for x in v.iter_mut() {
-            *x = exp1(*x);
-        }
-    }
-}
-
-ns_core::simd_dispatched! {
-    /// Σ wᵢ·ln vᵢ (wᵢ = 1 without weights), in a fixed order: eight partial sums, then those.
-    pub fn weighted_ln_sum(v: &[f64], w: Option<&[f64]>) -> f64 {
-        let mut acc = [0.0; 8];
-        let head = v.len() / 8 * 8;
-        match w {
-            Some(w) => {
-                for (xs, ws) in v[..head].chunks_exact(8).zip(w.chunks_exact(8)) {
-                    for l in 0..8 {
-                        acc[l] += ws[l] * ln1(xs[l]);
-                    }
-                }
+    /// A mixture in logarithms, per event: `out = ln Σₚ cₚ·e^{lₚ}` and `share[p] = e^{lₚ}/e^{out}`
+    /// (∂out/∂cₚ; rows of `out.len()`), pivoted on the largest lₚ so that no term overflows or
+    /// underflows whole. Of two children only the smaller needs an exp.
+    pub fn log_mixture(logs: &[&[f64]], coefs: &[f64], out: &mut [f64], share: &mut [f64]) -> () {
+        let n = out.len();
+        if let ([l0, l1], [c0, c1]) = (logs, coefs) {
+            let (s0, s1) = share.split_at_mut(n);
+            for ((((o, q0), q1), &a), &b) in out.iter_mut().zip(s0).zip(s1).zip(*l0).zip(*l1) {
+                let up = b > a;
+                let (hi, lo) = if up { (b, a) } else { (a, b) };
+                // Both −∞ (no density): the gap is −∞, not NaN, so the result stays −∞.
+                let gap = if hi == f64::NEG_INFINITY { hi } else { lo - hi };
+                let r = exp1(gap);
+                let (r0, r1) = if up { (r, 1.0) } else { (1.0, r) };
+                let total = c0 * r0 + c1 * r1;
+                let inv = 1.0 / total;
+                *q0 = r0 * inv;
+                *q1 = r1 * inv;
+                *o = hi + ln1(total);
             }
-            None => {
-                for xs in v[..head].chunks_exact(8) {
-                    for l in 0..8 {
-                        acc[l] += ln1(xs[l]);
-                    }
-                }
+            return;
+        }
+        out.fill(f64::NEG_INFINITY);
+        for l in logs {
+            for (o, &x) in out.iter_mut().zip(*l) {
+                *o = if x > *o { x } else { *o };
             }
         }
-        let tail: f64 = (head..v.len()).map(|i| w.map_or(1.0, |w| w[i]) * ln1(v[i])).sum();
-        acc.iter().sum::<f64>() + tail
+        for (row, l) in share.chunks_exact_mut(n).zip(logs) {
+            for ((r, &x), &top) in row.iter_mut().zip(*l).zip(out.iter()) {
+                *r = exp1(if top == f64::NEG_INFINITY { top } else { x - top });
+            }
+        }
+        for (e, o) in out.iter_mut().enumerate() {
+            let total: f64 = coefs.iter().enumerate().map(|(p, c)| c * share[p * n + e]).sum();
+            let inv = 1.0 / total;
+            for p in 0..coefs.len() {
+                share[p * n + e] *= inv;
+            }
+            *o += ln1(total);
+        }
     }
 }
 
@@ -211,14 +221,37 @@ mod tests {
     }
 
     #[test]
-    fn the_loops_match_their_elements() {
-        let xs: Vec<f64> = (0..1003).map(|i| -30.0 + 0.0531 * i as f64).collect();
-        let mut e = xs.clone();
-        exp_in_place(&mut e);
-        assert!(xs.iter().zip(&e).all(|(x, y)| *y == exp1(*x)));
-        let w: Vec<f64> = (0..e.len()).map(|i| 0.5 + (i % 7) as f64).collect();
-        let want: f64 = e.iter().zip(&w).map(|(v, w)| w * v.ln()).sum();
-        assert!((weighted_ln_sum(&e, Some(&w)) - want).abs() <= 1e-12 * want.abs());
-        assert_eq!(weighted_ln_sum(&[0.0, 1.0], None), f64::NEG_INFINITY);
+    fn mixtures_in_logarithms_match_the_direct_sums() {
+        let n = 9;
+        let l0: Vec<f64> = (0..n).map(|i| -800.0 + 190.0 * i as f64).collect();
+        let l1: Vec<f64> = (0..n).map(|i| 3.0 - 0.7 * i as f64).collect();
+        let l2: Vec<f64> = (0..n).map(|i| -2.0 + 0.1 * i as f64).collect();
+        let coefs = [0.25, 2.0, 0.5];
+        for k in [1, 2, 3] {
+            let logs: Vec<&[f64]> = [&l0, &l1, &l2][..k].iter().map(|l| l.as_slice()).collect();
+            let (mut out, mut share) = (vec![0.0; n], vec![0.0; k * n]);
+            log_mixture(&logs, &coefs[..k], &mut out, &mut share);
+            for e in 0..n {
+                // Exact in extended range: shift by the largest log first.
+                let top = logs.iter().map(|l| l[e]).fold(f64::NEG_INFINITY, f64::max);
+                let total: f64 = (0..k).map(|p| coefs[p] * (logs[p][e] - top).exp()).sum();
+                let want = top + total.ln();
+                assert!(
+                    (out[e] - want).abs() <= 1e-14 * want.abs().max(1.0),
+                    "{k} children, event {e}"
+                );
+                for p in 0..k {
+                    let want = (logs[p][e] - top).exp() / total;
+                    assert!((share[p * n + e] - want).abs() <= 1e-14 * want.max(1e-300));
+                }
+            }
+        }
+        let none = [f64::NEG_INFINITY];
+        let (mut out, mut share) = ([0.0], [0.0; 2]);
+        log_mixture(&[&none, &none], &[1.0, 1.0], &mut out, &mut share);
+        assert_eq!(out[0], f64::NEG_INFINITY);
+        let (mut out3, mut share3) = ([0.0], [0.0; 3]);
+        log_mixture(&[&none, &none, &none], &[1.0; 3], &mut out3, &mut share3);
+        assert_eq!(out3[0], f64::NEG_INFINITY);
     }
 }

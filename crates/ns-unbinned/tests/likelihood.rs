@@ -1,6 +1,6 @@
 //! The unbinned NLL's gradient against finite differences on a model that uses every node kind
 //! (extended mixture of products, a fraction mixture, a constraint, generic functions), and its
-//! independence of the thread count.
+//! independence of the thread count and of the instruction set.
 
 use ns_compute::{Device, Likelihood};
 
@@ -70,6 +70,59 @@ fn results_do_not_depend_on_the_thread_count() {
         })
     };
     assert_eq!(toys(1), toys(4));
+}
+
+/// The NLL and gradient bits on both test models, one line.
+fn result_bits() -> String {
+    [model(), common::other_shapes()]
+        .iter()
+        .flat_map(|m| {
+            let theta = m.suggested_init();
+            let mut grad = vec![0.0; theta.len()];
+            let nll = m
+                .nll_grad(&m.observed().unwrap(), &theta, &mut grad)
+                .unwrap();
+            std::iter::once(nll).chain(grad)
+        })
+        .map(|x| format!("{:016x}", x.to_bits()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn every_instruction_set_gives_the_same_bits() {
+    const CHILD: &str = "NS_UNBINNED_BITS_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        println!("bits: {}", result_bits());
+        return;
+    }
+    // The instruction set is read once per process: each runs this test in a process of its own.
+    let sets = ns_core::simd::available();
+    let runs: Vec<String> = sets
+        .iter()
+        .map(|set| {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "every_instruction_set_gives_the_same_bits",
+                    "--exact",
+                    "--nocapture",
+                ])
+                .env(CHILD, "1")
+                .env("NEXTSTAT_CPU_SIMD", set.name())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let line = text.lines().find_map(|l| l.strip_prefix("bits: "));
+            line.unwrap_or_else(|| panic!("{set:?}: no result in {text}"))
+                .to_string()
+        })
+        .collect();
+    eprintln!("instruction sets compared: {sets:?}");
+    assert!(!runs.is_empty());
+    for (set, bits) in sets.iter().zip(&runs) {
+        assert_eq!(bits, &runs[0], "{set:?} differs from the baseline");
+    }
+    assert_eq!(runs[0], result_bits());
 }
 
 #[test]

@@ -144,6 +144,18 @@ impl Shape {
         log: &mut [f64],
         dlog: &mut [f64],
     ) {
+        log_density_grad_dispatched(self, xs, a, range, log, dlog);
+    }
+
+    #[inline(always)]
+    fn log_density_grad_body(
+        &self,
+        xs: &[f64],
+        a: &[f64],
+        range: (f64, f64),
+        log: &mut [f64],
+        dlog: &mut [f64],
+    ) {
         match self {
             Shape::Gaussian => chunk::<2>(xs, a, log, dlog, gaussian),
             Shape::Exponential => chunk::<1>(xs, a, log, dlog, |x, a| exponential(x, a, range)),
@@ -257,6 +269,20 @@ fn exponential<T: Real>(x: f64, a: &[T], range: (f64, f64)) -> T {
     a[0] * -(x - range.0)
 }
 
+ns_core::simd_dispatched! {
+    /// [`Shape::log_density_grad`], its loops compiled for each instruction set.
+    fn log_density_grad_dispatched(
+        shape: &Shape,
+        xs: &[f64],
+        a: &[f64],
+        range: (f64, f64),
+        log: &mut [f64],
+        dlog: &mut [f64],
+    ) -> () {
+        shape.log_density_grad_body(xs, a, range, log, dlog)
+    }
+}
+
 /// ln g and its argument derivatives at each event, `density` evaluated on dual numbers of
 /// `N` slots (the first `a.len()` seeded).
 #[inline(always)]
@@ -276,6 +302,18 @@ fn chunk<const N: usize>(
     // rows in the loop).
     let mut rows = dlog.chunks_exact_mut(n.max(1));
     let mut rows: [&mut [f64]; N] = std::array::from_fn(|_| rows.next().unwrap_or_default());
+    if k == N && n > 0 {
+        // Every slot an argument: a fixed count of rows of length n, so the loop over events
+        // vectorises.
+        for (e, (&x, l)) in xs.iter().zip(log.iter_mut()).enumerate() {
+            let r = density(x, &duals);
+            *l = r.v;
+            for (row, d) in rows.iter_mut().zip(r.d) {
+                row[e] = d;
+            }
+        }
+        return;
+    }
     let rows = &mut rows[..k];
     for (e, (&x, l)) in xs.iter().zip(log.iter_mut()).enumerate() {
         let r = density(x, &duals[..k]);
