@@ -36,10 +36,10 @@ pub fn best() -> Simd {
         .unwrap_or(Simd::Baseline)
 }
 
-/// A function compiled twice — for the baseline and, on x86-64, for AVX2 — and run as the
-/// AVX2 build where [`best`] allows it. Its body is inlined into each build (so the AVX2 one
-/// vectorises four wide); it must keep every sum's order and fuse no multiply-add, so that both
-/// builds give the same bits.
+/// A function compiled for the baseline and, on x86-64, for AVX2 and AVX-512, and run as the
+/// widest build [`best`] allows. Its body is inlined into each build (so the wider ones
+/// vectorise four or eight wide); it must keep every sum's order and fuse no multiply-add, so
+/// that every build gives the same bits.
 #[macro_export]
 macro_rules! simd_dispatched {
     ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
