@@ -147,39 +147,6 @@ impl Shape {
         log_density_grad_dispatched(self, xs, a, range, log, dlog);
     }
 
-    #[inline(always)]
-    fn log_density_grad_body(
-        &self,
-        xs: &[f64],
-        a: &[f64],
-        range: (f64, f64),
-        log: &mut [f64],
-        dlog: &mut [f64],
-    ) {
-        match self {
-            Shape::Gaussian => chunk::<2>(xs, a, log, dlog, gaussian),
-            Shape::Exponential => chunk::<1>(xs, a, log, dlog, |x, a| exponential(x, a, range)),
-            Shape::CrystalBall(t @ Tails::OneSided) => {
-                chunk::<4>(xs, a, log, dlog, |x, a| crystalball::log_density(*t, x, a))
-            }
-            Shape::CrystalBall(t) => {
-                chunk::<7>(xs, a, log, dlog, |x, a| crystalball::log_density(*t, x, a))
-            }
-            Shape::Argus => chunk::<3>(xs, a, log, dlog, argus::log_density),
-            Shape::Chebychev(_) => chunk::<MAX_ARGS>(xs, a, log, dlog, |x, a| {
-                polynomial::chebychev(x, a, range).ln()
-            }),
-            Shape::Polynomial(_) => {
-                chunk::<MAX_ARGS>(xs, a, log, dlog, |x, a| polynomial::power_series(x, a).ln())
-            }
-            Shape::Histogram(h) => {
-                for (l, &x) in log.iter_mut().zip(xs) {
-                    *l = h.log_density(x);
-                }
-            }
-        }
-    }
-
     /// The largest value of g on `[lo, hi]` (for accept–reject), with a margin where it is
     /// found numerically.
     fn max_on(&self, a: &[f64], lo: f64, hi: f64) -> f64 {
@@ -279,7 +246,28 @@ ns_core::simd_dispatched! {
         log: &mut [f64],
         dlog: &mut [f64],
     ) -> () {
-        shape.log_density_grad_body(xs, a, range, log, dlog)
+        match shape {
+            Shape::Gaussian => chunk::<2>(xs, a, log, dlog, gaussian),
+            Shape::Exponential => chunk::<1>(xs, a, log, dlog, |x, a| exponential(x, a, range)),
+            Shape::CrystalBall(t @ Tails::OneSided) => {
+                chunk::<4>(xs, a, log, dlog, |x, a| crystalball::log_density(*t, x, a))
+            }
+            Shape::CrystalBall(t) => {
+                chunk::<7>(xs, a, log, dlog, |x, a| crystalball::log_density(*t, x, a))
+            }
+            Shape::Argus => chunk::<3>(xs, a, log, dlog, argus::log_density),
+            Shape::Chebychev(_) => chunk::<MAX_ARGS>(xs, a, log, dlog, |x, a| {
+                polynomial::chebychev(x, a, range).ln()
+            }),
+            Shape::Polynomial(_) => {
+                chunk::<MAX_ARGS>(xs, a, log, dlog, |x, a| polynomial::power_series(x, a).ln())
+            }
+            Shape::Histogram(h) => {
+                for (l, &x) in log.iter_mut().zip(xs) {
+                    *l = h.log_density(x);
+                }
+            }
+        }
     }
 }
 
