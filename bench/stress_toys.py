@@ -16,7 +16,8 @@ seconds then overlap; `--threads N` gives each run N worker threads (nextstat's 
 than one sitting: the table then counts that shard's failed fits and differing toys and has no
 CLs (a shard alone has none); `nextstat merge` of the N runs' parts (kept beside `--out`, named
 by shard) gives the whole result. Writes JSON (one row per model and device) and prints a
-Markdown table.
+Markdown table; where `--gpu auto` ran, the device it chose follows its seconds (the JSON rows
+carry its reason).
 """
 
 import argparse
@@ -56,7 +57,10 @@ def run(binary, ws, toys, device, seed, timeout, parts, shard, extra=()):
         return {**row, "seconds": timeout, "failed": None, "cls": None, "error": f"not finished in {timeout} s"}
     row["seconds"] = round(time.perf_counter() - start, 2)
     if proc.returncode == 0 and part.is_file():
-        result = json.loads(part.read_text())["result"]
+        document = json.loads(part.read_text())
+        result = document["result"]
+        if "auto" in document:
+            row["auto"] = document["auto"]
         ensembles = [result["signal_plus_background"], result["background_only"]]
         row.update(failed=sum(e["n_failed"] for e in ensembles), failures=[e["failures"] for e in ensembles])
         if count != "1":
@@ -138,7 +142,8 @@ def main():
                 cls = "not finished" if r["error"].startswith("not finished") else "refused"
             else:
                 cls = f"shard {r['shard']}"
-            cells += [str(r["failed"]), cls, str(r["seconds"])]
+            chosen = f" ({r['auto']['device']})" if "auto" in r else ""
+            cells += [str(r["failed"]), cls, f"{r['seconds']}{chosen}"]
         for d in devices[1:]:
             differing = differing_toys(of[devices[0]], of[d])
             cells.append("—" if differing is None else f"{differing[0]} (max |Δq| {differing[1]:.1e})")

@@ -268,12 +268,14 @@ fn run_call_on(
     let done = bar.as_ref().map(|p| p.done.clone());
     let stop = Arc::new(AtomicBool::new(false));
     run_watched(py, bar, &|| stop.store(true, Ordering::Relaxed), || {
-        let outcome = call.run(model, stop.clone(), &|k| {
+        let fitter = call.open(model, stop.clone())?;
+        let outcome = call.run_on(&fitter, &|k| {
             if let Some(done) = &done {
                 done.fetch_max(k, Ordering::Relaxed);
             }
         })?;
         let mut report = call.report(&outcome, model, true);
+        ns_api::report::add_auto(&mut report, fitter.auto_choice());
         annotate(&mut report);
         Ok(json_text(report))
     })

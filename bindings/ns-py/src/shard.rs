@@ -87,15 +87,15 @@ pub(crate) fn run_part(
     let shard = Shard::new(index, count).map_err(to_py)?;
     let (likelihood, model_ref, annotate) = model_of(model)?;
     stoppable(py, cancelled.as_ref(), |stop| {
-        let mut document = ns_api::shard::shard_part(
+        let document = ns_api::shard::shard_part(
             &call,
             likelihood,
             model_ref.digest(&ns_source::Files)?,
             shard,
             Some(stop),
             &|_, _| {},
+            &|document| annotate(document),
         )?;
-        annotate(&mut document);
         Ok(document.to_string())
     })
 }

@@ -361,10 +361,14 @@ impl Call {
         stop: Arc<AtomicBool>,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Outcome> {
+        self.run_on(&self.open(model, stop)?, progress)
+    }
+
+    /// The fitter this call runs with on `model`, on the device it names (`auto` weighed for
+    /// its workload: [`Fitter::auto_choice`] says what it chose), stopping once `stop` is set.
+    pub fn open<'m>(&self, model: &'m dyn Likelihood, stop: Arc<AtomicBool>) -> Result<Fitter<'m>> {
         let device = self.validate()?;
-        let fitter =
-            Fitter::on_device(model, device, self.request.workload(model))?.with_interrupt(stop);
-        self.run_on(&fitter, progress)
+        Ok(Fitter::on_device(model, device, self.request.workload(model))?.with_interrupt(stop))
     }
 
     /// Validate, prepare and run the call with an open `fitter` (of the call's model, on the

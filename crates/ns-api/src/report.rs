@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 use crate::request::{EvalPoint, Outcome};
+use ns_inference::AutoChoice;
 use ns_inference::fit::FitResult;
 use ns_inference::gof::GoodnessOfFit;
 use ns_inference::hypotest::{AsymptoticHypotest, ClsValues, Significance, TestStatistic};
@@ -26,6 +27,17 @@ fn matrix(values: Option<&Vec<f64>>, n: usize) -> Option<Vec<Vec<f64>>> {
 
 /// A fit; `matrices` adds the covariance and correlation (n×n: on large models hundreds of MB of
 /// JSON, so the CLI writes them only when asked).
+/// Where `auto` was asked, what it chose and why: `"auto": {"device", "reason"}` added to
+/// `report` (a result or a shard's part).
+pub fn add_auto(report: &mut Value, choice: Option<&AutoChoice>) {
+    if let (Some(choice), Some(object)) = (choice, report.as_object_mut()) {
+        object.insert(
+            "auto".into(),
+            json!({"device": choice.device.spec(), "reason": choice.reason}),
+        );
+    }
+}
+
 pub fn fit(model: &dyn Likelihood, fit: &FitResult, matrices: bool) -> Value {
     let mut value = json!({
         "parameter_names": model.parameter_names(),

@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 
 use crate::call::{Call, DataChoice, FitOptions};
 use crate::request::{Request, contour_levels, parameter_indices};
+use ns_inference::AutoChoice;
 use ns_inference::fit::FitResult;
 use ns_inference::fit::Fitter;
 use ns_inference::grid_scan::grid_points;
@@ -227,7 +228,8 @@ pub fn check_share(shard: Shard, units: usize, what: &str) -> Result<Range<usize
 }
 
 /// Shard `shard` of `call` on `model`, as every front end writes it: the part document — the job
-/// (the model named by `model_digest`, the device the fits ran on) and this share's results.
+/// (the model named by `model_digest`, the device the fits ran on), this share's results, what
+/// `auto` chose and why, and what `annotate` adds (the model's own notes) — sealed.
 /// `progress` receives the share's total steps and the steps done; `stop` interrupts the fits.
 pub fn shard_part(
     call: &Call,
@@ -236,11 +238,19 @@ pub fn shard_part(
     shard: Shard,
     stop: Option<Arc<AtomicBool>>,
     progress: &(dyn Fn(u64, usize) + Sync),
+    annotate: &dyn Fn(&mut Value),
 ) -> Result<Value> {
-    // `auto` by size alone: every shard of a job must choose alike to merge (a timed choice
-    // could differ between shards near its break-even).
     let workload = call.request.workload(model);
-    let device = model.resolve(call.validate()?, workload);
+    let asked = call.validate()?;
+    // `auto` for a job of several shards by size alone: every shard must choose alike to merge
+    // (a timed choice could differ between shards near its break-even). A whole job in one
+    // shard is weighed as one process weighs it.
+    let by_size = (asked == Device::Auto && shard.count > 1).then(|| AutoChoice {
+        device: model.resolve(asked, workload),
+        reason: "the shards of one job choose by the batch's size alone, so that they agree"
+            .into(),
+    });
+    let device = by_size.as_ref().map_or(asked, |choice| choice.device);
     let units = units(call, model)?;
     let mut fitter = Fitter::on_device(model, device, workload)?;
     if let Some(stop) = stop {
@@ -249,7 +259,11 @@ pub fn shard_part(
     let job = Job::of_call(call, model_digest, fitter.device(), shard.count, units)?;
     let total = progress_steps(&call.request, shard.share(units).len());
     let part = run_part(call, &fitter, shard, &|done| progress(total, done))?;
-    Ok(job.partial(shard, part))
+    let mut doc = job.partial(shard, part);
+    crate::report::add_auto(&mut doc, by_size.as_ref().or(fitter.auto_choice()));
+    annotate(&mut doc);
+    seal(&mut doc);
+    Ok(doc)
 }
 
 /// Run `shard`'s share of `call` with `fitter` (of the call's model, on its device). `progress`

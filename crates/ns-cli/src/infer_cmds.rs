@@ -629,10 +629,14 @@ fn execute_shard(call: &Call, shard: Shard, out: &OutputArgs) -> Result<()> {
             bar.set_length(total);
             bar.set_position(done as u64);
         },
+        &|doc| loaded.annotate(doc),
     );
     bar.finish_and_clear();
-    let mut doc = part?;
-    loaded.annotate(&mut doc);
+    let doc = part?;
+    if let Some(auto) = doc.get("auto") {
+        let text = |key: &str| auto[key].as_str().unwrap_or_default();
+        note_auto(text("device"), text("reason"));
+    }
     emit(&to_json(&doc), out.output.as_ref())
 }
 
@@ -728,25 +732,28 @@ fn save_call(call: &Call, path: &Path) -> Result<()> {
     crate::output::write_file_of("--save-call", path, &text)
 }
 
+/// What `--gpu auto` chose and why, on stderr (the report's `"auto"` says it too).
+fn note_auto(device: &str, reason: &str) {
+    let device = if device == "cpu" { "the CPU" } else { device };
+    eprintln!("note: --gpu auto runs on {device}: {reason}");
+}
+
 /// Run a call (its relative paths read from `base`) and print its result as the verb does.
 fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
     let mut model_ref = call.model.clone().ok_or_else(|| {
         Error::InvalidInput("the call names no model (\"model\": {\"workspace\": ...})".into())
     })?;
     model_ref.resolve_paths(base);
-    let device = call.validate()?;
+    call.validate()?;
     let loaded = model_ref.load_model(&crate::input::Inputs)?;
     let model = loaded.likelihood();
-    if device == Device::Auto
-        && let Some(problem) = ns_compute::cuda::cuda_driver_problem()
-    {
-        eprintln!("note: --gpu auto runs on the CPU: {problem}");
+    let fitter = call.open(model, Arc::new(AtomicBool::new(false)))?;
+    if let Some(auto) = fitter.auto_choice() {
+        note_auto(&auto.device.spec(), &auto.reason);
     }
     let request = &call.request;
     let bar = progress(request.progress_steps(model), label(request));
-    let outcome = call.run(model, Arc::new(AtomicBool::new(false)), &|k| {
-        bar.set_position(k as u64)
-    });
+    let outcome = call.run_on(&fitter, &|k| bar.set_position(k as u64));
     bar.finish_and_clear();
     let outcome = outcome?;
     let warning = match &outcome {
@@ -770,6 +777,7 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
         }
     );
     let mut report = call.report(&outcome, model, matrices);
+    ns_api::report::add_auto(&mut report, fitter.auto_choice());
     loaded.annotate(&mut report);
     out.finish(report, text_of(&outcome, model, matrices))
 }

@@ -27,7 +27,7 @@ pub mod toy_limit;
 pub mod toys;
 pub mod yields;
 
-pub use fit::{FitConfig, FitJob, FitResult, FitRun, Fitter, UNBOUNDED_BELOW};
+pub use fit::{AutoChoice, FitConfig, FitJob, FitResult, FitRun, Fitter, UNBOUNDED_BELOW};
 pub use gof::{GoodnessOfFit, goodness_of_fit};
 pub use grid_scan::{GridScan, profile_scan_grid};
 pub use hypotest::{

@@ -266,24 +266,27 @@ async fn execute(
     stop: Arc<AtomicBool>,
     job: Option<Arc<Job>>,
 ) -> Result<Value, ApiError> {
-    let device = match call.validate()? {
-        // `auto` may time a fit to weigh a batch (`Fitter::auto_device`): off the async threads,
+    let asked = call.validate()?;
+    let auto = match asked {
+        // `auto` may time a fit to weigh a batch (`Fitter::weigh_auto`): off the async threads,
         // with the threads of the pool the batch would run on.
         Device::Auto => {
             let workload = call.request.workload(model.likelihood());
             let (state, model) = (state.clone(), model.clone());
-            tokio::task::spawn_blocking(move || {
+            let choice = tokio::task::spawn_blocking(move || {
                 state.pools.for_workload(workload).install(|| {
-                    ns_inference::Fitter::auto_device(model.likelihood(), Device::Auto, workload)
+                    ns_inference::Fitter::weigh_auto(model.likelihood(), workload)
                 })
             })
             .await
             .map_err(|e| {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-            })?
+            })?;
+            Some(choice)
         }
-        device => device,
+        _ => None,
     };
+    let device = auto.as_ref().map_or(asked, |choice| choice.device);
     // The timeout counts from when the work starts, not while it waits for a worker or GPU.
     let started = Arc::new(AtomicBool::new(false));
     let timeout = state.limits.timeout;
@@ -322,7 +325,10 @@ async fn execute(
         on_device(state, device, task).await
     };
     watcher.abort();
-    result
+    result.map(|mut report| {
+        ns_api::report::add_auto(&mut report, auto.as_ref());
+        report
+    })
 }
 
 /// A call on a CPU worker.

@@ -446,3 +446,42 @@ mod fuzz {
         }
     }
 }
+
+/// What a front end adds to a part — the model's notes (a HistFactory XML model's semantics),
+/// what `auto` chose and why — is sealed with it, so such parts merge. `auto` in a job of
+/// several shards chooses by size alone; a job in one shard is weighed as one process weighs it.
+#[test]
+fn annotated_parts_of_auto_merge() {
+    let mut call = call_of(requests().remove(0).1);
+    let expected = whole(&call);
+    call.device = "auto".into();
+    let model = loaded(&call);
+    let digest = call.model.as_ref().unwrap().digest(&read).unwrap();
+    let part = |index, count| {
+        ns_api::shard::shard_part(
+            &call,
+            model.likelihood(),
+            digest.clone(),
+            Shard::new(index, count).unwrap(),
+            None,
+            &|_, _| {},
+            &|doc| doc["semantics"] = "root".into(),
+        )
+        .unwrap()
+    };
+    let two: Vec<_> = (0..2)
+        .map(|i| {
+            let doc = part(i, 2);
+            assert_eq!(doc["semantics"], "root");
+            assert_eq!(doc["auto"]["device"], "cpu", "{}", doc["auto"]);
+            let reason = doc["auto"]["reason"].as_str().unwrap();
+            assert!(reason.contains("shards of one job"), "{reason}");
+            (format!("part{i}.json"), doc)
+        })
+        .collect();
+    assert_eq!(merged(&two), expected);
+    let one = part(0, 1);
+    let reason = one["auto"]["reason"].as_str().unwrap();
+    assert!(reason.contains("too few for a GPU"), "{reason}");
+    assert_eq!(merged(&[("whole.json".into(), one)]), expected);
+}

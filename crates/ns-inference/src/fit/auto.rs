@@ -1,112 +1,221 @@
-//! `auto` for a batch of fits: the CPU or the first GPU, weighed by a fit of the model's
-//! observed data timed on this thread.
+//! `auto` for a batch of fits: the CPU or the first GPU, weighed by fits of the model's
+//! observed data timed on the CPU — alone, and on every thread at once.
 //!
 //! The size of a batch alone does not tell: on a 16-thread H200 host, 2000 toys of tHq (184
 //! parameters) run 1.8× faster on CUDA while 2000 toys of the compressed EWKinos likelihood
 //! (219 parameters, a similar size) run 1.2× slower there, because every one of its toy fits
 //! passes [`HANDOVER_AFTER`] iterations and is fitted again on the host
-//! (`Fitter::stopped_for_handover`). A CPU fit, run three times — a few percent of the time of
-//! a batch worth weighing — gives both what the CPU would take and whether the device's fits
+//! (`Fitter::stopped_for_handover`). Five CPU fits — a few percent of the time of a batch worth
+//! weighing — give what the CPU would take, what the GPU would, and whether the device's fits
 //! would come back.
+//!
+//! The constants below are a linear fit of whole `hypotest-toys` processes on the H200 host
+//! (tHq, tttt, 3ℓ on-shell at 500, 1000 and 2000 toys, each on the CPU and on CUDA) to the
+//! probe's times: docs/benchmarks.md.
 
 use std::time::Instant;
+
+use rayon::prelude::*;
 
 use ns_compute::{CudaGpus, Device, Likelihood, Workload};
 
 use super::newton::{HANDOVER_AFTER, caps_device_fits};
 use super::{FitConfig, Fitter};
 
-/// What a process pays before its first device fit when it holds no CUDA context yet: context,
-/// kernels, the model and toys uploaded, the first launch. Fitted to whole `hypotest-toys`
-/// processes on an H200 host (tHq, 3ℓ on-shell: 0.3–0.6 s above their fits).
-const CUDA_OPEN_SECONDS: f64 = 0.5;
+/// What a process pays before its first device fit, beyond what a CPU run pays too, when it
+/// holds no CUDA context yet: context, kernels, the model and toys uploaded, the first launch
+/// (the fit's intercepts: 0.67 s on CUDA, 0.30 s on the CPU).
+const CUDA_OPEN_SECONDS: f64 = 0.4;
 /// The same for a process that holds the context already (a server, a Python session).
 const CUDA_REOPEN_SECONDS: f64 = 0.05;
-/// Fits the device optimizer completes in the time one CPU thread takes for one. Measured on
-/// one H200 against one thread of its 16-core host, from 500 and 2000 toys of the published
-/// likelihoods whose fits converge on the device: 27–54; with 40, `auto` is within 1.2× of the
-/// faster device on every one of them (docs/benchmarks.md).
-const DEVICE_FITS_PER_CPU_FIT: f64 = 40.0;
+/// Fits the device optimizer completes in the time one CPU fit takes alone (the fit's slope:
+/// 75; in CPU fits of the observed data, the batch's own fits being alike).
+const DEVICE_FITS_PER_CPU_FIT: f64 = 75.0;
+/// A batch's fit on the loaded CPU, in fits of the observed data on every thread at once (the
+/// fit's slope: 0.82; toys start nearer their minimum than the observed data's fit does from
+/// the model's initial values).
+const CPU_FIT_PER_LOADED_PROBE: f64 = 0.82;
 
-/// What `auto` runs a `workload` of `model` on: the CPU for sequential work and small batches
-/// ([`Likelihood::worth_a_gpu`]); a larger batch is weighed by a timed fit ([`choose`]), and
-/// only a batch the GPU wins initialises the CUDA driver to see whether a GPU exists (0.1–0.2 s,
-/// which a batch kept on the CPU then does not pay). A model whose probe fit fails
-/// stays on the CPU, where the batch then reports the failure as it would anywhere.
-pub(crate) fn resolve(model: &dyn Likelihood, workload: Workload) -> Device {
-    let Workload::Batch { fits } = workload else {
-        return Device::Cpu;
-    };
-    let threads = rayon::current_num_threads();
-    // With as many threads as the GPU's throughput in CPU fits, the CPU wins any batch.
-    if !model.worth_a_gpu(workload) || threads as f64 >= DEVICE_FITS_PER_CPU_FIT {
-        return Device::Cpu;
-    }
-    let Some(probe) = probe(model) else {
-        return Device::Cpu;
-    };
-    // `auto` offers the first GPU only.
-    let open = ns_compute::cuda::context_open(0);
-    if choose(fits, &probe, threads, open) && ns_compute::cuda::has_cuda() {
-        Device::Cuda(CudaGpus::FIRST)
-    } else {
-        Device::Cpu
+/// The margin by which the GPU's estimate must beat the CPU's for `auto` to open it: where the
+/// two are within the estimates' noise a wrong choice costs little either way, and the CPU's
+/// time varies less than a GPU's start-up.
+const GPU_MARGIN: f64 = 1.1;
+
+/// What `auto` chose for a workload, and why: the numbers it weighed, in words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoChoice {
+    pub device: Device,
+    pub reason: String,
+}
+
+impl AutoChoice {
+    fn cpu(reason: impl Into<String>) -> Self {
+        AutoChoice {
+            device: Device::Cpu,
+            reason: reason.into(),
+        }
     }
 }
 
-/// One fit of the observed data on the CPU, on this thread.
+/// What `auto` runs a `workload` of `model` on: the CPU for sequential work and small batches
+/// ([`Likelihood::worth_a_gpu`]); a larger batch is weighed by a timed fit ([`estimate`]), and
+/// only a batch the GPU wins initialises the CUDA driver to see whether a GPU exists (0.1–0.2 s,
+/// which a batch kept on the CPU then does not pay). A model whose probe fit fails
+/// stays on the CPU, where the batch then reports the failure as it would anywhere.
+pub(crate) fn resolve(model: &dyn Likelihood, workload: Workload) -> AutoChoice {
+    let mut choice = choose(model, workload);
+    // A driver that is there but unusable (a stub, one too old) is worth knowing of whatever
+    // the batch's size: checking for one loads the library, it initialises nothing.
+    if choice.device == Device::Cpu
+        && let Some(problem) = ns_compute::cuda::cuda_driver_problem()
+        && !choice.reason.contains(problem)
+    {
+        choice.reason = format!("{}; besides, {problem}", choice.reason);
+    }
+    choice
+}
+
+fn choose(model: &dyn Likelihood, workload: Workload) -> AutoChoice {
+    let Workload::Batch { fits } = workload else {
+        return AutoChoice::cpu("one fit at a time (a fit, scan or limit) is fastest on the CPU");
+    };
+    let threads = rayon::current_num_threads();
+    if !model.worth_a_gpu(workload) {
+        return AutoChoice::cpu(format!(
+            "{fits} fits of this model are too few for a GPU to repay opening it"
+        ));
+    }
+    // With as many threads as the GPU's throughput in CPU fits, the CPU wins any batch.
+    if threads as f64 >= DEVICE_FITS_PER_CPU_FIT {
+        return AutoChoice::cpu(format!(
+            "{threads} CPU threads fit as many toys at once as a GPU"
+        ));
+    }
+    let Some(probe) = probe(model) else {
+        return AutoChoice::cpu("the fit of the observed data failed on the CPU");
+    };
+    // `auto` offers the first GPU only.
+    let (gpu_wins, weighed) = weigh(fits, &probe, threads, ns_compute::cuda::context_open(0));
+    if !gpu_wins {
+        return AutoChoice::cpu(weighed);
+    }
+    match ns_compute::cuda::has_cuda() {
+        true => AutoChoice {
+            device: Device::Cuda(CudaGpus::FIRST),
+            reason: weighed,
+        },
+        false => AutoChoice::cpu(format!(
+            "{weighed}, but {}",
+            ns_compute::cuda::cuda_unavailable()
+        )),
+    }
+}
+
+/// Fits of the observed data on the CPU: one alone, and one on every thread at once.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Probe {
+    /// Seconds of one fit on one thread, the others idle: the GPU's estimate is in these.
     pub seconds: f64,
+    /// Seconds per fit of the CPU as a whole with every thread fitting (the median fit's
+    /// seconds over the threads): the CPU's estimate. Threads slow each other (shared caches,
+    /// memory bandwidth, clock boost, hyper-threads): on the 16-thread H200 host the CPU ran
+    /// 500 tHq toys ~1.3× slower than sixteen of its fits alone would.
+    pub loaded_seconds: f64,
     pub iterations: usize,
     /// Whether a device fit of such a problem stops at [`HANDOVER_AFTER`] iterations for the
     /// host (`Fitter::handover_cap`: up to 500 free parameters).
     pub capped: bool,
 }
 
-/// The probe's time is the faster of two runs after a first: the first of a process also pays
-/// for its memory, and one timed run alone moved by 1.5× from process to process on the H200
-/// host (offshell: 5.0 or 6.7 ms), enough to flip a choice.
+/// A fit alone: the faster of two runs after a first (the first of a process also pays for its
+/// memory; one timed run alone moved by 1.5× from process to process on the H200 host, enough to
+/// flip a choice). Then one fit on every thread, twice, each fit timed: the median of the second
+/// round's (the first wakes the threads). The median, not the round's span, which counts the
+/// threads' start and the slowest straggler. About five fits' time in all: a few percent of a
+/// batch worth weighing.
 fn probe(model: &dyn Likelihood) -> Option<Probe> {
     let data = model.observed().ok()?;
     let fitter = Fitter::on_device(model, Device::Cpu, Workload::Sequential).ok()?;
-    let config = FitConfig::suggested(model);
+    // With the variable scaling computed once, as a batch's fits have it.
+    let config = fitter.with_scale(&data, &FitConfig::suggested(model)).ok()?;
     let capped = caps_device_fits(&config, config.fixed.iter().filter(|&&f| !f).count());
-    fitter.fit(&data, &config).ok()?;
-    let timed = || -> Option<Probe> {
+    let timed = || -> Option<(f64, usize)> {
         let start = Instant::now();
-        let fit = fitter.fit(&data, &config).ok()?;
-        Some(Probe {
-            seconds: start.elapsed().as_secs_f64(),
-            iterations: fit.iterations,
-            capped,
-        })
+        let iterations = fitter.fit(&data, &config).ok()?.iterations;
+        Some((start.elapsed().as_secs_f64(), iterations))
     };
-    let (first, second) = (timed()?, timed()?);
-    Some(match first.seconds <= second.seconds {
-        true => first,
-        false => second,
+    let on_every_thread = || -> Option<f64> {
+        let mut seconds = (0..rayon::current_num_threads())
+            .into_par_iter()
+            .map(|_| timed().map(|(s, _)| s))
+            .collect::<Option<Vec<f64>>>()?;
+        seconds.sort_by(f64::total_cmp);
+        Some(seconds[seconds.len() / 2])
+    };
+    timed()?;
+    let ((first, iterations), (second, _)) = (timed()?, timed()?);
+    on_every_thread()?;
+    Some(Probe {
+        seconds: first.min(second),
+        loaded_seconds: on_every_thread()? / rayon::current_num_threads() as f64,
+        iterations,
+        capped,
     })
 }
 
-/// Whether `fits` like `probe` finish sooner on the GPU than on `threads` CPU threads: never
-/// where the probe needed more than [`HANDOVER_AFTER`] iterations and the device caps its fits
-/// there (they would be fitted again on the host); else, with w = fits × seconds (a toy's fit
-/// takes about what the probe takes: tHq 4.6 ms against 4.7 ms per fit of its toys on the H200
-/// host), the CPU takes w / threads, the GPU its opening cost plus
-/// w / [`DEVICE_FITS_PER_CPU_FIT`].
-pub(crate) fn choose(fits: usize, probe: &Probe, threads: usize, context_open: bool) -> bool {
+/// Whether `fits` like `probe` finish sooner on the GPU than on the CPU's `threads`, by
+/// [`GPU_MARGIN`], and why, in words: never where the probe needed more than
+/// [`HANDOVER_AFTER`] iterations and the device caps its fits there (they would be fitted again
+/// on the host); else by the [`estimate`].
+pub(crate) fn weigh(
+    fits: usize,
+    probe: &Probe,
+    threads: usize,
+    context_open: bool,
+) -> (bool, String) {
     if probe.capped && probe.iterations > HANDOVER_AFTER {
-        return false;
+        return (
+            false,
+            format!(
+                "the fit of the observed data took {} iterations, past the {HANDOVER_AFTER} \
+                 after which a device fit is handed back to the CPU",
+                probe.iterations
+            ),
+        );
     }
-    let work = fits as f64 * probe.seconds;
-    let cpu = work / threads.max(1) as f64;
+    let Estimate { cpu, gpu } = estimate(fits, probe, context_open);
+    let weighed = format!(
+        "a CPU fit of the observed data takes {:.2} ms alone and {:.2} ms on each of {threads} \
+         threads at once ({:.3} ms per fit): {fits} fits ≈ {cpu:.2} s on the CPU, ≈ {gpu:.2} s on \
+         the GPU",
+        probe.seconds * 1e3,
+        probe.loaded_seconds * threads as f64 * 1e3,
+        probe.loaded_seconds * 1e3,
+    );
+    (gpu * GPU_MARGIN < cpu, weighed)
+}
+
+/// Seconds a batch would take on each device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Estimate {
+    pub cpu: f64,
+    pub gpu: f64,
+}
+
+/// How long `fits` like `probe` take on the CPU, all threads fitting (fits × the loaded
+/// probe's seconds per fit × [`CPU_FIT_PER_LOADED_PROBE`]), and on the GPU: its opening cost
+/// plus fits × (one fit alone) / [`DEVICE_FITS_PER_CPU_FIT`]. What both devices pay alike
+/// (reading the model, the baseline fits) is left out.
+pub(crate) fn estimate(fits: usize, probe: &Probe, context_open: bool) -> Estimate {
     let open = if context_open {
         CUDA_REOPEN_SECONDS
     } else {
         CUDA_OPEN_SECONDS
     };
-    open + work / DEVICE_FITS_PER_CPU_FIT < cpu
+    Estimate {
+        cpu: fits as f64 * probe.loaded_seconds * CPU_FIT_PER_LOADED_PROBE,
+        gpu: open + fits as f64 * probe.seconds / DEVICE_FITS_PER_CPU_FIT,
+    }
 }
 
 #[cfg(test)]
@@ -134,29 +243,48 @@ mod tests {
     fn the_probe_sees_fits_past_the_handover() {
         let stiff = probe(&published("atlas_compressed_EWKinos_2018-16_smodels")).unwrap();
         assert!(stiff.iterations > HANDOVER_AFTER, "{stiff:?}");
-        assert!(!choose(usize::MAX >> 8, &stiff, 1, true));
+        assert!(!weigh(usize::MAX >> 8, &stiff, 1, true).0);
         let converging = probe(&published("atlas_3Lonshell_2019-09_smodels")).unwrap();
         assert!(converging.iterations <= HANDOVER_AFTER, "{converging:?}");
         assert!(
-            converging.seconds > 0.0 && converging.seconds < 1.0,
+            converging.seconds > 0.0
+                && converging.seconds < 1.0
+                && converging.loaded_seconds > 0.0
+                && converging.loaded_seconds.is_finite(),
             "{converging:?}"
         );
     }
 
+    /// tHq on the 16-thread H200 host: 4.6 ms a fit alone, 16 at once 1.3× slower each.
     const THQ: Probe = Probe {
         seconds: 4.6e-3,
+        loaded_seconds: 4.6e-3 * 1.3 / 16.0,
         iterations: 55,
         capped: true,
     };
 
     #[test]
     fn large_batches_of_converging_fits_go_to_the_gpu_small_ones_stay() {
-        // tHq on a 16-thread host: 500 toys (2000 fits) faster on the CPU, 2000 on the GPU.
-        assert!(!choose(2000, &THQ, 16, false));
-        assert!(choose(8000, &THQ, 16, false));
+        // 250 toys (1000 fits) faster on the CPU, 1000 toys on the GPU.
+        assert!(!weigh(1000, &THQ, 16, false).0);
+        assert!(weigh(4000, &THQ, 16, false).0);
         // Fewer threads, or a context already open, move the break-even down.
-        assert!(choose(2000, &THQ, 2, false));
-        assert!(choose(2000, &THQ, 16, true));
+        let two_threads = Probe {
+            loaded_seconds: 4.6e-3 / 2.0,
+            ..THQ
+        };
+        assert!(weigh(1000, &two_threads, 2, false).0);
+        assert!(weigh(1000, &THQ, 16, true).0);
+    }
+
+    /// Where the GPU's estimate wins by less than the margin the batch stays on the CPU: at 1700
+    /// tHq fits the GPU is estimated 1.04× faster, at 4000 1.9×.
+    #[test]
+    fn near_ties_stay_on_the_cpu() {
+        let close = estimate(1700, &THQ, false);
+        assert!(close.gpu < close.cpu && close.gpu * GPU_MARGIN > close.cpu, "{close:?}");
+        assert!(!weigh(1700, &THQ, 16, false).0);
+        assert!(weigh(4000, &THQ, 16, false).0);
     }
 
     #[test]
@@ -165,17 +293,17 @@ mod tests {
             iterations: HANDOVER_AFTER + 3,
             ..THQ
         };
-        assert!(!choose(1_000_000, &stiff, 1, true));
+        assert!(!weigh(1_000_000, &stiff, 1, true).0);
         let at_the_cap = Probe {
             iterations: HANDOVER_AFTER,
             ..THQ
         };
-        assert!(choose(1_000_000, &at_the_cap, 1, true));
+        assert!(weigh(1_000_000, &at_the_cap, 1, true).0);
         // Above 500 free parameters a device fit runs to its own limit: nothing comes back.
         let uncapped = Probe {
             capped: false,
             ..stiff
         };
-        assert!(choose(1_000_000, &uncapped, 1, true));
+        assert!(weigh(1_000_000, &uncapped, 1, true).0);
     }
 }

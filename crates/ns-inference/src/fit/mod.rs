@@ -37,6 +37,7 @@ use ns_core::optim::{LbfgsbOptions, Termination};
 use ns_core::{Error, Result};
 
 pub(crate) use batch::{device_fits, device_optimizer_takes};
+pub use auto::AutoChoice;
 pub use config::{FitConfig, FitJob};
 pub use result::{ALL_AT_BOUND, FitResult, UNBOUNDED_BELOW};
 pub(crate) use result::{at_bound, projected_gradient};
@@ -95,6 +96,8 @@ pub struct Fitter<'m> {
     /// On a device: the likelihood smoothed over [`KINK_PROBE_WIDTH`] on the host (`None` where
     /// it has no kinks), which tells whether a device fit ended next to a kink.
     kink_probe: Option<Box<dyn Backend + 'm>>,
+    /// Where `Auto` was asked: what it chose and why.
+    auto: Option<AutoChoice>,
 }
 
 impl<'m> Fitter<'m> {
@@ -126,6 +129,7 @@ impl<'m> Fitter<'m> {
             smoothed: false,
             holding: false,
             kink_probe,
+            auto: None,
         })
     }
 
@@ -135,8 +139,21 @@ impl<'m> Fitter<'m> {
         device: Device,
         workload: Workload,
     ) -> Result<Self> {
-        let device = Fitter::auto_device(model, device, workload);
-        Fitter::with_backend(model, model.open_for_fits(device)?)
+        let auto = (device == Device::Auto).then(|| Fitter::weigh_auto(model, workload));
+        let device = auto.as_ref().map_or(device, |choice| choice.device);
+        let mut fitter = Fitter::with_backend(model, model.open_for_fits(device)?)?;
+        fitter.auto = auto;
+        Ok(fitter)
+    }
+
+    /// What `Auto` runs `workload` of `model` on, and why ([`Fitter::auto_device`]).
+    pub fn weigh_auto(model: &dyn Likelihood, workload: Workload) -> AutoChoice {
+        auto::resolve(model, workload)
+    }
+
+    /// Where this fitter was opened for `Auto`: what it chose and why.
+    pub fn auto_choice(&self) -> Option<&AutoChoice> {
+        self.auto.as_ref()
     }
 
     /// The device a fitter on `device` runs `workload` on: `device` itself, or for `Auto` the
@@ -144,7 +161,7 @@ impl<'m> Fitter<'m> {
     /// the observed data timed on the CPU (see `auto`); other work stays on the CPU.
     pub fn auto_device(model: &dyn Likelihood, device: Device, workload: Workload) -> Device {
         match device {
-            Device::Auto => auto::resolve(model, workload),
+            Device::Auto => auto::resolve(model, workload).device,
             d => d,
         }
     }
