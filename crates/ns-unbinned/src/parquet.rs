@@ -114,27 +114,30 @@ fn missing_column(meta: &ArrowReaderMetadata, name: &str) -> String {
 const NUMERIC_TYPES: &str = "floats (64, 32, 16 bits), signed and unsigned integers, decimals, \
      and dictionary-encoded columns of these";
 
-/// An array's values as f64, or `None` for a type that holds no numbers.
-fn numbers(array: &dyn Array) -> Option<Vec<f64>> {
+/// An array's values as f64 appended to `out`, or `None` for a type that holds no numbers
+/// (`out` then unchanged).
+fn append_numbers(array: &dyn Array, out: &mut Vec<f64>) -> Option<()> {
     macro_rules! each {
         ($t:ty) => {
-            array
-                .as_primitive::<$t>()
-                .values()
-                .iter()
-                .map(|&v| v as f64)
-                .collect()
+            out.extend(
+                array
+                    .as_primitive::<$t>()
+                    .values()
+                    .iter()
+                    .map(|&v| v as f64),
+            )
         };
     }
-    Some(match array.data_type() {
-        DataType::Float64 => array.as_primitive::<Float64Type>().values().to_vec(),
+    match array.data_type() {
+        DataType::Float64 => out.extend_from_slice(array.as_primitive::<Float64Type>().values()),
         DataType::Float32 => each!(Float32Type),
-        DataType::Float16 => array
-            .as_primitive::<Float16Type>()
-            .values()
-            .iter()
-            .map(|v| v.to_f64())
-            .collect(),
+        DataType::Float16 => out.extend(
+            array
+                .as_primitive::<Float16Type>()
+                .values()
+                .iter()
+                .map(|v| v.to_f64()),
+        ),
         DataType::Int8 => each!(Int8Type),
         DataType::Int16 => each!(Int16Type),
         DataType::Int32 => each!(Int32Type),
@@ -145,24 +148,28 @@ fn numbers(array: &dyn Array) -> Option<Vec<f64>> {
         DataType::UInt64 => each!(UInt64Type),
         DataType::Decimal128(_, scale) => {
             let unit = 10f64.powi(-i32::from(*scale));
-            array
-                .as_primitive::<Decimal128Type>()
-                .values()
-                .iter()
-                .map(|&v| v as f64 * unit)
-                .collect()
+            out.extend(
+                array
+                    .as_primitive::<Decimal128Type>()
+                    .values()
+                    .iter()
+                    .map(|&v| v as f64 * unit),
+            )
         }
         DataType::Dictionary(_, _) => {
             let dictionary = array.as_any_dictionary();
-            let values = numbers(dictionary.values().as_ref())?;
-            dictionary
-                .normalized_keys()
-                .into_iter()
-                .map(|k| values[k])
-                .collect()
+            let mut values = Vec::new();
+            append_numbers(dictionary.values().as_ref(), &mut values)?;
+            out.extend(
+                dictionary
+                    .normalized_keys()
+                    .into_iter()
+                    .map(|k| values[k]),
+            )
         }
         _ => return None,
-    })
+    }
+    Some(())
 }
 
 /// A numeric column of a batch as f64.
@@ -176,7 +183,7 @@ fn column_values(batch: &RecordBatch, name: &str, path: &Path, out: &mut Vec<f64
             format!("column '{name}' has missing values (nulls)"),
         ));
     }
-    let values = numbers(col.as_ref()).ok_or_else(|| {
+    append_numbers(col.as_ref(), out).ok_or_else(|| {
         perr(
             path,
             format!(
@@ -184,9 +191,7 @@ fn column_values(batch: &RecordBatch, name: &str, path: &Path, out: &mut Vec<f64
                 col.data_type()
             ),
         )
-    })?;
-    out.extend(values);
-    Ok(())
+    })
 }
 
 impl ParquetRead {
@@ -253,8 +258,14 @@ impl ParquetRead {
                     .with_batch_size(65_536)
                     .build()
                     .map_err(|e| perr(&self.path, e))?;
-            let mut columns = vec![Vec::new(); self.columns.len()];
-            let mut weights = self.weights.as_ref().map(|_| Vec::new());
+            // The row group's rows, as its metadata claims them, but no more than the file's
+            // bytes: a forged count must not reserve memory out of proportion to the file.
+            let rows = usize::try_from(metadata.row_group(g).num_rows())
+                .unwrap_or(0)
+                .min(bytes.len());
+            let column = || Vec::with_capacity(rows);
+            let mut columns: Vec<Vec<f64>> = self.columns.iter().map(|_| column()).collect();
+            let mut weights = self.weights.as_ref().map(|_| column());
             for batch in reader {
                 let batch = batch.map_err(|e| perr(&self.path, e))?;
                 for (col, (name, _, _)) in columns.iter_mut().zip(&self.columns) {
@@ -274,9 +285,17 @@ impl ParquetRead {
         } else {
             groups.iter().map(|&g| decode(g)).collect::<Result<_>>()?
         };
+        let mut parts = parts;
+        if parts.len() == 1
+            && let Some(only) = parts.pop()
+        {
+            return Ok(only);
+        }
+        let total: usize = parts.iter().map(ChannelEvents::len).sum();
+        let column = || Vec::with_capacity(total);
         let mut events = ChannelEvents {
-            columns: vec![Vec::new(); self.columns.len()],
-            weights: self.weights.as_ref().map(|_| Vec::new()),
+            columns: self.columns.iter().map(|_| column()).collect(),
+            weights: self.weights.as_ref().map(|_| column()),
         };
         for part in parts {
             for (all, col) in events.columns.iter_mut().zip(part.columns) {
