@@ -1,6 +1,7 @@
 """Gauss + exponential, 10^N events, fitted by RooFit 6.40 (EvalBackend "cpu", Minuit2, in
-process) and by the nextstat CLI (whole process), side by side in one run. Events travel as
-Parquet (the HS3 extension), so the file is read, not parsed as JSON.
+process: its first fit, and warm) and by the nextstat CLI (whole process, the faster of three),
+side by side in one run. Events travel as Parquet (the HS3 extension), so the file is read, not
+parsed as JSON.
 
     .venv/bin/python bench/unbinned_vs_roofit.py [N_EVENTS ...]     (default 1e5 1e6)
 """
@@ -42,8 +43,8 @@ def hs3(path):
 
 
 def main(sizes):
-    print("| events | RooFit 6.40 cpu (Minuit2) | nextstat fit (whole process) | ratio |")
-    print("|---|---|---|---|")
+    print("| events | RooFit 6.40 cpu (Minuit2), first fit | RooFit, warm | nextstat fit (whole process) | ratio to first | ratio to warm |")
+    print("|---|---|---|---|---|---|")
     for n in sizes:
         rng = np.random.default_rng(1)
         ns = n // 10
@@ -65,18 +66,32 @@ def main(sizes):
             g, e = R.RooGaussian("g", "", x, mean, sigma), R.RooExponential("e", "", x, c)
             model = R.RooAddPdf("m", "", R.RooArgList(g, e), R.RooArgList(nsig, nbkg))
             data = R.RooDataSet.from_numpy({"x": xs}, R.RooArgSet(x))
-            t0 = time.perf_counter()
-            r = model.fitTo(data, R.RooFit.EvalBackend("cpu"), R.RooFit.Save(), R.RooFit.PrintLevel(-1), R.RooFit.Extended(True))
-            roofit = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            out = json.loads(subprocess.check_output([str(NEXTSTAT), "fit", str(Path(tmp) / "m.json")]))
-            ours = time.perf_counter() - t0
+            start = [(v, v.getVal()) for v in (mean, sigma, c, nsig, nbkg)]
+
+            def roofit_fit():
+                for v, value in start:
+                    v.setVal(value)
+                t0 = time.perf_counter()
+                r = model.fitTo(data, R.RooFit.EvalBackend("cpu"), R.RooFit.Save(), R.RooFit.PrintLevel(-1), R.RooFit.Extended(True))
+                return time.perf_counter() - t0, r
+
+            def nextstat_fit():
+                t0 = time.perf_counter()
+                out = json.loads(subprocess.check_output([str(NEXTSTAT), "fit", str(Path(tmp) / "m.json")]))
+                return time.perf_counter() - t0, out
+
+            # RooFit's first fit in the process (what a script fitting once pays, its set-up
+            # included) and the faster of two more from the same starting values; nextstat's
+            # whole process, the faster of three.
+            first, r = roofit_fit()
+            warm = min(roofit_fit()[0] for _ in range(2))
+            ours, out = min((nextstat_fit() for _ in range(3)), key=lambda t: t[0])
             got = dict(zip(out["parameter_names"], out["bestfit"]))
             for p in r.floatParsFinal():
                 # RooExponential is exp(c·x); HS3's exponential_dist exp(−c·x).
                 want = -p.getVal() if p.GetName() == "c" else p.getVal()
                 assert abs(got[p.GetName()] - want) < 0.05 * p.getError(), (p.GetName(), got[p.GetName()], want)
-            print(f"| {n:.0e} | {roofit:.3f} s | {ours:.3f} s | {roofit / ours:.1f}× |")
+            print(f"| {n:.0e} | {first:.3f} s | {warm:.3f} s | {ours:.3f} s | {first / ours:.1f}× | {warm / ours:.1f}× |")
 
 
 if __name__ == "__main__":
