@@ -91,7 +91,7 @@ fn choose(model: &dyn Likelihood, workload: Workload) -> AutoChoice {
             "{threads} CPU threads fit as many toys at once as a GPU"
         ));
     }
-    let Some(probe) = probe(model) else {
+    let Some(probe) = probe(model, fits) else {
         return AutoChoice::cpu("the fit of the observed data failed on the CPU");
     };
     // `auto` offers the first GPU only.
@@ -125,41 +125,70 @@ pub(crate) struct Probe {
     /// Whether a device fit of such a problem stops at [`HANDOVER_AFTER`] iterations for the
     /// host (`Fitter::handover_cap`: up to 500 free parameters).
     pub capped: bool,
+    /// Timing rounds run (a fit alone, or one on every thread): 1 to 5 ([`PROBE_SHARE`]).
+    pub rounds: usize,
 }
 
-/// A fit alone: the faster of two runs after a first (the first of a process also pays for its
-/// memory; one timed run alone moved by 1.5× from process to process on the H200 host, enough to
-/// flip a choice). Then one fit on every thread, twice, each fit timed: the median of the second
-/// round's (the first wakes the threads). The median, not the round's span, which counts the
-/// threads' start and the slowest straggler. About five fits' time in all: a few percent of a
-/// batch worth weighing.
-fn probe(model: &dyn Likelihood) -> Option<Probe> {
+/// The share of the CPU's estimated batch time (from the probe's first fit) that its further
+/// timed fits may take: a model whose fit is long against its batch (a large model, few toys)
+/// is weighed by fewer of them.
+const PROBE_SHARE: f64 = 0.05;
+/// A fit on every thread at once against one alone, for a probe without the time to measure
+/// it: the median over the probes of tHq, tttt, 3ℓ on-shell and the off-shell likelihoods on
+/// the 16-thread H200 host (1.0–1.67).
+const LOADED_SLOWDOWN: f64 = 1.2;
+
+/// A first fit (timed: it also pays for the process's memory, and its time sets the probe's
+/// budget), then, as far as [`PROBE_SHARE`] of the batch allows: the faster of two fits alone
+/// (one timed run alone moved by 1.5× from process to process on the H200 host, enough to flip
+/// a choice), and one fit on every thread, twice, each fit timed: the median of the last round
+/// (the first wakes the threads). The median, not the round's span, which counts the threads'
+/// start and the slowest straggler. Five rounds at most: a few percent of a batch worth weighing.
+fn probe(model: &dyn Likelihood, fits: usize) -> Option<Probe> {
     let data = model.observed().ok()?;
     let fitter = Fitter::on_device(model, Device::Cpu, Workload::Sequential).ok()?;
     // With the variable scaling computed once, as a batch's fits have it.
     let config = fitter.with_scale(&data, &FitConfig::suggested(model)).ok()?;
     let capped = caps_device_fits(&config, config.fixed.iter().filter(|&&f| !f).count());
+    let threads = rayon::current_num_threads();
     let timed = || -> Option<(f64, usize)> {
         let start = Instant::now();
         let iterations = fitter.fit(&data, &config).ok()?.iterations;
         Some((start.elapsed().as_secs_f64(), iterations))
     };
     let on_every_thread = || -> Option<f64> {
-        let mut seconds = (0..rayon::current_num_threads())
+        let mut seconds = (0..threads)
             .into_par_iter()
             .map(|_| timed().map(|(s, _)| s))
             .collect::<Option<Vec<f64>>>()?;
         seconds.sort_by(f64::total_cmp);
         Some(seconds[seconds.len() / 2])
     };
-    timed()?;
-    let ((first, iterations), (second, _)) = (timed()?, timed()?);
-    on_every_thread()?;
+    let (first, iterations) = timed()?;
+    let mut budget = PROBE_SHARE * fits as f64 * first / threads as f64;
+    let mut afford = |cost: f64| {
+        budget -= cost;
+        budget >= 0.0
+    };
+    let (mut seconds, mut loaded, mut rounds) = (first, None, 1);
+    for _ in 0..2 {
+        if afford(seconds) {
+            seconds = seconds.min(timed()?.0);
+            rounds += 1;
+        }
+    }
+    for _ in 0..2 {
+        if afford(seconds * LOADED_SLOWDOWN) {
+            loaded = Some(on_every_thread()?);
+            rounds += 1;
+        }
+    }
     Some(Probe {
-        seconds: first.min(second),
-        loaded_seconds: on_every_thread()? / rayon::current_num_threads() as f64,
+        seconds,
+        loaded_seconds: loaded.unwrap_or(seconds * LOADED_SLOWDOWN) / threads as f64,
         iterations,
         capped,
+        rounds,
     })
 }
 
@@ -186,11 +215,12 @@ pub(crate) fn weigh(
     let Estimate { cpu, gpu } = estimate(fits, probe, context_open);
     let weighed = format!(
         "a CPU fit of the observed data takes {:.2} ms alone and {:.2} ms on each of {threads} \
-         threads at once ({:.3} ms per fit): {fits} fits ≈ {cpu:.2} s on the CPU, ≈ {gpu:.2} s on \
-         the GPU",
+         threads at once ({:.3} ms per fit; {} timing rounds): {fits} fits ≈ {cpu:.2} s on the \
+         CPU, ≈ {gpu:.2} s on the GPU",
         probe.seconds * 1e3,
         probe.loaded_seconds * threads as f64 * 1e3,
         probe.loaded_seconds * 1e3,
+        probe.rounds,
     );
     (gpu * GPU_MARGIN < cpu, weighed)
 }
@@ -241,10 +271,12 @@ mod tests {
     /// it finishes: the compressed EWKinos fit passes the handover, the 3ℓ on-shell one does not.
     #[test]
     fn the_probe_sees_fits_past_the_handover() {
-        let stiff = probe(&published("atlas_compressed_EWKinos_2018-16_smodels")).unwrap();
+        // A batch of one fit affords the probe's first fit alone.
+        let stiff = probe(&published("atlas_compressed_EWKinos_2018-16_smodels"), 1).unwrap();
         assert!(stiff.iterations > HANDOVER_AFTER, "{stiff:?}");
         assert!(!weigh(usize::MAX >> 8, &stiff, 1, true).0);
-        let converging = probe(&published("atlas_3Lonshell_2019-09_smodels")).unwrap();
+        let converging =
+            probe(&published("atlas_3Lonshell_2019-09_smodels"), usize::MAX >> 8).unwrap();
         assert!(converging.iterations <= HANDOVER_AFTER, "{converging:?}");
         assert!(
             converging.seconds > 0.0
@@ -255,12 +287,25 @@ mod tests {
         );
     }
 
+    /// The probe's timing rounds are bounded by the batch: one fit's batch gets the first fit
+    /// alone (the loaded time then assumed from it), a vast one all five rounds.
+    #[test]
+    fn the_probe_spends_in_proportion_to_the_batch() {
+        let model = published("atlas_3Lonshell_2019-09_smodels");
+        let small = probe(&model, 1).unwrap();
+        assert_eq!(small.rounds, 1, "{small:?}");
+        let threads = rayon::current_num_threads() as f64;
+        assert_eq!(small.loaded_seconds, small.seconds * LOADED_SLOWDOWN / threads);
+        assert_eq!(probe(&model, usize::MAX >> 8).unwrap().rounds, 5);
+    }
+
     /// tHq on the 16-thread H200 host: 4.6 ms a fit alone, 16 at once 1.3× slower each.
     const THQ: Probe = Probe {
         seconds: 4.6e-3,
         loaded_seconds: 4.6e-3 * 1.3 / 16.0,
         iterations: 55,
         capped: true,
+        rounds: 5,
     };
 
     #[test]
