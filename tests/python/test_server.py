@@ -112,6 +112,11 @@ def test_models_by_digest_and_verbs_answer_as_the_cli_does(server):
         assert answer == json.loads(run_cli(*cli)[1]), path
     status, answer, _ = server.call("POST", "/v1/eval", {"model": model, "request": {"pars": None}})
     assert status == 200 and "twice_nll" in json.dumps(answer)
+    # `auto` answers as the CLI does, saying what it chose and why.
+    status, answer, _ = server.call("POST", "/v1/hypotest-toys", {"model": model, "device": "auto", "request": {"mu": 1.0, "n_toys": 200, "seed": 3}})
+    cli = json.loads(run_cli("hypotest-toys", SIMPLE, "--mu", "1.0", "--n-toys", "200", "--seed", "3", "--gpu", "auto")[1])
+    assert status == 200 and answer == cli, answer
+    assert answer["auto"]["device"] == "cpu" and "too few" in answer["auto"]["reason"], answer["auto"]
     # An inline model runs the same, and lands in the cache under the same id.
     status, answer, _ = server.call("POST", "/v1/fit", {"model": {"workspace": workspace(SIMPLE)}, "request": {"uncertainties": True}})
     assert answer == json.loads(run_cli("fit", SIMPLE)[1])
