@@ -110,6 +110,7 @@ def test_models_by_digest_and_verbs_answer_as_the_cli_does(server):
         status, answer, _ = server.call("POST", f"/v1/{path}", {"model": model, "request": request})
         assert status == 200, (path, answer)
         assert answer == json.loads(run_cli(*cli)[1]), path
+        assert "auto" not in answer, path
     status, answer, _ = server.call("POST", "/v1/eval", {"model": model, "request": {"pars": None}})
     assert status == 200 and "twice_nll" in json.dumps(answer)
     # `auto` answers as the CLI does, saying what it chose and why.

@@ -25,8 +25,6 @@ fn matrix(values: Option<&Vec<f64>>, n: usize) -> Option<Vec<Vec<f64>>> {
     values.map(|c| c.chunks(n.max(1)).map(|r| r.to_vec()).collect())
 }
 
-/// A fit; `matrices` adds the covariance and correlation (n×n: on large models hundreds of MB of
-/// JSON, so the CLI writes them only when asked).
 /// Where `auto` was asked, what it chose and why: `"auto": {"device", "reason"}` added to
 /// `report` (a result or a shard's part).
 pub fn add_auto(report: &mut Value, choice: Option<&AutoChoice>) {
@@ -38,6 +36,8 @@ pub fn add_auto(report: &mut Value, choice: Option<&AutoChoice>) {
     }
 }
 
+/// A fit; `matrices` adds the covariance and correlation (n×n: on large models hundreds of MB of
+/// JSON, so the CLI writes them only when asked).
 pub fn fit(model: &dyn Likelihood, fit: &FitResult, matrices: bool) -> Value {
     let mut value = json!({
         "parameter_names": model.parameter_names(),

@@ -20,7 +20,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use ns_compute::{Device, Likelihood};
+use ns_compute::{Device, Likelihood, Workload};
 use ns_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -149,10 +149,17 @@ impl Job {
         })
     }
 
-    /// The part document of `shard` of this job.
+    /// The part document of `shard` of this job, sealed.
     pub fn partial(&self, shard: Shard, part: Part) -> Value {
+        let mut doc = self.unsealed(shard, part);
+        seal(&mut doc);
+        doc
+    }
+
+    /// The part document before its seal (a front end's notes still to be added).
+    fn unsealed(&self, shard: Shard, part: Part) -> Value {
         let share = shard.share(self.units);
-        let mut doc = json!({
+        json!({
             "format": PARTIAL_FORMAT,
             "version": env!("CARGO_PKG_VERSION"),
             "job": self,
@@ -160,9 +167,7 @@ impl Job {
             "units": [share.start, share.end],
             "shared": part.shared,
             "result": part.result,
-        });
-        seal(&mut doc);
-        doc
+        })
     }
 }
 
@@ -245,10 +250,28 @@ pub fn shard_part(
     // `auto` for a job of several shards by size alone: every shard must choose alike to merge
     // (a timed choice could differ between shards near its break-even). A whole job in one
     // shard is weighed as one process weighs it.
-    let by_size = (asked == Device::Auto && shard.count > 1).then(|| AutoChoice {
-        device: model.resolve(asked, workload),
-        reason: "the shards of one job choose by the batch's size alone, so that they agree"
-            .into(),
+    let by_size = (asked == Device::Auto && shard.count > 1).then(|| {
+        let device = model.resolve(asked, workload);
+        let size = match (workload, model.worth_a_gpu(workload), device) {
+            (Workload::Sequential, ..) => "one fit at a time is fastest on the CPU".to_string(),
+            (Workload::Batch { fits }, false, _) => {
+                format!("{fits} fits of this model are too few for a GPU to repay opening it")
+            }
+            (Workload::Batch { fits }, true, Device::Cpu) => {
+                format!("{fits} fits of this model are enough for a GPU, but none is usable here")
+            }
+            (Workload::Batch { fits }, true, _) => {
+                format!("{fits} fits of this model are enough for a GPU")
+            }
+        };
+        AutoChoice {
+            device,
+            reason: format!(
+                "a job in {} shards chooses by the batch's size alone, so that its shards agree: \
+                 {size}",
+                shard.count
+            ),
+        }
     });
     let device = by_size.as_ref().map_or(asked, |choice| choice.device);
     let units = units(call, model)?;
@@ -259,7 +282,7 @@ pub fn shard_part(
     let job = Job::of_call(call, model_digest, fitter.device(), shard.count, units)?;
     let total = progress_steps(&call.request, shard.share(units).len());
     let part = run_part(call, &fitter, shard, &|done| progress(total, done))?;
-    let mut doc = job.partial(shard, part);
+    let mut doc = job.unsealed(shard, part);
     crate::report::add_auto(&mut doc, by_size.as_ref().or(fitter.auto_choice()));
     annotate(&mut doc);
     seal(&mut doc);
@@ -1000,8 +1023,11 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value> {
             )));
         }
     };
-    if let (Some(flows), Some(object)) = (parts.first.get("flows"), report.as_object_mut()) {
-        object.insert("flows".into(), flows.clone());
+    // The model's notes, as one process's report carries them.
+    for note in ["flows", "semantics"] {
+        if let (Some(value), Some(object)) = (parts.first.get(note), report.as_object_mut()) {
+            object.insert(note.into(), value.clone());
+        }
     }
     if let (Some(poi), Some(object)) = (parts.shared.get("poi"), report.as_object_mut()) {
         object.insert("poi".into(), poi.clone());

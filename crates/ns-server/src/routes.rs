@@ -268,12 +268,15 @@ async fn execute(
 ) -> Result<Value, ApiError> {
     let asked = call.validate()?;
     let auto = match asked {
-        // `auto` may time a fit to weigh a batch (`Fitter::weigh_auto`): off the async threads,
-        // with the threads of the pool the batch would run on.
+        // `auto` may time fits to weigh a batch (`Fitter::weigh_auto`): off the async threads,
+        // on the threads of the pool the batch would run on, holding a CPU worker as the work
+        // does (so that probes neither crowd the running work nor time a crowded CPU).
         Device::Auto => {
             let workload = call.request.workload(model.likelihood());
+            let permit = state.worker().await?;
             let (state, model) = (state.clone(), model.clone());
             let choice = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
                 state.pools.for_workload(workload).install(|| {
                     ns_inference::Fitter::weigh_auto(model.likelihood(), workload)
                 })

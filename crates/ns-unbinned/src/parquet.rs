@@ -258,11 +258,12 @@ impl ParquetRead {
                     .with_batch_size(65_536)
                     .build()
                     .map_err(|e| perr(&self.path, e))?;
-            // The row group's rows, as its metadata claims them, but no more than the file's
-            // bytes: a forged count must not reserve memory out of proportion to the file.
+            // The row group's rows, as its metadata claims them, but no more than its share of
+            // the file's bytes: forged counts must not reserve memory out of proportion to the
+            // file (all the groups' vectors live until they are joined).
             let rows = usize::try_from(metadata.row_group(g).num_rows())
                 .unwrap_or(0)
-                .min(bytes.len());
+                .min(bytes.len() / groups.len().max(1));
             let column = || Vec::with_capacity(rows);
             let mut columns: Vec<Vec<f64>> = self.columns.iter().map(|_| column()).collect();
             let mut weights = self.weights.as_ref().map(|_| column());

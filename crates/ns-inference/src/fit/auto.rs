@@ -5,9 +5,9 @@
 //! parameters) run 1.8× faster on CUDA while 2000 toys of the compressed EWKinos likelihood
 //! (219 parameters, a similar size) run 1.2× slower there, because every one of its toy fits
 //! passes [`HANDOVER_AFTER`] iterations and is fitted again on the host
-//! (`Fitter::stopped_for_handover`). Five CPU fits — a few percent of the time of a batch worth
-//! weighing — give what the CPU would take, what the GPU would, and whether the device's fits
-//! would come back.
+//! (`Fitter::stopped_for_handover`). A few timed CPU fits — at most three alone and two rounds of
+//! one per thread, within a few percent of the batch's time — give what the CPU would take, what
+//! the GPU would, and whether the device's fits would come back.
 //!
 //! The constants below are a linear fit of whole `hypotest-toys` processes on the H200 host
 //! (tHq, tttt, 3ℓ on-shell at 500, 1000 and 2000 toys, each on the CPU and on CUDA) to the
@@ -15,9 +15,8 @@
 
 use std::time::Instant;
 
-use rayon::prelude::*;
-
 use ns_compute::{CudaGpus, Device, Likelihood, Workload};
+use ns_core::Error;
 
 use super::newton::{HANDOVER_AFTER, caps_device_fits};
 use super::{FitConfig, Fitter};
@@ -57,11 +56,12 @@ impl AutoChoice {
     }
 }
 
-/// What `auto` runs a `workload` of `model` on: the CPU for sequential work and small batches
-/// ([`Likelihood::worth_a_gpu`]); a larger batch is weighed by a timed fit ([`estimate`]), and
-/// only a batch the GPU wins initialises the CUDA driver to see whether a GPU exists (0.1–0.2 s,
-/// which a batch kept on the CPU then does not pay). A model whose probe fit fails
-/// stays on the CPU, where the batch then reports the failure as it would anywhere.
+/// What `auto` runs a `workload` of `model` on: the CPU for sequential work, small batches
+/// ([`Likelihood::worth_a_gpu`]) and machines without a CUDA driver library; a larger batch is
+/// weighed by timed fits ([`estimate`]), and only a batch the GPU wins initialises the CUDA
+/// driver to see whether a GPU exists (0.1–0.2 s, which a batch kept on the CPU then does not
+/// pay). A model whose probe fit fails stays on the CPU, where the batch then reports the
+/// failure as it would anywhere.
 pub(crate) fn resolve(model: &dyn Likelihood, workload: Workload) -> AutoChoice {
     let mut choice = choose(model, workload);
     // A driver that is there but unusable (a stub, one too old) is worth knowing of whatever
@@ -70,7 +70,7 @@ pub(crate) fn resolve(model: &dyn Likelihood, workload: Workload) -> AutoChoice 
         && let Some(problem) = ns_compute::cuda::cuda_driver_problem()
         && !choice.reason.contains(problem)
     {
-        choice.reason = format!("{}; besides, {problem}", choice.reason);
+        choice.reason = format!("{} ({problem})", choice.reason);
     }
     choice
 }
@@ -79,22 +79,21 @@ fn choose(model: &dyn Likelihood, workload: Workload) -> AutoChoice {
     let Workload::Batch { fits } = workload else {
         return AutoChoice::cpu("one fit at a time (a fit, scan or limit) is fastest on the CPU");
     };
-    let threads = rayon::current_num_threads();
     if !model.worth_a_gpu(workload) {
         return AutoChoice::cpu(format!(
             "{fits} fits of this model are too few for a GPU to repay opening it"
         ));
     }
-    // With as many threads as the GPU's throughput in CPU fits, the CPU wins any batch.
-    if threads as f64 >= DEVICE_FITS_PER_CPU_FIT {
+    if let Some(absent) = ns_compute::cuda::cuda_driver_absent() {
         return AutoChoice::cpu(format!(
-            "{threads} CPU threads fit as many toys at once as a GPU"
+            "{fits} fits of this model would be weighed for a GPU, but {absent}"
         ));
     }
     let Some(probe) = probe(model, fits) else {
         return AutoChoice::cpu("the fit of the observed data failed on the CPU");
     };
     // `auto` offers the first GPU only.
+    let threads = rayon::current_num_threads();
     let (gpu_wins, weighed) = weigh(fits, &probe, threads, ns_compute::cuda::context_open(0));
     if !gpu_wins {
         return AutoChoice::cpu(weighed);
@@ -106,7 +105,10 @@ fn choose(model: &dyn Likelihood, workload: Workload) -> AutoChoice {
         },
         false => AutoChoice::cpu(format!(
             "{weighed}, but {}",
-            ns_compute::cuda::cuda_unavailable()
+            match ns_compute::cuda::cuda_unavailable() {
+                Error::Device(message) => message,
+                other => other.to_string(),
+            }
         )),
     }
 }
@@ -139,11 +141,12 @@ const PROBE_SHARE: f64 = 0.05;
 const LOADED_SLOWDOWN: f64 = 1.2;
 
 /// A first fit (timed: it also pays for the process's memory, and its time sets the probe's
-/// budget), then, as far as [`PROBE_SHARE`] of the batch allows: the faster of two fits alone
-/// (one timed run alone moved by 1.5× from process to process on the H200 host, enough to flip
-/// a choice), and one fit on every thread, twice, each fit timed: the median of the last round
-/// (the first wakes the threads). The median, not the round's span, which counts the threads'
-/// start and the slowest straggler. Five rounds at most: a few percent of a batch worth weighing.
+/// budget), then, as far as [`PROBE_SHARE`] of the batch allows: two more fits alone, the
+/// fastest of the three counting (one timed run alone moved by 1.5× from process to process on
+/// the H200 host, enough to flip a choice), and one fit on every thread, twice, each fit timed:
+/// the median of the last round (the first wakes the threads). The median, not the round's span,
+/// which counts the threads' start and the slowest straggler. The variable scaling and the first
+/// fit are paid whatever the budget.
 fn probe(model: &dyn Likelihood, fits: usize) -> Option<Probe> {
     let data = model.observed().ok()?;
     let fitter = Fitter::on_device(model, Device::Cpu, Workload::Sequential).ok()?;
@@ -157,9 +160,8 @@ fn probe(model: &dyn Likelihood, fits: usize) -> Option<Probe> {
         Some((start.elapsed().as_secs_f64(), iterations))
     };
     let on_every_thread = || -> Option<f64> {
-        let mut seconds = (0..threads)
-            .into_par_iter()
-            .map(|_| timed().map(|(s, _)| s))
+        let mut seconds = rayon::broadcast(|_| timed().map(|(s, _)| s))
+            .into_iter()
             .collect::<Option<Vec<f64>>>()?;
         seconds.sort_by(f64::total_cmp);
         Some(seconds[seconds.len() / 2])
@@ -206,23 +208,40 @@ pub(crate) fn weigh(
         return (
             false,
             format!(
-                "the fit of the observed data took {} iterations, past the {HANDOVER_AFTER} \
+                "the fit of the observed data took {} iterations, more than the {HANDOVER_AFTER} \
                  after which a device fit is handed back to the CPU",
                 probe.iterations
             ),
         );
     }
     let Estimate { cpu, gpu } = estimate(fits, probe, context_open);
+    let gpu_wins = gpu * GPU_MARGIN < cpu;
+    let loaded = probe.loaded_seconds * threads as f64 * 1e3;
+    // The loaded rounds come after the two alone ([`probe`]).
+    let loaded = match probe.rounds > 3 {
+        true => format!("{loaded:.2} ms on each of {} at once", plural(threads, "thread")),
+        false => format!("{loaded:.2} ms assumed on each of {} at once", plural(threads, "thread")),
+    };
+    let verdict = match (gpu_wins, gpu < cpu) {
+        (true, _) => "the GPU".to_string(),
+        (false, true) => format!("the CPU (the GPU is not {GPU_MARGIN}× faster)"),
+        (false, false) => "the CPU".to_string(),
+    };
     let weighed = format!(
-        "a CPU fit of the observed data takes {:.2} ms alone and {:.2} ms on each of {threads} \
-         threads at once ({:.3} ms per fit; {} timing rounds): {fits} fits ≈ {cpu:.2} s on the \
-         CPU, ≈ {gpu:.2} s on the GPU",
+        "a CPU fit of the observed data takes {:.2} ms alone and {loaded} ({}): {fits} fits ≈ \
+         {cpu:.2} s on the CPU, ≈ {gpu:.2} s on the GPU, so {verdict}",
         probe.seconds * 1e3,
-        probe.loaded_seconds * threads as f64 * 1e3,
-        probe.loaded_seconds * 1e3,
-        probe.rounds,
+        plural(probe.rounds, "timing round"),
     );
-    (gpu * GPU_MARGIN < cpu, weighed)
+    (gpu_wins, weighed)
+}
+
+/// `n` `thing`s, in words.
+fn plural(n: usize, thing: &str) -> String {
+    match n {
+        1 => format!("1 {thing}"),
+        n => format!("{n} {thing}s"),
+    }
 }
 
 /// Seconds a batch would take on each device.
@@ -323,13 +342,24 @@ mod tests {
     }
 
     /// Where the GPU's estimate wins by less than the margin the batch stays on the CPU: at 1700
-    /// tHq fits the GPU is estimated 1.04× faster, at 4000 1.9×.
+    /// tHq fits the GPU is estimated 1.03× faster, at 4000 1.9×.
     #[test]
     fn near_ties_stay_on_the_cpu() {
         let close = estimate(1700, &THQ, false);
         assert!(close.gpu < close.cpu && close.gpu * GPU_MARGIN > close.cpu, "{close:?}");
-        assert!(!weigh(1700, &THQ, 16, false).0);
-        assert!(weigh(4000, &THQ, 16, false).0);
+        let (gpu_wins, reason) = weigh(1700, &THQ, 16, false);
+        assert!(!gpu_wins);
+        assert!(
+            reason.contains("on each of 16 threads at once (5 timing rounds)")
+                && reason.ends_with("so the CPU (the GPU is not 1.1× faster)"),
+            "{reason}"
+        );
+        let (gpu_wins, reason) = weigh(4000, &THQ, 16, false);
+        assert!(gpu_wins && reason.ends_with("so the GPU"), "{reason}");
+        // Without the time to measure the loaded CPU, the reason says it was assumed.
+        let hurried = Probe { rounds: 1, ..THQ };
+        let reason = weigh(4000, &hurried, 1, false).1;
+        assert!(reason.contains("assumed on each of 1 thread at once (1 timing round)"), "{reason}");
     }
 
     #[test]

@@ -130,6 +130,21 @@ pub fn cuda_driver_problem() -> Option<&'static str> {
     crate::cuda::library::driver_problem()
 }
 
+/// Why this process can use no CUDA driver, judged without initialising one (the library looked
+/// for and its entry points resolved): none is found, or the one found is not a working NVIDIA
+/// driver. `None`: a driver is there; whether it sees a GPU is known once it is initialised.
+pub fn cuda_driver_absent() -> Option<String> {
+    // SAFETY: is_culib_present only tries to load the driver library; it touches nothing of ours.
+    let present = unsafe { sys::is_culib_present() };
+    if present && crate::cuda::library::driver_problem().is_none() {
+        return None;
+    }
+    Some(match cuda_unavailable() {
+        Error::Device(message) => message,
+        other => other.to_string(),
+    })
+}
+
 /// The error for a CUDA request on a machine without (usable) CUDA.
 pub fn cuda_unavailable() -> Error {
     if let Some(problem) = crate::cuda::library::driver_problem() {
