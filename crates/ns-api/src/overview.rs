@@ -49,8 +49,10 @@ pub fn overview(
             request,
             ..template.clone()
         };
-        let outcome = call.run(model, stop.clone(), &|_| {})?;
+        let fitter = call.open(model, stop.clone())?;
+        let outcome = call.run_on(&fitter, &|_| {})?;
         let mut report = call.report(&outcome, model, true);
+        crate::report::add_auto(&mut report, fitter.auto_choice());
         loaded.annotate(&mut report);
         Ok((outcome, report))
     };
