@@ -143,3 +143,23 @@ def test_every_numeric_column_type_is_read(tmp_path):
         p = tmp_path / f"{kind}.json"
         p.write_text(json.dumps(model({"name": "obs", "type": "nextstat:parquet", "path": name, "axes": [{"name": "x", "min": 0, "max": 10}]})))
         assert cli_json("eval", p)["nll"] == expected, kind
+
+
+def test_damaged_files_are_input_errors(tmp_path):
+    """Files on which the parquet crate panics (tests/fixtures/damaged-parquet) are input errors
+    naming the file, from the CLI and in process, never a crash or a panic's message."""
+    import shutil
+
+    import nextstat
+    from conftest import ROOT
+
+    damaged = sorted((ROOT / "tests" / "fixtures" / "damaged-parquet").glob("*.parquet"))
+    assert len(damaged) == 3, damaged
+    for source in damaged:
+        shutil.copy(source, tmp_path / source.name)
+        p = tmp_path / f"{source.stem}.json"
+        p.write_text(json.dumps(model({"name": "obs", "type": "nextstat:parquet", "path": source.name, "axes": [{"name": "x", "min": 0, "max": 10}]})))
+        code, _, err = run_cli("eval", p, expect_ok=False)
+        assert code == 2 and f"{source.name}" in err and "is damaged" in err and "panicked" not in err, err
+        with pytest.raises(nextstat.InvalidInputError, match="is damaged"):
+            nextstat.load_hs3(p)

@@ -5,6 +5,7 @@
 //! This crate has no heavy dependencies; the translation layer (`ns-translate`) lowers a pyhf
 //! workspace into [`CompiledModel`], and every backend in `ns-compute` evaluates that same layout.
 
+pub mod contained;
 pub mod error;
 pub mod files;
 pub mod interp;

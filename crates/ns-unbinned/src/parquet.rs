@@ -21,6 +21,7 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
+use ns_core::contained::contained;
 use ns_core::{Error, FileAccess, Result};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
@@ -195,7 +196,22 @@ fn column_values(batch: &RecordBatch, name: &str, path: &Path, out: &mut Vec<f64
 }
 
 impl ParquetRead {
+    /// The events of the file's columns. The parquet crate asserts on some malformed contents
+    /// instead of returning an error; its calls run [`contained`] (on every thread that decodes),
+    /// so a damaged file is an input error that names it, never a crash.
     pub fn read(&self) -> Result<ChannelEvents> {
+        contained(|| self.read_contained())
+            .unwrap_or_else(|panic| Err(self.damaged("the file", panic)))
+    }
+
+    fn damaged(&self, what: &str, panic: String) -> Error {
+        perr(
+            &self.path,
+            format!("{what} is damaged (the Parquet reader stopped: {panic})"),
+        )
+    }
+
+    fn read_contained(&self) -> Result<ChannelEvents> {
         let file = std::fs::File::open(&self.path).map_err(|e| perr(&self.path, e))?;
         if !file.metadata().is_ok_and(|m| m.is_file()) {
             return Err(perr(&self.path, "not a file (a folder or a device)"));
@@ -250,7 +266,7 @@ impl ParquetRead {
                         })
             })
             .collect();
-        let decode = |g: usize| -> Result<ChannelEvents> {
+        let decode_group = |g: usize| -> Result<ChannelEvents> {
             let reader =
                 ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), meta.clone())
                     .with_projection(ProjectionMask::leaves(schema, leaves.iter().copied()))
@@ -277,6 +293,11 @@ impl ParquetRead {
                 }
             }
             Ok(select(ChannelEvents { columns, weights }, &self.columns))
+        };
+        // Contained on the thread that decodes it.
+        let decode = |g: usize| -> Result<ChannelEvents> {
+            contained(|| decode_group(g))
+                .unwrap_or_else(|panic| Err(self.damaged(&format!("row group {g}"), panic)))
         };
         let parts: Vec<ChannelEvents> = if self.parallel {
             groups
