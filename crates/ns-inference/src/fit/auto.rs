@@ -316,6 +316,9 @@ mod tests {
         let threads = rayon::current_num_threads() as f64;
         assert_eq!(small.loaded_seconds, small.seconds * LOADED_SLOWDOWN / threads);
         assert_eq!(probe(&model, usize::MAX >> 8).unwrap().rounds, 5);
+        // From inside a pool, as the server weighs a batch on the pool it would run on.
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        assert_eq!(pool.install(|| probe(&model, usize::MAX >> 8)).unwrap().rounds, 5);
     }
 
     /// tHq on the 16-thread H200 host: 4.6 ms a fit alone, 16 at once 1.3× slower each.
