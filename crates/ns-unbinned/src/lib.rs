@@ -11,6 +11,7 @@ pub mod flow;
 pub mod hs3;
 pub mod model;
 pub mod parquet;
+mod parquet_pages;
 pub mod reduce;
 pub mod scalar;
 pub mod shapes;

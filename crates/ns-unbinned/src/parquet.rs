@@ -236,6 +236,21 @@ impl ParquetRead {
         }
         let metadata = meta.metadata().clone();
         for (name, &leaf) in wanted.iter().zip(&leaves) {
+            let column = schema.column(leaf);
+            if let Some((g, why)) = (0..metadata.num_row_groups()).find_map(|g| {
+                crate::parquet_pages::check_chunk(
+                    &bytes,
+                    metadata.row_group(g).column(leaf),
+                    column.physical_type(),
+                    column.type_length(),
+                )
+                .map(|why| (g, why))
+            }) {
+                return Err(perr(
+                    &self.path,
+                    format!("column '{name}' of row group {g}: {why} (the file is damaged)"),
+                ));
+            }
             if let Some(codec) = (0..metadata.num_row_groups())
                 .map(|g| metadata.row_group(g).column(leaf).compression())
                 .find(|c| !READABLE_CODECS.contains(c))
