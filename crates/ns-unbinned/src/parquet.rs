@@ -236,6 +236,19 @@ impl ParquetRead {
         }
         let metadata = meta.metadata().clone();
         for (name, &leaf) in wanted.iter().zip(&leaves) {
+            if let Some(codec) = (0..metadata.num_row_groups())
+                .map(|g| metadata.row_group(g).column(leaf).compression())
+                .find(|c| !READABLE_CODECS.contains(c))
+            {
+                return Err(perr(
+                    &self.path,
+                    format!(
+                        "column '{name}' is compressed with {codec}, which nextstat does not \
+                         decompress; write the file with snappy or LZ4 compression, or none"
+                    ),
+                ));
+            }
+            // After the codec: a file of a codec not read is named so, not called damaged.
             let column = schema.column(leaf);
             if let Some((g, why)) = (0..metadata.num_row_groups()).find_map(|g| {
                 crate::parquet_pages::check_chunk(
@@ -249,18 +262,6 @@ impl ParquetRead {
                 return Err(perr(
                     &self.path,
                     format!("column '{name}' of row group {g}: {why} (the file is damaged)"),
-                ));
-            }
-            if let Some(codec) = (0..metadata.num_row_groups())
-                .map(|g| metadata.row_group(g).column(leaf).compression())
-                .find(|c| !READABLE_CODECS.contains(c))
-            {
-                return Err(perr(
-                    &self.path,
-                    format!(
-                        "column '{name}' is compressed with {codec}, which nextstat does not \
-                         decompress; write the file with snappy or LZ4 compression, or none"
-                    ),
                 ));
             }
         }
