@@ -9,7 +9,9 @@ use serde_json::json;
 
 fuzz_target!(|bytes: &[u8]| {
     let dir = std::env::temp_dir().join(format!("ns-fuzz-parquet-{}", std::process::id()));
-    if std::fs::create_dir_all(&dir).is_err() || std::fs::write(dir.join("f.parquet"), bytes).is_err() {
+    if std::fs::create_dir_all(&dir).is_err()
+        || std::fs::write(dir.join("f.parquet"), bytes).is_err()
+    {
         return;
     }
     let entry = json!({"name": "obs", "type": "nextstat:parquet", "path": "f.parquet",
@@ -17,5 +19,9 @@ fuzz_target!(|bytes: &[u8]| {
     let _ = ns_unbinned::parquet::read_entry(&entry, "obs", FileAccess::Local { base: Some(&dir) });
     let unweighted = json!({"name": "obs", "type": "nextstat:parquet", "path": "f.parquet",
                             "axes": [{"name": "x", "min": 0, "max": 10}]});
-    let _ = ns_unbinned::parquet::read_entry(&unweighted, "obs", FileAccess::Local { base: Some(&dir) });
+    let _ = ns_unbinned::parquet::read_entry(
+        &unweighted,
+        "obs",
+        FileAccess::Local { base: Some(&dir) },
+    );
 });

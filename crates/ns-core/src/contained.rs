@@ -60,7 +60,10 @@ mod tests {
             Err("page 3 is short".to_string())
         );
         // Nested: the inner one is contained, the outer goes on.
-        assert_eq!(contained(|| contained(|| -> u8 { panic!("inner") })), Ok(Err("inner".into())));
+        assert_eq!(
+            contained(|| contained(|| -> u8 { panic!("inner") })),
+            Ok(Err("inner".into()))
+        );
         assert!(!CONTAINED.with(Cell::get));
         assert!(catch_unwind(|| -> u8 { panic!("outside") }).is_err());
     }

@@ -277,9 +277,10 @@ async fn execute(
             let (state, model) = (state.clone(), model.clone());
             let choice = tokio::task::spawn_blocking(move || {
                 let _permit = permit;
-                state.pools.for_workload(workload).install(|| {
-                    ns_inference::Fitter::weigh_auto(model.likelihood(), workload)
-                })
+                state
+                    .pools
+                    .for_workload(workload)
+                    .install(|| ns_inference::Fitter::weigh_auto(model.likelihood(), workload))
             })
             .await
             .map_err(|e| {

@@ -161,12 +161,7 @@ fn append_numbers(array: &dyn Array, out: &mut Vec<f64>) -> Option<()> {
             let dictionary = array.as_any_dictionary();
             let mut values = Vec::new();
             append_numbers(dictionary.values().as_ref(), &mut values)?;
-            out.extend(
-                dictionary
-                    .normalized_keys()
-                    .into_iter()
-                    .map(|k| values[k]),
-            )
+            out.extend(dictionary.normalized_keys().into_iter().map(|k| values[k]))
         }
         _ => return None,
     }
@@ -261,7 +256,7 @@ impl ParquetRead {
             }) {
                 return Err(perr(
                     &self.path,
-                    format!("column '{name}' of row group {g}: {why} (the file is damaged)"),
+                    format!("column '{name}' of row group {g}: {why}"),
                 ));
             }
         }

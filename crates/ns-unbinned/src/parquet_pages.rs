@@ -15,7 +15,8 @@ const MAX_EXPANSION: i64 = 256;
 const MAX_DEPTH: usize = 8;
 
 /// Why the pages of `chunk` (of physical type `physical`, fixed length `type_length`) in `file`
-/// cannot be read as their headers claim, or `None`.
+/// cannot be read — headers whose claims cannot be true (the file is damaged), or an encoding
+/// not read — or `None`.
 pub(crate) fn check_chunk(
     file: &[u8],
     chunk: &ColumnChunkMetaData,
@@ -28,14 +29,15 @@ pub(crate) fn check_chunk(
     let len = chunk.compressed_size();
     let (Ok(start), Ok(len)) = (usize::try_from(start), usize::try_from(len)) else {
         return Some(format!(
-            "its pages start at byte {start} and span {len} bytes: not a place in the file"
+            "its pages start at byte {start} and span {len} bytes: not a place in the file \
+             (the file is damaged)"
         ));
     };
     let end = match start.checked_add(len) {
         Some(end) if end <= file.len() => end,
         _ => {
             return Some(format!(
-                "its pages span bytes {start} to {} of a file of {} bytes",
+                "its pages span bytes {start} to {} of a file of {} bytes (the file is damaged)",
                 start as u128 + len as u128,
                 file.len()
             ));
@@ -57,22 +59,43 @@ pub(crate) fn check_chunk(
         };
         let header = match reader.page_header() {
             Ok(h) => h,
-            Err(why) => return Some(format!("the page header at byte {at}: {why}")),
+            Err(why) => {
+                return Some(format!(
+                    "the page header at byte {at}: {why} (the file is damaged)"
+                ));
+            }
         };
         let (compressed, uncompressed) = (header.compressed_size, header.uncompressed_size);
         if compressed < 0 || uncompressed < 0 {
-            return Some(format!("the page at byte {at} has a negative size"));
+            return Some(format!(
+                "the page at byte {at} has a negative size (the file is damaged)"
+            ));
         }
         if i64::from(uncompressed) > MAX_EXPANSION * i64::from(compressed.max(1)) {
             return Some(format!(
-                "the page at byte {at} claims {uncompressed} bytes from {compressed} compressed"
+                "the page at byte {at} claims {uncompressed} bytes from {compressed} compressed \
+                 (the file is damaged)"
+            ));
+        }
+        if let Some(encoding) = header.encoding
+            && UNBOUNDED_ENCODINGS.contains(&encoding)
+        {
+            return Some(format!(
+                "the page at byte {at} is encoded with {} (Parquet's encoding {encoding}), \
+                 which nextstat does not read; write the column with plain or dictionary encoding",
+                if encoding == 6 {
+                    "DELTA_LENGTH_BYTE_ARRAY"
+                } else {
+                    "DELTA_BYTE_ARRAY"
+                }
             ));
         }
         if let Some(values) = header.dictionary_values
             && (values < 0 || i128::from(values) * value_bits > 8 * i128::from(uncompressed))
         {
             return Some(format!(
-                "the dictionary page at byte {at} claims {values} values in {uncompressed} bytes"
+                "the dictionary page at byte {at} claims {values} values in {uncompressed} bytes \
+                 (the file is damaged)"
             ));
         }
         at = match at
@@ -80,7 +103,11 @@ pub(crate) fn check_chunk(
             .and_then(|a| a.checked_add(compressed as usize))
         {
             Some(next) if next <= end => next,
-            _ => return Some(format!("the page at byte {at} runs past its column chunk")),
+            _ => {
+                return Some(format!(
+                    "the page at byte {at} runs past its column chunk (the file is damaged)"
+                ));
+            }
         };
     }
     None
@@ -91,7 +118,67 @@ struct PageHeader {
     uncompressed_size: i32,
     compressed_size: i32,
     dictionary_values: Option<i32>,
+    /// The value encoding of a data page (v1 or v2).
+    encoding: Option<i32>,
 }
+
+/// A field's type as the parquet crate reads it: it takes a known field by its id as this type
+/// whatever the header declares, so a declared type that differs is refused here (else the two
+/// readers would see different values, or lose step).
+#[derive(Clone, Copy)]
+enum Expect {
+    I32,
+    I64,
+    Bool,
+    Binary,
+    Struct(&'static [(i16, Expect)]),
+}
+
+/// Parquet's `Statistics`, `DataPageHeader`, `IndexPageHeader`, `DictionaryPageHeader`,
+/// `DataPageHeaderV2` and `PageHeader`, by field id.
+const STATISTICS: &[(i16, Expect)] = &[
+    (1, Expect::Binary),
+    (2, Expect::Binary),
+    (3, Expect::I64),
+    (4, Expect::I64),
+    (5, Expect::Binary),
+    (6, Expect::Binary),
+    (7, Expect::Bool),
+    (8, Expect::Bool),
+];
+const DATA_PAGE: &[(i16, Expect)] = &[
+    (1, Expect::I32),
+    (2, Expect::I32),
+    (3, Expect::I32),
+    (4, Expect::I32),
+    (5, Expect::Struct(STATISTICS)),
+];
+const INDEX_PAGE: &[(i16, Expect)] = &[];
+const DICTIONARY_PAGE: &[(i16, Expect)] = &[(1, Expect::I32), (2, Expect::I32), (3, Expect::Bool)];
+const DATA_PAGE_V2: &[(i16, Expect)] = &[
+    (1, Expect::I32),
+    (2, Expect::I32),
+    (3, Expect::I32),
+    (4, Expect::I32),
+    (5, Expect::I32),
+    (6, Expect::I32),
+    (7, Expect::Bool),
+    (8, Expect::Struct(STATISTICS)),
+];
+const PAGE: &[(i16, Expect)] = &[
+    (1, Expect::I32),
+    (2, Expect::I32),
+    (3, Expect::I32),
+    (4, Expect::I32),
+    (5, Expect::Struct(DATA_PAGE)),
+    (6, Expect::Struct(INDEX_PAGE)),
+    (7, Expect::Struct(DICTIONARY_PAGE)),
+    (8, Expect::Struct(DATA_PAGE_V2)),
+];
+
+/// Parquet's encodings whose decoders size a buffer by a count in the page's data, unchecked:
+/// DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY.
+const UNBOUNDED_ENCODINGS: [i32; 2] = [6, 7];
 
 /// A reader of Thrift's compact protocol over a slice.
 struct Compact<'a> {
@@ -116,10 +203,7 @@ const STRUCT: u8 = 12;
 
 impl Compact<'_> {
     fn byte(&mut self) -> Result<u8, String> {
-        let b = *self
-            .bytes
-            .get(self.at)
-            .ok_or("it ends inside the header")?;
+        let b = *self.bytes.get(self.at).ok_or("it ends inside the header")?;
         self.at += 1;
         Ok(b)
     }
@@ -142,7 +226,7 @@ impl Compact<'_> {
         i32::try_from(zigzag).map_err(|_| format!("{zigzag} is not a 32-bit number"))
     }
 
-    /// The next field's (id, type); id 0 with type STOP ends the struct.
+    /// The next field's (id, type); type STOP ends the struct.
     fn field(&mut self, last: i16) -> Result<(i16, u8), String> {
         let b = self.byte()?;
         let kind = b & 0x0f;
@@ -196,17 +280,27 @@ impl Compact<'_> {
                     }
                 }
             }
-            STRUCT => self.skip_struct(depth + 1)?,
+            STRUCT => {
+                let mut last = 0;
+                loop {
+                    let (id, kind) = self.field(last)?;
+                    if kind == STOP {
+                        break;
+                    }
+                    self.skip(kind, depth + 1)?;
+                    last = id;
+                }
+            }
             other => return Err(format!("field type {other} is not Thrift's")),
         }
         Ok(())
     }
 
-    /// An element of a list, set or map: a boolean there is a byte of its own (in a struct
-    /// it lives in its field's type).
+    /// An element of a list, set or map. No page header holds booleans there, and readers
+    /// differ on their size (a byte each, or none), so they are refused.
     fn skip_element(&mut self, kind: u8, depth: usize) -> Result<(), String> {
         match kind {
-            TRUE | FALSE => self.byte().map(|_| ()),
+            TRUE | FALSE => Err("it holds a collection of booleans".into()),
             kind => self.skip(kind, depth),
         }
     }
@@ -221,52 +315,61 @@ impl Compact<'_> {
         }
     }
 
-    fn skip_struct(&mut self, depth: usize) -> Result<(), String> {
+    /// A struct of `fields` (unknown ids skipped by their declared type, as the crate skips
+    /// them), its 32-bit numbers recorded as ((enclosing field, field), value).
+    fn typed_struct(
+        &mut self,
+        fields: &[(i16, Expect)],
+        outer: i16,
+        depth: usize,
+        numbers: &mut Vec<((i16, i16), i32)>,
+    ) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Err("it nests too deep".into());
+        }
         let mut last = 0;
         loop {
             let (id, kind) = self.field(last)?;
             if kind == STOP {
                 return Ok(());
             }
-            self.skip(kind, depth)?;
+            match fields.iter().find(|(known, _)| *known == id).map(|f| f.1) {
+                None => self.skip(kind, depth + 1)?,
+                Some(expect) => {
+                    let fits = matches!(
+                        (expect, kind),
+                        (Expect::I32, I32)
+                            | (Expect::I64, I64)
+                            | (Expect::Bool, TRUE | FALSE)
+                            | (Expect::Binary, BINARY)
+                            | (Expect::Struct(_), STRUCT)
+                    );
+                    if !fits {
+                        return Err(format!("its field {id} is of type {kind}, not Parquet's"));
+                    }
+                    match expect {
+                        Expect::I32 => numbers.push(((outer, id), self.i32()?)),
+                        Expect::Struct(inner) => {
+                            self.typed_struct(inner, id, depth + 1, numbers)?
+                        }
+                        _ => self.skip(kind, depth + 1)?,
+                    }
+                }
+            }
             last = id;
         }
     }
 
     fn page_header(&mut self) -> Result<PageHeader, String> {
-        let (mut uncompressed, mut compressed, mut dictionary) = (None, None, None);
-        let mut last = 0;
-        loop {
-            let (id, kind) = self.field(last)?;
-            match (id, kind) {
-                (_, STOP) => break,
-                (2, I32) => uncompressed = Some(self.i32()?),
-                (3, I32) => compressed = Some(self.i32()?),
-                (7, STRUCT) => dictionary = Some(self.dictionary_values()?),
-                (_, kind) => self.skip(kind, 1)?,
-            }
-            last = id;
-        }
+        let mut numbers = Vec::new();
+        self.typed_struct(PAGE, 0, 0, &mut numbers)?;
+        // A field given twice counts as its last value, as the crate reads it.
+        let get = |key: (i16, i16)| numbers.iter().rev().find(|(k, _)| *k == key).map(|n| n.1);
         Ok(PageHeader {
-            uncompressed_size: uncompressed.ok_or("it has no uncompressed size")?,
-            compressed_size: compressed.ok_or("it has no compressed size")?,
-            dictionary_values: dictionary,
+            uncompressed_size: get((0, 2)).ok_or("it has no uncompressed size")?,
+            compressed_size: get((0, 3)).ok_or("it has no compressed size")?,
+            dictionary_values: get((7, 1)),
+            encoding: get((5, 2)).or(get((8, 4))),
         })
-    }
-
-    /// A dictionary page header's number of values.
-    fn dictionary_values(&mut self) -> Result<i32, String> {
-        let mut values = None;
-        let mut last = 0;
-        loop {
-            let (id, kind) = self.field(last)?;
-            match (id, kind) {
-                (_, STOP) => break,
-                (1, I32) => values = Some(self.i32()?),
-                (_, kind) => self.skip(kind, 2)?,
-            }
-            last = id;
-        }
-        values.ok_or_else(|| "its dictionary header has no number of values".into())
     }
 }

@@ -19,6 +19,5 @@ pub use multi::MultiCudaBackend;
 pub use session::{
     CudaSession, DeviceDatasets, DeviceInfo, DeviceSignal, STATIC_BUILD, StartupPhases,
     context_open, cuda_driver_absent, cuda_driver_problem, cuda_unavailable, device_count,
-    device_names, has_cuda,
-    shared_context,
+    device_names, has_cuda, shared_context,
 };

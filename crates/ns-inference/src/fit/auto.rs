@@ -151,7 +151,9 @@ fn probe(model: &dyn Likelihood, fits: usize) -> Option<Probe> {
     let data = model.observed().ok()?;
     let fitter = Fitter::on_device(model, Device::Cpu, Workload::Sequential).ok()?;
     // With the variable scaling computed once, as a batch's fits have it.
-    let config = fitter.with_scale(&data, &FitConfig::suggested(model)).ok()?;
+    let config = fitter
+        .with_scale(&data, &FitConfig::suggested(model))
+        .ok()?;
     let capped = caps_device_fits(&config, config.fixed.iter().filter(|&&f| !f).count());
     let threads = rayon::current_num_threads();
     let timed = || -> Option<(f64, usize)> {
@@ -219,8 +221,14 @@ pub(crate) fn weigh(
     let loaded = probe.loaded_seconds * threads as f64 * 1e3;
     // The loaded rounds come after the two alone ([`probe`]).
     let loaded = match probe.rounds > 3 {
-        true => format!("{loaded:.2} ms on each of {} at once", plural(threads, "thread")),
-        false => format!("{loaded:.2} ms assumed on each of {} at once", plural(threads, "thread")),
+        true => format!(
+            "{loaded:.2} ms on each of {} at once",
+            plural(threads, "thread")
+        ),
+        false => format!(
+            "{loaded:.2} ms assumed on each of {} at once",
+            plural(threads, "thread")
+        ),
     };
     let verdict = match (gpu_wins, gpu < cpu) {
         (true, _) => "the GPU".to_string(),
@@ -294,8 +302,11 @@ mod tests {
         let stiff = probe(&published("atlas_compressed_EWKinos_2018-16_smodels"), 1).unwrap();
         assert!(stiff.iterations > HANDOVER_AFTER, "{stiff:?}");
         assert!(!weigh(usize::MAX >> 8, &stiff, 1, true).0);
-        let converging =
-            probe(&published("atlas_3Lonshell_2019-09_smodels"), usize::MAX >> 8).unwrap();
+        let converging = probe(
+            &published("atlas_3Lonshell_2019-09_smodels"),
+            usize::MAX >> 8,
+        )
+        .unwrap();
         assert!(converging.iterations <= HANDOVER_AFTER, "{converging:?}");
         assert!(
             converging.seconds > 0.0
@@ -314,11 +325,22 @@ mod tests {
         let small = probe(&model, 1).unwrap();
         assert_eq!(small.rounds, 1, "{small:?}");
         let threads = rayon::current_num_threads() as f64;
-        assert_eq!(small.loaded_seconds, small.seconds * LOADED_SLOWDOWN / threads);
+        assert_eq!(
+            small.loaded_seconds,
+            small.seconds * LOADED_SLOWDOWN / threads
+        );
         assert_eq!(probe(&model, usize::MAX >> 8).unwrap().rounds, 5);
         // From inside a pool, as the server weighs a batch on the pool it would run on.
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-        assert_eq!(pool.install(|| probe(&model, usize::MAX >> 8)).unwrap().rounds, 5);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        assert_eq!(
+            pool.install(|| probe(&model, usize::MAX >> 8))
+                .unwrap()
+                .rounds,
+            5
+        );
     }
 
     /// tHq on the 16-thread H200 host: 4.6 ms a fit alone, 16 at once 1.3× slower each.
@@ -349,7 +371,10 @@ mod tests {
     #[test]
     fn near_ties_stay_on_the_cpu() {
         let close = estimate(1700, &THQ, false);
-        assert!(close.gpu < close.cpu && close.gpu * GPU_MARGIN > close.cpu, "{close:?}");
+        assert!(
+            close.gpu < close.cpu && close.gpu * GPU_MARGIN > close.cpu,
+            "{close:?}"
+        );
         let (gpu_wins, reason) = weigh(1700, &THQ, 16, false);
         assert!(!gpu_wins);
         assert!(
@@ -362,7 +387,10 @@ mod tests {
         // Without the time to measure the loaded CPU, the reason says it was assumed.
         let hurried = Probe { rounds: 1, ..THQ };
         let reason = weigh(4000, &hurried, 1, false).1;
-        assert!(reason.contains("assumed on each of 1 thread at once (1 timing round)"), "{reason}");
+        assert!(
+            reason.contains("assumed on each of 1 thread at once (1 timing round)"),
+            "{reason}"
+        );
     }
 
     #[test]

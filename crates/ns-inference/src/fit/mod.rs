@@ -36,8 +36,8 @@ use ns_compute::{
 use ns_core::optim::{LbfgsbOptions, Termination};
 use ns_core::{Error, Result};
 
-pub(crate) use batch::{device_fits, device_optimizer_takes};
 pub use auto::AutoChoice;
+pub(crate) use batch::{device_fits, device_optimizer_takes};
 pub use config::{FitConfig, FitJob};
 pub use result::{ALL_AT_BOUND, FitResult, UNBOUNDED_BELOW};
 pub(crate) use result::{at_bound, projected_gradient};
