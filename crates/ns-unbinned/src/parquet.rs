@@ -310,7 +310,7 @@ impl ParquetRead {
             contained(|| decode_group(g))
                 .unwrap_or_else(|panic| Err(self.damaged(&format!("row group {g}"), panic)))
         };
-        let parts: Vec<ChannelEvents> = if self.parallel {
+        let mut parts: Vec<ChannelEvents> = if self.parallel {
             groups
                 .par_iter()
                 .map(|&g| decode(g))
@@ -318,7 +318,6 @@ impl ParquetRead {
         } else {
             groups.iter().map(|&g| decode(g)).collect::<Result<_>>()?
         };
-        let mut parts = parts;
         if parts.len() == 1
             && let Some(only) = parts.pop()
         {

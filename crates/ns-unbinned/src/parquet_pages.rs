@@ -280,17 +280,8 @@ impl Compact<'_> {
                     }
                 }
             }
-            STRUCT => {
-                let mut last = 0;
-                loop {
-                    let (id, kind) = self.field(last)?;
-                    if kind == STOP {
-                        break;
-                    }
-                    self.skip(kind, depth + 1)?;
-                    last = id;
-                }
-            }
+            // A struct of no known fields: each skipped by its declared type.
+            STRUCT => self.typed_struct(&[], 0, depth, &mut Vec::new())?,
             other => return Err(format!("field type {other} is not Thrift's")),
         }
         Ok(())
