@@ -748,14 +748,15 @@ fn execute(call: &Call, base: &Path, out: &OutputArgs) -> Result<()> {
     let loaded = model_ref.load_model(&crate::input::Inputs)?;
     let model = loaded.likelihood();
     let fitter = call.open(model, Arc::new(AtomicBool::new(false)))?;
-    if let Some(auto) = fitter.auto_choice() {
-        note_auto(&auto.device.spec(), &auto.reason);
-    }
     let request = &call.request;
     let bar = progress(request.progress_steps(model), label(request));
     let outcome = call.run_on(&fitter, &|k| bar.set_position(k as u64));
     bar.finish_and_clear();
     let outcome = outcome?;
+    // Said once the work ran: a request refused has no device to speak of.
+    if let Some(auto) = fitter.auto_choice() {
+        note_auto(&auto.device.spec(), &auto.reason);
+    }
     let warning = match &outcome {
         Outcome::Fit { fit, .. } => fit.warning.clone(),
         Outcome::HypotestToys { result, .. } => result.warning.clone(),
